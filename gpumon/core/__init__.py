@@ -1,0 +1,1 @@
+"""gpumon's core: data sources, sampling and reports. Never imports Textual."""

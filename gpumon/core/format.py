@@ -1,0 +1,39 @@
+"""Plain-text formatting shared by the CLI and the TUI."""
+
+from __future__ import annotations
+
+NA = "N/A"
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def size(n: float | None) -> str:
+    if n is None:
+        return NA
+    value = float(n)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def gib_pair(used: int | None, total: int | None) -> str:
+    if used is None or total is None:
+        return f"{size(used)} / {size(total)}"
+    return f"{used / 1024**3:.1f}/{total / 1024**3:.1f} GiB"
+
+
+def num(value: float | None, unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return NA
+    return f"{value:.{digits}f}{unit}"
+
+
+def percent(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}%"
+
+
+def elide(text: str | None, width: int) -> str:
+    if text is None:
+        return NA
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

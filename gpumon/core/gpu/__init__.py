@@ -1,0 +1,57 @@
+"""GPU sources behind one small interface.
+
+``open_gpu_source`` picks, in order: the simulated source (only when asked),
+NVML, nvidia-smi through GPUtil, and finally a source that reports no GPU and
+says why. No source ever raises out of ``sample``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from gpumon.core.model import GpuSample
+
+
+class GpuSource(Protocol):
+    name: str
+
+    def sample(self) -> GpuSample: ...
+
+    def close(self) -> None: ...
+
+
+class NoGpuSource:
+    """Stands in when no GPU can be read; carries the reason to every view."""
+
+    name = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def sample(self) -> GpuSample:
+        return GpuSample(source=self.name, devices=(), time=time.time(), reason=self.reason)
+
+    def close(self) -> None:
+        pass
+
+
+def open_gpu_source(simulate: int | None = None, seed: int = 0) -> GpuSource:
+    if simulate:
+        from gpumon.core.gpu.simulated import SimulatedSource
+
+        return SimulatedSource(simulate, seed=seed)
+
+    from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
+
+    try:
+        return NvmlSource()
+    except NvmlUnavailable as exc:
+        nvml_reason = str(exc)
+
+    from gpumon.core.gpu.smi import SmiSource, SmiUnavailable
+
+    try:
+        return SmiSource(nvml_reason)
+    except SmiUnavailable as exc:
+        return NoGpuSource(f"{nvml_reason}; {exc}")

@@ -1,0 +1,118 @@
+"""Immutable snapshots that sources produce and every view (TUI, CLI, JSON) reads.
+
+A value that could not be read is ``None``; views print it as "N/A" and the
+reason, when known, sits in the device's ``na`` map (field name -> reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Bumped whenever a key of ``Snapshot.to_dict`` changes meaning or disappears.
+SNAPSHOT_SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    gpu_index: int
+    pid: int
+    used_memory: int | None  # bytes
+    sm_util: float | None  # percent, from NVML's per-process samples
+    kind: str  # "compute" | "graphics"
+    user: str | None = None
+    command: str | None = None
+    create_time: float | None = None  # guards signals against PID reuse
+    simulated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    index: int
+    name: str | None
+    uuid: str | None
+    state: str = "ok"  # "ok" | "lost" | "error"
+    reason: str | None = None  # why the state is not "ok"
+    gpu_util: float | None = None  # percent
+    mem_util: float | None = None  # percent (memory controller busy)
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None  # bytes
+    temperature: int | None = None  # degrees C
+    power_draw: float | None = None  # watts
+    power_limit: float | None = None  # watts
+    fan: int | None = None  # percent
+    sm_clock: int | None = None  # MHz
+    mem_clock: int | None = None  # MHz
+    pstate: int | None = None  # 0 (max performance) .. 15
+    ecc_errors: int | None = None  # volatile uncorrected
+    mig_mode: bool | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    processes_reason: str | None = None  # why the process list is N/A
+    na: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def mem_percent(self) -> float | None:
+        if self.mem_used is None or not self.mem_total:
+            return None
+        return 100.0 * self.mem_used / self.mem_total
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    source: str  # "nvml" | "nvidia-smi" | "simulated" | "none"
+    devices: tuple[GpuDevice, ...]
+    time: float
+    reason: str | None = None  # why no (or not every) GPU is shown
+    driver: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "simulated"
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    hostname: str
+    cpu_percent: float
+    per_cpu: tuple[float, ...]
+    load: tuple[float, float, float] | None
+    mem_used: int
+    mem_total: int
+    swap_used: int
+    swap_total: int
+    time: float
+
+    @property
+    def mem_percent(self) -> float:
+        return 100.0 * self.mem_used / self.mem_total if self.mem_total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    gpu: GpuSample
+    host: HostSample
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON document of ``gpumon snapshot --json``."""
+        devices = []
+        processes = []
+        for dev in self.gpu.devices:
+            d = asdict(dev)
+            d.pop("processes")
+            d["mem_percent"] = dev.mem_percent
+            devices.append(d)
+            processes.extend(asdict(p) for p in dev.processes)
+        host = asdict(self.host)
+        host["load"] = list(self.host.load) if self.host.load else None
+        host["per_cpu"] = list(self.host.per_cpu)
+        return {
+            "schema": SNAPSHOT_SCHEMA,
+            "time": self.gpu.time,
+            "source": self.gpu.source,
+            "simulated": self.gpu.simulated,
+            "driver": self.gpu.driver,
+            "reason": self.gpu.reason,
+            "devices": devices,
+            "processes": processes,
+            "host": host,
+        }

@@ -1,0 +1,92 @@
+"""Samples GPU and host sources on a background thread so no view ever waits on NVML."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from gpumon.core.gpu import GpuSource
+from gpumon.core.history import DEFAULT_SECONDS, History
+from gpumon.core.model import GpuSample, HostSample, Snapshot
+
+MIN_INTERVAL = 0.25
+
+
+class HostSourceLike(Protocol):
+    def sample(self) -> HostSample: ...
+
+
+def record(history: History, snap: Snapshot) -> None:
+    """The series every view draws sparklines from."""
+    for dev in snap.gpu.devices:
+        history.push(("gpu", dev.index, "util"), dev.gpu_util)
+        history.push(("gpu", dev.index, "mem"), dev.mem_percent)
+    history.push(("host", "cpu"), snap.host.cpu_percent)
+    history.push(("host", "mem"), snap.host.mem_percent)
+
+
+class Sampler:
+    def __init__(
+        self,
+        gpu: GpuSource,
+        host: HostSourceLike,
+        interval: float = 1.0,
+        history_seconds: float = DEFAULT_SECONDS,
+        on_sample: Callable[[Snapshot], None] | None = None,
+    ) -> None:
+        if interval < MIN_INTERVAL:
+            raise ValueError(f"interval must be at least {MIN_INTERVAL} s")
+        self.gpu = gpu
+        self.host = host
+        self.interval = interval
+        self.history = History(history_seconds, interval)
+        self.on_sample = on_sample
+        self.latest: Snapshot | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._first = threading.Event()
+
+    def sample_once(self) -> Snapshot:
+        try:
+            gpu = self.gpu.sample()
+        except Exception as err:  # noqa: BLE001 - a source bug must not kill the monitor
+            gpu = GpuSample(source=self.gpu.name, devices=(), time=time.time(), reason=f"GPU source failed: {err!r}")
+        snap = Snapshot(gpu=gpu, host=self.host.sample())
+        record(self.history, snap)
+        self.latest = snap
+        self._first.set()
+        if self.on_sample is not None:
+            self.on_sample(snap)
+        return snap
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gpumon-sampler", daemon=True)
+            self._thread.start()
+
+    def wait_first(self, timeout: float | None = None) -> Snapshot | None:
+        self._first.wait(timeout)
+        return self.latest
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.sample_once()
+            except Exception:  # noqa: BLE001 - keep sampling; the next tick may succeed
+                pass
+            next_at += self.interval
+            delay = next_at - time.monotonic()
+            if delay < 0:  # fell behind (slow NVML): skip missed ticks, do not burst
+                next_at = time.monotonic()
+                delay = 0
+            self._stop.wait(delay)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self.gpu.close()

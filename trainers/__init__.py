@@ -1,0 +1,1 @@
+"""Training programs launched by gpumon (filled by the launcher issue)."""
