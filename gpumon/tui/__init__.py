@@ -1,0 +1,1 @@
+"""The Textual TUI: renders what the core hands it, owns no data sources."""

@@ -1,0 +1,148 @@
+"""GPU and host panels. Each holds the latest values the app hands it and
+renders them to its current width; none reads a source itself."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.events import Click
+from textual.message import Message
+from textual.widget import Widget
+
+from gpumon.core.format import NA, gib_pair, num, percent
+from gpumon.core.model import GpuDevice, HostSample
+from gpumon.tui.render import bar, level_style, sparkline
+
+_LABEL = 5
+_VALUE = 19
+
+
+def _history_width(width: int) -> int:
+    return max(0, width - _LABEL - _bar_width(width) - _VALUE - 2)
+
+
+def _bar_width(width: int) -> int:
+    return max(8, min(30, (width - _LABEL - _VALUE - 2) // 2))
+
+
+def _meter(label: str, pct: float | None, value: str, history: list[float], width: int, style: str) -> Text:
+    """One line: label, bar, value, then a sparkline in the room that is left."""
+    bar_width = _bar_width(width)
+    spark_width = _history_width(width)
+    line = Text(label.ljust(_LABEL), style="bold")
+    line.append_text(bar(pct, bar_width, style))
+    line.append(" " + value.ljust(_VALUE)[:_VALUE] + " ")
+    line.append_text(sparkline(history, spark_width, style))
+    return line
+
+
+class GpuPanel(Widget):
+    """One GPU: utilisation and memory bars with history, then its vitals."""
+
+    class Selected(Message):
+        def __init__(self, index: int) -> None:
+            self.index = index
+            super().__init__()
+
+    def __init__(self, index: int, simulated: bool) -> None:
+        super().__init__(id=f"gpu-{index}", classes="gpu-panel")
+        self.index = index
+        self.simulated = simulated
+        self.device: GpuDevice | None = None
+        self.util_history: list[float] = []
+        self.mem_history: list[float] = []
+        self.border_title = f"GPU {index}"
+        if simulated:
+            self.border_subtitle = "SIMULATED"
+
+    def show(self, device: GpuDevice, util_history: list[float], mem_history: list[float]) -> None:
+        self.device = device
+        self.util_history = util_history
+        self.mem_history = mem_history
+        self.border_title = f"GPU {device.index} · {device.name or NA}"
+        self.set_class(device.state != "ok", "-down")
+        self.refresh()
+
+    def history_width(self) -> int:
+        return _history_width(self.content_size.width or 76)
+
+    def on_click(self, event: Click) -> None:
+        self.post_message(self.Selected(self.index))
+
+    def render(self) -> Text:
+        d = self.device
+        width = self.content_size.width
+        if d is None:
+            return Text("sampling…", style="dim")
+        if d.state != "ok":
+            return Text(f"{d.state.upper()}: {d.reason}", style="bold red")
+        mem_style = level_style(d.mem_percent, 80, 95)
+        out = _meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan")
+        out.append("\n")
+        mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
+        out.append_text(_meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style))
+        out.append("\n")
+        out.append_text(self._vitals(d))
+        return out
+
+    def _vitals(self, d: GpuDevice) -> Text:
+        power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
+        parts: list[tuple[str, str]] = [
+            (num(d.temperature, "°C"), level_style(d.temperature, 80, 90)),
+            (f"{num(d.power_draw)}/{num(d.power_limit, ' W')}", level_style(power_pct, 90, 98)),
+            (f"SM {num(d.sm_clock)} MHz", ""),
+            (f"MEM {num(d.mem_clock)} MHz", ""),
+            (f"P{d.pstate}" if d.pstate is not None else "P N/A", ""),
+            (f"fan {percent(d.fan)}", "dim" if d.fan is None else ""),
+        ]
+        if d.ecc_errors:
+            parts.append((f"ECC {d.ecc_errors}", "bold red"))
+        if d.mig_mode:
+            parts.append(("MIG", "magenta"))
+        procs = d.processes_reason and "procs N/A" or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
+        parts.append((procs, "dim"))
+        text = Text()
+        for i, (label, style) in enumerate(parts):
+            if i:
+                text.append("  ")
+            text.append(label, style=style)
+        return text
+
+
+class HostPanel(Widget):
+    """Host CPU (total and per core), load, memory and swap."""
+
+    def __init__(self) -> None:
+        super().__init__(id="host")
+        self.border_title = "host"
+        self.host: HostSample | None = None
+        self.cpu_history: list[float] = []
+        self.mem_history: list[float] = []
+
+    def show(self, host: HostSample, cpu_history: list[float], mem_history: list[float]) -> None:
+        self.host = host
+        self.cpu_history = cpu_history
+        self.mem_history = mem_history
+        self.border_title = f"host {host.hostname}"
+        self.refresh()
+
+    def history_width(self) -> int:
+        return _history_width(self.content_size.width or 76)
+
+    def render(self) -> Text:
+        h = self.host
+        width = self.content_size.width
+        if h is None:
+            return Text("sampling…", style="dim")
+        load = " ".join(f"{v:.2f}" for v in h.load) if h.load else NA
+        cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"
+        out = _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan")
+        out.append("\n")
+        mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
+        out.append_text(_meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95)))
+        out.append("\n")
+        out.append(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
+        room = max(0, width - _LABEL - 4 - 28)
+        out.append_text(sparkline(list(h.per_cpu)[:room], min(room, len(h.per_cpu)), "cyan"))
+        swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total else None
+        out.append(f"  swap {gib_pair(h.swap_used, h.swap_total)}", style=level_style(swap_pct, 20, 60))
+        return out

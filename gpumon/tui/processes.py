@@ -1,0 +1,138 @@
+"""The GPU process table, updated by diff so the cursor and scroll stay put."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from gpumon.core.format import NA, elide, num, size
+from gpumon.core.model import GpuDevice, GpuProcess
+
+
+@dataclass(frozen=True)
+class SortCell:
+    """A cell that shows text but sorts by a key (numbers sort as numbers)."""
+
+    key: Any
+    text: Text
+
+    def __rich__(self) -> Text:
+        return self.text
+
+
+# column key, header, width (None: the command column takes the room left)
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("gpu", "GPU", 3),
+    ("pid", "PID", 8),
+    ("user", "USER", 10),
+    ("mem", "GPU MEM", 10),
+    ("sm", "SM%", 4),
+    ("command", "COMMAND", None),
+)
+SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command")
+_NUMERIC = {"gpu", "pid", "mem", "sm"}
+
+
+def _cells(p: GpuProcess, command_width: int) -> dict[str, SortCell]:
+    def right(value: str) -> Text:
+        return Text(value, justify="right")
+
+    user = p.user or NA
+    return {
+        "gpu": SortCell(p.gpu_index, right(str(p.gpu_index))),
+        "pid": SortCell(p.pid, right(str(p.pid))),
+        "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
+        "mem": SortCell(p.used_memory if p.used_memory is not None else -1, right(size(p.used_memory))),
+        "sm": SortCell(p.sm_util if p.sm_util is not None else -1, right(num(p.sm_util))),
+        "command": SortCell(p.command or "", Text(elide(p.command, command_width))),
+    }
+
+
+class ProcessTable(DataTable[SortCell]):
+    """Processes of the selected GPU (or of all GPUs), sortable by any column."""
+
+    def __init__(self) -> None:
+        super().__init__(id="processes", cursor_type="row", zebra_stripes=False)
+        self.sort_key = "mem"
+        self.sort_reverse = True
+        self.show_all = False
+        self.gpu_index: int | None = None
+        self.processes: dict[str, GpuProcess] = {}
+        self.border_title = "processes"
+
+    def on_mount(self) -> None:
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
+
+    def _command_width(self) -> int:
+        fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)
+        return max(16, (self.content_size.width or 80) - fixed - 1)
+
+    def show(self, devices: tuple[GpuDevice, ...], gpu_index: int | None) -> None:
+        self.gpu_index = gpu_index
+        wanted = {
+            f"{p.gpu_index}:{p.pid}": p
+            for d in devices
+            if self.show_all or d.index == gpu_index
+            for p in d.processes
+        }
+        width = self._command_width()
+        changed = False
+        for key in [k for k in self.processes if k not in wanted]:
+            self.remove_row(key)
+            changed = True
+        for key, proc in wanted.items():
+            cells = _cells(proc, width)
+            old = self.processes.get(key)
+            if old is None:
+                self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
+                changed = True
+            elif old != proc:
+                for column, cell in cells.items():
+                    if self.get_cell(key, column) != cell:
+                        self.update_cell(key, column, cell)
+                        changed = changed or column == self.sort_key
+        self.processes = wanted
+        scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
+        self.border_title = f"processes · {scope} · {len(wanted)}"
+        self.border_subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+        if changed:
+            self.apply_sort()
+
+    def apply_sort(self) -> None:
+        if self.row_count:
+            self.sort(self.sort_key, key=lambda cell: cell.key, reverse=self.sort_reverse)
+        self.border_subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+
+    def sort_by(self, key: str) -> None:
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key = key
+            self.sort_reverse = key in _NUMERIC
+        self.apply_sort()
+
+    def cycle_sort(self) -> None:
+        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
+        self.sort_reverse = self.sort_key in _NUMERIC  # biggest first for numbers
+        self.apply_sort()
+
+    def reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.apply_sort()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(str(event.column_key.value))
+
+    def selected(self) -> GpuProcess | None:
+        if not self.row_count:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001 - cursor outside the rows
+            return None
+        return self.processes.get(str(key))

@@ -1,0 +1,74 @@
+"""Modal screens: signal confirmation and help."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes/no question; y/enter confirms, n/escape cancels."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape", "answer(False)", "no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(self.question, id="question")
+            with Horizontal(id="buttons"):
+                yield Button("Yes (y)", variant="error", id="yes")
+                yield Button("No (n)", variant="primary", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+HELP = """\
+[b]gpumon keys[/b]
+
+[b]GPUs[/b]
+  0-9            select GPU by index
+  ←/→  [ ]       previous / next GPU
+  ↑/↓  j/k       move in the focused list (tab switches GPU list / processes)
+
+[b]Processes[/b]
+  s              sort by the next column (or click a header)
+  r              reverse the sort
+  a              processes of all GPUs / of the selected GPU
+  t              send SIGTERM to the selected process (asks first)
+  K (shift+k)    send SIGKILL to the selected process (asks first)
+
+[b]App[/b]
+  ctrl+p         command palette
+  ?              this help
+  q, ctrl+q      quit
+
+Values that cannot be read show N/A. With --readonly, no signal is ever sent.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "close", "close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static(HELP)
+            yield Static("[dim]escape or ? closes[/dim]")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,57 @@
+"""Shared fixtures: a deterministic app (simulated GPUs, a frozen host sample)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from gpumon.core.gpu import GpuSource, NoGpuSource
+from gpumon.core.gpu.simulated import SimulatedSource
+from gpumon.core.model import HostSample
+from gpumon.core.sampler import Sampler
+from gpumon.tui.app import GpumonApp
+
+NO_NVML_REASON = "NVML library not found (is the NVIDIA driver installed?); nvidia-smi not found"
+
+
+class FrozenHost:
+    """A fixed host reading, so screenshots do not depend on this machine's load."""
+
+    def sample(self) -> HostSample:
+        return HostSample(
+            hostname="trainbox",
+            cpu_percent=37.5,
+            per_cpu=(12.0, 88.0, 40.0, 10.0, 55.0, 25.0, 60.0, 10.0),
+            load=(2.5, 2.1, 1.9),
+            mem_used=41 * 1024**3,
+            mem_total=128 * 1024**3,
+            swap_used=0,
+            swap_total=8 * 1024**3,
+            time=0.0,
+        )
+
+
+def make_app(source: GpuSource | None = None, gpus: int = 2, ticks: int = 40, readonly: bool = False) -> GpumonApp:
+    sampler = Sampler(source or SimulatedSource(gpus, seed=1), FrozenHost(), interval=1.0)
+    for _ in range(ticks):
+        sampler.sample_once()
+    return GpumonApp(sampler, readonly=readonly)
+
+
+def no_gpu_app() -> GpumonApp:
+    return make_app(NoGpuSource(NO_NVML_REASON), ticks=3)
+
+
+def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+requires_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")

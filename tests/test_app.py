@@ -1,0 +1,264 @@
+"""Pilot tests: what a user sees and what each key does."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from textual.widgets import Static
+
+from gpumon.core.gpu import open_gpu_source
+from gpumon.core.host import HostSource
+from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
+from gpumon.core.sampler import Sampler
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.panels import GpuPanel, HostPanel
+from gpumon.tui.processes import ProcessTable
+from gpumon.tui.screens import ConfirmScreen, HelpScreen
+from tests.conftest import make_app, no_gpu_app
+
+
+def notes(app: GpumonApp) -> list[str]:
+    return [str(n.message) for n in app._notifications]
+
+
+def row_keys(table: ProcessTable) -> list[str]:
+    return [str(row.key.value) for row in table.ordered_rows]
+
+
+def screen_text(app: GpumonApp) -> str:
+    """The characters on screen, as the SVG screenshot holds them."""
+    svg = app.export_screenshot()
+    return html.unescape("".join(re.findall(r">([^<]*)</text>", svg))).replace("\xa0", " ")
+
+
+async def test_number_keys_and_arrows_select_gpus() -> None:
+    app = make_app(gpus=4)
+    async with app.run_test(size=(100, 40)) as pilot:
+        assert app.selected == 0
+        await pilot.press("2")
+        assert app.selected == 2
+        assert app.screen.query_one("#gpu-2", GpuPanel).has_class("-selected")
+        assert not app.screen.query_one("#gpu-0", GpuPanel).has_class("-selected")
+        assert "GPU 2" in str(app.query_one(ProcessTable).border_title)
+        await pilot.press("right")
+        assert app.selected == 3
+        await pilot.press("right")  # wraps around
+        assert app.selected == 0
+        await pilot.press("left")
+        assert app.selected == 3
+        await pilot.press("7")  # no such GPU: said, selection unchanged
+        assert app.selected == 3
+        assert any("No GPU 7" in n for n in notes(app))
+
+
+async def test_up_down_move_between_gpus_when_the_list_has_focus() -> None:
+    app = make_app(gpus=3)
+    async with app.run_test(size=(100, 40)) as pilot:
+        app.query_one("#gpus").focus()
+        await pilot.press("down", "down")
+        assert app.selected == 2
+        await pilot.press("up")
+        assert app.selected == 1
+
+
+async def test_clicking_a_gpu_panel_selects_it() -> None:
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.click("#gpu-1")
+        assert app.selected == 1
+
+
+async def test_process_table_shows_the_selected_gpu_and_all_on_a() -> None:
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 40)) as pilot:
+        table = app.query_one(ProcessTable)
+        snap = app.snapshot
+        assert snap is not None
+        assert set(row_keys(table)) == {f"0:{p.pid}" for p in snap.gpu.devices[0].processes}
+        await pilot.press("a")
+        total = sum(len(d.processes) for d in snap.gpu.devices)
+        assert table.row_count == total == 3
+        await pilot.press("a")
+        assert table.row_count == len(snap.gpu.devices[0].processes)
+
+
+async def test_sorting_orders_rows_by_the_chosen_column() -> None:
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 40)) as pilot:
+        table = app.query_one(ProcessTable)
+        await pilot.press("a")
+        procs = {f"{p.gpu_index}:{p.pid}": p for d in app.snapshot.gpu.devices for p in d.processes}  # type: ignore[union-attr]
+        by_mem = sorted(procs, key=lambda k: procs[k].used_memory or 0, reverse=True)
+        assert row_keys(table) == by_mem  # default: memory, biggest first
+        await pilot.press("s", "s")  # mem -> sm -> pid
+        assert table.sort_key == "pid"
+        assert row_keys(table) == sorted(procs, key=lambda k: procs[k].pid, reverse=True)
+        await pilot.press("r")
+        assert row_keys(table) == sorted(procs, key=lambda k: procs[k].pid)
+
+
+async def test_signal_to_a_simulated_process_is_refused_after_confirmation() -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 40)) as pilot:
+        app.query_one(ProcessTable).focus()
+        await pilot.press("t")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("simulated" in n for n in notes(app))
+
+
+async def test_readonly_never_asks_to_send_signals() -> None:
+    app = make_app(gpus=1, readonly=True)
+    async with app.run_test(size=(100, 40)) as pilot:
+        app.query_one(ProcessTable).focus()
+        await pilot.press("t")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("Read-only" in n for n in notes(app))
+
+
+class OneRealProcessSource:
+    """A GPU we do not have, running a process we do: the signal path is real."""
+
+    name = "fixture"
+
+    def __init__(self, pid: int) -> None:
+        proc = psutil.Process(pid)
+        self.proc = GpuProcess(
+            gpu_index=0, pid=pid, used_memory=1024**3, sm_util=50.0, kind="compute",
+            user=proc.username(), command="python -c sleep", create_time=proc.create_time(),
+        )
+
+    def sample(self) -> GpuSample:
+        dev = GpuDevice(0, "Fixture GPU", "GPU-0", gpu_util=50.0, mem_used=1024**3, mem_total=8 * 1024**3,
+                        processes=(self.proc,))
+        return GpuSample(source=self.name, devices=(dev,), time=time.time())
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("key", "code"), [("t", -15), ("K", -9)])
+async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        app = make_app(OneRealProcessSource(child.pid), ticks=2)
+        async with app.run_test(size=(100, 40)) as pilot:
+            app.query_one(ProcessTable).focus()
+            await pilot.press(key)
+            assert isinstance(app.screen, ConfirmScreen)
+            await pilot.press("n")  # cancelled: still alive
+            assert child.poll() is None
+            await pilot.press(key, "y")
+            assert child.wait(timeout=5) == code
+            assert any(f"PID {child.pid}" in n for n in notes(app))
+    finally:
+        child.kill()
+        child.wait()
+
+
+async def test_80x24_shows_every_part_and_wide_terminals_put_gpus_side_by_side() -> None:
+    app = make_app(gpus=4)
+    async with app.run_test(size=(200, 50)) as pilot:
+        assert app.screen.has_class("-wide")
+        p0, p1 = (app.query_one(f"#gpu-{i}", GpuPanel).region for i in (0, 1))
+        assert p1.x > p0.x and p1.y == p0.y
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.screen.has_class("-wide")
+        screen = app.screen.region
+        for widget in (app.query_one("#top-bar"), app.query_one(HostPanel), app.query_one(ProcessTable)):
+            assert screen.contains_region(widget.region), widget
+        assert app.query_one(ProcessTable).region.height >= 4
+        text = screen_text(app)
+        assert "UTIL" in text and "processes" in text and "host trainbox" in text
+
+
+async def test_no_gpu_screen_says_why_and_keys_do_not_crash() -> None:
+    app = no_gpu_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        notice = str(app.query_one("#no-gpu", Static).render())
+        assert "No GPU shown" in notice and "NVML library not found" in notice
+        await pilot.press("1", "right", "t", "s", "a")
+        assert app.query_one(HostPanel).host is not None
+        assert any("No GPU 1" in n for n in notes(app))
+
+
+async def test_no_gpu_on_this_machine_with_the_real_sources() -> None:
+    source = open_gpu_source()
+    if source.name != "none":
+        pytest.skip("a GPU is visible here")
+    sampler = Sampler(source, HostSource(), interval=0.25)
+    sampler.start()
+    app = GpumonApp(sampler)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            for _ in range(100):
+                if app.snapshot is not None and app.query("#no-gpu"):
+                    break
+                await pilot.pause(0.05)
+            assert "NVML" in str(app.query_one("#no-gpu", Static).render())
+            first = app.query_one(HostPanel).host
+            await pilot.pause(0.6)
+            assert app.query_one(HostPanel).host is not first  # host stays live
+    finally:
+        sampler.stop()
+
+
+async def test_live_sampling_updates_panels_and_history() -> None:
+    from gpumon.core.gpu.simulated import SimulatedSource
+
+    sampler = Sampler(SimulatedSource(2, seed=3), HostSource(), interval=0.25)
+    sampler.start()
+    app = GpumonApp(sampler)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            for _ in range(100):
+                panel = app.query("#gpu-0")
+                if panel and len(panel.first(GpuPanel).util_history) >= 3:
+                    break
+                await pilot.pause(0.05)
+            assert len(app.query_one("#gpu-0", GpuPanel).util_history) >= 3
+    finally:
+        sampler.stop()
+
+
+async def test_help_opens_and_closes() -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_lost_gpu_is_marked_and_the_other_stays_live() -> None:
+    class HalfLost:
+        name = "fixture"
+
+        def sample(self) -> GpuSample:
+            ok = GpuDevice(0, "GPU A", "a", gpu_util=10.0, mem_used=1, mem_total=2)
+            lost = GpuDevice(1, "GPU B", "b", state="lost", reason="GPU is lost (NVML_ERROR_GPU_IS_LOST)")
+            return GpuSample(source=self.name, devices=(ok, lost), time=time.time(), reason="GPU 1 not readable")
+
+        def close(self) -> None:
+            pass
+
+    app = make_app(HalfLost(), ticks=2)
+    async with app.run_test(size=(100, 40)):
+        assert app.query_one("#gpu-1", GpuPanel).has_class("-down")
+        text = screen_text(app)
+        assert "LOST" in text and "GPU 1 not readable" in text and "UTIL" in text
+
+
+async def test_quit_with_q() -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("q")
+    assert app.return_code == 0

@@ -1,0 +1,60 @@
+"""The core never imports Textual; the monitor's start path never imports torch or ray."""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import gpumon
+
+ROOT = Path(gpumon.__file__).parent
+UI_PACKAGES = ("gpumon.tui",)
+
+
+def core_modules() -> list[str]:
+    names = []
+    for info in pkgutil.walk_packages([str(ROOT)], prefix="gpumon."):
+        if not info.name.startswith(UI_PACKAGES):
+            names.append(info.name)
+    return names
+
+
+def test_core_modules_exist() -> None:
+    names = core_modules()
+    assert "gpumon.core.gpu.nvml" in names and "gpumon.cli" in names
+
+
+def test_no_core_source_file_imports_textual() -> None:
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        if "tui" in path.relative_to(ROOT).parts:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path}: {n}" for n in names if n.split(".")[0] == "textual"]
+    assert offenders == []
+
+
+def test_importing_every_core_module_leaves_textual_torch_ray_unloaded() -> None:
+    code = (
+        "import importlib, sys\n"
+        f"for name in {core_modules()!r}:\n"
+        "    if name != 'gpumon.__main__': importlib.import_module(name)\n"
+        "print(sorted(m for m in ('textual', 'torch', 'ray') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_monitor_start_path_never_imports_torch_or_ray() -> None:
+    code = "import sys, gpumon.cli, gpumon.tui.app; print([m for m in ('torch', 'ray') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
