@@ -42,11 +42,11 @@ class GpuList(VerticalScroll):
 
 
 def top_bar_text(gpu: GpuSample, hostname: str, interval: float) -> Text:
-    text = Text.assemble(("gpumon ", "bold"), (__version__, "dim"), "  ", (hostname, "bold"), "  ")
+    text = Text.assemble(("gpumon ", "bold"), (__version__, "dim"), " · ", (hostname, "bold"), " · ")
     text.append(f"{gpu.source}")
     if gpu.driver and not gpu.simulated:
         text.append(f" driver {gpu.driver}", style="dim")
-    text.append(f"  {len(gpu.devices)} GPU{'s' if len(gpu.devices) != 1 else ''}  every {interval:g}s")
+    text.append(f" · {len(gpu.devices)} GPU{'s' if len(gpu.devices) != 1 else ''} · every {interval:g}s")
     if gpu.simulated:
         text.append("  SIMULATED ", style="bold black on yellow")
     if gpu.reason and gpu.devices:

@@ -68,8 +68,8 @@ class ProcessTable(DataTable[SortCell]):
             self.add_column(label, key=key, width=width)
 
     def _command_width(self) -> int:
-        fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)
-        return max(16, (self.content_size.width or 80) - fixed - 1)
+        fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)  # cell padding
+        return max(16, (self.content_size.width or 80) - fixed - 3)  # room for a scrollbar
 
     def show(self, devices: tuple[GpuDevice, ...], gpu_index: int | None) -> None:
         self.gpu_index = gpu_index
