@@ -61,6 +61,7 @@ class ProcessTable(DataTable[SortCell]):
         self.show_all = False
         self.gpu_index: int | None = None
         self.processes: dict[str, GpuProcess] = {}
+        self._command_chars = 0
         self.border_title = "processes"
 
     def on_mount(self) -> None:
@@ -80,6 +81,7 @@ class ProcessTable(DataTable[SortCell]):
             for p in d.processes
         }
         width = self._command_width()
+        resized, self._command_chars = width != self._command_chars, width
         changed = False
         for key in [k for k in self.processes if k not in wanted]:
             self.remove_row(key)
@@ -90,7 +92,7 @@ class ProcessTable(DataTable[SortCell]):
             if old is None:
                 self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
                 changed = True
-            elif old != proc:
+            elif old != proc or resized:
                 for column, cell in cells.items():
                     if self.get_cell(key, column) != cell:
                         self.update_cell(key, column, cell)
