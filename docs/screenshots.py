@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import make_app, no_gpu_app  # noqa: E402
 
 
-async def shoot(app, name: str, size: tuple[int, int], keys: tuple[str, ...] = ()) -> None:  # noqa: ANN001
+async def shoot(app, name: str, size: tuple[int, int], keys: tuple[str, ...] = ()) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.press(*keys)
         await pilot.pause()

@@ -49,8 +49,8 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
 
 
-def _source_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _source_options() -> _Parser:
+    common = _Parser(add_help=False)
     common.add_argument("--simulate", type=_gpu_count, metavar="N", help="show N simulated GPUs (demo, tests)")
     common.add_argument("--seed", type=_int, default=0, help="seed of the simulated GPUs (default 0)")
     return common
@@ -65,7 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
     parser.add_argument(
-        "--interval", type=_interval, default=1.0, metavar="S", help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})"
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="S",
+        help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})",
     )
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

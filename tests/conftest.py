@@ -44,7 +44,7 @@ def no_gpu_app() -> GpumonApp:
     return make_app(NoGpuSource(NO_NVML_REASON), ticks=3)
 
 
-def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):  # noqa: ANN001, ANN201
+def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -131,13 +131,20 @@ class OneRealProcessSource:
     def __init__(self, pid: int) -> None:
         proc = psutil.Process(pid)
         self.proc = GpuProcess(
-            gpu_index=0, pid=pid, used_memory=1024**3, sm_util=50.0, kind="compute",
-            user=proc.username(), command="python -c sleep", create_time=proc.create_time(),
+            gpu_index=0,
+            pid=pid,
+            used_memory=1024**3,
+            sm_util=50.0,
+            kind="compute",
+            user=proc.username(),
+            command="python -c sleep",
+            create_time=proc.create_time(),
         )
 
     def sample(self) -> GpuSample:
-        dev = GpuDevice(0, "Fixture GPU", "GPU-0", gpu_util=50.0, mem_used=1024**3, mem_total=8 * 1024**3,
-                        processes=(self.proc,))
+        dev = GpuDevice(
+            0, "Fixture GPU", "GPU-0", gpu_util=50.0, mem_used=1024**3, mem_total=8 * 1024**3, processes=(self.proc,)
+        )
         return GpuSample(source=self.name, devices=(dev,), time=time.time())
 
     def close(self) -> None:

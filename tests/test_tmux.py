@@ -27,9 +27,22 @@ class Tmux:
         env = {**os.environ, "TERM": "xterm-256color"}
         env.pop("COLORTERM", None)  # as over plain ssh: 256 colours
         subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-x", str(self.size[0]),
-             "-y", str(self.size[1]), *argv],
-            check=True, env=env,
+            [
+                "tmux",
+                "-L",
+                self.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                str(self.size[0]),
+                "-y",
+                str(self.size[1]),
+                *argv,
+            ],
+            check=True,
+            env=env,
         )
         self.run("set-option", "-g", "remain-on-exit", "on")
 

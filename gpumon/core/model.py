@@ -95,7 +95,7 @@ class Snapshot:
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON document of ``gpumon snapshot --json``."""
         devices = []
-        processes = []
+        processes: list[dict[str, Any]] = []
         for dev in self.gpu.devices:
             d = asdict(dev)
             d.pop("processes")

@@ -44,6 +44,7 @@ class Sampler:
         self.history = History(history_seconds, interval)
         self.on_sample = on_sample
         self.latest: Snapshot | None = None
+        self.error: str | None = None  # the last tick's failure, if it failed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._first = threading.Event()
@@ -75,8 +76,9 @@ class Sampler:
         while not self._stop.is_set():
             try:
                 self.sample_once()
-            except Exception:  # noqa: BLE001 - keep sampling; the next tick may succeed
-                pass
+                self.error = None
+            except Exception as err:  # noqa: BLE001 - keep sampling; the next tick may succeed
+                self.error = f"sampling failed: {err!r}"
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind (slow NVML): skip missed ticks, do not burst

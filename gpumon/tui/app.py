@@ -152,11 +152,8 @@ class GpumonApp(App[None]):
     def _mark_selected(self) -> None:
         for panel in self.query(GpuPanel):
             panel.set_class(panel.index == self.selected, "-selected")
-        if self.selected is not None:
-            try:
-                self.query_one(f"#gpu-{self.selected}", GpuPanel).scroll_visible(animate=False)
-            except Exception:  # noqa: BLE001 - not mounted yet; the next sample scrolls
-                pass
+        for selected in self.query(f"#gpu-{self.selected}"):
+            selected.scroll_visible(animate=False)
 
     # -- actions --------------------------------------------------------------
     def select(self, index: int) -> None:
@@ -217,7 +214,9 @@ class GpumonApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help", "All keys of gpumon", self.action_help)
-        yield SystemCommand("Processes: all GPUs / selected GPU", "Toggle the process table's scope", self.action_toggle_all)
+        yield SystemCommand(
+            "Processes: all GPUs / selected GPU", "Toggle the process table's scope", self.action_toggle_all
+        )
         for key in SORT_KEYS:
             yield SystemCommand(
                 f"Processes: sort by {key}", f"Sort the process table by {key}", lambda k=key: self._sort_by(k)

@@ -98,7 +98,7 @@ class GpuPanel(Widget):
             parts.append((f"ECC {d.ecc_errors}", "bold red"))
         if d.mig_mode:
             parts.append(("MIG", "magenta"))
-        procs = d.processes_reason and "procs N/A" or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
+        procs = (d.processes_reason and "procs N/A") or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
         parts.append((procs, "dim"))
         text = Text()
         for i, (label, style) in enumerate(parts):
@@ -138,7 +138,9 @@ class HostPanel(Widget):
         out = _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan")
         out.append("\n")
         mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
-        out.append_text(_meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95)))
+        out.append_text(
+            _meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95))
+        )
         out.append("\n")
         out.append(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
         room = max(0, width - _LABEL - 4 - 28)

@@ -75,10 +75,7 @@ class ProcessTable(DataTable[SortCell]):
     def show(self, devices: tuple[GpuDevice, ...], gpu_index: int | None) -> None:
         self.gpu_index = gpu_index
         wanted = {
-            f"{p.gpu_index}:{p.pid}": p
-            for d in devices
-            if self.show_all or d.index == gpu_index
-            for p in d.processes
+            f"{p.gpu_index}:{p.pid}": p for d in devices if self.show_all or d.index == gpu_index for p in d.processes
         }
         width = self._command_width()
         resized, self._command_chars = width != self._command_chars, width

@@ -3,10 +3,12 @@ N/A with its reason, a lost GPU is marked lost while the others stay live."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.procinfo import ProcessInfoCache
@@ -79,10 +81,8 @@ class NvmlSource:
             return None
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # shutting down must never fail loudly
             self._nv.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down must never fail loudly
-            pass
 
     # -- sampling -----------------------------------------------------------
     def sample(self) -> GpuSample:
@@ -95,9 +95,7 @@ class NvmlSource:
         self._procinfo.forget_others(live_pids)
         lost = [d.index for d in devices if d.state != "ok"]
         reason = f"GPU {', '.join(map(str, lost))} not readable" if lost else None
-        return GpuSample(
-            source=self.name, devices=tuple(devices), time=time.time(), reason=reason, driver=self.driver
-        )
+        return GpuSample(source=self.name, devices=tuple(devices), time=time.time(), reason=reason, driver=self.driver)
 
     def _sample_device(self, index: int) -> GpuDevice:
         if index in self._lost:
@@ -154,8 +152,13 @@ class NvmlSource:
         limit = self._read(index, "power_limit", na, nv.nvmlDeviceGetEnforcedPowerLimit, h)
         mig = self._read(index, "mig_mode", na, nv.nvmlDeviceGetMigMode, h)
         ecc = self._read(
-            index, "ecc_errors", na, nv.nvmlDeviceGetTotalEccErrors, h,
-            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC,
+            index,
+            "ecc_errors",
+            na,
+            nv.nvmlDeviceGetTotalEccErrors,
+            h,
+            nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            nv.NVML_VOLATILE_ECC,
         )
         mig_on = None if mig is None else int(mig[0]) == _MIG_ENABLED
         processes, proc_reason = self._processes(index, h, mig_on)

@@ -24,7 +24,7 @@ class SmiSource:
         if shutil.which("nvidia-smi") is None:
             raise SmiUnavailable("nvidia-smi not found")
         try:
-            import GPUtil  # type: ignore[import-untyped]  # lazy: it shells out and needs distutils
+            import GPUtil  # lazy: it shells out and needs distutils
         except ImportError as err:
             raise SmiUnavailable(f"GPUtil unavailable ({err})") from None
         self._gputil: Any = GPUtil
