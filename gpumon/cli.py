@@ -49,19 +49,23 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
 
 
-def _source_options() -> _Parser:
+def _source_options(in_command: bool = False) -> _Parser:
+    """--simulate/--seed, accepted before or after a command. After one, they
+    default to SUPPRESS so they never overwrite what was given before it."""
     common = _Parser(add_help=False)
-    common.add_argument("--simulate", type=_gpu_count, metavar="N", help="show N simulated GPUs (demo, tests)")
-    common.add_argument("--seed", type=_int, default=0, help="seed of the simulated GPUs (default 0)")
+    unset = argparse.SUPPRESS if in_command else None
+    common.add_argument("--simulate", type=_gpu_count, metavar="N", default=unset, help="show N simulated GPUs")
+    common.add_argument(
+        "--seed", type=_int, default=unset if in_command else 0, help="seed of the simulated GPUs (default 0)"
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _source_options()
     parser = _Parser(
         prog="gpumon",
         description="Terminal cockpit for PyTorch training servers. With no command, opens the live monitor.",
-        parents=[common],
+        parents=[_source_options()],
     )
     parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
     parser.add_argument(
@@ -73,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    snap = sub.add_parser("snapshot", parents=[common], help="print GPUs, processes and host once, then exit")
+    snap = sub.add_parser(
+        "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
+    )
     snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
     return parser
 

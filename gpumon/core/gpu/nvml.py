@@ -71,7 +71,7 @@ class NvmlSource:
         self._unsupported: set[tuple[int, str]] = set()
         self._last_seen: dict[int, int] = {}  # per-process utilisation timestamps
         self._proc_api: str | None = None
-        self._proc_api_reason: str | None = None
+        self._proc_api_error: Exception | None = None
         self._procinfo = ProcessInfoCache()
 
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -187,18 +187,23 @@ class NvmlSource:
     # -- processes ----------------------------------------------------------
     def _compute_processes(self, h: Any) -> list[Any]:
         nv = self._nv
+        if self._proc_api_error is not None:  # probed before: none works, do not ask again
+            raise self._proc_api_error
         if self._proc_api is None:
+            last: Exception = nv.NVMLError(nv.NVML_ERROR_FUNCTION_NOT_FOUND)
             for api in COMPUTE_PROC_APIS:
                 fn = getattr(nv, api, None)
                 if fn is None:
                     continue
                 try:
                     procs = fn(h)
-                except (nv.NVMLError_FunctionNotFound, nv.NVMLError_NotSupported):
+                except (nv.NVMLError_FunctionNotFound, nv.NVMLError_NotSupported) as err:
+                    last = err
                     continue
                 self._proc_api = api
                 return list(procs)
-            raise nv.NVMLError(nv.NVML_ERROR_FUNCTION_NOT_FOUND)
+            self._proc_api_error = last
+            raise last
         return list(getattr(nv, self._proc_api)(h))
 
     def _processes(self, index: int, h: Any, mig_on: bool | None) -> tuple[tuple[GpuProcess, ...], str | None]:
