@@ -310,3 +310,27 @@ def test_report_marks_a_lost_gpu_and_keeps_the_others() -> None:
     assert "note: GPU 1 not readable" in text
     assert "[1] NVIDIA H100  LOST: GPU is lost: reset or reboot needed" in text
     assert "50%" in text
+
+
+def test_a_failing_host_reading_keeps_gpus_live_and_says_why() -> None:
+    from gpumon.core.gpu.simulated import SimulatedSource
+    from tests.conftest import FrozenHost
+
+    class FlakyHost(FrozenHost):
+        fail = False
+
+        def sample(self):  # type: ignore[override]
+            if self.fail:
+                raise OSError("no /proc")
+            return super().sample()
+
+    host = FlakyHost()
+    sampler = Sampler(SimulatedSource(1), host, interval=1.0)
+    first = sampler.sample_once()
+    host.fail = True
+    second = sampler.sample_once()
+    assert second.host is first.host and second.gpu.devices
+    assert sampler.error is not None and "no /proc" in sampler.error
+    host.fail = False
+    sampler.sample_once()
+    assert sampler.error is None

@@ -54,7 +54,15 @@ class Sampler:
             gpu = self.gpu.sample()
         except Exception as err:  # noqa: BLE001 - a source bug must not kill the monitor
             gpu = GpuSample(source=self.gpu.name, devices=(), time=time.time(), reason=f"GPU source failed: {err!r}")
-        snap = Snapshot(gpu=gpu, host=self.host.sample())
+        try:
+            host = self.host.sample()
+            self.error = None
+        except Exception as err:  # noqa: BLE001 - keep the GPUs live on the last host reading
+            if self.latest is None:
+                raise
+            host = self.latest.host
+            self.error = f"host sampling failed: {err!r}"
+        snap = Snapshot(gpu=gpu, host=host)
         record(self.history, snap)
         self.latest = snap
         self._first.set()
@@ -76,7 +84,6 @@ class Sampler:
         while not self._stop.is_set():
             try:
                 self.sample_once()
-                self.error = None
             except Exception as err:  # noqa: BLE001 - keep sampling; the next tick may succeed
                 self.error = f"sampling failed: {err!r}"
             next_at += self.interval

@@ -41,7 +41,7 @@ class GpuList(VerticalScroll):
     can_focus = True
 
 
-def top_bar_text(gpu: GpuSample, hostname: str, interval: float) -> Text:
+def top_bar_text(gpu: GpuSample, hostname: str, interval: float, error: str | None = None) -> Text:
     text = Text.assemble(("gpumon ", "bold"), (__version__, "dim"), " · ", (hostname, "bold"), " · ")
     text.append(f"{gpu.source}")
     if gpu.driver and not gpu.simulated:
@@ -51,6 +51,8 @@ def top_bar_text(gpu: GpuSample, hostname: str, interval: float) -> Text:
         text.append("  SIMULATED ", style="bold black on yellow")
     if gpu.reason and gpu.devices:
         text.append(f"  {gpu.reason}", style="bold red")
+    if error:
+        text.append(f"  {error}", style="bold red")
     return text
 
 
@@ -122,7 +124,7 @@ class GpumonApp(App[None]):
             self._rebuild(snap)
         with self.batch_update():
             top = self.query_one("#top-bar", Static)
-            top.update(top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval))
+            top.update(top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error))
             for dev in snap.gpu.devices:
                 panel = self.query_one(f"#gpu-{dev.index}", GpuPanel)
                 width = panel.history_width()
