@@ -57,7 +57,7 @@ class Sampler:
         try:
             host = self.host.sample()
             self.error = None
-        except Exception as err:  # noqa: BLE001 - keep the GPUs live on the last host reading
+        except Exception as err:  # keep the GPUs live on the last host reading
             if self.latest is None:
                 raise
             host = self.latest.host
