@@ -113,17 +113,23 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:
+    from gpumon.core.config import ConfigError, load_keymap
     from gpumon.core.gpu import open_gpu_source
     from gpumon.core.host import HostSource
     from gpumon.core.sampler import Sampler
 
+    try:
+        keymap = load_keymap()
+    except ConfigError as err:
+        print(f"gpumon: error: {err}", file=sys.stderr)
+        return 2
     # NVML starts and the first sample is taken while Textual imports.
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     sampler.start()
     try:
         from gpumon.tui.app import GpumonApp
 
-        GpumonApp(sampler, readonly=args.readonly).run()
+        GpumonApp(sampler, readonly=args.readonly, keymap=keymap).run()
     finally:
         sampler.stop()
     return 0

@@ -35,8 +35,8 @@ class GpuList(VerticalScroll):
     """The GPU panels; up/down move the selection while it has focus."""
 
     BINDINGS = [
-        Binding("up,k", "app.gpu(-1)", "prev GPU", show=False),
-        Binding("down,j", "app.gpu(1)", "next GPU", show=False),
+        Binding("up,k", "app.gpu(-1)", "prev GPU", show=False, id="gpu_up"),
+        Binding("down,j", "app.gpu(1)", "next GPU", show=False, id="gpu_down"),
     ]
     can_focus = True
 
@@ -74,7 +74,7 @@ class GpumonApp(App[None]):
         Binding("question_mark", "help", "help", id="help"),
         Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev"),
         Binding("right,right_square_bracket", "gpu(1)", "next GPU", show=False, id="gpu_next"),
-        *(Binding(str(i), f"select_gpu({i})", f"GPU {i}", show=False) for i in range(10)),
+        *(Binding(str(i), f"select_gpu({i})", f"GPU {i}", show=False, id=f"gpu_{i}") for i in range(10)),
         Binding("s", "sort", "sort", id="sort"),
         Binding("r", "reverse", "reverse", show=False, id="reverse"),
         Binding("a", "toggle_all", "all GPUs", id="all_gpus"),
@@ -82,8 +82,10 @@ class GpumonApp(App[None]):
         Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill"),
     ]
 
-    def __init__(self, sampler: Sampler, readonly: bool = False) -> None:
+    def __init__(self, sampler: Sampler, readonly: bool = False, keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        if keymap:
+            self.set_keymap(keymap)
         self.sampler = sampler
         self.readonly = readonly
         self.selected: int | None = None

@@ -1,0 +1,52 @@
+"""User configuration: ~/.config/gpumon/keymap.toml (or $GPUMON_CONFIG_DIR) remaps keys.
+
+[keymap]
+terminate = "x"          # binding id = key, or several keys "x,ctrl+t"
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+#: Binding ids the TUI declares; the keymap may name only these.
+BINDING_IDS = (
+    "quit", "help", "gpu_prev", "gpu_next", "gpu_up", "gpu_down", "sort", "reverse", "all_gpus",
+    "terminate", "kill", *(f"gpu_{i}" for i in range(10)),
+)  # fmt: skip
+
+
+class ConfigError(Exception):
+    """A mistake in the user's configuration; the message says where and what to do."""
+
+
+def config_dir() -> Path:
+    explicit = os.environ.get("GPUMON_CONFIG_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpumon"
+
+
+def load_keymap(path: Path | None = None) -> dict[str, str]:
+    path = path or config_dir() / "keymap.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read it ({err})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+    table = data.get("keymap", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f'{path}: [keymap] must be a table of binding = "key" lines')
+    keymap: dict[str, str] = {}
+    for name, keys in table.items():
+        if name not in BINDING_IDS:
+            raise ConfigError(f"{path}: unknown binding {name!r}; known: {', '.join(BINDING_IDS)}")
+        if not isinstance(keys, str) or not keys.strip():
+            raise ConfigError(f'{path}: binding {name!r} needs a key string, e.g. {name} = "x"')
+        keymap[name] = keys
+    return keymap

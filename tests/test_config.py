@@ -1,0 +1,68 @@
+"""User keymaps: remap keys by binding id; mistakes get one line and exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.config import BINDING_IDS, ConfigError, load_keymap
+from gpumon.tui.app import GpuList, GpumonApp
+from gpumon.tui.screens import ConfirmScreen
+from tests.conftest import make_app
+
+
+def test_keymap_ids_are_exactly_the_tui_binding_ids() -> None:
+    declared = {b.id for cls in (GpumonApp, GpuList) for b in cls.BINDINGS if b.id}  # type: ignore[union-attr]
+    assert declared == set(BINDING_IDS)
+
+
+def test_missing_file_means_default_keys(tmp_path: Path) -> None:
+    assert load_keymap(tmp_path / "keymap.toml") == {}
+
+
+def test_valid_keymap_loads(tmp_path: Path) -> None:
+    path = tmp_path / "keymap.toml"
+    path.write_text('[keymap]\nterminate = "x"\nquit = "ctrl+x,Q"\n')
+    assert load_keymap(path) == {"terminate": "x", "quit": "ctrl+x,Q"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[keymap\n", "not valid TOML"),
+        ('[keymap]\nexplode = "x"\n', "unknown binding 'explode'"),
+        ("[keymap]\nquit = 3\n", "needs a key string"),
+        ('keymap = "q"\n', "must be a table"),
+    ],
+)
+def test_bad_keymaps_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "keymap.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_keymap(path)
+    assert str(path) in str(info.value)
+
+
+def test_cli_refuses_a_bad_keymap_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "keymap.toml").write_text('[keymap]\nexplode = "x"\n')
+    env = {**os.environ, "GPUMON_CONFIG_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "gpumon", "--simulate", "1"], capture_output=True, text=True, env=env, timeout=30
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown binding 'explode'" in lines[0]
+
+
+async def test_remapped_key_takes_over() -> None:
+    app = make_app(gpus=1)
+    app.set_keymap({"terminate": "x"})
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("tab", "t")
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
