@@ -91,6 +91,7 @@ class GpumonApp(App[None]):
         self.selected: int | None = None
         self.snapshot: Snapshot | None = None
         self._indexes: tuple[int, ...] | None = None
+        self._top_bar: Text | None = None
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -125,8 +126,10 @@ class GpumonApp(App[None]):
         if indexes != self._indexes:
             self._rebuild(snap)
         with self.batch_update():
-            top = self.query_one("#top-bar", Static)
-            top.update(top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error))
+            bar = top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
+            if bar != self._top_bar:  # an unchanged bar must not cost a layout pass each tick
+                self._top_bar = bar
+                self.query_one("#top-bar", Static).update(bar, layout=False)
             for dev in snap.gpu.devices:
                 panel = self.query_one(f"#gpu-{dev.index}", GpuPanel)
                 width = panel.history_width()

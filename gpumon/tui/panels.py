@@ -3,9 +3,11 @@ renders them to its current width; none reads a source itself."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.text import Text
-from textual.events import Click
+from textual.events import Click, Resize
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
 
 from gpumon.core.format import NA, gib_pair, num, percent
@@ -35,7 +37,38 @@ def _meter(label: str, pct: float | None, value: str, history: list[float], widt
     return line
 
 
-class GpuPanel(Widget):
+class LinePanel(Widget):
+    """Renders a few fixed lines through Textual's line API: no wrapping or
+    markup pass, strips cached until the data or the width change. This keeps
+    an idle monitor with many GPUs cheap to repaint every second."""
+
+    def __init__(self, id: str, classes: str = "") -> None:
+        super().__init__(id=id, classes=classes)
+        self._strips: list[Strip] | None = None
+
+    def lines(self, width: int) -> list[Text]:
+        raise NotImplementedError
+
+    def refresh_lines(self) -> None:
+        self._strips = None
+        self.refresh()
+
+    def on_resize(self, event: Resize) -> None:
+        self._strips = None
+
+    def render_line(self, y: int) -> Strip:
+        width = self.content_size.width
+        if self._strips is None:
+            console, base = self.app.console, self.rich_style
+            strips = []
+            for line in self.lines(width):
+                line.truncate(width, overflow="ellipsis", pad=True)
+                strips.append(Strip(Segment.apply_style(line.render(console), base), width))
+            self._strips = strips
+        return self._strips[y] if y < len(self._strips) else Strip.blank(width, self.rich_style)
+
+
+class GpuPanel(LinePanel):
     """One GPU: utilisation and memory bars with history, then its vitals."""
 
     class Selected(Message):
@@ -58,9 +91,12 @@ class GpuPanel(Widget):
         self.device = device
         self.util_history = util_history
         self.mem_history = mem_history
-        self.border_title = f"GPU {device.index} · {device.name or NA}"
-        self.set_class(device.state != "ok", "-down")
-        self.refresh()
+        title = f"GPU {device.index} · {device.name or NA}"
+        if title != self.border_title:  # each assignment repaints the border
+            self.border_title = title
+        if self.has_class("-down") != (device.state != "ok"):
+            self.set_class(device.state != "ok", "-down")
+        self.refresh_lines()
 
     def history_width(self) -> int:
         return _history_width(self.content_size.width or 76)
@@ -68,21 +104,19 @@ class GpuPanel(Widget):
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))
 
-    def render(self) -> Text:
+    def lines(self, width: int) -> list[Text]:
         d = self.device
-        width = self.content_size.width
         if d is None:
-            return Text("sampling…", style="dim")
+            return [Text("sampling…", style="dim")]
         if d.state != "ok":
-            return Text(f"{d.state.upper()}: {d.reason}", style="bold red")
-        mem_style = level_style(d.mem_percent, 80, 95)
-        out = _meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan")
-        out.append("\n")
+            return [Text(f"{d.state.upper()}: {d.reason}", style="bold red")]
         mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
-        out.append_text(_meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style))
-        out.append("\n")
-        out.append_text(self._vitals(d))
-        return out
+        mem_style = level_style(d.mem_percent, 80, 95)
+        return [
+            _meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan"),
+            _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style),
+            self._vitals(d),
+        ]
 
     def _vitals(self, d: GpuDevice) -> Text:
         power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
@@ -108,7 +142,7 @@ class GpuPanel(Widget):
         return text
 
 
-class HostPanel(Widget):
+class HostPanel(LinePanel):
     """Host CPU (total and per core), load, memory and swap."""
 
     def __init__(self) -> None:
@@ -122,29 +156,27 @@ class HostPanel(Widget):
         self.host = host
         self.cpu_history = cpu_history
         self.mem_history = mem_history
-        self.border_title = f"host {host.hostname}"
-        self.refresh()
+        if self.border_title != f"host {host.hostname}":
+            self.border_title = f"host {host.hostname}"
+        self.refresh_lines()
 
     def history_width(self) -> int:
         return _history_width(self.content_size.width or 76)
 
-    def render(self) -> Text:
+    def lines(self, width: int) -> list[Text]:
         h = self.host
-        width = self.content_size.width
         if h is None:
-            return Text("sampling…", style="dim")
+            return [Text("sampling…", style="dim")]
         load = " ".join(f"{v:.2f}" for v in h.load) if h.load else NA
         cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"
-        out = _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan")
-        out.append("\n")
         mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
-        out.append_text(
-            _meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95))
-        )
-        out.append("\n")
-        out.append(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
+        cores = Text(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
         room = max(0, width - _LABEL - 4 - 28)
-        out.append_text(sparkline(list(h.per_cpu)[:room], min(room, len(h.per_cpu)), "cyan"))
+        cores.append_text(sparkline(list(h.per_cpu)[:room], min(room, len(h.per_cpu)), "cyan"))
         swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total else None
-        out.append(f"  swap {gib_pair(h.swap_used, h.swap_total)}", style=level_style(swap_pct, 20, 60))
-        return out
+        cores.append(f"  swap {gib_pair(h.swap_used, h.swap_total)}", style=level_style(swap_pct, 20, 60))
+        return [
+            _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan"),
+            _meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95)),
+            cores,
+        ]

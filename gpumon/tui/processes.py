@@ -96,15 +96,21 @@ class ProcessTable(DataTable[SortCell]):
                         changed = changed or column == self.sort_key
         self.processes = wanted
         scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
-        self.border_title = f"processes · {scope} · {len(wanted)}"
-        self.border_subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+        title = f"processes · {scope} · {len(wanted)}"
+        if title != self.border_title:  # each assignment repaints the border
+            self.border_title = title
         if changed:
             self.apply_sort()
 
     def apply_sort(self) -> None:
-        if self.row_count:
+        column = self.get_column_index(self.sort_key)
+        current = [row.key for row in self.ordered_rows]
+        keyed = sorted(current, key=lambda r: self.get_row(r)[column].key, reverse=self.sort_reverse)
+        if keyed != current:  # sorting repaints the whole table: only when the order changes
             self.sort(self.sort_key, key=lambda cell: cell.key, reverse=self.sort_reverse)
-        self.border_subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+        subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
 
     def sort_by(self, key: str) -> None:
         if key == self.sort_key:
