@@ -55,3 +55,20 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
 
 
 requires_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+
+def nvidia_visible() -> bool:
+    """NVML loads or nvidia-smi is on PATH: the 'no GPU' expectations do not hold."""
+    if shutil.which("nvidia-smi"):
+        return True
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+needs_no_gpu = pytest.mark.skipif(nvidia_visible(), reason="this machine has NVML or nvidia-smi")

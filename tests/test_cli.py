@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,22 +13,7 @@ import pytest
 
 import gpumon
 from gpumon.core.gpu.simulated import SIM_PID_BASE
-
-
-def _nvidia_visible() -> bool:
-    if shutil.which("nvidia-smi"):
-        return True
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-needs_no_gpu = pytest.mark.skipif(_nvidia_visible(), reason="this machine has NVML or nvidia-smi")
+from tests.conftest import needs_no_gpu
 
 
 def gpumon_run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:

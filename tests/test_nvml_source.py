@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 import psutil
 import pynvml
@@ -12,6 +11,7 @@ import pytest
 from gpumon.core.gpu import open_gpu_source
 from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
+from tests.conftest import needs_no_gpu
 from tests.fake_nvml import GIB, FakeDevice, FakeNvml, nvml_error, proc, util_sample
 
 NO_SUCH_PID = 4_999_999  # above Linux's largest pid_max (2**22): never a live process
@@ -384,18 +384,6 @@ def test_close_shuts_nvml_down_and_never_raises() -> None:
 
 
 # -- open_gpu_source on this machine ------------------------------------------
-def _nvml_works() -> bool:
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-needs_no_gpu = pytest.mark.skipif(
-    shutil.which("nvidia-smi") is not None or _nvml_works(), reason="this machine has NVML or nvidia-smi"
-)
 
 
 @needs_no_gpu
