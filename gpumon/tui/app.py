@@ -124,7 +124,7 @@ class GpumonApp(App[None]):
         history = self.sampler.history
         indexes = tuple(d.index for d in snap.gpu.devices)
         if indexes != self._indexes:
-            self._rebuild(snap)
+            self._rebuild(snap, indexes)
         with self.batch_update():
             bar = top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
             if bar != self._top_bar:  # an unchanged bar must not cost a layout pass each tick
@@ -143,10 +143,10 @@ class GpumonApp(App[None]):
             host.show(snap.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
             self.query_one(ProcessTable).show(snap.gpu.devices, self.selected)
 
-    def _rebuild(self, snap: Snapshot) -> None:
+    def _rebuild(self, snap: Snapshot, indexes: tuple[int, ...]) -> None:
         gpus = self.query_one(GpuList)
         gpus.remove_children()
-        self._indexes = tuple(d.index for d in snap.gpu.devices)
+        self._indexes = indexes
         if not snap.gpu.devices:
             gpus.mount(Static(no_gpu_text(snap.gpu.reason), id="no-gpu"))
             self.selected = None

@@ -49,6 +49,10 @@ class LinePanel(Widget):
     def lines(self, width: int) -> list[Text]:
         raise NotImplementedError
 
+    def history_width(self) -> int:
+        """How many samples the sparklines show at the current width."""
+        return _history_width(self.content_size.width or 76)
+
     def refresh_lines(self) -> None:
         self._strips = None
         self.refresh()
@@ -79,7 +83,6 @@ class GpuPanel(LinePanel):
     def __init__(self, index: int, simulated: bool) -> None:
         super().__init__(id=f"gpu-{index}", classes="gpu-panel")
         self.index = index
-        self.simulated = simulated
         self.device: GpuDevice | None = None
         self.util_history: list[float] = []
         self.mem_history: list[float] = []
@@ -97,9 +100,6 @@ class GpuPanel(LinePanel):
         if self.has_class("-down") != (device.state != "ok"):
             self.set_class(device.state != "ok", "-down")
         self.refresh_lines()
-
-    def history_width(self) -> int:
-        return _history_width(self.content_size.width or 76)
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))
@@ -159,9 +159,6 @@ class HostPanel(LinePanel):
         if self.border_title != f"host {host.hostname}":
             self.border_title = f"host {host.hostname}"
         self.refresh_lines()
-
-    def history_width(self) -> int:
-        return _history_width(self.content_size.width or 76)
 
     def lines(self, width: int) -> list[Text]:
         h = self.host

@@ -98,17 +98,15 @@ class NvmlSource:
         return GpuSample(source=self.name, devices=tuple(devices), time=time.time(), reason=reason, driver=self.driver)
 
     def _sample_device(self, index: int) -> GpuDevice:
-        if index in self._lost:
-            name, uuid = self._static.get(index, (None, None))
-            return GpuDevice(index, name, uuid, state="lost", reason=self._lost[index])
-        try:
-            return self._read_device(index)
-        except _DeviceLost:
-            self._lost[index] = "GPU is lost (NVML_ERROR_GPU_IS_LOST): reset or reboot needed"
-            name, uuid = self._static.get(index, (None, None))
-            return GpuDevice(index, name, uuid, state="lost", reason=self._lost[index])
-        except self._nv.NVMLError as err:  # the handle itself cannot be had
-            return GpuDevice(index, None, None, state="error", reason=f"NVML: {err}")
+        if index not in self._lost:
+            try:
+                return self._read_device(index)
+            except _DeviceLost:
+                self._lost[index] = "GPU is lost (NVML_ERROR_GPU_IS_LOST): reset or reboot needed"
+            except self._nv.NVMLError as err:  # the handle itself cannot be had
+                return GpuDevice(index, None, None, state="error", reason=f"NVML: {err}")
+        name, uuid = self._static.get(index, (None, None))
+        return GpuDevice(index, name, uuid, state="lost", reason=self._lost[index])
 
     def _handle(self, index: int) -> Any:
         handle = self._handles.get(index)
