@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
     )
     snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
+    from gpumon import cli_runs
+
+    cli_runs.add_commands(sub, _Parser(add_help=False))
     return parser
 
 
@@ -136,10 +139,29 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    dashes = "--" in argv
+    if dashes:  # what follows -- goes to the launched program untouched
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if dashes and args.command != "launch":
+        parser.error("'--' only goes with launch, before the program's own arguments")
     try:
+        from gpumon import cli_runs
+
         if args.command == "snapshot":
             return cmd_snapshot(args)
+        if args.command == "launch":
+            return cli_runs.cmd_launch(args, rest)
+        if args.command == "runs":
+            return cli_runs.cmd_runs(args)
+        if args.command == "logs":
+            return cli_runs.cmd_logs(args)
+        if args.command == "stop":
+            return cli_runs.cmd_stop(args)
         return cmd_monitor(args)
     except KeyboardInterrupt:
         return 130

@@ -37,3 +37,17 @@ def elide(text: str | None, width: int) -> str:
     if text is None:
         return NA
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def duration(seconds: float | None) -> str:
+    """'42s', '3m05s', '2h07m', '3d04h'."""
+    if seconds is None:
+        return NA
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"

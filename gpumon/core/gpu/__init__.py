@@ -55,3 +55,22 @@ def open_gpu_source(simulate: int | None = None, seed: int = 0) -> GpuSource:
         return SmiSource(nvml_reason)
     except SmiUnavailable as exc:
         return NoGpuSource(f"{nvml_reason}; {exc}")
+
+
+def visible_gpu_count() -> int:
+    """GPUs a new CUDA process would see: CUDA_VISIBLE_DEVICES if set, else NVML's count (0 without NVML)."""
+    import os
+
+    masked = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if masked is not None:
+        return len([d for d in masked.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML failure means no GPU to launch on
+        return 0

@@ -1,0 +1,159 @@
+"""The one event protocol: versioned JSON lines in a run's ``events/`` folder.
+
+Every writer (each training rank, the telemetry bootstrap, the launcher's
+supervisor, the Tune callback) appends to its own file, so lines from different
+processes never interleave and no lock is needed. Each event is one
+``os.write`` of a whole line on an O_APPEND descriptor: nothing sits in a
+buffer, so a killed process loses no event, and the writer never waits on a
+reader. See docs/events.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+EVENTS_DIR = "events"
+SUFFIX = ".jsonl"
+MAX_LINE = 1 << 20  # a longer line is a bug; the reader skips it rather than holding it in memory
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types; numpy scalars and 0-d tensors become Python numbers, the rest a string."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)  # NaN/inf are not JSON
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    item = getattr(value, "item", None)  # numpy scalar, 0-d array
+    if callable(item):
+        try:
+            return _jsonable(item())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return str(value)
+
+
+def encode(kind: str, source: str, fields: Mapping[str, Any], now: float | None = None) -> bytes:
+    """One event line. ``v``, ``type``, ``src``, ``t`` and ``pid`` are set by the protocol."""
+    event: dict[str, Any] = {"v": VERSION, "type": kind, "src": source, "t": now if now is not None else time.time()}
+    event["pid"] = os.getpid()
+    for key, value in fields.items():
+        event[key] = _jsonable(value)
+    try:
+        line = json.dumps(event, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a NaN slipped through a nested value
+        line = json.dumps(_jsonable(json.loads(json.dumps(event))), separators=(",", ":"))
+    return (line + "\n").encode()
+
+
+class EventWriter:
+    """Appends events for one source (``rank0``, ``launcher``, ``tune``) of one run."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], source: str) -> None:
+        self.source = source
+        folder = Path(run_dir) / EVENTS_DIR
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # One file per process: DataLoader workers or a forked helper never share a file.
+        self.path = folder / f"{source}.{os.getpid()}{SUFFIX}"
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.failed: str | None = None
+
+    def write(self, kind: str, **fields: Any) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, encode(kind, self.source, fields))
+        except OSError as err:  # a full disk must not stop training
+            self.failed = str(err)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclass
+class _Tail:
+    offset: int = 0
+    partial: bytes = b""
+
+
+@dataclass
+class EventReader:
+    """Tails every event file of a run; ``poll()`` returns only what is new.
+
+    Lines that do not parse, lack a known version, or are not objects are
+    skipped and counted in ``skipped``; they never stop the reader.
+    """
+
+    run_dir: Path
+    skipped: int = 0
+    _tails: dict[str, _Tail] = field(default_factory=dict)
+
+    def files(self) -> list[Path]:
+        folder = self.run_dir / EVENTS_DIR
+        try:
+            return sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX))
+        except OSError:
+            return []
+
+    def poll(self) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for path in self.files():
+            events.extend(self._read(path))
+        events.sort(key=lambda e: e.get("t", 0.0))
+        return events
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.poll())
+
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        tail = self._tails.setdefault(path.name, _Tail())
+        try:
+            with path.open("rb") as fh:
+                fh.seek(tail.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        if not data:
+            return []
+        tail.offset += len(data)
+        lines = (tail.partial + data).split(b"\n")
+        tail.partial = lines.pop()  # an unfinished last line waits for its newline
+        if len(tail.partial) > MAX_LINE:
+            tail.partial = b""
+            self.skipped += 1
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            event = parse(line)
+            if event is None:
+                self.skipped += 1
+            else:
+                out.append(event)
+        return out
+
+
+def parse(line: bytes | str) -> dict[str, Any] | None:
+    """An event, or None for a line this version cannot read."""
+    try:
+        event = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(event, dict) or event.get("v") != VERSION or not isinstance(event.get("type"), str):
+        return None
+    if not isinstance(event.get("t"), int | float):
+        return None
+    return event

@@ -1,0 +1,1 @@
+"""Runs: validated specs, run directories under the state dir, the detached supervisor, run summaries."""

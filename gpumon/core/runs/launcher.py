@@ -1,0 +1,141 @@
+"""Start, find and stop runs. A run is a detached supervisor process that owns the training command.
+
+The supervisor (``supervisor.py``) starts in its own session, so the run
+survives gpumon closing and the ssh session dropping; it waits for the
+command and writes the exit into ``status.json`` even when no gpumon is open.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpumon.core.runs.spec import RunSpec, SpecError, validate
+from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json
+
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
+STOP_GRACE_S = 10.0
+
+
+def build_command(spec: RunSpec, run_id: str) -> list[str]:
+    """The argument list the supervisor starts (never a shell string)."""
+    target = ["-m", spec.module] if spec.module else [str(spec.program)]
+    if not spec.uses_torchrun:
+        return [sys.executable, "-u", *target, *spec.full_args]
+    argv = [sys.executable, "-m", "torch.distributed.run"]
+    if spec.nnodes == 1:
+        argv += ["--standalone"]  # c10d rendezvous on a free port: concurrent runs never collide
+    else:
+        argv += ["--nnodes", str(spec.nnodes), "--node-rank", str(spec.node_rank)]
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(spec.rdzv_endpoint)]
+        argv += ["--rdzv-id", spec.rdzv_id or run_id]
+    argv += ["--nproc-per-node", str(spec.nproc), "--max-restarts", str(spec.max_restarts)]
+    return [*argv, *target, *spec.full_args]
+
+
+def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
+    """What the run's environment adds to gpumon's own."""
+    path = os.environ.get("PYTHONPATH")
+    env = dict(spec.env)
+    env.update(
+        GPUMON_RUN_DIR=str(run_dir),
+        GPUMON_RUN_ID=run_id,
+        PYTHONPATH=BOOTSTRAP_DIR + (os.pathsep + path if path else ""),
+        PYTHONUNBUFFERED="1",  # logs stream as they are written
+    )
+    if spec.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = spec.gpus
+    if spec.uses_torchrun:
+        env["GPUMON_TORCHRUN"] = "1"
+        env["GPUMON_RANK_LOGS"] = "1"
+        env["TORCHELASTIC_ERROR_FILE"] = str(run_dir / "error.json")
+        if spec.max_restarts > 0:
+            env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # gloo restarts hang without it (torch 2.13)
+    return env
+
+
+def other_node_commands(spec: RunSpec, run_id: str) -> list[list[str]]:
+    """The gpumon command to run on each other node of a multi-node run."""
+    out = []
+    for rank in range(spec.nnodes):
+        if rank == spec.node_rank:
+            continue
+        argv = ["gpumon", "launch", spec.kind, "--nproc", str(spec.nproc), "--nnodes", str(spec.nnodes)]
+        argv += ["--node-rank", str(rank), "--rdzv-endpoint", str(spec.rdzv_endpoint)]
+        argv += ["--rdzv-id", spec.rdzv_id or run_id]
+        if spec.program is not None:
+            argv += ["--module", spec.program[3:]] if spec.module else [spec.program]
+        if spec.args:
+            argv += ["--", *spec.args]
+        out.append(argv)
+    return out
+
+
+def launch(spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0) -> RunRecord:
+    """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
+    validate(spec, visible_gpus)
+    run_id, run_dir = store.new_run_dir(spec)
+    (run_dir / "logs").mkdir(mode=0o700)
+    write_json(run_dir / "spec.json", spec.to_dict())
+    write_json(
+        run_dir / "command.json",
+        {"argv": build_command(spec, run_id), "env": build_env(spec, run_id, run_dir), "cwd": spec.cwd},
+    )
+    write_json(run_dir / "status.json", {"state": "starting", "created": time.time()})
+    with open(run_dir / "supervisor.log", "ab") as err:
+        subprocess.Popen(
+            [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,  # not in gpumon's session: closing the terminal does not reach it
+            close_fds=True,
+        )
+    deadline = time.monotonic() + wait_s
+    record = store.load(run_dir)
+    while record is not None and record.status.get("state") == "starting" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        record = store.load(run_dir)
+    if record is None:
+        raise OSError(f"run directory {run_dir} vanished")
+    return record
+
+
+def stop(record: RunRecord, kill: bool = False) -> str:
+    """Ask the run's supervisor to stop it: SIGTERM to the whole run, SIGKILL after a grace period.
+
+    ``kill`` sends SIGKILL at once. Returns a line for the user.
+    """
+    if not record.live:
+        return f"{record.id} is not running ({record.state})"
+    status = record.status
+    if record.supervisor_alive():
+        os.kill(int(status["supervisor_pid"]), signal.SIGUSR1 if kill else signal.SIGTERM)
+        return f"{'killing' if kill else 'stopping'} {record.id}"
+    # No supervisor (it was killed): signal the command's process group ourselves.
+    pgid = status.get("pgid")
+    if pgid and process_alive(status.get("pid"), status.get("pid_create_time")):
+        os.killpg(int(pgid), signal.SIGKILL if kill else signal.SIGTERM)
+        return f"{'killed' if kill else 'sent SIGTERM to'} {record.id} (its supervisor was gone)"
+    return f"{record.id} has no live process left"
+
+
+def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:
+    """Poll until the run has ended or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    current = record
+    while time.monotonic() < deadline:
+        loaded = store.load(record.dir)
+        if loaded is not None:
+            current = loaded
+            if not current.live:
+                return current
+        time.sleep(0.1)
+    return current
+
+
+__all__ = ["STOP_GRACE_S", "SpecError", "build_command", "build_env", "launch", "stop", "wait"]

@@ -1,0 +1,154 @@
+"""A run's spec: what to start, checked before anything starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+KINDS = ("ddp", "dp", "model-parallel", "pipeline", "script")
+TORCHRUN_KINDS = ("ddp", "pipeline")  # script joins them when nproc > 1
+# The kind's own trainer, run when no program is given.
+DEFAULT_PROGRAM = {
+    "ddp": ("trainers.ddp", []),
+    "dp": ("trainers.dp", []),
+    "model-parallel": ("trainers.model_parallel", ["--mode", "micro-batch"]),
+    "pipeline": ("trainers.model_parallel", ["--mode", "pipeline"]),
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENDPOINT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
+class SpecError(ValueError):
+    """A user's mistake in a run spec; the message is one line that says what to do."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    kind: str
+    program: str | None = None  # a script path, or a module as "-m name"; None: the kind's trainer
+    args: tuple[str, ...] = ()
+    nproc: int = 1  # processes per node
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES, e.g. "0,1"; None leaves it as it is
+    env: tuple[tuple[str, str], ...] = ()
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None  # the same on every node; default the first node's run id
+    max_restarts: int = 0
+    cwd: str = field(default_factory=os.getcwd)
+    name: str | None = None
+
+    @property
+    def uses_torchrun(self) -> bool:
+        return self.kind in TORCHRUN_KINDS or (self.kind == "script" and (self.nproc > 1 or self.nnodes > 1))
+
+    @property
+    def module(self) -> str | None:
+        if self.program is None:
+            return DEFAULT_PROGRAM[self.kind][0] if self.kind in DEFAULT_PROGRAM else None
+        return self.program[3:] if self.program.startswith("-m ") else None
+
+    @property
+    def full_args(self) -> tuple[str, ...]:
+        extra = DEFAULT_PROGRAM[self.kind][1] if self.program is None and self.kind in DEFAULT_PROGRAM else []
+        return (*extra, *self.args)
+
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        return self.module or Path(self.program or "?").name
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = list(self.args)
+        data["env"] = dict(self.env)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["args"] = tuple(known.get("args", ()))
+        known["env"] = tuple(sorted(dict(known.get("env", {})).items()))
+        return cls(**known)
+
+
+def parse_int(text: str | int, what: str, minimum: int = 0) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise SpecError(f"{what} takes a whole number, not {str(text)!r}") from None
+    if value < minimum:
+        raise SpecError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def parse_gpus(text: str | None, visible: int) -> str | None:
+    """'0,1' → '0,1', checked against the GPUs this machine shows. '' or None: leave as is."""
+    if text is None or not text.strip():
+        return None
+    ids = []
+    for part in text.replace(" ", "").split(","):
+        if not part.isdigit():
+            raise SpecError(f"GPUs are indexes like 0,1, not {text!r}")
+        ids.append(int(part))
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"GPU list {text!r} names a GPU twice")
+    if visible == 0:
+        raise SpecError(f"asked for GPU {text} but this machine shows no GPU; leave GPUs empty to run on the CPU")
+    wrong = [i for i in ids if i >= visible]
+    if wrong:
+        raise SpecError(f"asked for GPU {wrong[0]} but this machine shows {visible} GPU(s): 0-{visible - 1}")
+    return ",".join(map(str, ids))
+
+
+def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _ENV_NAME.match(key):
+            raise SpecError(f"environment settings are NAME=VALUE, not {item!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
+    """Raise SpecError for anything that would fail after the start; return the spec."""
+    if spec.kind not in KINDS:
+        raise SpecError(f"unknown kind {spec.kind!r}: choose one of {', '.join(KINDS)}")
+    if spec.nproc < 1:
+        raise SpecError(f"--nproc must be at least 1, got {spec.nproc}")
+    if spec.kind in ("dp", "model-parallel") and spec.nproc != 1:
+        raise SpecError(f"{spec.kind} runs in one process: drop --nproc (use ddp or pipeline for several)")
+    if spec.kind == "pipeline" and spec.nproc != 2:
+        raise SpecError("pipeline runs one process per stage: the trainer has 2 stages, so --nproc 2")
+    if spec.gpus is not None:
+        parse_gpus(spec.gpus, visible_gpus)
+        count = len(spec.gpus.split(","))
+        if spec.kind == "ddp" and spec.nproc > count:
+            raise SpecError(f"--nproc {spec.nproc} needs {spec.nproc} GPUs but --gpus gives {count}")
+    if spec.nnodes < 1:
+        raise SpecError(f"--nnodes must be at least 1, got {spec.nnodes}")
+    if spec.nnodes > 1:
+        if not spec.uses_torchrun:
+            raise SpecError(f"{spec.kind} runs on one node: --nnodes needs ddp, pipeline or script")
+        if not spec.rdzv_endpoint or not _ENDPOINT.match(spec.rdzv_endpoint):
+            raise SpecError("several nodes need --rdzv-endpoint HOST:PORT (the first node's address)")
+        if not 0 <= spec.node_rank < spec.nnodes:
+            raise SpecError(f"--node-rank must be 0 to {spec.nnodes - 1}, got {spec.node_rank}")
+    if spec.max_restarts < 0:
+        raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
+    if spec.kind == "script" and spec.program is None:
+        raise SpecError("script needs a program: gpumon launch script PATH [-- args]")
+    if spec.program is not None and not spec.program.startswith("-m "):
+        path = Path(spec.cwd, spec.program)
+        if not path.is_file():
+            hint = " (a module? pass -m NAME)" if shutil.which(spec.program) is None else " (it must be a Python file)"
+            raise SpecError(f"program not found: {spec.program}{hint}")
+    for key, _ in spec.env:
+        if not _ENV_NAME.match(key):
+            raise SpecError(f"bad environment name {key!r}")
+    return spec

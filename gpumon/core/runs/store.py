@@ -1,0 +1,201 @@
+"""Run directories under gpumon's state dir, and what they say about each run.
+
+    $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
+      runs/<id>/spec.json     the validated RunSpec
+                command.json  the argument list and extra environment the supervisor starts
+                status.json   written atomically by the supervisor: state, pids, times, exit
+                events/       JSON-lines events, one file per writer (docs/events.md)
+                logs/         rank<N>.log per rank; launcher.log is torchrun's own output
+                error.json    torchrun's root-cause error file, when a rank failed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from gpumon.core.runs.spec import RunSpec
+
+HOME_ENV = "GPUMON_HOME"
+LIVE_STATES = ("starting", "running", "stopping")
+END_STATES = ("finished", "failed", "stopped", "killed", "lost")
+
+
+class RunNotFound(LookupError):
+    """No run matches the id a user gave; the message says what to do."""
+
+
+def state_dir() -> Path:
+    """gpumon's state dir, created with mode 0700 (runs hold logs and environments)."""
+    if os.environ.get(HOME_ENV):
+        root = Path(os.environ[HOME_ENV]).expanduser()
+    else:
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        root = Path(base) / "gpumon"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if root.stat().st_mode & 0o077:
+        root.chmod(0o700)
+    return root
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # runs' environments may hold secrets
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def process_alive(pid: int | None, create_time: float | None) -> bool:
+    """True if ``pid`` still runs and is the same process (its start time matches)."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 0.5
+    except psutil.Error:
+        return False
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    dir: Path
+    spec: RunSpec
+    status: dict[str, Any]
+
+    @property
+    def state(self) -> str:
+        state = str(self.status.get("state", "starting"))
+        # A fresh supervisor gets a moment to write its first status.
+        fresh = state == "starting" and time.time() - self.created <= 10
+        if state in LIVE_STATES and not fresh and not self.supervisor_alive():
+            return "lost"
+        return state
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def created(self) -> float:
+        return float(self.status.get("created", 0.0))
+
+    @property
+    def started(self) -> float | None:
+        return self.status.get("started")
+
+    @property
+    def ended(self) -> float | None:
+        return self.status.get("ended")
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.status.get("exit_code")
+
+    def elapsed(self, now: float | None = None) -> float | None:
+        if self.started is None:
+            return None
+        end = self.ended if self.ended is not None else (now or time.time())
+        return max(0.0, end - self.started)
+
+    def supervisor_alive(self) -> bool:
+        return process_alive(self.status.get("supervisor_pid"), self.status.get("supervisor_create_time"))
+
+    def log_path(self, rank: int | None = None) -> Path:
+        """rank<N>.log, or torchrun's own launcher.log with rank None."""
+        return self.dir / "logs" / ("launcher.log" if rank is None else f"rank{rank}.log")
+
+    def log_ranks(self) -> list[int]:
+        ranks = []
+        for path in (self.dir / "logs").glob("rank*.log"):
+            digits = path.stem[4:]
+            if digits.isdigit():
+                ranks.append(int(digits))
+        return sorted(ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.spec.kind,
+            "program": self.spec.label(),
+            "status": self.state,
+            "exit_code": self.exit_code,
+            "started": self.started,
+            "ended": self.ended,
+            "nproc": self.spec.nproc,
+            "gpus": self.spec.gpus,
+            "dir": str(self.dir),
+            "error": self.status.get("error"),
+        }
+
+
+class RunStore:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or state_dir()
+        self.runs_dir = self.root / "runs"
+
+    def new_run_dir(self, spec: RunSpec) -> tuple[str, Path]:
+        self.runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp = time.strftime("%m%d-%H%M%S")
+        for _ in range(100):
+            run_id = f"{spec.kind.replace('model-parallel', 'mp')}-{stamp}-{secrets.token_hex(2)}"
+            path = self.runs_dir / run_id
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            return run_id, path
+        raise OSError(f"could not create a run directory under {self.runs_dir}")
+
+    def load(self, path: Path) -> RunRecord | None:
+        spec_data = read_json(path / "spec.json")
+        if not spec_data:
+            return None
+        try:
+            spec = RunSpec.from_dict(spec_data)
+        except TypeError:
+            return None
+        return RunRecord(id=path.name, dir=path, spec=spec, status=read_json(path / "status.json"))
+
+    def list(self) -> list[RunRecord]:
+        """All runs, oldest first."""
+        try:
+            paths = [p for p in self.runs_dir.iterdir() if p.is_dir()]
+        except OSError:
+            return []
+        records = [r for r in (self.load(p) for p in paths) if r is not None]
+        return sorted(records, key=lambda r: (r.created, r.id))
+
+    def resolve(self, text: str) -> RunRecord:
+        """A run by id or a unique id prefix; 'last' or '-' is the newest run."""
+        records = self.list()
+        if text in ("last", "-"):
+            if not records:
+                raise RunNotFound("no runs yet: start one with 'gpumon launch ddp'")
+            return records[-1]
+        exact = [r for r in records if r.id == text]
+        matches = exact or [r for r in records if r.id.startswith(text)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise RunNotFound(f"no run {text!r} (see 'gpumon runs' for the ids)")
+        raise RunNotFound(f"{text!r} matches {len(matches)} runs; give more of the id (see 'gpumon runs')")

@@ -1,0 +1,97 @@
+"""Telemetry a training program reports to gpumon.
+
+    from gpumon import telemetry
+    telemetry.log(step=i, loss=loss.item(), samples_per_s=rate)
+
+Under a gpumon run (``GPUMON_RUN_DIR`` set by the launcher) each call appends
+one event to this rank's event file; anywhere else every call is a no-op.
+Importing this module never imports torch or Textual. Values must be Python
+numbers (``loss.item()``): a tensor here would keep its graph alive or force
+a device sync on every call.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpumon.core.events import EventWriter
+
+RUN_DIR_ENV = "GPUMON_RUN_DIR"
+RUN_ID_ENV = "GPUMON_RUN_ID"
+
+_writer: EventWriter | None = None
+_writer_pid: int | None = None
+_configured: tuple[str, str] | None = None
+
+
+def rank() -> int:
+    """This process's global rank (torchrun's RANK), 0 outside distributed runs."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def run_dir() -> str | None:
+    """The run directory this process reports to, or None when not under gpumon."""
+    if _configured is not None:
+        return _configured[0]
+    return os.environ.get(RUN_DIR_ENV) or None
+
+
+def enabled() -> bool:
+    return run_dir() is not None
+
+
+def configure(directory: str | os.PathLike[str] | None, source: str | None = None) -> None:
+    """Report to ``directory`` as ``source`` (default ``rank<RANK>``); None goes back to the environment."""
+    global _configured
+    _close()
+    _configured = None if directory is None else (os.fspath(directory), source or f"rank{rank()}")
+
+
+def writer() -> EventWriter | None:
+    """This process's event writer, opened on first use (and again after a fork)."""
+    global _writer, _writer_pid
+    if _writer is not None and _writer_pid == os.getpid():
+        return _writer
+    directory = run_dir()
+    if directory is None:
+        return None
+    source = _configured[1] if _configured else f"rank{rank()}"
+    try:
+        _writer = EventWriter(directory, source)
+    except OSError:
+        return None
+    _writer_pid = os.getpid()
+    return _writer
+
+
+def event(kind: str, **fields: Any) -> None:
+    """Append a raw protocol event of type ``kind`` (see docs/events.md)."""
+    w = writer()
+    if w is not None:
+        w.write(kind, **fields)
+
+
+def log(step: int | None = None, **metrics: float) -> None:
+    """Report metrics (floats) for ``step``: loss, accuracy, samples_per_s, lr, ..."""
+    w = writer()
+    if w is not None:
+        w.write("metrics", step=step, metrics=metrics)
+
+
+def note(text: str, **fields: Any) -> None:
+    """A line a person should see beside the run (e.g. "DataParallel: 1 GPU, running the plain model")."""
+    w = writer()
+    if w is not None:
+        w.write("note", text=text, **fields)
+
+
+def _close() -> None:
+    global _writer, _writer_pid
+    if _writer is not None and _writer_pid == os.getpid():
+        _writer.close()
+    _writer = None
+    _writer_pid = None

@@ -1,0 +1,226 @@
+"""Per-step memory samples and exception records for any Python training script.
+
+The bootstrap (``bootstrap/sitecustomize.py``) calls ``install()`` at start-up in
+every process of a run. Nothing here imports torch: a finder waits for the
+script's own ``import torch`` and then registers torch's global optimizer
+step post-hook, so a script that never imports torch pays nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from types import ModuleType, TracebackType
+from typing import Any
+
+from gpumon import telemetry
+from gpumon.core.events import EventWriter
+
+TORCHRUN_ENV = "GPUMON_TORCHRUN"  # the run's main process is torchrun (whose agent is not a rank)
+RANK_LOGS_ENV = "GPUMON_RANK_LOGS"  # send each rank's stdout/stderr to logs/rank<N>.log
+OWNER_ENV = "GPUMON_INSTRUMENTED_PID"  # children of an instrumented process are left alone
+STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
+
+
+def install() -> bool:
+    """Instrument this process if it is a rank of a gpumon run; True when it did."""
+    if not telemetry.enabled():
+        return False
+    if os.environ.get(TORCHRUN_ENV) and "RANK" not in os.environ:
+        return False  # torchrun's agent: its output is the launcher log, its children are the ranks
+    owner = os.environ.get(OWNER_ENV)
+    if owner and owner != str(os.getpid()):
+        return False  # a DataLoader worker or other helper of an instrumented rank
+    os.environ[OWNER_ENV] = str(os.getpid())
+    w = telemetry.writer()
+    if w is None:
+        return False
+    if os.environ.get(RANK_LOGS_ENV):
+        _redirect_output(telemetry.run_dir() or ".", telemetry.rank())
+    w.write(
+        "proc_start",
+        rank=telemetry.rank(),
+        local_rank=_env_int("LOCAL_RANK", 0),
+        world_size=_env_int("WORLD_SIZE", 1),
+        restart=_env_int("TORCHELASTIC_RESTART_COUNT", 0),
+        host=os.uname().nodename,
+        argv=sys.argv,
+    )
+    _install_excepthook(w)
+    if "torch" in sys.modules:
+        _on_torch(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchWatcher())
+    return True
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _redirect_output(run_dir: str, rank: int) -> None:
+    logs = os.path.join(run_dir, "logs")
+    os.makedirs(logs, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _install_excepthook(w: EventWriter) -> None:
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        try:
+            w.write(
+                "exception",
+                exc_type=f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins."),
+                message=str(value)[:8000],
+                traceback="".join(traceback.format_tb(tb)[-12:])[-8000:],
+            )
+        finally:
+            previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+class _TorchWatcher(importlib.abc.MetaPathFinder):
+    """Runs ``_on_torch`` right after the script's ``import torch`` finishes."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)  # find the real torch with the other finders
+        spec = importlib.util.find_spec("torch")
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        real_exec = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            real_exec(module)
+            _on_torch(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _on_torch(torch: ModuleType) -> None:
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+    except ImportError:
+        telemetry.note("torch has no global optimizer step hook here: no per-step memory samples")
+        return
+    recorder = StepRecorder(torch)
+    register_optimizer_step_post_hook(recorder)
+    telemetry.event("torch", version=getattr(torch, "__version__", "?"))
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _mallinfo2() -> Any:
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return None  # not glibc (musl, macOS)
+    fn.restype = _MallInfo2
+    fn.argtypes = []
+    return fn
+
+
+class StepRecorder:
+    """The optimizer step post-hook: one ``step`` event per optimizer step.
+
+    Only the first optimizer that steps is counted, so a script with two
+    optimizers (a GAN) still gets one sample per iteration. CUDA: one
+    ``memory_stats`` call (no sync), then the peak is reset so each sample's
+    peak is that step's. CPU: glibc's live heap bytes and RSS.
+    """
+
+    def __init__(self, torch: ModuleType) -> None:
+        self.torch = torch
+        self.first: int | None = None
+        self.step = 0
+        self.every = max(1, _env_int(STEP_EVERY_ENV, 1))
+        self.last: float | None = None  # the first step's time includes start-up: no dt
+        self.mallinfo2 = _mallinfo2()
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        try:
+            self.statm: int | None = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.statm = None
+
+    def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
+        if self.first is None:
+            self.first = id(optimizer)
+        elif id(optimizer) != self.first:
+            return
+        self.step += 1
+        if self.step % self.every:
+            return
+        w = telemetry.writer()
+        if w is None:
+            return
+        now = time.time()
+        dt = None if self.last is None else now - self.last
+        self.last = now
+        cuda = self.torch.cuda
+        if cuda.is_initialized():
+            stats = cuda.memory_stats()
+            cuda.reset_peak_memory_stats()
+            w.write(
+                "step",
+                step=self.step,
+                dt=dt,
+                dev=f"cuda:{cuda.current_device()}",
+                alloc=stats.get("allocated_bytes.all.current", 0),
+                reserved=stats.get("reserved_bytes.all.current", 0),
+                peak=stats.get("allocated_bytes.all.peak", 0),
+                rss=self._rss(),
+            )
+        else:
+            w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
+
+    def _heap(self) -> int | None:
+        if self.mallinfo2 is None:
+            return None
+        info = self.mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    def _rss(self) -> int | None:
+        if self.statm is None:
+            return None
+        try:
+            return int(os.pread(self.statm, 128, 0).split()[1]) * self.page
+        except (OSError, IndexError, ValueError):
+            return None
