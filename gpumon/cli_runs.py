@@ -131,7 +131,7 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
         print(f"gpumon: the run ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)
     print(f"{record.state} {record.id}", flush=True)
     if args.follow:
-        return _follow(record.id, None, 0)
+        return _follow(record.id, 0, 0)
     return 0
 
 

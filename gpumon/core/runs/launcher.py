@@ -75,7 +75,9 @@ def other_node_commands(spec: RunSpec, run_id: str) -> list[list[str]]:
     return out
 
 
-def launch(spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0) -> RunRecord:
+def launch(
+    spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
+) -> RunRecord:
     """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
     validate(spec, visible_gpus)
     run_id, run_dir = store.new_run_dir(spec)
@@ -83,7 +85,12 @@ def launch(spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.
     write_json(run_dir / "spec.json", spec.to_dict())
     write_json(
         run_dir / "command.json",
-        {"argv": build_command(spec, run_id), "env": build_env(spec, run_id, run_dir), "cwd": spec.cwd},
+        {
+            "argv": build_command(spec, run_id),
+            "env": build_env(spec, run_id, run_dir),
+            "cwd": spec.cwd,
+            "grace_s": grace_s,
+        },
     )
     write_json(run_dir / "status.json", {"state": "starting", "created": time.time()})
     with open(run_dir / "supervisor.log", "ab") as err:

@@ -1,12 +1,12 @@
 """Run directories under gpumon's state dir, and what they say about each run.
 
-    $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
-      runs/<id>/spec.json     the validated RunSpec
-                command.json  the argument list and extra environment the supervisor starts
-                status.json   written atomically by the supervisor: state, pids, times, exit
-                events/       JSON-lines events, one file per writer (docs/events.md)
-                logs/         rank<N>.log per rank; launcher.log is torchrun's own output
-                error.json    torchrun's root-cause error file, when a rank failed
+$GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
+  runs/<id>/spec.json     the validated RunSpec
+            command.json  the argument list and extra environment the supervisor starts
+            status.json   written atomically by the supervisor: state, pids, times, exit
+            events/       JSON-lines events, one file per writer (docs/events.md)
+            logs/         rank<N>.log per rank; launcher.log is torchrun's own output
+            error.json    torchrun's root-cause error file, when a rank failed
 """
 
 from __future__ import annotations

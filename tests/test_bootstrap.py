@@ -1,0 +1,110 @@
+"""The telemetry bootstrap instruments a plain script that never imports gpumon."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.events import EventReader
+from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+
+pytest.importorskip("torch")
+
+TRAIN = textwrap.dedent(
+    """
+    import sys
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kept = []
+    for i in range(int(sys.argv[1])):
+        loss = model(torch.randn(32, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sys.argv[2] == "leak":
+            kept.append(loss)  # the graph of every step stays alive
+    print("trained", flush=True)
+    if sys.argv[3] == "crash":
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    """
+)
+
+
+def run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR}
+    env.pop("RANK", None)
+    done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True)
+    return done, EventReader(run_dir).poll()
+
+
+def test_every_optimizer_step_records_memory_without_changing_the_script(tmp_path: Path) -> None:
+    done, events = run_script(tmp_path, "30", "healthy", "ok")
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout
+    steps = [e for e in events if e["type"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, 31))
+    assert all(e["dev"] == "cpu" and e["heap"] > 0 and e["rss"] > 0 for e in steps)
+    assert steps[0]["dt"] is None and all(e["dt"] > 0 for e in steps[1:])
+    assert {e["type"] for e in events} >= {"proc_start", "torch"}
+    assert all(e["src"] == "rank0" for e in events)
+
+
+def test_a_leak_shows_as_heap_growth_per_step(tmp_path: Path) -> None:
+    _, healthy = run_script(tmp_path, "200", "healthy", "ok")
+    _, leaky = run_script(tmp_path, "200", "leak", "ok")
+
+    def growth(events: list[dict]) -> int:
+        heap = [e["heap"] for e in events if e["type"] == "step"]
+        return heap[-1] - heap[50]  # after warm-up
+
+    assert growth(leaky) > 150 * 1000  # each kept graph holds a few KB
+    assert growth(leaky) > 10 * max(growth(healthy), 1)
+
+
+def test_an_uncaught_exception_is_recorded_and_still_printed(tmp_path: Path) -> None:
+    done, events = run_script(tmp_path, "3", "healthy", "crash")
+    assert done.returncode == 1
+    assert "RuntimeError: CUDA out of memory" in done.stderr  # the script's own traceback is untouched
+    (exc,) = [e for e in events if e["type"] == "exception"]
+    assert exc["exc_type"] == "RuntimeError"
+    assert exc["message"].startswith("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert "train.py" in exc["traceback"]
+
+
+def test_a_script_without_torch_runs_untouched(tmp_path: Path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text("import sys\nprint('torch' in sys.modules)\n")
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"  # the bootstrap never imports torch itself
+    assert done.stderr == ""
+    events = EventReader(tmp_path / "run").poll()
+    assert [e["type"] for e in events] == ["proc_start"]
+
+
+def test_outside_a_run_the_bootstrap_does_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GPUMON_RUN_DIR"}
+    env["PYTHONPATH"] = BOOTSTRAP_DIR
+    code = "import sys; print(any(type(f).__name__ == '_TorchWatcher' for f in sys.meta_path))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_another_sitecustomize_on_the_path_still_runs(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import builtins\nbuiltins.THEIRS = 42\n")
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": f"{BOOTSTRAP_DIR}:{theirs}"}
+    code = "import builtins; print(builtins.THEIRS)"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "42"

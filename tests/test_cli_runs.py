@@ -1,0 +1,87 @@
+"""launch / runs / logs / stop from the command line, as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def gpumon(tmp_path: Path):
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["launch", "ddp", "--nproc", "0"], "argument --nproc: must be at least 1, got 0"),
+        (["launch", "ddp", "--nproc", "two"], "argument --nproc: takes a whole number, not 'two'"),
+        (["launch", "ddp", "--gpus", "3"], "asked for GPU 3 but this machine shows no GPU"),
+        (["launch", "ddp", "--gpus", "a,b"], "GPUs are indexes like 0,1, not 'a,b'"),
+        (["launch", "script", "missing.py"], "program not found: missing.py"),
+        (["launch", "script"], "script needs a program: gpumon launch script PATH [-- args]"),
+        (["launch", "dp", "--nproc", "2"], "dp runs in one process"),
+        (["launch", "ddp", "--env", "1X=2"], "environment settings are NAME=VALUE, not '1X=2'"),
+        (["launch", "ddp", "--nnodes", "2"], "several nodes need --rdzv-endpoint HOST:PORT"),
+        (["launch", "warp"], "argument kind: invalid choice: 'warp'"),
+        (["logs", "nope"], "no run 'nope' (see 'gpumon runs' for the ids)"),
+        (["stop", "nope"], "no run 'nope' (see 'gpumon runs' for the ids)"),
+        (["logs", "last"], "no runs yet: start one with 'gpumon launch ddp'"),
+        (["runs", "--", "x"], "'--' only goes with launch"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_2_before_anything_starts(gpumon, tmp_path: Path, args, message) -> None:
+    done = gpumon(*args)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert not list((tmp_path / "home" / "runs").glob("*")) if (tmp_path / "home" / "runs").exists() else True
+
+
+def test_launch_runs_logs_and_stop(gpumon, tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("import sys, time\nprint('args', sys.argv[1:], flush=True)\ntime.sleep(60)\n")
+    done = gpumon("launch", "script", "job.py", "--name", "demo", "--", "--lr", "0.1")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    assert "job.py --lr 0.1" in done.stdout
+
+    listed = json.loads(gpumon("runs", "--json").stdout)
+    (run,) = listed["runs"]
+    assert (run["id"], run["kind"], run["status"], run["program"]) == (run_id, "script", "running", "demo")
+    assert Path(run["dir"]).is_dir()
+    table = gpumon("runs").stdout
+    assert run_id in table and "running" in table
+
+    deadline = __import__("time").monotonic() + 20
+    while "args" not in gpumon("logs", run_id[:12]).stdout:
+        assert __import__("time").monotonic() < deadline
+    assert gpumon("logs", run_id).stdout.strip() == "args ['--lr', '0.1']"
+    assert "has no rank 3" in gpumon("logs", run_id, "--rank", "3").stderr
+
+    stopped = gpumon("stop", run_id)
+    assert stopped.returncode == 0
+    assert stopped.stdout.splitlines()[-1] == f"stopped {run_id}"
+    assert json.loads(gpumon("runs", "--json").stdout)["runs"][0]["status"] == "stopped"
+    assert gpumon("stop", run_id).stdout.strip() == f"{run_id} is not running (stopped)"
+
+
+def test_logs_follow_prints_until_the_run_ends(gpumon, tmp_path: Path) -> None:
+    script = tmp_path / "count.py"
+    script.write_text("import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n")
+    done = gpumon("launch", "script", "count.py", "--follow")
+    assert done.returncode == 0
+    assert "line 0\nline 1\nline 2\n" in done.stdout
+    assert "finished, exit code 0]" in done.stdout
