@@ -44,17 +44,22 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+_PLAIN = (int, str, bool, type(None))
+
+
 def encode(kind: str, source: str, fields: Mapping[str, Any], now: float | None = None) -> bytes:
     """One event line. ``v``, ``type``, ``src``, ``t`` and ``pid`` are set by the protocol."""
     event: dict[str, Any] = {"v": VERSION, "type": kind, "src": source, "t": now if now is not None else time.time()}
     event["pid"] = os.getpid()
     for key, value in fields.items():
-        event[key] = _jsonable(value)
-    try:
-        line = json.dumps(event, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # a NaN slipped through a nested value
-        line = json.dumps(_jsonable(json.loads(json.dumps(event))), separators=(",", ":"))
-    return (line + "\n").encode()
+        # The per-step hot path holds only plain values: skip the conversion walk for them.
+        event[key] = (
+            value if type(value) in _PLAIN or (type(value) is float and math.isfinite(value)) else _jsonable(value)
+        )
+    return (_dumps(event) + "\n").encode()
+
+
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 class EventWriter:
