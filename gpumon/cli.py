@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})",
     )
-    parser.add_argument("--readonly", action="store_true", help="never send signals to processes")
+    parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser(
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"

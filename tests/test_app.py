@@ -99,7 +99,7 @@ async def test_sorting_orders_rows_by_the_chosen_column() -> None:
         await pilot.press("s", "s")  # mem -> sm -> pid
         assert table.sort_key == "pid"
         assert row_keys(table) == sorted(procs, key=lambda k: procs[k].pid, reverse=True)
-        await pilot.press("r")
+        await pilot.press("R")
         assert row_keys(table) == sorted(procs, key=lambda k: procs[k].pid)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 BINDING_IDS = (
     "quit", "help", "gpu_prev", "gpu_next", "gpu_up", "gpu_down", "sort", "reverse", "all_gpus",
     "terminate", "kill", *(f"gpu_{i}" for i in range(10)),
+    "view_gpus", "view_runs", "new_run", "stop_run", "kill_run", "log_next", "log_prev",
 )  # fmt: skip
 
 

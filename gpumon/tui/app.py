@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterable
+from typing import Any
 
 from rich.text import Text
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Footer, Static
 
-from gpumon import __version__
-from gpumon.core.model import GpuSample, Snapshot
+from gpumon.core.model import Snapshot
+from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.core.signals import send_signal
+from gpumon.tui.app_runs import RunsActions
+from gpumon.tui.gpu_view import GpuList, no_gpu_text, top_bar_text
 from gpumon.tui.panels import GpuPanel, HostPanel
 from gpumon.tui.processes import SORT_KEYS, ProcessTable
+from gpumon.tui.run_table import RunTable
+from gpumon.tui.runs import RunsRefreshed, RunsView
 from gpumon.tui.screens import ConfirmScreen, HelpScreen
+from gpumon.tui.views import VIEW_OF_ACTION, VIEWS, ViewTabs, view_bindings, view_named
+
+__all__ = ["GpuList", "GpumonApp", "no_gpu_text", "top_bar_text"]
 
 WIDE = 160  # columns from which GPU panels sit two abreast
 
@@ -31,75 +40,65 @@ class SampleReady(Message):
         super().__init__()
 
 
-class GpuList(VerticalScroll):
-    """The GPU panels; up/down move the selection while it has focus."""
-
-    BINDINGS = [
-        Binding("up,k", "app.gpu(-1)", "prev GPU", show=False, id="gpu_up"),
-        Binding("down,j", "app.gpu(1)", "next GPU", show=False, id="gpu_down"),
-    ]
-    can_focus = True
-
-
-def top_bar_text(gpu: GpuSample, hostname: str, interval: float, error: str | None = None) -> Text:
-    text = Text.assemble(("gpumon ", "bold"), (__version__, "dim"), " · ", (hostname, "bold"), " · ")
-    text.append(f"{gpu.source}")
-    if gpu.driver and not gpu.simulated:
-        text.append(f" driver {gpu.driver}", style="dim")
-    text.append(f" · {len(gpu.devices)} GPU{'s' if len(gpu.devices) != 1 else ''} · every {interval:g}s")
-    if gpu.simulated:
-        text.append("  SIMULATED ", style="bold black on yellow")
-    if gpu.reason and gpu.devices:
-        text.append(f"  {gpu.reason}", style="bold red")
-    if error:
-        text.append(f"  {error}", style="bold red")
-    return text
-
-
-def no_gpu_text(reason: str | None) -> Text:
-    return Text.assemble(
-        ("No GPU shown\n", "bold"),
-        (f"{reason or 'no GPU source answered'}\n", "yellow"),
-        ("The host panel is live. For a demo with simulated GPUs: ", "dim"),
-        ("gpumon --simulate 2", "bold"),
-    )
-
-
-class GpumonApp(App[None]):
+class GpumonApp(RunsActions):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True
+    # Keys of one view act (and show in the footer) only in that view: see check_action and views.py.
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
         Binding("question_mark", "help", "help", id="help"),
+        *view_bindings(),
+        # Runs (n and x before the GPUs' K so the Runs footer reads n, x, K, l)
+        Binding("n", "new_run", "new run", id="new_run"),
+        Binding("x", "stop_run(False)", "stop", id="stop_run"),
+        # GPUs
         Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev"),
         Binding("right,right_square_bracket", "gpu(1)", "next GPU", show=False, id="gpu_next"),
         *(Binding(str(i), f"select_gpu({i})", f"GPU {i}", show=False, id=f"gpu_{i}") for i in range(10)),
         Binding("s", "sort", "sort", id="sort"),
-        Binding("r", "reverse", "reverse", show=False, id="reverse"),
+        Binding("R", "reverse", "reverse", show=False, id="reverse"),
         Binding("a", "toggle_all", "all GPUs", id="all_gpus"),
         Binding("t", "signal('SIGTERM')", "SIGTERM", id="terminate"),
         Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill"),
+        Binding("K", "stop_run(True)", "kill", id="kill_run"),
+        Binding("l", "log_rank(1)", "next log", id="log_next"),
+        Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev"),
     ]
 
-    def __init__(self, sampler: Sampler, readonly: bool = False, keymap: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        readonly: bool = False,
+        keymap: dict[str, str] | None = None,
+        store: RunStore | None = None,
+    ) -> None:
         super().__init__()
         if keymap:
             self.set_keymap(keymap)
         self.sampler = sampler
         self.readonly = readonly
+        self.store = store  # None: the state dir ($GPUMON_HOME), opened by the runs worker
+        self.view = VIEWS[0].name
         self.selected: int | None = None
         self.snapshot: Snapshot | None = None
+        self.run_pids: dict[int, str] = {}  # PID -> run id of live gpumon runs; the runs worker sets it
+        self._feed_pids: dict[int, str] = {}
         self._indexes: tuple[int, ...] | None = None
         self._top_bar: Text | None = None
+        self._focus_of_view: dict[str, Widget | None] = {}
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(Text("gpumon  sampling…"), id="top-bar")
-        with Vertical(id="body"):
-            yield HostPanel()
-            yield GpuList(id="gpus")
-            yield ProcessTable()
+        with Horizontal(id="top-bar"):
+            yield Static(Text("gpumon  sampling…"), id="top-info")
+            yield ViewTabs(self.view, id="view-tabs")
+        with ContentSwitcher(initial=view_named(self.view).widget_id, id="views"):
+            with Vertical(id="body"):
+                yield HostPanel()
+                yield GpuList(id="gpus")
+                yield ProcessTable()
+            yield RunsView(self.store)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -129,7 +128,7 @@ class GpumonApp(App[None]):
             bar = top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
             if bar != self._top_bar:  # an unchanged bar must not cost a layout pass each tick
                 self._top_bar = bar
-                self.query_one("#top-bar", Static).update(bar, layout=False)
+                self.query_one("#top-info", Static).update(bar, layout=False)
             for dev in snap.gpu.devices:
                 panel = self.query_one(f"#gpu-{dev.index}", GpuPanel)
                 width = panel.history_width()
@@ -141,7 +140,7 @@ class GpumonApp(App[None]):
             host = self.query_one(HostPanel)
             width = host.history_width()
             host.show(snap.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
-            self.query_one(ProcessTable).show(snap.gpu.devices, self.selected)
+            self.query_one(ProcessTable).show(snap.gpu.devices, self.selected, self.run_pids)
 
     def _rebuild(self, snap: Snapshot, indexes: tuple[int, ...]) -> None:
         gpus = self.query_one(GpuList)
@@ -169,8 +168,51 @@ class GpumonApp(App[None]):
             return
         self.selected = index
         self._mark_selected()
+        self._show_processes()
+
+    def _show_processes(self) -> None:
         if self.snapshot is not None:
-            self.query_one(ProcessTable).show(self.snapshot.gpu.devices, self.selected)
+            self.query_one(ProcessTable).show(self.snapshot.gpu.devices, self.selected, self.run_pids)
+
+    def set_run_pids(self, pids: dict[int, str]) -> None:
+        """Mark these PIDs' rows in the process table with their run (tests may call it directly)."""
+        if pids != self.run_pids:
+            self.run_pids = dict(pids)
+            self._show_processes()
+
+    def on_runs_refreshed(self, message: RunsRefreshed) -> None:
+        if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
+            self._feed_pids = message.pids
+            self.set_run_pids(message.pids)
+
+    # -- views ----------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        owner = VIEW_OF_ACTION.get(action)
+        if owner is not None and owner != self.view:
+            return False  # another view's key: inactive and hidden from the footer
+        return not (action == "view" and parameters and parameters[0] == self.view)  # the view shown
+
+    def action_view(self, name: str) -> None:
+        self.show_view(name)
+
+    def show_view(self, name: str) -> None:
+        view = view_named(name)
+        if name == self.view:
+            return
+        self._focus_of_view[self.view] = self.focused
+        self.view = name
+        self.query_one("#views", ContentSwitcher).current = view.widget_id
+        self.query_one(ViewTabs).set_current(name)
+        remembered = self._focus_of_view.get(name)
+        if remembered is not None and remembered.is_attached:
+            remembered.focus()
+        elif name == "runs":
+            self.query_one(RunTable).focus()
+        else:
+            self.screen.focus_next()
+        self.refresh_bindings()
+        if name == "runs":
+            self.runs_view.poll()
 
     def action_select_gpu(self, index: int) -> None:
         self.select(index)
@@ -193,8 +235,7 @@ class GpumonApp(App[None]):
     def action_toggle_all(self) -> None:
         table = self.query_one(ProcessTable)
         table.show_all = not table.show_all
-        if self.snapshot is not None:
-            table.show(self.snapshot.gpu.devices, self.selected)
+        self._show_processes()
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -221,6 +262,14 @@ class GpumonApp(App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Help", "All keys of gpumon", self.action_help)
+        for view in VIEWS:
+            keys = view.keys.replace(",", " / ")
+            yield SystemCommand(f"View: {view.title}", f"Show the {view.title} view ({keys})", self._view_cb(view.name))
+        yield SystemCommand("Runs: new run…", "Open the launch form (n in the Runs view)", self.action_new_run)
+        yield SystemCommand(
+            "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (x)", lambda: self.action_stop_run(False)
+        )
+        yield SystemCommand("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
         yield SystemCommand(
             "Processes: all GPUs / selected GPU", "Toggle the process table's scope", self.action_toggle_all
         )
@@ -230,6 +279,9 @@ class GpumonApp(App[None]):
             )
         for index in self._indexes or ():
             yield SystemCommand(f"Select GPU {index}", f"Show GPU {index}'s processes", lambda i=index: self.select(i))
+
+    def _view_cb(self, name: str) -> Any:
+        return lambda: self.show_view(name)
 
     def _sort_by(self, key: str) -> None:
         self.query_one(ProcessTable).sort_by(key)

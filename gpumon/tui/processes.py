@@ -30,13 +30,26 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("user", "USER", 10),
     ("mem", "GPU MEM", 10),
     ("sm", "SM%", 4),
+    ("run", "RUN", 11),
     ("command", "COMMAND", None),
 )
-SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command")
+SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command", "run")
 _NUMERIC = {"gpu", "pid", "mem", "sm"}
 
 
-def _cells(p: GpuProcess, command_width: int) -> dict[str, SortCell]:
+def short_run_id(run_id: str) -> str:
+    """'ddp-1121-144756-c132' -> 'ddp-c132': the kind and the random part, for narrow columns."""
+    parts = run_id.split("-")
+    if len(parts) < 4:
+        return run_id
+    kind = "-".join(parts[:-3])
+    return f"{_KIND_ABBR.get(kind, kind)}-{parts[-1]}"
+
+
+_KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
+
+
+def _cells(p: GpuProcess, command_width: int, run: str | None = None) -> dict[str, SortCell]:
     def right(value: str) -> Text:
         return Text(value, justify="right")
 
@@ -47,6 +60,7 @@ def _cells(p: GpuProcess, command_width: int) -> dict[str, SortCell]:
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
         "mem": SortCell(p.used_memory if p.used_memory is not None else -1, right(size(p.used_memory))),
         "sm": SortCell(p.sm_util if p.sm_util is not None else -1, right(num(p.sm_util))),
+        "run": SortCell(run or "", Text(short_run_id(run) if run else "", style="bold cyan")),
         "command": SortCell(p.command or "", Text(elide(p.command, command_width))),
     }
 
@@ -61,6 +75,7 @@ class ProcessTable(DataTable[SortCell]):
         self.show_all = False
         self.gpu_index: int | None = None
         self.processes: dict[str, GpuProcess] = {}
+        self.runs: dict[str, str | None] = {}  # row key -> run id of the process
         self._command_chars = 0
         self.border_title = "processes"
 
@@ -72,8 +87,12 @@ class ProcessTable(DataTable[SortCell]):
         fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)  # cell padding
         return max(16, (self.content_size.width or 80) - fixed - 3)  # room for a scrollbar
 
-    def show(self, devices: tuple[GpuDevice, ...], gpu_index: int | None) -> None:
+    def show(
+        self, devices: tuple[GpuDevice, ...], gpu_index: int | None, run_pids: dict[int, str] | None = None
+    ) -> None:
+        """Show the processes of ``gpu_index`` (or all); ``run_pids`` marks those of gpumon runs."""
         self.gpu_index = gpu_index
+        run_pids = run_pids or {}
         wanted = {
             f"{p.gpu_index}:{p.pid}": p for d in devices if self.show_all or d.index == gpu_index for p in d.processes
         }
@@ -83,18 +102,20 @@ class ProcessTable(DataTable[SortCell]):
         for key in [k for k in self.processes if k not in wanted]:
             self.remove_row(key)
             changed = True
+        runs = {key: run_pids.get(proc.pid) for key, proc in wanted.items()}
         for key, proc in wanted.items():
-            cells = _cells(proc, width)
+            cells = _cells(proc, width, runs[key])
             old = self.processes.get(key)
             if old is None:
                 self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
                 changed = True
-            elif old != proc or resized:
+            elif old != proc or resized or self.runs.get(key) != runs[key]:
                 for column, cell in cells.items():
                     if self.get_cell(key, column) != cell:
                         self.update_cell(key, column, cell)
                         changed = changed or column == self.sort_key
         self.processes = wanted
+        self.runs = runs
         scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
         title = f"processes · {scope} · {len(wanted)}"
         if title != self.border_title:  # each assignment repaints the border

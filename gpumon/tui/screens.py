@@ -1,4 +1,4 @@
-"""Modal screens: signal confirmation and help."""
+"""Modal screens: confirmation (signals, stopping runs) and help."""
 
 from __future__ import annotations
 
@@ -41,24 +41,36 @@ class ConfirmScreen(ModalScreen[bool]):
 HELP = """\
 [b]gpumon keys[/b]
 
+[b]Views[/b]
+  g, F2          GPUs: the live monitor
+  r, F3          Runs: training runs started by gpumon
+
 [b]GPUs[/b]
   0-9            select GPU by index
   ←/→  [ ]       previous / next GPU
-  ↑/↓  j/k       move in the focused list (tab switches GPU list / processes)
+  ↑/↓  j/k       move in the focused list (tab: GPU list / processes)
 
-[b]Processes[/b]
+[b]Processes[/b] (RUN: the gpumon run a process belongs to)
   s              sort by the next column (or click a header)
-  r              reverse the sort
+  R (shift+r)    reverse the sort
   a              processes of all GPUs / of the selected GPU
-  t              send SIGTERM to the selected process (asks first)
-  K (shift+k)    send SIGKILL to the selected process (asks first)
+  t              send SIGTERM to the selected process
+  K (shift+k)    send SIGKILL to the selected process
+
+[b]Runs[/b]
+  ↑/↓            select a run (newest on top)
+  n              new run: a form; enter launches, escape cancels
+  x              stop the selected run: SIGTERM, SIGKILL after 10 s
+  K (shift+k)    kill the selected run now (SIGKILL)
+  l / L          next / previous log: rank 0, 1, …, torchrun's launcher
 
 [b]App[/b]
   ctrl+p         command palette
   ?              this help
   q, ctrl+q      quit
 
-Values that cannot be read show N/A. With --readonly, no signal is ever sent.
+Signals, stop and kill ask first. Values that cannot be read show N/A.
+With --readonly, no signal is ever sent and no run is started or stopped.
 """
 
 

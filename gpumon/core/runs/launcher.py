@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def launch(
     )
     write_json(run_dir / "status.json", {"state": "starting", "created": time.time()})
     with open(run_dir / "supervisor.log", "ab") as err:
-        subprocess.Popen(
+        supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
             stdin=subprocess.DEVNULL,
             stdout=err,
@@ -102,6 +103,8 @@ def launch(
             start_new_session=True,  # not in gpumon's session: closing the terminal does not reach it
             close_fds=True,
         )
+    # Reap it when it ends, so a long-lived gpumon that launched it keeps no zombie.
+    threading.Thread(target=supervisor.wait, name=f"reap-{run_id}", daemon=True).start()
     deadline = time.monotonic() + wait_s
     record = store.load(run_dir)
     while record is not None and record.status.get("state") == "starting" and time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
 
 
@@ -28,6 +28,7 @@ class RunSummary:
     loss_values: tuple[float, ...]
     memory_series: dict[int, tuple[tuple[int, ...], tuple[float, ...]]]  # rank -> (steps, bytes)
     exception: str | None  # "Type: message" of the last uncaught exception
+    notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
 
     @property
     def id(self) -> str:
@@ -56,7 +57,9 @@ class RunsMonitor:
             run_id = path.name
             seen.add(run_id)
             old = self._records.get(run_id)
-            if old is not None and not old.live and run_id in self._summaries:
+            # Skip a run only once its status file says it ended: a run read while running whose
+            # supervisor has exited since reads as "lost" until its final status is read.
+            if old is not None and old.status.get("state") in END_STATES and run_id in self._summaries:
                 continue
             record = self.store.load(path)
             if record is None:
@@ -104,6 +107,7 @@ def summarise(record: RunRecord, tele: RunTelemetry) -> RunSummary:
         loss_values=tuple(tele.loss.values),
         memory_series={r: (tuple(m.used.steps), tuple(m.used.values)) for r, m in sorted(tele.memory.items())},
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
+        notes=tuple(tele.notes[-20:]),
     )
 
 

@@ -1,0 +1,200 @@
+"""The selected run: what it is, why it failed, loss and memory per iteration, and a log tail per rank."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Static
+
+from gpumon.core.format import duration, size
+from gpumon.core.runs.monitor import RunSummary
+from gpumon.tui.charts import SERIES_STYLES, Chart, Series
+
+STATE_STYLE = {
+    "starting": "cyan",
+    "running": "bold green",
+    "stopping": "yellow",
+    "failed": "bold red",
+    "stopped": "yellow",
+    "killed": "yellow",
+    "lost": "dim",
+}
+LAUNCHER = None  # the log choice that is torchrun's own output (launcher.log)
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """Read by the runs worker: the log lines of one choice among a run's logs."""
+
+    run_id: str
+    choices: tuple[int | None, ...]  # rank numbers, then LAUNCHER when torchrun wrote one
+    choice: int | None
+    lines: tuple[str, ...]
+
+
+def log_name(choice: int | None) -> str:
+    return "launcher" if choice is LAUNCHER else f"rank {choice}"
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4f}" if 0.001 <= abs(value) < 1000 or value == 0 else f"{value:.3g}"
+
+
+def info_text(summary: RunSummary | None) -> Text:
+    if summary is None:
+        return Text.assemble(
+            ("No run selected. ", "bold"), "Press ", ("n", "bold"), " to start one (or: gpumon launch ddp)."
+        )
+    record, spec = summary.record, summary.record.spec
+    line = Text.assemble((summary.id, "bold"), " · ", (summary.state, STATE_STYLE.get(summary.state, "")))
+    if record.exit_code is not None:
+        line.append(f" (exit {record.exit_code})")
+    line.append(f" · {duration(record.elapsed())} · ")
+    line.append(spec.label(), style="bold")
+    line.append(f" · {spec.nproc} proc")
+    if spec.gpus is not None:
+        line.append(f" · GPUs {spec.gpus}")
+    if summary.memory_kind:
+        line.append(f" · {'CPU' if summary.memory_kind == 'heap' else summary.memory_kind}")
+    if summary.skipped:
+        line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
+    error = error_text(summary)
+    if error is not None:
+        line.append("\n")
+        line.append_text(error)
+    for note in summary.notes[-2:]:
+        line.append(f"\n• {note}", style="dim")
+    return line
+
+
+def error_text(summary: RunSummary) -> Text | None:
+    """The run's error: the supervisor's (with torchrun's root-cause rank), else the last exception."""
+    error = summary.record.status.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    rank = error.get("rank") if isinstance(error, dict) else None
+    if not message:
+        message = summary.exception
+    if not message and summary.state == "failed":
+        message = f"exit code {summary.record.exit_code}"
+    if not message:
+        return None
+    first = str(message).strip().splitlines()[0] if str(message).strip() else str(message)
+    text = Text("✗ ", style="bold red")
+    if rank is not None:
+        text.append(f"rank {rank} (root cause): ", style="bold red")
+    text.append(first, style="red")
+    if summary.exception and summary.exception != message:
+        text.append(f"  last exception: {summary.exception}", style="red")
+    return text
+
+
+def loss_series(summary: RunSummary | None) -> list[Series]:
+    if summary is None or not summary.loss_values:
+        return []
+    return [Series(summary.loss_steps, summary.loss_values, "green")]
+
+
+def memory_series(summary: RunSummary | None) -> list[Series]:
+    if summary is None:
+        return []
+    return [
+        Series(steps, values, SERIES_STYLES[i % len(SERIES_STYLES)])
+        for i, (_rank, (steps, values)) in enumerate(sorted(summary.memory_series.items()))
+        if values
+    ]
+
+
+def memory_legend(summary: RunSummary | None) -> str:
+    if summary is None or len(summary.memory_series) < 2:
+        return ""
+    ranks = sorted(summary.memory_series)
+    return " ".join(f"[{SERIES_STYLES[i % len(SERIES_STYLES)]}]■[/] r{r}" for i, r in enumerate(ranks))
+
+
+class LogView(Widget):
+    """The newest lines of one log, cut to the width (no wrapping), the newest at the bottom."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lines: tuple[str, ...] = ()
+        self.empty = "no log yet"
+
+    def show(self, lines: tuple[str, ...], empty: str) -> None:
+        if lines != self.lines or empty != self.empty:
+            self.lines, self.empty = lines, empty
+            self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.content_size.width, self.content_size.height
+        if not self.lines:
+            return Text(self.empty, style="dim")
+        shown = []
+        for line in self.lines[-height:] if height else ():
+            text = Text.from_ansi(line.expandtabs())
+            text.truncate(width, overflow="ellipsis")
+            shown.append(text)
+        return Text("\n").join(shown)
+
+
+class RunDetail(Vertical):
+    """Info and error lines, the two charts side by side, then the log."""
+
+    def __init__(self) -> None:
+        super().__init__(id="run-detail")
+        self.summary: RunSummary | None = None
+        self._ended = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(info_text(None), id="run-info")
+        with Horizontal(id="run-charts"):
+            yield Chart(number, "no loss reported yet", id="loss-chart")
+            yield Chart(size, "no per-step memory yet", id="memory-chart")
+        yield LogView(id="run-log")
+
+    def on_mount(self) -> None:
+        self.query_one("#loss-chart").border_title = "loss / step"
+        self.query_one("#memory-chart").border_title = "memory / step"
+        self.query_one("#run-log").border_title = "log"
+
+    def show(self, summary: RunSummary | None) -> None:
+        if summary is self.summary and self._ended:
+            return  # drawn as ended: the summary object changes only when the run's files do
+        self.summary = summary
+        self._ended = summary is not None and not summary.record.live
+        self.query_one("#run-info", Static).update(info_text(summary))
+        self.query_one("#loss-chart", Chart).show(loss_series(summary))
+        memory = self.query_one("#memory-chart", Chart)
+        memory.show(memory_series(summary))
+        kind = summary.memory_kind if summary is not None else ""
+        title = f"memory / step · {'CPU heap' if kind == 'heap' else kind}" if kind else "memory / step"
+        if memory.border_title != title:
+            memory.border_title = title
+        legend = memory_legend(summary)
+        if memory.border_subtitle != legend:
+            memory.border_subtitle = legend
+        if summary is None:
+            self.show_log(None)
+
+    def show_log(self, tail: LogTail | None) -> None:
+        log = self.query_one("#run-log", LogView)
+        if tail is None or self.summary is None or tail.run_id != self.summary.id:
+            log.show((), "no log yet" if self.summary is not None else "")
+            log.border_title, log.border_subtitle = "log", ""
+            return
+        log.show(tail.lines, f"{log_name(tail.choice)}: no output yet" if tail.choices else "no log yet")
+        title = f"log · {log_name(tail.choice)}" if tail.choices else "log"
+        subtitle = "".join(
+            f"[b reverse] {log_name(c)} [/]" if c == tail.choice else f" {log_name(c)} " for c in tail.choices
+        )
+        if len(tail.choices) > 1:
+            subtitle += "· l/L"
+        if log.border_title != title:
+            log.border_title = title
+        if log.border_subtitle != subtitle:
+            log.border_subtitle = subtitle

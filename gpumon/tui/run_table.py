@@ -1,0 +1,138 @@
+"""The run list: one row per run, newest on top, updated by diff (rows keyed by run id).
+
+The columns follow the terminal's width: full ids, kind and program when they
+fit, else short ids ("ddp-c132") and the numbers only.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from gpumon.core.format import duration, elide, size
+from gpumon.core.runs.monitor import RunSummary
+from gpumon.tui.processes import SortCell, short_run_id
+from gpumon.tui.run_detail import STATE_STYLE, number
+
+Columns = tuple[tuple[str, str, int], ...]  # key, header, width
+WIDE: Columns = (
+    ("id", "ID", 25),
+    ("kind", "KIND", 8),
+    ("status", "STATUS", 8),
+    ("elapsed", "ELAPSED", 7),
+    ("step", "STEP", 7),
+    ("loss", "LOSS", 8),
+    ("rate", "SAMPLES/S", 9),
+    ("memory", "MEMORY", 10),
+    ("program", "PROGRAM", 14),
+)
+MEDIUM: Columns = WIDE[:-1]
+COMPACT: Columns = (
+    ("id", "ID", 11),  # the short id: kind and random part
+    ("status", "STATUS", 8),
+    ("elapsed", "TIME", 6),
+    ("step", "STEP", 6),
+    ("loss", "LOSS", 7),
+    ("rate", "SAMP/S", 6),
+    ("memory", "MEMORY", 10),
+)
+
+
+def columns_for(width: int) -> Columns:
+    """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar)."""
+    for columns in (WIDE, MEDIUM):
+        if sum(w + 2 for _, _, w in columns) + 3 <= width:
+            return columns
+    return COMPACT
+
+
+def run_cells(s: RunSummary, id_width: int) -> dict[str, SortCell]:
+    def right(value: str, style: str = "") -> Text:
+        return Text(value, style=style, justify="right")
+
+    record = s.record
+    elapsed = record.elapsed()
+    cells = {
+        "id": SortCell((record.created, s.id), Text(s.id if len(s.id) <= id_width else short_run_id(s.id))),
+        "kind": SortCell(record.spec.kind, Text(record.spec.kind)),
+        "status": SortCell(s.state, Text(s.state, style=STATE_STYLE.get(s.state, ""))),
+        "elapsed": SortCell(elapsed or 0.0, right(duration(elapsed) if elapsed is not None else "")),
+        "step": SortCell(s.step or -1, right("" if s.step is None else str(s.step))),
+        "loss": SortCell(s.loss, right(number(s.loss))),
+        "rate": SortCell(s.samples_per_s, right("" if s.samples_per_s is None else f"{s.samples_per_s:.0f}")),
+        "memory": SortCell(s.memory or -1, right("" if s.memory is None else size(s.memory))),
+        "program": SortCell(record.spec.label(), Text(elide(record.spec.label(), 14))),
+    }
+    return cells
+
+
+class RunTable(DataTable[SortCell]):
+    """One row per run, newest on top, keyed by run id; cells change in place."""
+
+    def __init__(self) -> None:
+        super().__init__(id="run-table", cursor_type="row", zebra_stripes=False)
+        self.shown: dict[str, RunSummary] = {}
+        self.column_set: Columns = ()
+        self._reselect: str | None = None
+        self._ended: set[str] = set()  # rows last drawn with an ended state
+        self.border_title = "runs"
+
+    def _set_columns(self, columns: Columns) -> None:
+        selected = self.selected_id()
+        self.clear(columns=True)  # only when the terminal's width picks other columns, never per tick
+        for key, label, width in columns:
+            self.add_column(label, key=key, width=width)
+        self.column_set, self.shown, self._ended = columns, {}, set()
+        if selected is not None:
+            self._reselect = selected
+
+    def show(self, summaries: list[RunSummary], width: int) -> None:
+        """Rows for ``summaries`` at a terminal ``width``: added, changed cell by cell, or removed."""
+        if columns_for(width) != self.column_set:
+            self._set_columns(columns_for(width))
+        columns = [c for c, _, _ in self.column_set]
+        id_width = self.column_set[0][2]
+        wanted = {s.id: s for s in summaries}
+        selected = self._reselect or self.selected_id()
+        added = False
+        for key in [k for k in self.shown if k not in wanted]:
+            self.remove_row(key)
+        for key, summary in wanted.items():
+            old = self.shown.get(key)
+            if old is summary and key in self._ended:
+                continue  # shown as ended: its summary object changes only when its files do
+            cells = run_cells(summary, id_width)
+            if old is None:
+                self.add_row(*(cells[c] for c in columns), key=key)
+                added = True
+                continue
+            for column in columns:
+                if self.get_cell(key, column) != cells[column]:
+                    self.update_cell(key, column, cells[column])
+        self.shown = wanted
+        self._ended = {key for key, summary in wanted.items() if not summary.record.live}
+        if added:
+            self.sort("id", key=lambda cell: cell.key, reverse=True)
+            if selected in wanted:
+                self.select_run(selected)
+        self._reselect = None
+        live = sum(1 for s in summaries if s.record.live)
+        title = f"runs · {len(summaries)}" + (f" · {live} live" if live else "")
+        if title != self.border_title:
+            self.border_title = title
+
+    def selected_id(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        except Exception:  # noqa: BLE001 - cursor outside the rows
+            return None
+
+    def select_run(self, run_id: str) -> bool:
+        try:
+            row = self.get_row_index(run_id)
+        except Exception:  # noqa: BLE001 - no such row (yet)
+            return False
+        self.move_cursor(row=row, animate=False)
+        return True

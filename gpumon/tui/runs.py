@@ -1,0 +1,208 @@
+"""The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
+
+A thread worker reads the state dir every second (``RunsMonitor.refresh``,
+the pid map, the selected log) and posts one ``RunsRefreshed``; the event
+loop never touches run files. Launch and stop run in thread workers too.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.events import Resize
+from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.widgets import DataTable
+from textual.worker import Worker, WorkerState
+
+from gpumon.core.gpu import visible_gpu_count
+from gpumon.core.runs.launcher import SpecError, launch, stop
+from gpumon.core.runs.monitor import RunsMonitor, RunSummary
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.telemetry import tail_lines
+from gpumon.tui.run_detail import LAUNCHER, LogTail, RunDetail
+from gpumon.tui.run_table import RunTable
+
+REFRESH_S = 1.0
+LOG_LINES = 200
+
+
+class RunsRefreshed(Message):
+    def __init__(self, summaries: list[RunSummary], pids: dict[int, str], log: LogTail | None, gpus: int) -> None:
+        self.summaries = summaries
+        self.pids = pids
+        self.log = log
+        self.visible_gpus = gpus
+        super().__init__()
+
+
+class RunActionDone(Message):
+    """A launch or stop finished in its worker: tell the user, maybe select a run."""
+
+    def __init__(self, text: str, severity: SeverityLevel, select: str | None = None) -> None:
+        self.text = text
+        self.severity = severity
+        self.select = select
+        super().__init__()
+
+
+def read_log(record: RunRecord, choice: int | None) -> LogTail:
+    """The tail of one of a run's logs; an unknown choice falls back to the first log there is."""
+    choices: tuple[int | None, ...] = tuple(record.log_ranks())
+    if record.log_path(LAUNCHER).exists():
+        choices = (*choices, LAUNCHER)
+    if choices and choice not in choices:
+        choice = choices[0]
+    lines = tuple(tail_lines(record.log_path(choice), LOG_LINES, max_bytes=64 * 1024)) if choices else ()
+    return LogTail(record.id, choices, choice, lines)
+
+
+class RunsView(Vertical):
+    """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
+
+    def __init__(self, store: RunStore | None = None) -> None:
+        super().__init__(id="runs")
+        self.store = store
+        self.summaries: dict[str, RunSummary] = {}
+        self.visible_gpus: int | None = None
+        self.selected_id: str | None = None
+        self.log_choice: int | None = 0
+        self.log_choices: tuple[int | None, ...] = ()
+        self._monitor: RunsMonitor | None = None
+        self._busy = False
+        self._again = False
+        self._select_next: str | None = None
+        self._failed: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield RunTable()
+        yield RunDetail()
+
+    def on_mount(self) -> None:
+        self.set_interval(REFRESH_S, self.poll)
+        self.poll()
+
+    # -- the worker -------------------------------------------------------------
+    def poll(self) -> None:
+        """Read the runs now (or right after the read in flight)."""
+        if self._busy:
+            self._again = True
+            return
+        self._busy = True
+        summary = self.summaries.get(self.selected_id or "")
+        self._read(summary.record if summary is not None and self.display else None, self.log_choice)
+
+    @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
+    def _read(self, record: RunRecord | None, choice: int | None) -> None:
+        if self._monitor is None:
+            self.store = self.store or RunStore()
+            self._monitor = RunsMonitor(self.store)
+            self.visible_gpus = visible_gpu_count()
+        summaries = self._monitor.refresh()
+        pids = self._monitor.pid_runs()
+        log = read_log(record, choice) if record is not None else None
+        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        error = str(event.worker.error)
+        if event.worker.group == "runs-action":
+            self.notify(f"Runs: {error}", severity="error", timeout=8)
+        elif event.worker.group == "runs-feed":
+            self._busy = False
+            if error != self._failed:  # say it once, not every second
+                self._failed = error
+                self.notify(f"Could not read runs: {error}", severity="error", timeout=8)
+
+    def on_runs_refreshed(self, message: RunsRefreshed) -> None:
+        self._busy = False
+        self.summaries = {s.id: s for s in message.summaries}
+        self.visible_gpus = message.visible_gpus
+        self._show(message.summaries)
+        tail = message.log
+        if tail is not None and tail.run_id == self.selected_id:
+            self.log_choices = tail.choices
+            self.log_choice = tail.choice
+            self.query_one(RunDetail).show_log(tail)
+        if self._again:
+            self._again = False
+            self.poll()
+
+    # -- showing ------------------------------------------------------------------
+    def _show(self, summaries: list[RunSummary]) -> None:
+        table = self.query_one(RunTable)
+        table.show(summaries, self.app.size.width)
+        if self._select_next is not None and table.select_run(self._select_next):
+            self._select_next = None
+        self._selection_changed(table.selected_id())
+
+    def _selection_changed(self, run_id: str | None) -> None:
+        detail = self.query_one(RunDetail)
+        if run_id != self.selected_id:
+            self.selected_id = run_id
+            self.log_choice, self.log_choices = 0, ()
+            detail.show(self.summaries.get(run_id or ""))
+            detail.show_log(None)
+            self.poll()
+        else:
+            detail.show(self.summaries.get(run_id or ""))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._selection_changed(str(event.row_key.value))
+
+    def on_resize(self, event: Resize) -> None:
+        if self.summaries:
+            self.call_after_refresh(self._show, list(self.summaries.values()))
+
+    def selected(self) -> RunSummary | None:
+        return self.summaries.get(self.selected_id or "")
+
+    def cycle_log(self, step: int) -> None:
+        choices = self.log_choices
+        if len(choices) < 2:
+            self.notify("This run has one log" if choices else "No log yet", timeout=3)
+            return
+        index = choices.index(self.log_choice) if self.log_choice in choices else 0
+        self.log_choice = choices[(index + step) % len(choices)]
+        self.poll()
+
+    # -- launch and stop --------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def launch(self, spec: RunSpec) -> None:
+        try:
+            self.store = self.store or RunStore()
+            visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
+            record = launch(spec, self.store, visible)
+        except SpecError as err:
+            self.post_message(RunActionDone(str(err), "error"))
+            return
+        except OSError as err:
+            self.post_message(RunActionDone(f"Could not start the run: {err}", "error"))
+            return
+        if record.state in ("failed", "lost"):
+            text = f"{record.id} ended at once ({record.state}): see its log"
+            self.post_message(RunActionDone(text, "warning", select=record.id))
+        else:
+            self.post_message(RunActionDone(f"Started {record.id}", "information", select=record.id))
+
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def stop(self, record: RunRecord, kill: bool) -> None:
+        severity: SeverityLevel = "information"
+        try:
+            text = stop(record, kill=kill)
+        except PermissionError:
+            text, severity = f"Permission denied stopping {record.id}: run gpumon as the user who started it", "error"
+        except OSError as err:
+            text, severity = f"Could not stop {record.id}: {err}", "error"
+        self.post_message(RunActionDone(text, severity))
+
+    def on_run_action_done(self, message: RunActionDone) -> None:
+        self.notify(message.text, severity=message.severity, timeout=6)
+        if message.select is not None:
+            self._select_next = message.select
+            self.query_one(RunTable).focus()
+        self.poll()

@@ -1,0 +1,56 @@
+"""SVG snapshots of the Runs view with recorded, ended runs (fixed times: nothing depends on the clock).
+
+Update after an intended change of the look: pytest tests/test_runs_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.run_detail import LogView
+from gpumon.tui.run_table import RunTable
+from tests.conftest import make_app
+from tests.test_runs_view import FAILED, FINISHED, record_runs
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    record_runs(tmp_path, live=False)
+    return tmp_path
+
+
+def runs_view_on(run_id: str) -> Callable[[Pilot[None]], Awaitable[None]]:
+    """Open the Runs view, select ``run_id`` and wait until its log has been read."""
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, GpumonApp)
+        await pilot.press("r")
+        table = app.query_one(RunTable)
+        log = app.query_one(LogView)
+        deadline = time.monotonic() + 10
+        while table.row_count < 3:
+            assert time.monotonic() < deadline, "the runs never showed"
+            await pilot.pause(0.05)
+        table.select_run(run_id)
+        while app.runs_view.selected_id != run_id or not log.lines:  # a new selection clears the log first
+            assert time.monotonic() < deadline, "the run's log never showed"
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+
+    return run_before
+
+
+def test_runs_view_failed_run_120x40(snap_compare, home: Path) -> None:
+    assert snap_compare(make_app(gpus=2), terminal_size=(120, 40), run_before=runs_view_on(FAILED))
+
+
+def test_runs_view_two_ranks_80x24(snap_compare, home: Path) -> None:
+    assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=runs_view_on(FINISHED))

@@ -1,0 +1,79 @@
+"""A real terminal: open the Runs view in tmux, launch a run from the form, watch it progress, quit."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.runs.launcher import stop
+from gpumon.core.runs.store import RunStore
+from tests.conftest import requires_tmux, wait_until
+from tests.test_tmux import Tmux
+
+pytestmark = [pytest.mark.tmux, requires_tmux]
+
+HAS_DDP_TRAINER = importlib.util.find_spec("trainers.ddp") is not None
+SCRIPT = """\
+import time
+from gpumon import telemetry
+for step in range(1, 31):
+    telemetry.log(step=step, loss=1.0 / step)
+    print(f"step {step}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "state"))
+    yield tmp_path / "state"
+    for record in RunStore(tmp_path / "state").list():  # never leave a run behind
+        if record.live:
+            stop(record, kill=True)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    t = Tmux(100, 30)
+    try:
+        yield t
+    finally:
+        t.kill()
+
+
+def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path, tmp_path: Path) -> None:
+    tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
+    tmux.wait_for("SIMULATED", "processes · GPU 0")
+    tmux.keys("r")
+    tmux.wait_for("runs · 0", "No run selected", "n new run")
+    tmux.keys("n")
+    tmux.wait_for("New run", "extra args")
+    if HAS_DDP_TRAINER:  # the defaults: ddp on digits, 2 processes on a CPU
+        kind = "ddp"
+    else:  # pick 'script' in the kind list, then type the path
+        kind = "script"
+        (tmp_path / "tiny.py").write_text(SCRIPT)
+        tmux.keys("Down")
+        tmux.wait_for("model-parallel")
+        tmux.keys("Down", "Down", "Down", "Down", "Enter")
+        assert wait_until(lambda: re.search(r"kind\s+script", tmux.screen()), timeout=5), tmux.screen()
+        tmux.keys("Tab")
+        tmux.keys("-l", str(tmp_path / "tiny.py"))
+        tmux.wait_for("tiny.py")
+    tmux.keys("Enter")
+    tmux.wait_for(f"Started {kind}-", timeout=30)
+    row = re.compile(rf"{kind}-\S+\s+(running|finished)\s+\S+\s+\d+\s")  # a step number in the row
+    screen = wait_until(lambda: row.search(s := tmux.screen()) and s, timeout=90)
+    assert screen, f"the run never showed progress:\n{tmux.screen()}"
+    assert "Traceback" not in screen
+    done = wait_until(lambda: "finished" in (s := tmux.screen()) and s, timeout=90)
+    assert done, f"the run never finished:\n{tmux.screen()}"
+    assert "loss / step" in done and "memory / step" in done
+    tmux.keys("q")
+    assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
+    assert "Traceback" not in tmux.screen()
