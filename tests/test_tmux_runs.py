@@ -77,3 +77,44 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path,
     tmux.keys("q")
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
     assert "Traceback" not in tmux.screen()
+
+
+SLOW = """\
+import time
+from gpumon import telemetry
+for step in range(1, 41):
+    telemetry.log(step=step, loss=1.0 / step)
+    print(f"step {step}", flush=True)
+    time.sleep(0.1)
+"""
+
+
+def test_quit_while_a_run_is_live_and_reopen_finds_it_whole(tmux: Tmux, home: Path, tmp_path: Path) -> None:
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+
+    (tmp_path / "slow.py").write_text(SLOW)
+    store = RunStore(home)
+    record = launch(RunSpec(kind="script", program=str(tmp_path / "slow.py")), store, visible_gpus=0)
+    tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
+    tmux.wait_for("SIMULATED")
+    tmux.keys("r")
+    tmux.wait_for("running")
+    tmux.keys("q")  # gpumon closes while the run is mid-way
+    assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
+    final = wait(record, store, timeout=30)
+    assert final.state == "finished"
+    events = EventReader(final.dir).poll()
+    assert [e["step"] for e in events if e["type"] == "metrics"] == list(range(1, 41))  # nothing lost
+    assert final.log_path(0).read_text().splitlines()[-1] == "step 40"
+
+    reopened = Tmux(100, 30)
+    try:
+        reopened.start([sys.executable, "-m", "gpumon", "--simulate", "1"])
+        reopened.wait_for("SIMULATED")
+        reopened.keys("r")
+        screen = reopened.wait_for(record.id[:10], "finished", "step 40")
+        assert re.search(r"finished\s+\S+\s+40\s+0\.0250", screen), screen  # step 40, loss 1/40
+    finally:
+        reopened.kill()
