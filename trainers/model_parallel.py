@@ -1,0 +1,160 @@
+"""Model parallelism: the model cut into two stages on two devices.
+
+    python -m trainers.model_parallel --mode naive --devices cuda:0,cuda:1
+    python -m trainers.model_parallel --mode micro-batch --split-size 16
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m trainers.model_parallel \\
+        --mode pipeline --schedule 1f1b --micro-batches 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from gpumon import telemetry
+from trainers.cli import UsageError, finish_args, main_guard, make_parser, positive_int, say
+from trainers.data import make_loader
+from trainers.loop import build, describe, fit, load_data, prepare
+from trainers.model import split_model
+from trainers.pipeline import train_pipeline
+
+DESCRIPTION = """\
+Model-parallel training: the model is cut into two stages (first half of the blocks | the rest).
+naive: stage 0 on the first device, stage 1 on the second, activations copied between them; one
+device works at a time. micro-batch: one process splits each batch into --split-size chunks, so
+stage 1 works on chunk i while stage 0 starts chunk i+1 (overlap needs asynchronous CUDA; on CPU it is
+correct but not faster). pipeline: one process per stage under torchrun (--nproc-per-node 2) with
+torch.distributed.pipelining, GPipe or 1F1B over --micro-batches (gloo on CPU, nccl on CUDA); the
+last stage prints the loss. BatchNorm sees micro-batches, not the whole batch: use --norm group (or
+none) for results equal to the unsplit model's."""
+
+
+class TwoStageModel(nn.Module):
+    """``module`` cut in two with stage 0 on ``devices[0]`` and stage 1 on ``devices[1]``.
+
+    ``split_size`` 0 runs the whole batch through stage 0 then stage 1 (naive); otherwise the batch
+    goes in chunks, pipelined as in PyTorch's single-process model-parallel tutorial. The whole model
+    is ``.module`` (as with DDP) so checkpoints keep its usual parameter names.
+    """
+
+    def __init__(self, module: nn.Module, devices: tuple[torch.device, torch.device], split_size: int = 0) -> None:
+        super().__init__()
+        self.module = module
+        stage0, stage1 = split_model(module)
+        # A plain tuple: registering the stages as submodules would list every parameter twice.
+        self.stages = (stage0.to(devices[0]), stage1.to(devices[1]))
+        self.devices = devices
+        self.split_size = split_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        (stage0, stage1), (dev0, dev1) = self.stages, self.devices
+        x = x.to(dev0)
+        if not self.split_size or self.split_size >= len(x):
+            return stage1(stage0(x).to(dev1))
+        chunks = iter(x.split(self.split_size))
+        pending = stage0(next(chunks)).to(dev1)
+        outputs = []
+        for chunk in chunks:
+            outputs.append(stage1(pending))  # queued on dev1 ...
+            pending = stage0(chunk).to(dev1)  # ... while dev0 starts the next chunk (CUDA kernels are async)
+        outputs.append(stage1(pending))
+        return torch.cat(outputs)
+
+
+def default_devices() -> str:
+    gpus = torch.cuda.device_count()
+    return "cuda:0,cuda:1" if gpus >= 2 else "cuda:0,cuda:0" if gpus == 1 else "cpu,cpu"
+
+
+def parse_devices(text: str) -> tuple[torch.device, torch.device]:
+    try:
+        devices = tuple(torch.device(part.strip()) for part in text.split(","))
+    except RuntimeError as exc:
+        raise UsageError(f"--devices {text}: {exc}") from None
+    if len(devices) != 2:
+        raise UsageError(f"--devices needs two devices, e.g. cuda:0,cuda:1 (got {text})")
+    for device in devices:
+        if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+            raise UsageError(f"--devices {text}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return devices[0], devices[1]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = make_parser("python -m trainers.model_parallel", DESCRIPTION)
+    mp = parser.add_argument_group("model parallel")
+    mp.add_argument(
+        "--mode", choices=("naive", "micro-batch", "pipeline"), default="naive", help="see above; pipeline: torchrun"
+    )
+    mp.add_argument("--devices", default=default_devices(), help="stage 0 and stage 1 devices (pipeline: per rank)")
+    mp.add_argument("--split-size", type=positive_int, default=16, help="micro-batch: samples per chunk")
+    mp.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe", help="pipeline schedule")
+    mp.add_argument("--micro-batches", type=positive_int, default=4, help="pipeline: micro-batches per batch")
+    mp.add_argument(
+        "--dump-first-step",
+        metavar="DIR",
+        help="pipeline: each stage saves its inputs, parameters, gradients and loss of the first step to DIR",
+    )
+    args = finish_args(parser.parse_args(argv))
+    if args.mode == "pipeline" and args.schedule == "1f1b" and args.micro_batches < 2:
+        parser.error("--schedule 1f1b needs --micro-batches of at least 2 (one per stage)")
+    if args.mode == "pipeline" and args.batch_size % args.micro_batches:
+        parser.error(f"--batch-size {args.batch_size} must be a multiple of --micro-batches {args.micro_batches}")
+    return args
+
+
+def bn_note(args: argparse.Namespace, unit: str) -> None:
+    """Say that BatchNorm normalises over each micro-batch, so results differ from the unsplit model's."""
+    if args.arch == "resnet" and args.norm == "batch":
+        text = f"BatchNorm statistics come from {unit}, not whole batches (--norm group avoids that)"
+        say(text)
+        telemetry.note(text)
+
+
+def train_single_process(args: argparse.Namespace, devices: tuple[torch.device, torch.device]) -> int:
+    """naive and micro-batch modes: the shared loop drives a TwoStageModel."""
+    data = load_data(args)
+    model = build(args, data)
+    split_size = args.split_size if args.mode == "micro-batch" else 0
+    two = TwoStageModel(model, devices, split_size)
+    optimizer, progress = prepare(args, model)
+    say(f"model_parallel {args.mode}: stage 0 on {devices[0]}, stage 1 on {devices[1]}")
+    if split_size:
+        bn_note(args, f"chunks of {split_size}")
+    say(describe(args, model, f" ({len(data.train)} train samples)"))
+    opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}
+    train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, **opts)
+    val_loader = make_loader(data.val, 256, shuffle=False, **opts) if data.val is not None else None
+    test_loader = make_loader(data.test, 256, shuffle=False, **opts) if data.test is not None else None
+    fit(
+        args,
+        two,
+        optimizer,
+        train_loader,
+        val_loader,
+        progress,
+        input_device=devices[0],
+        output_device=devices[1],
+        test_loader=test_loader,
+    )
+    return 0
+
+
+@record
+@main_guard
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    devices = parse_devices(args.devices)
+    if args.mode == "pipeline":
+        if int(os.environ.get("RANK", "0")) == 0:
+            bn_note(args, f"micro-batches of {args.batch_size // args.micro_batches}")
+        return train_pipeline(args, devices)
+    return train_single_process(args, devices)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
