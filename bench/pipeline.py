@@ -14,7 +14,7 @@ m=8, reached only if sending activations costs nothing.
 Both stages must own a core: anything else running on a 2-core machine lands in
 the overlapped part and shrinks the speed-up. Each run takes ~10-15 s.
 
-Usage: python bench/pipeline.py [--batch-size 2048] [--width 512] [--steps 20] [--rounds 3]
+Usage: python bench/pipeline.py [--batch-size 4096] [--width 512] [--steps 20] [--rounds 3]
 """
 
 from __future__ import annotations

@@ -108,3 +108,15 @@ def test_telemetry_log_reaches_the_run_view(tmp_path: Path, monkeypatch) -> None
     assert tele.samples_per_s == 100.0
     assert tele.notes == ["hello"]
     assert json.loads(next((tmp_path / "events").iterdir()).read_text().splitlines()[0])["src"] == "rank1"
+
+
+def test_the_run_curve_is_the_lowest_ranks_even_when_another_rank_reports_first(tmp_path: Path) -> None:
+    from gpumon.core.events import parse
+
+    tele = RunTelemetry(tmp_path)
+    for t, rank, step, loss in [(1.0, 1, 1, 9.0), (1.1, 0, 1, 2.0), (1.2, 1, 2, 8.0), (1.3, 0, 2, 1.0)]:
+        event = parse(encode("metrics", f"rank{rank}", {"step": step, "metrics": {"loss": loss}}, now=t))
+        assert event is not None
+        tele.apply(event)
+    assert tele.loss.values == [2.0, 1.0]
+    assert tele.metrics == {"loss": 1.0}

@@ -58,9 +58,8 @@ class RunTelemetry:
     run_dir: Path
     step: int | None = None  # the program's own step (telemetry.log)
     optimizer_steps: int | None = None  # counted by the bootstrap's hook
-    lead_rank: int | None = None  # the lowest rank reporting metrics: its curve is the run's
-    loss: Series = field(default_factory=Series)
-    metrics: dict[str, float] = field(default_factory=dict)  # latest value of each metric (lowest rank)
+    losses: dict[int, Series] = field(default_factory=dict)  # rank -> loss per step
+    latest: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> latest value of each metric
     rates: dict[int, float] = field(default_factory=dict)  # rank -> latest samples/s
     memory: dict[int, RankMemory] = field(default_factory=dict)
     pids: dict[int, int] = field(default_factory=dict)  # pid -> rank
@@ -119,16 +118,23 @@ class RunTelemetry:
         rate = metrics.get("samples_per_s")
         if isinstance(rate, int | float):
             self.rates[rank] = float(rate)
-        if self.lead_rank is None or rank < self.lead_rank:
-            self.lead_rank = rank
-        if rank != self.lead_rank:
-            return
+        latest = self.latest.setdefault(rank, {})
         for key, value in metrics.items():
             if isinstance(value, int | float):
-                self.metrics[key] = float(value)
+                latest[key] = float(value)
         loss = metrics.get("loss")
         if isinstance(loss, int | float) and isinstance(step, int):
-            self.loss.add(step, float(loss))
+            self.losses.setdefault(rank, Series()).add(step, float(loss))
+
+    @property
+    def loss(self) -> Series:
+        """The run's loss curve: the lowest rank's (ranks may report in any order)."""
+        return self.losses[min(self.losses)] if self.losses else Series()
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The latest metrics of the lowest reporting rank."""
+        return self.latest[min(self.latest)] if self.latest else {}
 
     def _step(self, event: dict[str, Any], rank: int) -> None:
         step = event.get("step")
