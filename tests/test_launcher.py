@@ -216,3 +216,36 @@ def test_a_failing_rank_is_named_with_its_message(store: RunStore, tmp_path: Pat
     assert final.status["error"]["message"] == "ValueError: bad batch on rank one"
     exceptions = [e for e in EventReader(final.dir).poll() if e["type"] == "exception"]
     assert [(e["src"], e["message"]) for e in exceptions] == [("rank1", "bad batch on rank one")]
+
+
+def test_command_and_environment_for_torchrun_kinds(tmp_path: Path) -> None:
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR, build_command, build_env, other_node_commands
+
+    spec = RunSpec(kind="ddp", nproc=4, gpus="0,1,2,3", max_restarts=2, args=("--preset", "small"))
+    argv = build_command(spec, "ddp-x")
+    assert argv[1:] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "--max-restarts", "2",
+        "-m", "trainers.ddp", "--preset", "small",
+    ]  # fmt: skip
+    env = build_env(spec, "ddp-x", tmp_path)
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"  # gloo restarts hang without it
+    assert env["TORCHELASTIC_ERROR_FILE"] == str(tmp_path / "error.json")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == BOOTSTRAP_DIR
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in build_env(RunSpec(kind="ddp", nproc=2), "x", tmp_path)
+
+    multi = RunSpec(kind="ddp", nproc=8, nnodes=2, rdzv_endpoint="head:29400", args=("--epochs", "9"))
+    argv = build_command(multi, "ddp-y")
+    assert "--standalone" not in argv
+    assert argv[argv.index("--rdzv-endpoint") + 1] == "head:29400"
+    assert argv[argv.index("--rdzv-id") + 1] == "ddp-y"
+    (other,) = other_node_commands(multi, "ddp-y")
+    assert other[:3] == ["gpumon", "launch", "ddp"]
+    assert other[other.index("--node-rank") + 1] == "1"
+    assert other[other.index("--rdzv-id") + 1] == "ddp-y"  # the same rendezvous on every node
+    assert other[-3:] == ["--", "--epochs", "9"]
+
+    pipeline = build_command(RunSpec(kind="pipeline", nproc=2), "p")
+    assert pipeline[-4:] == ["-m", "trainers.model_parallel", "--mode", "pipeline"]
+    single = build_command(RunSpec(kind="model-parallel", args=("--mode", "naive")), "m")
+    assert single[1:] == ["-u", "-m", "trainers.model_parallel", "--mode", "micro-batch", "--mode", "naive"]
