@@ -19,7 +19,33 @@ async def shoot(app, name: str, size: tuple[int, int], keys: tuple[str, ...] = (
         app.save_screenshot(str(ROOT / "docs" / name))
 
 
+async def shoot_runs(name: str, size: tuple[int, int]) -> None:
+    """A real 2-process DDP run on digits (about 10 s on a CPU), then the Runs view showing it."""
+    import os
+    import tempfile
+
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from gpumon.tui.run_detail import LogView
+
+    os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
+    store = RunStore()
+    record = wait(launch(RunSpec(kind="ddp", nproc=2, args=("--epochs", "6")), store, 0), store, timeout=300)
+    assert record.state == "finished", record.state
+    app = make_app(gpus=2, ticks=120)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("r")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.query_one(LogView).lines:
+                break
+        await pilot.pause(0.3)
+        app.save_screenshot(str(ROOT / "docs" / name))
+
+
 async def main() -> None:
+    await shoot_runs("screenshot-runs.svg", (120, 40))
     await shoot(make_app(gpus=4, ticks=120), "screenshot-main.svg", (120, 40), ("a",))
     await shoot(make_app(gpus=2, ticks=120), "screenshot-80x24.svg", (80, 24))
     await shoot(no_gpu_app(), "screenshot-no-gpu.svg", (80, 24))
