@@ -13,8 +13,7 @@ from torch import nn
 
 from gpumon import telemetry
 from trainers.cli import add_device_arg, finish_args, main_guard, make_parser, resolve_device, say
-from trainers.data import make_loader
-from trainers.loop import build, describe, fit, load_data, prepare
+from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
 
 DESCRIPTION = """\
 DataParallel training in one process: each batch (--batch-size in all) is scattered over the visible
@@ -45,10 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     say(text)
     telemetry.note(text)
     say(describe(args, model, f" ({len(data.train)} train samples)"))
-    opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}
-    train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, **opts)
-    val_loader = make_loader(data.val, 256, shuffle=False, **opts) if data.val is not None else None
-    test_loader = make_loader(data.test, 256, shuffle=False, **opts) if data.test is not None else None
+    train_loader, val_loader, test_loader = single_process_loaders(args, data)
     fit(
         args,
         wrapped,

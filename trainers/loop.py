@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from gpumon import telemetry
 from trainers import checkpoint
 from trainers.cli import UsageError, say, seed_everything
-from trainers.data import Data, load, set_epoch
+from trainers.data import Data, load, make_loader, set_epoch
 from trainers.model import build_model, count_params
 
 Reduce = Callable[[torch.Tensor], torch.Tensor]
@@ -43,6 +43,17 @@ def load_data(args: argparse.Namespace) -> Data:
         channels=args.channels,
         classes=args.classes,
     )
+
+
+def single_process_loaders(
+    args: argparse.Namespace, data: Data
+) -> tuple[DataLoader, DataLoader | None, DataLoader | None]:
+    """Train (shuffled, seeded), validation and test loaders for a one-process trainer."""
+    opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}
+    train = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, **opts)
+    val = make_loader(data.val, 256, shuffle=False, **opts) if data.val is not None else None
+    test = make_loader(data.test, 256, shuffle=False, **opts) if data.test is not None else None
+    return train, val, test
 
 
 def build(args: argparse.Namespace, data: Data) -> nn.Module:

@@ -18,8 +18,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from gpumon import telemetry
 from trainers.cli import UsageError, finish_args, main_guard, make_parser, positive_int, say
-from trainers.data import make_loader
-from trainers.loop import build, describe, fit, load_data, prepare
+from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
 from trainers.model import split_model
 from trainers.pipeline import train_pipeline
 
@@ -126,10 +125,7 @@ def train_single_process(args: argparse.Namespace, devices: tuple[torch.device, 
     if split_size:
         bn_note(args, f"chunks of {split_size}")
     say(describe(args, model, f" ({len(data.train)} train samples)"))
-    opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}
-    train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, **opts)
-    val_loader = make_loader(data.val, 256, shuffle=False, **opts) if data.val is not None else None
-    test_loader = make_loader(data.test, 256, shuffle=False, **opts) if data.test is not None else None
+    train_loader, val_loader, test_loader = single_process_loaders(args, data)
     fit(
         args,
         two,
