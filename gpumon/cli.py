@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpumon import cli_runs
 
     cli_runs.add_commands(sub, _Parser(add_help=False))
+    from gpumon import cli_tune
+
+    cli_tune.add_commands(sub, _Parser(add_help=False))
     return parser
 
 
@@ -162,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_runs.cmd_logs(args)
         if args.command == "stop":
             return cli_runs.cmd_stop(args)
+        if args.command == "trials":
+            from gpumon import cli_tune
+
+            return cli_tune.cmd_trials(args)
         return cmd_monitor(args)
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ import gpumon
 
 ROOT = Path(gpumon.__file__).parent
 UI_PACKAGES = ("gpumon.tui",)
+RAY_MODULES = ("gpumon.tune.callback",)  # subclasses ray.tune.Callback: ray is imported here and only here
 
 
 def core_modules() -> list[str]:
@@ -47,7 +48,7 @@ def test_importing_every_core_module_leaves_textual_torch_ray_unloaded() -> None
     code = (
         "import importlib, sys\n"
         f"for name in {core_modules()!r}:\n"
-        "    if name != 'gpumon.__main__': importlib.import_module(name)\n"
+        f"    if name != 'gpumon.__main__' and name not in {RAY_MODULES!r}: importlib.import_module(name)\n"
         "print(sorted(m for m in ('textual', 'torch', 'ray') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -58,3 +59,22 @@ def test_monitor_start_path_never_imports_torch_or_ray() -> None:
     code = "import sys, gpumon.cli, gpumon.tui.app; print([m for m in ('torch', 'ray') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_only_the_tune_callback_imports_ray() -> None:
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(("gpumon", *path.relative_to(ROOT).with_suffix("").parts))
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] == "ray" for n in names) and module not in RAY_MODULES:
+                offenders.append(module)
+    assert offenders == []
+    code = "import sys, gpumon.tune; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"  # the package itself stays light until GpumonCallback is used

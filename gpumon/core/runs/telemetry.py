@@ -13,34 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EventReader
+from gpumon.core.runs.series import MAX_POINTS, Series
+from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
 
-MAX_POINTS = 20_000
-
-
-@dataclass
-class Series:
-    steps: list[int] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    stride: int = 1  # keep every stride-th point once capped
-    _seen: int = 0
-
-    def add(self, step: int, value: float) -> None:
-        self._seen += 1
-        if self._seen % self.stride:
-            return
-        self.steps.append(step)
-        self.values.append(value)
-        if len(self.values) > MAX_POINTS:
-            self.steps = self.steps[::2]
-            self.values = self.values[::2]
-            self.stride *= 2
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @property
-    def last(self) -> float | None:
-        return self.values[-1] if self.values else None
+__all__ = ["MAX_POINTS", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
 
 
 @dataclass
@@ -66,6 +42,7 @@ class RunTelemetry:
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     events: int = 0
+    tune: Any = None  # an Experiment (core/runs/trials.py) once Tune events arrive
     _reader: EventReader | None = None
 
     @property
@@ -107,6 +84,10 @@ class RunTelemetry:
             self.exceptions.append(event)
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
+        elif kind in TUNE_EVENTS:
+            if self.tune is None:
+                self.tune = Experiment()
+            self.tune.apply(event)
 
     def _metrics(self, event: dict[str, Any], rank: int) -> None:
         metrics = event.get("metrics")

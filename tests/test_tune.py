@@ -1,0 +1,112 @@
+"""The Tune callback with a real (small) Ray Tune run on the CPU, and its events folded into trial rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.events import EventReader
+from gpumon.core.runs.telemetry import RunTelemetry
+
+pytest.importorskip("ray.tune")
+
+SEARCH = textwrap.dedent(
+    """
+    import sys
+    import ray
+    from ray import tune
+    from gpumon.tune import GpumonCallback
+
+    def train(config):
+        if config["lr"] == 0.3:
+            raise ValueError("lr 0.3 diverged")
+        for i in range(3):
+            tune.report({"loss": config["lr"] * (3 - i), "acc": 0.5 + i / 10})
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tuner = tune.Tuner(
+        train,
+        param_space={"lr": tune.grid_search([0.1, 0.2, 0.3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=tune.RunConfig(
+            storage_path=sys.argv[1],
+            verbose=0,
+            # No run_dir: under `gpumon launch script` it reports to the run it belongs to.
+            callbacks=[GpumonCallback(metric="loss", mode="min", search_alg="grid", scheduler="fifo")],
+        ),
+    )
+    tuner.fit()
+    ray.shutdown()
+    """
+)
+
+
+def test_the_callback_pickles_even_with_its_file_open(tmp_path: Path) -> None:
+    from gpumon.tune.callback import GpumonCallback
+
+    callback = GpumonCallback(tmp_path, metric="loss", mode="min")
+    callback.setup(total_num_samples=4)  # opens the event file
+    clone = pickle.loads(pickle.dumps(callback))
+    clone.on_experiment_end(trials=[])  # the copy reopens its own file
+    types = [e["type"] for e in EventReader(tmp_path).poll()]
+    assert types == ["tune_start", "tune_end"]
+
+
+def test_a_users_tune_script_launched_by_gpumon_becomes_trial_rows(tmp_path: Path, monkeypatch) -> None:
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+
+    script = tmp_path / "search.py"
+    script.write_text(SEARCH)
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    store = RunStore()
+    spec = RunSpec(kind="script", program=str(script), args=(str(tmp_path / "ray"),))
+    final = wait(launch(spec, store, visible_gpus=0), store, timeout=240)
+    assert final.state == "finished", final.log_path(0).read_text()[-3000:]
+    tele = RunTelemetry(final.dir)
+    tele.update()
+    exp = tele.tune
+    assert exp is not None
+    assert (exp.metric, exp.mode, exp.search_alg, exp.scheduler, exp.num_samples) == ("loss", "min", "grid", "fifo", 3)
+    assert exp.ended and exp.done == 3
+    by_lr = {t.config["lr"]: t for t in exp.trials.values()}
+    assert sorted(by_lr) == [0.1, 0.2, 0.3]
+    assert by_lr[0.1].status == by_lr[0.2].status == "TERMINATED"
+    assert by_lr[0.1].iteration == 3 and by_lr[0.1].curve.values == pytest.approx([0.3, 0.2, 0.1])
+    assert by_lr[0.1].metrics["acc"] == pytest.approx(0.7)
+    assert by_lr[0.1].pid and by_lr[0.1].pid != final.status["pid"]  # the trial's own worker process
+    assert by_lr[0.3].status == "ERROR" and "lr 0.3 diverged" in (by_lr[0.3].error or "")
+    best = exp.best_trial()
+    assert best is not None and best.config["lr"] == 0.1 and best.best == pytest.approx(0.1)
+    assert tele.skipped == 0
+
+    table = subprocess.run([sys.executable, "-m", "gpumon", "trials"], capture_output=True, text=True, check=True)
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith(f"{final.id}  grid / fifo  metric loss (min)  trials 3/3  ended")
+    assert lines[1].startswith(f"best: {best.id}  loss=0.1  lr=0.1")
+    assert "lr 0.3 diverged" in table.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "gpumon", "trials", final.id[:14], "--json"], capture_output=True, text=True, check=True
+    )
+    doc = json.loads(as_json.stdout)
+    assert doc["best_trial"] == best.id and len(doc["trials"]) == 3
+
+
+def test_trials_without_tune_events_says_what_to_do(tmp_path: Path) -> None:
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "gpumon", "trials"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "gpumon: error: no Ray Tune trials in any run: "
+        "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
+    )
