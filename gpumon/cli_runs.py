@@ -75,7 +75,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     stop.add_argument("--no-wait", action="store_true", help="return without waiting for the run to end")
 
 
-def _fail(message: str) -> int:
+def fail(message: str) -> int:
+    """A user's mistake: one line on stderr, exit code 2."""
     print(f"gpumon: error: {message}", file=sys.stderr)
     return 2
 
@@ -97,7 +98,7 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.runs.store import RunStore
 
     if args.module and args.program:
-        return _fail("give a script or --module, not both")
+        return fail("give a script or --module, not both")
     program = f"-m {args.module}" if args.module else args.program
     visible = visible_gpu_count()
     try:
@@ -118,9 +119,9 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
         )
         record = launch(spec, RunStore(), visible)
     except SpecError as err:
-        return _fail(str(err))
+        return fail(str(err))
     except OSError as err:
-        return _fail(f"could not start the run: {err}")
+        return fail(f"could not start the run: {err}")
     print(f"command: {shlex.join(build_command(spec, record.id))}")
     for argv in other_node_commands(spec, record.id):
         print(f"on node {argv[argv.index('--node-rank') + 1]}: {shlex.join(argv)}")
@@ -188,14 +189,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
-        return _fail(str(err))
+        return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
     if not path.exists():
         if rank is not None and rank not in record.log_ranks() and record.log_ranks():
-            return _fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
+            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
         if not args.follow:
-            return _fail(f"{record.id} has no log yet at {path}")
+            return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
         for line in tail_lines(path, args.lines):
             print(line)
@@ -243,14 +244,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
-        return _fail(str(err))
+        return fail(str(err))
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0
     try:
         print(stop(record, kill=args.kill), flush=True)
     except PermissionError:
-        return _fail(f"permission denied stopping {record.id}: run gpumon as the user who started it")
+        return fail(f"permission denied stopping {record.id}: run gpumon as the user who started it")
     if args.no_wait:
         return 0
     final = wait(record, RunStore(), timeout=STOP_GRACE_S + 10)

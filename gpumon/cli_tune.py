@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from gpumon.cli_runs import fail
 from gpumon.core import format as fmt
 
 
@@ -14,11 +14,6 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     trials = sub.add_parser("trials", parents=[parent], help="print the Ray Tune trial table of a run")
     trials.add_argument("run", nargs="?", help="run id or unique prefix (default: the newest run with trials)")
     trials.add_argument("--json", action="store_true", help="print JSON: the experiment and every trial")
-
-
-def _fail(message: str) -> int:
-    print(f"gpumon: error: {message}", file=sys.stderr)
-    return 2
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
@@ -30,7 +25,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
         try:
             records = [store.resolve(args.run)]
         except RunNotFound as err:
-            return _fail(str(err))
+            return fail(str(err))
     else:
         records = list(reversed(store.list()))
     for record in records:
@@ -41,7 +36,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
     else:
         where = f"run {records[0].id}" if args.run else "any run"
         hint = "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
-        return _fail(f"no Ray Tune trials in {where}: {hint}")
+        return fail(f"no Ray Tune trials in {where}: {hint}")
     exp = tele.tune
     if args.json:
         print(json.dumps({"schema": 1, "run": record.id, **exp.to_dict()}, indent=2))

@@ -28,19 +28,23 @@ def test_core_modules_exist() -> None:
     assert "gpumon.core.gpu.nvml" in names and "gpumon.cli" in names
 
 
+def imported_packages(path: Path) -> set[str]:
+    """The top-level packages a source file imports, anywhere in it (lazy imports included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
 def test_no_core_source_file_imports_textual() -> None:
-    offenders = []
-    for path in ROOT.rglob("*.py"):
-        if "tui" in path.relative_to(ROOT).parts:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [f"{path}: {n}" for n in names if n.split(".")[0] == "textual"]
+    offenders = [
+        str(path)
+        for path in ROOT.rglob("*.py")
+        if "tui" not in path.relative_to(ROOT).parts and "textual" in imported_packages(path)
+    ]
     assert offenders == []
 
 
@@ -65,15 +69,8 @@ def test_only_the_tune_callback_imports_ray() -> None:
     offenders = []
     for path in ROOT.rglob("*.py"):
         module = ".".join(("gpumon", *path.relative_to(ROOT).with_suffix("").parts))
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            if any(n.split(".")[0] == "ray" for n in names) and module not in RAY_MODULES:
-                offenders.append(module)
+        if "ray" in imported_packages(path) and module not in RAY_MODULES:
+            offenders.append(module)
     assert offenders == []
     code = "import sys, gpumon.tune; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,9 +119,6 @@ class EventReader:
             events.extend(self._read(path))
         events.sort(key=lambda e: e.get("t", 0.0))
         return events
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return iter(self.poll())
 
     def _read(self, path: Path) -> list[dict[str, Any]]:
         tail = self._tails.setdefault(path.name, _Tail())

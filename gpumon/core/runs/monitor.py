@@ -8,7 +8,6 @@ the views get immutable ``RunSummary`` objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -113,13 +112,3 @@ def summarise(record: RunRecord, tele: RunTelemetry) -> RunSummary:
 
 def _with_record(summary: RunSummary, record: RunRecord) -> RunSummary:
     return replace(summary, record=record)
-
-
-def load_summary(path: Path, store: RunStore) -> RunSummary | None:
-    """One run's summary, read in full (for the CLI)."""
-    record = store.load(path)
-    if record is None:
-        return None
-    tele = RunTelemetry(path)
-    tele.update()
-    return summarise(record, tele)

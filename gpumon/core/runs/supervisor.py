@@ -25,7 +25,7 @@ import psutil
 
 from gpumon.core.events import EventWriter
 from gpumon.core.runs.launcher import STOP_GRACE_S
-from gpumon.core.runs.store import read_json, write_json
+from gpumon.core.runs.store import process_alive, read_json, write_json
 
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
 
@@ -167,12 +167,12 @@ class Supervisor:
     def _sweep(self) -> None:
         """After the main process ended: end whatever of the run is left (no orphans)."""
         self._scan()
-        alive = [p for p, t in self.known.items() if _same(p, t)]
+        alive = [p for p, t in self.known.items() if process_alive(p, t)]
         if not alive:
             return
         self._signal_all(signal.SIGTERM)
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(_same(p, t) for p, t in self.known.items()):
+        while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
             time.sleep(0.1)
         self._signal_all(signal.SIGKILL)
 
@@ -197,14 +197,6 @@ def _become_subreaper() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (Linux)
     except (OSError, AttributeError):
         pass
-
-
-def _same(pid: int, started: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return abs(proc.create_time() - started) < 0.5 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def main(argv: list[str]) -> int:

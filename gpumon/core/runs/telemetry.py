@@ -42,7 +42,7 @@ class RunTelemetry:
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     events: int = 0
-    tune: Any = None  # an Experiment (core/runs/trials.py) once Tune events arrive
+    tune: Experiment | None = None  # once Tune events arrive
     _reader: EventReader | None = None
 
     @property
