@@ -1,0 +1,50 @@
+"""Requests to a running search, as files in its run directory (no socket, no signal).
+
+The app or the CLI writes them; the search's Tune stopper (``gpumon.tune.stopper``)
+reads them between results. ``control/stop`` asks the whole experiment to stop;
+``control/stop-trials`` holds one trial id per line. Tune then ends the trials
+itself, so their results and checkpoints stay in the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CONTROL_DIR = "control"
+STOP_ALL = "stop"
+STOP_TRIALS = "stop-trials"
+
+
+def _control(run_dir: str | os.PathLike[str]) -> Path:
+    path = Path(run_dir) / CONTROL_DIR
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:
+    flag = _control(run_dir) / STOP_ALL
+    fd = os.open(flag, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(fd)
+
+
+def request_stop_trial(run_dir: str | os.PathLike[str], trial_id: str) -> None:
+    if not trial_id or "\n" in trial_id:
+        raise ValueError(f"not a trial id: {trial_id!r}")
+    fd = os.open(_control(run_dir) / STOP_TRIALS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, f"{trial_id}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def stop_requested(run_dir: str | os.PathLike[str]) -> bool:
+    return (Path(run_dir) / CONTROL_DIR / STOP_ALL).exists()
+
+
+def trials_to_stop(run_dir: str | os.PathLike[str]) -> frozenset[str]:
+    try:
+        text = (Path(run_dir) / CONTROL_DIR / STOP_TRIALS).read_text()
+    except OSError:
+        return frozenset()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
