@@ -165,10 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_runs.cmd_logs(args)
         if args.command == "stop":
             return cli_runs.cmd_stop(args)
-        if args.command == "trials":
+        if args.command in ("tune", "trials"):
             from gpumon import cli_tune
 
-            return cli_tune.cmd_trials(args)
+            return cli_tune.cmd_tune(args) if args.command == "tune" else cli_tune.cmd_trials(args)
         return cmd_monitor(args)
     except KeyboardInterrupt:
         return 130

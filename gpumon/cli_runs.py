@@ -45,7 +45,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "digits set. Arguments after -- go to the program.",
         epilog="examples: gpumon launch ddp --nproc 2 | gpumon launch script train.py -- --lr 0.1",
     )
-    launch.add_argument("kind", choices=KINDS, help="ddp, dp, model-parallel, pipeline or script")
+    launch.add_argument(
+        "kind", choices=[k for k in KINDS if k != "tune"], help="ddp, dp, model-parallel, pipeline or script"
+    )
     launch.add_argument("program", nargs="?", help="a Python script (required for script; optional otherwise)")
     launch.add_argument("--module", "-m", metavar="NAME", help="run a Python module instead of a script")
     launch.add_argument("--nproc", type=_positive, help="processes per node (ddp: GPUs, or 2 on a CPU)")
@@ -73,6 +75,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     stop.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
     stop.add_argument("--kill", action="store_true", help="SIGKILL at once")
     stop.add_argument("--no-wait", action="store_true", help="return without waiting for the run to end")
+    stop.add_argument("--trial", metavar="ID", help="a search (kind tune): stop only this trial")
 
 
 def fail(message: str) -> int:
@@ -245,11 +248,20 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record = _resolve(args.run)
     except RunNotFound as err:
         return fail(str(err))
+    if args.trial is not None:
+        from gpumon.cli_tune import stop_trial
+
+        return stop_trial(record, args.trial)
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0
     try:
         print(stop(record, kill=args.kill), flush=True)
+        if record.spec.kind == "tune" and not args.kill and not args.no_wait:
+            # The search ends its trials itself; past the grace period it is stopped like any run.
+            record = wait(record, RunStore(), timeout=STOP_GRACE_S)
+            if record.live:
+                print(stop(record), flush=True)
     except PermissionError:
         return fail(f"permission denied stopping {record.id}: run gpumon as the user who started it")
     if args.no_wait:

@@ -1,9 +1,10 @@
-"""``gpumon trials``: the trial table of a run that holds Ray Tune events, for scripts and plain ssh."""
+"""``gpumon tune SEARCH.toml`` starts a search; ``gpumon trials`` prints a run's trial table (scripts, plain ssh)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from gpumon.cli_runs import fail
@@ -11,9 +12,84 @@ from gpumon.core import format as fmt
 
 
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
+    tune = sub.add_parser(
+        "tune",
+        parents=[parent],
+        help="start a Ray Tune search from a search file (prints its run id last)",
+        description="Start a hyper-parameter search in the background, as a run of kind tune. "
+        "The search file is checked before Ray starts; see docs/tune.md.",
+        epilog="example: gpumon tune examples/search.toml --follow",
+    )
+    tune.add_argument("search", help="the search file (TOML)")
+    tune.add_argument("--name", help="a label shown beside the id (default: the file's name)")
+    tune.add_argument("--gpus", metavar="IDS", help="GPU indexes for CUDA_VISIBLE_DEVICES, e.g. 0,1")
+    tune.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment")
+    tune.add_argument("--check", action="store_true", help="only check the search file, start nothing")
+    tune.add_argument("--follow", "-f", action="store_true", help="then follow the search's log until it ends")
+
     trials = sub.add_parser("trials", parents=[parent], help="print the Ray Tune trial table of a run")
     trials.add_argument("run", nargs="?", help="run id or unique prefix (default: the newest run with trials)")
     trials.add_argument("--json", action="store_true", help="print JSON: the experiment and every trial")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from gpumon.cli_runs import _follow
+    from gpumon.core.gpu import visible_gpu_count
+    from gpumon.core.runs.launcher import launch
+    from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
+    from gpumon.core.runs.store import RunStore
+
+    from gpumon.tune.search_file import SearchFileError, load
+
+    visible = visible_gpu_count()
+    try:
+        name = args.name or load(args.search, visible).name
+    except SearchFileError as err:
+        return fail(str(err))
+    try:
+        spec = RunSpec(
+            kind="tune",
+            search=args.search,
+            gpus=parse_gpus(args.gpus, visible),
+            env=parse_env(args.env),
+            name=name,
+        )
+        if args.check:
+            validate(spec, visible)
+            print(f"{args.search}: ok")
+            return 0
+        record = launch(spec, RunStore(), visible)
+    except SpecError as err:
+        return fail(str(err))
+    except OSError as err:
+        return fail(f"could not start the search: {err}")
+    print(f"trials:  gpumon trials {record.id}   (or press t in gpumon)")
+    print(f"logs:    gpumon logs {record.id} --follow")
+    if record.state in ("failed", "lost"):
+        print(f"gpumon: the search ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)
+    print(f"{record.state} {record.id}", flush=True)
+    return _follow(record.id, 0, 0) if args.follow else 0
+
+
+def stop_trial(record: Any, trial_id: str) -> int:
+    """``gpumon stop RUN --trial ID``: ask the search to stop one trial (at its next result)."""
+    from gpumon.core.runs.control import request_stop_trial
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    tele = RunTelemetry(record.dir)
+    tele.update()
+    if tele.tune is None:
+        return fail(f"{record.id} has no Ray Tune trials: --trial goes with a search's run")
+    trial = tele.tune.trials.get(trial_id)
+    if trial is None:
+        known = ", ".join(sorted(tele.tune.trials)[:8]) or "none yet"
+        return fail(f"{record.id} has no trial {trial_id!r} (trials: {known})")
+    if not record.live or trial.status not in ("RUNNING", "PENDING", "PAUSED"):
+        print(f"trial {trial_id} is not running ({trial.status if record.live else record.state})")
+        return 0
+    request_stop_trial(record.dir, trial_id)
+    print(f"asked {record.id} to stop trial {trial_id} (at its next result)")
+    return 0
 
 
 def cmd_trials(args: argparse.Namespace) -> int:

@@ -34,8 +34,8 @@ class GpumonCallback(Callback):
 
     ``run_dir``: where to write; by default the gpumon run this process belongs to
     (``GPUMON_RUN_DIR``, set by ``gpumon launch``), else nothing is written.
-    ``metric``/``mode``/``search_alg``/``scheduler`` only label the experiment
-    (Tune does not tell callbacks which it uses).
+    ``metric``/``mode``/``search_alg``/``scheduler`` label the experiment (Tune does
+    not tell callbacks which it uses); ``space`` names the searched parameters.
     """
 
     def __init__(
@@ -45,9 +45,10 @@ class GpumonCallback(Callback):
         mode: str | None = None,
         search_alg: str | None = None,
         scheduler: str | None = None,
+        space: list[str] | None = None,
     ) -> None:
         self.run_dir = os.fspath(run_dir) if run_dir is not None else telemetry.run_dir()
-        self.labels = {"metric": metric, "mode": mode, "search_alg": search_alg, "scheduler": scheduler}
+        self.labels = {"metric": metric, "mode": mode, "search_alg": search_alg, "scheduler": scheduler, "space": space}
         self._writer: EventWriter | None = None
         self._writer_pid: int | None = None
 

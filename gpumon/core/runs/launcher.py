@@ -15,8 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from gpumon.core.runs.spec import RunSpec, SpecError, validate
-from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json
+from gpumon.core.runs.control import request_stop_experiment, stop_requested
+from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, validate
+from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
 STOP_GRACE_S = 10.0
@@ -83,6 +84,8 @@ def launch(
     validate(spec, visible_gpus)
     run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
+    if spec.search:  # the run keeps the file it started from, whatever happens to the original
+        write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
     write_json(run_dir / "spec.json", spec.to_dict())
     write_json(
         run_dir / "command.json",
@@ -118,10 +121,15 @@ def launch(
 def stop(record: RunRecord, kill: bool = False) -> str:
     """Ask the run's supervisor to stop it: SIGTERM to the whole run, SIGKILL after a grace period.
 
-    ``kill`` sends SIGKILL at once. Returns a line for the user.
+    ``kill`` sends SIGKILL at once. A search (kind tune) is first asked to end its
+    trials itself, which keeps their results; stopping it again sends SIGTERM.
+    Returns a line for the user.
     """
     if not record.live:
         return f"{record.id} is not running ({record.state})"
+    if record.spec.kind == "tune" and not kill and not stop_requested(record.dir):
+        request_stop_experiment(record.dir)
+        return f"asked {record.id} to stop its trials (stop again to end it now)"
     status = record.status
     if record.supervisor_alive():
         os.kill(int(status["supervisor_pid"]), signal.SIGUSR1 if kill else signal.SIGTERM)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-KINDS = ("ddp", "dp", "model-parallel", "pipeline", "script")
+KINDS = ("ddp", "dp", "model-parallel", "pipeline", "script", "tune")
 TORCHRUN_KINDS = ("ddp", "pipeline")  # script joins them when nproc > 1
 # The kind's own trainer, run when no program is given.
 DEFAULT_PROGRAM = {
@@ -17,7 +17,9 @@ DEFAULT_PROGRAM = {
     "dp": ("trainers.dp", []),
     "model-parallel": ("trainers.model_parallel", ["--mode", "micro-batch"]),
     "pipeline": ("trainers.model_parallel", ["--mode", "pipeline"]),
+    "tune": ("gpumon.tune.runner", []),  # reads the run's copy of the search file
 }
+SEARCH_COPY = "search.toml"  # where a tune run keeps its search file
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
@@ -41,6 +43,7 @@ class RunSpec:
     max_restarts: int = 0
     cwd: str = field(default_factory=os.getcwd)
     name: str | None = None
+    search: str | None = None  # kind tune: the search file (copied into the run directory at launch)
 
     @property
     def uses_torchrun(self) -> bool:
@@ -60,6 +63,8 @@ class RunSpec:
     def label(self) -> str:
         if self.name:
             return self.name
+        if self.search:
+            return Path(self.search).stem
         return self.module or Path(self.program or "?").name
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,7 +126,7 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         raise SpecError(f"unknown kind {spec.kind!r}: choose one of {', '.join(KINDS)}")
     if spec.nproc < 1:
         raise SpecError(f"--nproc must be at least 1, got {spec.nproc}")
-    if spec.kind in ("dp", "model-parallel") and spec.nproc != 1:
+    if spec.kind in ("dp", "model-parallel", "tune") and spec.nproc != 1:
         raise SpecError(f"{spec.kind} runs in one process: drop --nproc (use ddp or pipeline for several)")
     if spec.kind == "pipeline" and spec.nproc != 2:
         raise SpecError("pipeline runs one process per stage: the trainer has 2 stages, so --nproc 2")
@@ -141,6 +146,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
             raise SpecError(f"--node-rank must be 0 to {spec.nnodes - 1}, got {spec.node_rank}")
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
+    if spec.kind == "tune":
+        _check_search(spec, visible_gpus)
     if spec.kind == "script" and spec.program is None:
         raise SpecError("script needs a program: gpumon launch script PATH [-- args]")
     if spec.program is not None and not spec.program.startswith("-m "):
@@ -152,3 +159,15 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         if not _ENV_NAME.match(key):
             raise SpecError(f"bad environment name {key!r}")
     return spec
+
+
+def _check_search(spec: RunSpec, visible_gpus: int) -> None:
+    from gpumon.tune.search_file import SearchFileError, load  # no ray import: it only reads TOML
+
+    if not spec.search:
+        raise SpecError("tune needs a search file: gpumon tune SEARCH.toml")
+    path = Path(spec.cwd, spec.search)
+    try:
+        load(path, visible_gpus, cwd=spec.cwd)
+    except SearchFileError as err:
+        raise SpecError(str(err).replace(str(path), spec.search, 1)) from None

@@ -7,6 +7,9 @@ $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
             events/       JSON-lines events, one file per writer (docs/events.md)
             logs/         rank<N>.log per rank; launcher.log is torchrun's own output
             error.json    torchrun's root-cause error file, when a rank failed
+            search.toml   kind tune: the search file it started from
+            ray_results/  kind tune: Tune's results and checkpoints
+            control/      kind tune: stop requests (core/runs/control.py)
 """
 
 from __future__ import annotations
@@ -47,10 +50,15 @@ def state_dir() -> Path:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a reader sees the old file or the new one, never half of one."""
+    write_text(path, json.dumps(data, indent=1))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Atomic, and private: runs' environments and search files may hold secrets."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # runs' environments may hold secrets
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(data, indent=1))
+        fh.write(text)
     os.replace(tmp, path)
 
 
