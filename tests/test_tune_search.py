@@ -165,3 +165,27 @@ def test_tune_objects_from_a_search_file() -> None:
     assert space["epochs"] == 3
     asha = scheduler(search)
     assert isinstance(asha, ASHAScheduler) and asha._max_t == 5
+
+
+def test_the_launch_form_starts_a_search_from_a_search_file(tmp_path: Path) -> None:
+    from gpumon.core.runs.spec import SpecError
+    from gpumon.tui.launch_form import build_spec
+
+    spec = build_spec("tune", None, "trainers/searches/digits-asha.toml", "1", "", "", visible=0, cwd=str(REPO))
+    assert (spec.kind, spec.search, spec.name, spec.nproc) == (
+        "tune",
+        "trainers/searches/digits-asha.toml",
+        "digits-asha",
+        1,
+    )
+    (tmp_path / "bad.toml").write_text("mode = 'up'\n" + SPACE)
+    for script, extra, message in [
+        ("", "", "tune needs a search file in the script field"),
+        ("trainers/searches/digits-asha.toml", "--lr 1", "extra args: a search takes none"),
+        ("bad.toml", "", "bad.toml: mode: must be 'min' or 'max', got 'up'"),
+    ]:
+        with pytest.raises(SpecError) as err:
+            build_spec(
+                "tune", None, script, "1", "", extra, visible=0, cwd=str(tmp_path if script == "bad.toml" else REPO)
+            )
+        assert str(err.value).startswith(message)

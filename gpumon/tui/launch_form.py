@@ -1,4 +1,4 @@
-"""The new-run form: kind, preset, script, processes, GPUs and extra args; Enter anywhere launches.
+"""The new-run form: kind, preset, script (or search file), processes, GPUs, extra args; Enter anywhere launches.
 
 The form checks everything the launcher would (``build_spec``) and shows the
 first mistake in one red line; only a valid spec leaves it. Launching itself
@@ -41,6 +41,8 @@ def build_spec(
     except ValueError as err:
         raise SpecError(f"extra args: {err}") from None
     program: str | None = None
+    if kind == "tune":
+        return _search_spec(script, args, gpu_ids, visible, cwd or os.getcwd())
     if kind == "script":
         text = script.strip()
         program = (text if text.startswith("-m ") else os.path.expanduser(text)) if text else None
@@ -48,6 +50,21 @@ def build_spec(
         args = ["--preset", preset, *args]
     spec = RunSpec(kind=kind, program=program, args=tuple(args), nproc=count, gpus=gpu_ids, cwd=cwd or os.getcwd())
     return validate(spec, visible)
+
+
+def _search_spec(path: str, args: list[str], gpus: str | None, visible: int, cwd: str) -> RunSpec:
+    from gpumon.tune.search_file import SearchFileError, load  # reads TOML only: no ray import
+
+    if not path.strip():
+        raise SpecError("tune needs a search file in the script field, e.g. trainers/searches/digits-asha.toml")
+    if args:
+        raise SpecError("extra args: a search takes none (fixed values go in its [space])")
+    search = os.path.expanduser(path.strip())
+    try:
+        name = load(os.path.join(cwd, search), visible, cwd=cwd).name
+    except SearchFileError as err:
+        raise SpecError(str(err).replace(os.path.join(cwd, search), search, 1)) from None
+    return validate(RunSpec(kind="tune", search=search, gpus=gpus, cwd=cwd, name=name), visible)
 
 
 class LaunchForm(ModalScreen[RunSpec | None]):
@@ -74,7 +91,7 @@ class LaunchForm(ModalScreen[RunSpec | None]):
                 yield Label("preset")
                 yield Select([(p, p) for p in PRESETS], prompt="trainer default", id="preset", compact=True)
                 yield Label("script")
-                yield Input(placeholder="train.py or -m module (kind script)", id="script", compact=True)
+                yield Input(placeholder="train.py, -m module, or a search file (kind tune)", id="script", compact=True)
                 yield Label("processes")
                 yield Input(self._nproc_default, placeholder="processes per node", id="nproc", compact=True)
                 yield Label("GPUs")
@@ -90,8 +107,9 @@ class LaunchForm(ModalScreen[RunSpec | None]):
         self.query_one("#kind", Select).focus()
 
     def _kind_changed(self, kind: str) -> None:
-        self.query_one("#script", Input).disabled = kind != "script"
-        self.query_one("#preset", Select).disabled = kind == "script"
+        self.query_one("#script", Input).disabled = kind not in ("script", "tune")
+        self.query_one("#preset", Select).disabled = kind in ("script", "tune")
+        self.query_one("#nproc", Input).disabled = kind == "tune"  # Ray places the trials
         self._update_nproc_default()
 
     def _update_nproc_default(self) -> None:
