@@ -259,3 +259,33 @@ def test_cifar10_refuses_pickled_code(tmp_path: Path) -> None:
     with pytest.raises(data.DataError, match="unexpected object"):
         data.load("cifar10", data_dir=tmp_path)
     assert not marker.exists()
+
+
+def test_gradient_accumulation_matches_the_full_batch(tmp_path: Path) -> None:
+    """--batch-size 16 --accum-steps 4 takes the same optimizer steps as --batch-size 64 (what an OOM retry relies on)."""
+    import torch
+    from torch.utils.data import TensorDataset
+
+    from trainers.cli import make_parser
+    from trainers.data import make_loader
+    from trainers.loop import Progress, fit
+    from trainers.model import MLP
+
+    data = TensorDataset(torch.randn(128, 1, 8, 8), torch.randint(0, 10, (128,)))
+    params = []
+    for batch, accum in ((64, 1), (16, 4)):
+        args = make_parser("t", "t").parse_args(
+            ["--batch-size", str(batch), "--accum-steps", str(accum), "--epochs", "1", "--no-checkpoint",
+             "--optimizer", "sgd", "--momentum", "0"]
+        )  # fmt: skip
+        torch.manual_seed(0)
+        model = MLP(64, 10, width=32, depth=2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        loader = make_loader(data, batch, shuffle=False)
+        progress = fit(
+            args, model, optimizer, loader, None, Progress(), input_device=torch.device("cpu"),
+            output_device=torch.device("cpu"),
+        )  # fmt: skip
+        assert progress.global_step == 2  # 128 samples, 64 per optimizer step
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.allclose(params[0], params[1], atol=1e-5)

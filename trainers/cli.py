@@ -91,6 +91,9 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     data.add_argument("--channels", type=positive_int, default=3, help="synthetic: image channels")
     data.add_argument("--classes", type=positive_int, default=10, help="synthetic: number of classes")
     data.add_argument("--batch-size", type=positive_int, default=64, help="samples per step in each process")
+    data.add_argument(
+        "--accum-steps", type=positive_int, default=1, help="gradient accumulation: batches per optimizer step"
+    )
     data.add_argument("--num-workers", type=non_negative_int, default=0, help="DataLoader worker processes")
     data.add_argument("--pin-memory", action="store_true", help="page-locked batches for faster host-to-GPU copies")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,19 +165,31 @@ def fit(
         model.train()
         started = window_start = last = time.perf_counter()
         window_samples = 0
-        for x, y in train_loader:
+        accum, micro, value, samples = max(1, getattr(args, "accum_steps", 1)), 0, 0.0, 0
+        batches = len(train_loader)
+        for i, (x, y) in enumerate(train_loader):
             x = x.to(input_device, non_blocking=True)
             y = y.to(output_device, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
+            if micro == 0:
+                optimizer.zero_grad(set_to_none=True)
+            micro += 1
+            stepping = micro == accum or i + 1 == batches
+            # DDP all-reduces gradients only on the micro-batch that steps
+            no_sync = getattr(model, "no_sync", None)
+            with no_sync() if no_sync is not None and not stepping else contextlib.nullcontext():
+                loss = F.cross_entropy(model(x), y)
+                (loss / accum if accum > 1 else loss).backward()
+            value += loss.item() / accum  # a float: telemetry must never hold the graph
+            samples += len(x)
+            if not stepping:
+                continue
             optimizer.step()
+            micro = 0
             progress.global_step += 1
-            value = loss.item()  # a float: telemetry must never hold the graph
             now = time.perf_counter()
-            rate = len(x) / max(now - last, 1e-9)
+            rate = samples / max(now - last, 1e-9)
             last = now
-            window_samples += len(x)
+            window_samples += samples
             progress.losses.append(value)
             lr = float(optimizer.param_groups[0]["lr"])
             telemetry.log(step=progress.global_step, loss=value, samples_per_s=rate, lr=lr, epoch=epoch)
@@ -185,6 +198,7 @@ def fit(
                 total = window_samples * world_size / max(now - window_start, 1e-9)
                 say(f"epoch {epoch} step {progress.global_step} loss {value:.4f} samples/s {total:.0f}")
                 window_start, window_samples = now, 0
+            value, samples = 0.0, 0
             if should_stop(args, progress.global_step):
                 break
         line = f"epoch {epoch} done: step {progress.global_step} time {time.perf_counter() - started:.1f}s"
