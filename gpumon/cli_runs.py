@@ -60,6 +60,12 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous on the first node (multi-node)")
     launch.add_argument("--rdzv-id", help="rendezvous id shared by all nodes (default: this run's id)")
     launch.add_argument("--follow", "-f", action="store_true", help="then follow rank 0's log until the run ends")
+    launch.add_argument(
+        "--oom-retry", action="store_true", help="after an out-of-memory failure, relaunch with half the --batch-size"
+    )
+    launch.add_argument(
+        "--keep-batch", action="store_true", help="with --oom-retry: double --accum-steps as the batch halves"
+    )
 
     runs = sub.add_parser("runs", parents=[parent], help="list runs (id, kind, status, step, loss, memory)")
     runs.add_argument("--json", action="store_true", help="print JSON: id, kind, status, exit code, times, dir")
@@ -119,6 +125,8 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
             rdzv_id=args.rdzv_id,
             max_restarts=args.max_restarts,
             name=args.name,
+            oom_retry=args.oom_retry,
+            keep_batch=args.keep_batch,
         )
         record = launch(spec, RunStore(), visible)
     except SpecError as err:

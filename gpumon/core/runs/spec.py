@@ -44,6 +44,9 @@ class RunSpec:
     cwd: str = field(default_factory=os.getcwd)
     name: str | None = None
     search: str | None = None  # kind tune: the search file (copied into the run directory at launch)
+    oom_retry: bool = False  # after an out-of-memory failure, relaunch with half the --batch-size
+    keep_batch: bool = False  # ... and twice the --accum-steps, keeping the effective batch
+    retry_of: str | None = None  # the run this one retries
 
     @property
     def uses_torchrun(self) -> bool:
@@ -148,6 +151,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
     if spec.kind == "tune":
         _check_search(spec, visible_gpus)
+    if spec.oom_retry or spec.keep_batch:
+        _check_retry(spec)
     if spec.kind == "script" and spec.program is None:
         raise SpecError("script needs a program: gpumon launch script PATH [-- args]")
     if spec.program is not None and not spec.program.startswith("-m "):
@@ -171,3 +176,33 @@ def _check_search(spec: RunSpec, visible_gpus: int) -> None:
         load(path, visible_gpus, cwd=spec.cwd)
     except SearchFileError as err:
         raise SpecError(str(err).replace(str(path), spec.search, 1)) from None
+
+
+def arg_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value of ``--flag V`` or ``--flag=V`` in an argument list (the last one wins, as in argparse)."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg[len(flag) + 1 :]
+    return found
+
+
+def _check_retry(spec: RunSpec) -> None:
+    if spec.keep_batch and not spec.oom_retry:
+        raise SpecError("--keep-batch goes with --oom-retry")
+    if spec.kind == "tune":
+        raise SpecError("--oom-retry is for training runs; a search's trials are retried by Tune (max_failures)")
+    size = arg_value(spec.args, "--batch-size")
+    if size is None and spec.module not in ("trainers.ddp", "trainers.dp", "trainers.model_parallel"):
+        raise SpecError(
+            "--oom-retry halves --batch-size: pass the program's batch size after --, e.g. -- --batch-size 64"
+        )
+    if size is not None and not size.isdigit():
+        raise SpecError(f"--oom-retry: --batch-size must be a whole number, got {size!r}")
+    if spec.keep_batch and spec.kind == "pipeline":
+        raise SpecError("--keep-batch needs --accum-steps, which the pipeline trainer does not take")
+    accum = arg_value(spec.args, "--accum-steps")
+    if spec.keep_batch and accum is None and spec.program is not None:
+        raise SpecError("--keep-batch doubles --accum-steps: pass the program's value after --, e.g. --accum-steps 1")

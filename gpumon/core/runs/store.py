@@ -153,6 +153,8 @@ class RunRecord:
             "gpus": self.spec.gpus,
             "dir": str(self.dir),
             "error": self.status.get("error"),
+            "retry_of": self.spec.retry_of,  # --oom-retry: the run this one retries
+            "retried_as": self.status.get("retried_as"),
         }
 
 

@@ -186,7 +186,42 @@ class Supervisor:
             fields["error"] = error
         self.save(**fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
+        if state == "failed" and read_json(self.run_dir / "spec.json").get("oom_retry"):
+            self._retry_after_oom()
         return 0
+
+    def _retry_after_oom(self) -> None:
+        """--oom-retry: an out-of-memory failure starts this run again with half the batch size."""
+        from dataclasses import replace
+
+        from gpumon.core.doctor.evidence import run_failure
+        from gpumon.core.gpu import visible_gpu_count
+        from gpumon.core.runs.launcher import launch
+        from gpumon.core.runs.retry import OOM_KINDS, halved
+        from gpumon.core.runs.store import RunStore
+        from gpumon.core.runs.telemetry import RunTelemetry
+
+        store = RunStore(self.run_dir.parent.parent)
+        record = store.load(self.run_dir)
+        if record is None:
+            return
+        telemetry = RunTelemetry(self.run_dir)
+        telemetry.update()
+        failure = run_failure(record, telemetry)
+        if failure is None or failure.kind not in OOM_KINDS:
+            return
+        plan = halved(record.spec)
+        if plan is None:
+            self.events.write("note", text=f"{failure.title} at batch size 1: no smaller batch to retry with")
+            return
+        spec, old, new = plan
+        try:
+            retry = launch(replace(spec, retry_of=record.id), store, visible_gpu_count(), wait_s=0)
+        except (OSError, ValueError) as err:
+            self.events.write("note", text=f"out of memory at batch size {old}; the retry did not start: {err}")
+            return
+        self.save(retried_as=retry.id)
+        self.events.write("note", text=f"out of memory at batch size {old}: retrying as {retry.id} with {new}")
 
 
 def _become_subreaper() -> None:

@@ -1,0 +1,40 @@
+"""The text a failed run left behind, gathered for ``classify``: exceptions, torchrun's root cause, log tails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpumon.core.doctor.failures import Failure, classify, exception_text
+from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.telemetry import RunTelemetry, tail_lines
+
+LOG_BYTES = 32 * 1024  # of each log: enough for a traceback and torchrun's report
+
+
+def failure_text(record: RunRecord, telemetry: RunTelemetry | None = None) -> str:
+    """Everything that may name the error, most specific first: the launcher log (torchrun's root-cause
+    report), exception events, the error file's message, then each rank's log tail."""
+    parts: list[str] = []
+    launcher = record.log_path(None)
+    if launcher.exists():
+        parts.append(_tail(launcher))
+    if telemetry is not None:
+        parts.extend(exception_text(e) for e in telemetry.exceptions[-4:])
+    error = record.status.get("error")
+    if isinstance(error, dict):
+        parts.extend(str(error[k]) for k in ("message", "traceback") if error.get(k))
+    for rank in record.log_ranks():
+        parts.append(_tail(record.log_path(rank)))
+    return "\n".join(p for p in parts if p.strip())
+
+
+def run_failure(record: RunRecord, telemetry: RunTelemetry | None = None) -> Failure | None:
+    """What the run died of; None when it has not failed (running, finished)."""
+    if record.state not in ("failed", "killed", "stopped", "lost"):
+        return None
+    status = record.status
+    return classify(failure_text(record, telemetry), status.get("exit_code"), status.get("signal"), state=record.state)
+
+
+def _tail(path: Path) -> str:
+    return "\n".join(tail_lines(path, 400, max_bytes=LOG_BYTES))
