@@ -219,9 +219,10 @@ async def test_r_and_g_switch_views_and_gpu_keys_do_nothing_in_runs(home: Path) 
         await open_runs(pilot, 3)
         assert switcher.current == "runs" and app.view == "runs"
         footer_keys = set(app.screen.active_bindings)
-        assert {"n", "x", "K", "l", "g"} <= footer_keys and not {"s", "a", "t", "R", "2"} & footer_keys
+        assert {"n", "x", "K", "l", "g"} <= footer_keys and not {"s", "a", "R", "2"} & footer_keys
+        assert app.screen.active_bindings["t"].binding.action == "view('trials')"  # not SIGTERM outside GPUs
         before = (app.selected, processes.sort_key, processes.sort_reverse, processes.show_all)
-        await pilot.press("2", "right", "s", "R", "a", "t")
+        await pilot.press("2", "right", "s", "R", "a")
         assert (app.selected, processes.sort_key, processes.sort_reverse, processes.show_all) == before
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("g")

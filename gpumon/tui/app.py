@@ -21,12 +21,15 @@ from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.core.signals import send_signal
 from gpumon.tui.app_runs import RunsActions
+from gpumon.tui.app_trials import TrialsActions
 from gpumon.tui.gpu_view import GpuList, no_gpu_text, top_bar_text
 from gpumon.tui.panels import GpuPanel, HostPanel
 from gpumon.tui.processes import SORT_KEYS, ProcessTable
 from gpumon.tui.run_table import RunTable
 from gpumon.tui.runs import RunsRefreshed, RunsView
 from gpumon.tui.screens import ConfirmScreen, HelpScreen
+from gpumon.tui.trial_table import TrialTable
+from gpumon.tui.trials_view import TrialsView
 from gpumon.tui.views import VIEW_OF_ACTION, VIEWS, ViewTabs, view_bindings, view_named
 
 __all__ = ["GpuList", "GpumonApp", "no_gpu_text", "top_bar_text"]
@@ -40,7 +43,7 @@ class SampleReady(Message):
         super().__init__()
 
 
-class GpumonApp(RunsActions):
+class GpumonApp(TrialsActions, RunsActions):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True
@@ -48,10 +51,19 @@ class GpumonApp(RunsActions):
     BINDINGS = [
         Binding("q", "quit", "quit", id="quit"),
         Binding("question_mark", "help", "help", id="help"),
-        *view_bindings(),
+        *view_bindings(("gpus", "runs")),
         # Runs (n and x before the GPUs' K so the Runs footer reads n, x, K, l)
         Binding("n", "new_run", "new run", id="new_run"),
         Binding("x", "stop_run(False)", "stop", id="stop_run"),
+        # Trials
+        Binding("x", "stop_trial", "stop", id="stop_trial"),
+        Binding("X", "stop_experiment", "stop all", id="stop_experiment"),
+        Binding("f", "trial_filter", "filter", id="trial_filter"),
+        Binding("e", "experiment(1)", "exp.", id="experiment_next"),
+        Binding("E", "experiment(-1)", "previous experiment", show=False, id="experiment_prev"),
+        Binding("m", "trial_metric", "metric", show=False, id="trial_metric"),
+        Binding("s", "trial_sort", "sort", id="trial_sort"),
+        Binding("R", "trial_reverse", "reverse", show=False, id="trial_reverse"),
         # GPUs
         Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev"),
         Binding("right,right_square_bracket", "gpu(1)", "next GPU", show=False, id="gpu_next"),
@@ -64,6 +76,8 @@ class GpumonApp(RunsActions):
         Binding("K", "stop_run(True)", "kill", id="kill_run"),
         Binding("l", "log_rank(1)", "next log", id="log_next"),
         Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev"),
+        # Last, so that in the GPUs view t stays SIGTERM (F4 opens Trials there); t opens it elsewhere.
+        *view_bindings(("trials",)),
     ]
 
     def __init__(
@@ -99,6 +113,7 @@ class GpumonApp(RunsActions):
                 yield GpuList(id="gpus")
                 yield ProcessTable()
             yield RunsView(self.store)
+            yield TrialsView(self.store)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -208,11 +223,15 @@ class GpumonApp(RunsActions):
             remembered.focus()
         elif name == "runs":
             self.query_one(RunTable).focus()
+        elif name == "trials":
+            self.query_one(TrialTable).focus()
         else:
             self.screen.focus_next()
         self.refresh_bindings()
         if name == "runs":
             self.runs_view.poll()
+        elif name == "trials":
+            self.trials_view.poll()
 
     def action_select_gpu(self, index: int) -> None:
         self.select(index)
@@ -270,6 +289,7 @@ class GpumonApp(RunsActions):
             "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (x)", lambda: self.action_stop_run(False)
         )
         yield SystemCommand("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
+        yield from self.trial_commands()
         yield SystemCommand(
             "Processes: all GPUs / selected GPU", "Toggle the process table's scope", self.action_toggle_all
         )

@@ -44,6 +44,7 @@ HELP = """\
 [b]Views[/b]
   g, F2          GPUs: the live monitor
   r, F3          Runs: training runs started by gpumon
+  t, F4          Trials: Ray Tune experiments (in the GPUs view: F4)
 
 [b]GPUs[/b]
   0-9            select GPU by index
@@ -64,13 +65,22 @@ HELP = """\
   K (shift+k)    kill the selected run now (SIGKILL)
   l / L          next / previous log: rank 0, 1, …, torchrun's launcher
 
+[b]Trials[/b] (★: the best trial so far)
+  ↑/↓            select a trial: its metric curve and error text
+  e / E          next / previous experiment (or select it in the list)
+  s / R          sort by the next column (or click a header) / reverse
+  f              show all trials, then only RUNNING, ERROR, …
+  m              the metric the curve shows
+  x              stop the selected trial (at its next result)
+  X (shift+x)    stop the whole search
+
 [b]App[/b]
   ctrl+p         command palette
   ?              this help
   q, ctrl+q      quit
 
 Signals, stop and kill ask first. Values that cannot be read show N/A.
-With --readonly, no signal is ever sent and no run is started or stopped.
+With --readonly, no signal is ever sent and no run or trial is started or stopped.
 """
 
 

@@ -1,4 +1,4 @@
-"""The app's views (GPUs, Runs; Trials and Doctor later) and the tab strip that names them.
+"""The app's views (GPUs, Runs, Trials; Doctor later) and the tab strip that names them.
 
 A view is a child of the app's ContentSwitcher plus the app actions that only
 act while it shows. To add one: a ``View`` here, its widget in
@@ -27,10 +27,14 @@ class View:
 
 GPU_ACTIONS = frozenset({"gpu", "select_gpu", "sort", "reverse", "toggle_all", "signal"})
 RUN_ACTIONS = frozenset({"new_run", "stop_run", "log_rank"})
+TRIAL_ACTIONS = frozenset(
+    {"trial_sort", "trial_reverse", "trial_filter", "experiment", "trial_metric", "stop_trial", "stop_experiment"}
+)
 
 VIEWS: tuple[View, ...] = (
     View("gpus", "GPUs", "body", "g,f2", GPU_ACTIONS),
     View("runs", "Runs", "runs", "r,f3", RUN_ACTIONS),
+    View("trials", "Trials", "trials", "t,f4", TRIAL_ACTIONS),
 )
 VIEW_OF_ACTION = {action: view.name for view in VIEWS for action in view.actions}
 
@@ -42,8 +46,13 @@ def view_named(name: str) -> View:
     raise KeyError(f"no view {name!r}; views: {', '.join(v.name for v in VIEWS)}")
 
 
-def view_bindings() -> list[Binding]:
-    return [Binding(v.keys, f"view('{v.name}')", v.title, id=f"view_{v.name}") for v in VIEWS]
+def view_bindings(names: tuple[str, ...] | None = None) -> list[Binding]:
+    """The keys that switch to the views ``names`` (default all), in the registry's order."""
+    return [
+        Binding(v.keys, f"view('{v.name}')", v.title, id=f"view_{v.name}")
+        for v in VIEWS
+        if names is None or v.name in names
+    ]
 
 
 class ViewTabs(Widget):

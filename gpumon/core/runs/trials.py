@@ -8,6 +8,19 @@ from typing import Any
 from gpumon.core.runs.series import Series
 
 TUNE_EVENTS = frozenset({"tune_start", "trial_start", "trial_result", "trial_end", "tune_end"})
+ACTIVE = ("RUNNING", "PENDING", "PAUSED")  # a trial that has not ended
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys: {"model": {"width": 64}} -> {"model.width": 64}."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
 
 
 @dataclass
@@ -22,6 +35,9 @@ class Trial:
     curve: Series = field(default_factory=Series)  # the experiment's metric per iteration
     best: float | None = None  # this trial's best value of the experiment's metric
     error: str | None = None
+    history: dict[str, Series] = field(default_factory=dict)  # every metric per iteration (curve is one)
+    results: int = 0
+    revision: int = 0  # bumped by every event of this trial: views rebuild only changed rows
 
 
 @dataclass
@@ -31,8 +47,10 @@ class Experiment:
     search_alg: str | None = None
     scheduler: str | None = None
     num_samples: int | None = None
+    space: tuple[str, ...] | None = None  # the searched parameters' names, when the writer knows them
     ended: bool = False
     trials: dict[str, Trial] = field(default_factory=dict)
+    revision: int = 0  # bumped by every event
 
     @property
     def done(self) -> int:
@@ -47,10 +65,14 @@ class Experiment:
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["type"]
+        self.revision += 1
         if kind == "tune_start":
             for key in ("metric", "mode", "search_alg", "scheduler", "num_samples"):
                 if event.get(key) is not None:
                     setattr(self, key, event[key])
+            space = event.get("space")
+            if isinstance(space, list) and all(isinstance(name, str) for name in space):
+                self.space = tuple(space)
             return
         if kind == "tune_end":
             self.ended = True
@@ -58,7 +80,10 @@ class Experiment:
         trial_id = event.get("trial_id")
         if not isinstance(trial_id, str):
             return
-        trial = self.trials.setdefault(trial_id, Trial(trial_id))
+        trial = self.trials.get(trial_id)
+        if trial is None:
+            trial = self.trials[trial_id] = Trial(trial_id)
+        trial.revision += 1
         if kind == "trial_start":
             trial.status = "RUNNING"
             if isinstance(event.get("config"), dict):
@@ -80,11 +105,18 @@ class Experiment:
         metrics = event.get("metrics")
         if not isinstance(metrics, dict):
             return
-        trial.metrics.update({k: float(v) for k, v in metrics.items() if isinstance(v, int | float)})
-        value = trial.metrics.get(self.metric or "")
+        trial.results += 1
+        numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        trial.metrics.update(numbers)
+        step = trial.iteration or trial.results
+        for key, number in numbers.items():
+            series = trial.history.get(key)
+            if series is None:  # the experiment's metric shares its series with curve
+                series = trial.history[key] = trial.curve if key == self.metric else Series()
+            series.add(step, number)
+        value = numbers.get(self.metric or "")
         if value is None:
             return
-        trial.curve.add(trial.iteration or len(trial.curve) + 1, value)
         better = trial.best is None or (value < trial.best if self.mode == "min" else value > trial.best)
         if better:
             trial.best = value
@@ -97,6 +129,7 @@ class Experiment:
             "search_alg": self.search_alg,
             "scheduler": self.scheduler,
             "num_samples": self.num_samples,
+            "space": list(self.space) if self.space is not None else None,
             "done": self.done,
             "ended": self.ended,
             "best_trial": best.id if best else None,

@@ -1,0 +1,113 @@
+"""The trial table's columns and cells: what each column shows of a trial and the key it sorts by."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from gpumon.core.format import duration, elide, size
+from gpumon.core.model import Snapshot
+from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
+from gpumon.tui.processes import SortCell
+from gpumon.tui.run_detail import number
+
+Column = tuple[str, str, int]  # key, header, width
+STATUS_STYLE = {
+    "RUNNING": "bold green",
+    "STOPPING": "yellow",
+    "PENDING": "yellow",
+    "PAUSED": "blue",
+    "TERMINATED": "dim",
+    "ERROR": "bold red",
+    "LOST": "dim",
+    "STOPPED": "yellow",
+}
+STATUS_ORDER = ("RUNNING", "STOPPING", "PENDING", "PAUSED", "ERROR", "TERMINATED", "STOPPED", "LOST")
+FILTERS = ("RUNNING", "PENDING", "PAUSED", "ERROR", "TERMINATED", "STOPPED", "LOST")
+NONE = "–"  # no value: no GPU, no matching process
+FIXED_TAIL: tuple[Column, ...] = (("best", "BEST", 11), ("time", "TIME", 7), ("gpu", "GPU MEM", 9))
+BIGGEST_FIRST = {"iter", "time", "gpu"}  # numbers that read best biggest first
+MISSING = 2  # sort_key's group of an empty cell
+
+
+def value_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def sort_key(value: Any) -> tuple[int, float, str]:
+    """Numbers before text before nothing, comparable whatever the types (a choice may mix them)."""
+    if value is None:
+        return (MISSING, 0.0, "")
+    if isinstance(value, int | float):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def gpu_memory(snapshot: Snapshot | None) -> dict[int, int]:
+    """PID -> GPU memory in bytes, summed over the GPUs a process uses."""
+    out: dict[int, int] = {}
+    for dev in snapshot.gpu.devices if snapshot is not None else ():
+        for proc in dev.processes:
+            if proc.used_memory is not None:
+                out[proc.pid] = out.get(proc.pid, 0) + proc.used_memory
+    return out
+
+
+def shown_status(row: TrialRow) -> str:
+    return "STOPPING" if row.stopping else row.status
+
+
+def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[Column, ...]:
+    """The columns for ``width`` terminal columns: every parameter, then as many metrics as fit (one at least)."""
+    sample = snap.trials[:50]
+    id_width = min(24, max([8, *(len(r.id) for r in sample)]))
+    columns: list[Column] = [("id", "TRIAL", id_width), ("status", "STATUS", 10)]
+    for name in snap.params:
+        widest = max([len(name), *(len(value_text(r.params.get(name))) for r in sample)])
+        columns.append((f"p:{name}", name, min(14, max(5, widest))))
+    columns.append(("iter", "ITER", 5))
+    room = width - sum(w + 2 for _, _, w in (*columns, *FIXED_TAIL)) - 4  # border and scrollbar
+    for i, name in enumerate(snap.metrics):
+        metric_width = min(12, max(8, len(name)))
+        if i and metric_width + 2 > room:
+            break
+        columns.append((f"m:{name}", name, metric_width))
+        room -= metric_width + 2
+    return (*columns, *FIXED_TAIL)
+
+
+def trial_cells(row: TrialRow, columns: tuple[Column, ...], best: bool, gpu: int | None) -> dict[str, SortCell]:
+    def right(value: str, style: str = "") -> Text:
+        return Text(value, style=style, justify="right")
+
+    cells: dict[str, SortCell] = {}
+    for key, _, width in columns:
+        if key == "id":
+            cell = SortCell(row.id, Text(elide(row.id, width), style="bold" if best else ""))
+        elif key == "status":
+            status = shown_status(row)
+            cell = SortCell(STATUS_ORDER.index(status), Text(status, style=STATUS_STYLE.get(status, "")))
+        elif key.startswith("p:"):
+            value = row.params.get(key[2:])
+            cell = SortCell(sort_key(value), right(elide(value_text(value), width)))
+        elif key == "iter":
+            cell = SortCell(sort_key(row.iteration), right(value_text(row.iteration)))
+        elif key.startswith("m:"):
+            metric = row.metrics.get(key[2:])
+            cell = SortCell(sort_key(metric), right(number(metric)))
+        elif key == "best":
+            mark = " ★" if best else "  "
+            style = "bold yellow" if best else ""
+            cell = SortCell(sort_key(row.best), right(number(row.best) + mark if row.best is not None else "", style))
+        elif key == "time":
+            elapsed = row.time_total_s
+            cell = SortCell(sort_key(elapsed), right(duration(elapsed) if elapsed is not None else ""))
+        else:  # gpu
+            cell = SortCell(sort_key(gpu), right(size(gpu) if gpu is not None else NONE, "" if gpu else "dim"))
+        cells[key] = cell
+    return cells

@@ -1,0 +1,209 @@
+"""The Trials view: the experiment list, the experiment's header, its trial table and the selected trial.
+
+A thread worker reads the state dir every second while the view shows
+(``ExperimentsMonitor``: Tune event files only, incrementally) and posts one
+``TrialsRefreshed`` with immutable snapshots; the event loop only diffs them
+into the widgets. Stop requests are written by a thread worker too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.events import Resize
+from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
+
+from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
+from gpumon.core.runs.experiments import ExperimentInfo, ExperimentsMonitor, ExperimentSnapshot, TrialRow
+from gpumon.core.runs.store import RunStore
+from gpumon.tui.experiment_table import ExperimentTable
+from gpumon.tui.trial_cells import gpu_memory
+from gpumon.tui.trial_detail import EMPTY, TrialDetail, chart_metric, header_text
+from gpumon.tui.trial_table import TrialTable
+
+REFRESH_S = 1.0
+
+
+class TrialsRefreshed(Message):
+    def __init__(self, infos: list[ExperimentInfo], snapshot: ExperimentSnapshot | None) -> None:
+        self.infos = infos
+        self.snapshot = snapshot
+        super().__init__()
+
+
+class TrialActionDone(Message):
+    def __init__(self, text: str, severity: SeverityLevel) -> None:
+        self.text = text
+        self.severity = severity
+        super().__init__()
+
+
+class TrialsView(Vertical):
+    def __init__(self, store: RunStore | None = None) -> None:
+        super().__init__(id="trials")
+        self.store = store
+        self.polling = True  # the benchmark feeds the view itself
+        self.infos: list[ExperimentInfo] = []
+        self.snapshot: ExperimentSnapshot | None = None
+        self.run_id: str | None = None  # the experiment shown; None: the newest
+        self.trial_id: str | None = None
+        self.metric: str | None = None  # the chart's metric, chosen with m
+        self._monitor: ExperimentsMonitor | None = None
+        self._busy = False
+        self._again = False
+        self._failed: str | None = None
+        self._header: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(EMPTY, id="trials-empty")
+        yield ExperimentTable()
+        yield Static(Text("Reading experiments…", style="dim"), id="trials-header")
+        yield TrialTable()
+        yield TrialDetail(id="trial-detail")
+
+    def on_mount(self) -> None:
+        self.query_one("#trials-empty").display = False
+        self.set_interval(REFRESH_S, self._tick)
+
+    @property
+    def table(self) -> TrialTable:
+        return self.query_one(TrialTable)
+
+    # -- the worker -------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.polling and self.display:  # hidden: read nothing
+            self.poll()
+
+    def poll(self) -> None:
+        """Read the experiments now (or right after the read in flight)."""
+        if not self.polling:
+            return
+        if self._busy:
+            self._again = True
+            return
+        self._busy = True
+        self._read(self.run_id, self.trial_id)
+
+    @work(thread=True, exit_on_error=False, group="trials-feed", description="read experiments")
+    def _read(self, run_id: str | None, trial_id: str | None) -> None:
+        if self._monitor is None:
+            self._monitor = ExperimentsMonitor(self.store or RunStore())
+        infos = self._monitor.refresh()
+        ids = [info.run_id for info in infos]
+        target = run_id if run_id in ids else ids[0] if ids else None
+        snapshot = self._monitor.snapshot(target, trial_id) if target is not None else None
+        self.post_message(TrialsRefreshed(infos, snapshot))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        error = str(event.worker.error)
+        if event.worker.group == "trials-action":
+            self.notify(f"Trials: {error}", severity="error", timeout=8)
+        elif event.worker.group == "trials-feed":
+            self._busy = False
+            if error != self._failed:  # say it once, not every second
+                self._failed = error
+                self.notify(f"Could not read experiments: {error}", severity="error", timeout=8)
+
+    def on_trials_refreshed(self, message: TrialsRefreshed) -> None:
+        self._busy = False
+        self.apply(message.infos, message.snapshot)
+        if self._again:
+            self._again = False
+            self.poll()
+
+    # -- showing ------------------------------------------------------------------
+    def apply(self, infos: list[ExperimentInfo], snapshot: ExperimentSnapshot | None) -> None:
+        """Show what the worker read: diffed into the tables, the header and the detail."""
+        with self.app.batch_update():
+            self.infos = infos
+            empty = self.query_one("#trials-empty")
+            if empty.display != (not infos):
+                empty.display = not infos
+                for widget in (ExperimentTable, TrialTable, TrialDetail):
+                    self.query_one(widget).display = bool(infos)
+                self.query_one("#trials-header").display = bool(infos)
+            width = self.app.size.width
+            if self.run_id not in {info.run_id for info in infos}:  # none chosen yet, or it is gone
+                self.run_id = snapshot.info.run_id if snapshot is not None else None
+            self.query_one(ExperimentTable).show(infos, width, self.run_id)
+            if snapshot is None or snapshot.info.run_id != self.run_id:
+                return  # the selection moved while the worker read: its answer is on the way
+            self.snapshot = snapshot
+            header = header_text(snapshot)
+            if header != self._header:
+                self._header = header
+                self.query_one("#trials-header", Static).update(header)
+            table = self.table
+            table.show(snapshot, gpu_memory(getattr(self.app, "snapshot", None)), width)
+            self.selection_changed(table.selected_id())
+
+    def selection_changed(self, trial_id: str | None) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        if trial_id != self.trial_id:
+            self.trial_id = trial_id
+            self.poll()  # fetch its curves
+        row = snap.by_id.get(trial_id or "")
+        curves = snap.curves if snap.curves is not None and snap.curves.trial_id == trial_id else None
+        gpu = gpu_memory(getattr(self.app, "snapshot", None)).get(row.pid) if row and row.pid else None
+        self.query_one(TrialDetail).show(row, snap, curves, chart_metric(snap, self.metric), gpu)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        key = str(event.row_key.value)
+        if event.data_table is self.table:
+            self.selection_changed(key)
+        elif key != self.run_id:
+            self.run_id, self.trial_id = key, None
+            self.poll()
+
+    def on_resize(self, event: Resize) -> None:
+        if self.snapshot is not None:
+            self.call_after_refresh(self.apply, self.infos, self.snapshot)
+
+    def selected(self) -> TrialRow | None:
+        return self.snapshot.by_id.get(self.trial_id or "") if self.snapshot else None
+
+    def cycle_experiment(self, step: int) -> None:
+        if len(self.infos) < 2:
+            self.notify("This is the only experiment" if self.infos else "No experiment yet", timeout=3)
+            return
+        self.query_one(ExperimentTable).cycle(step)
+
+    def cycle_metric(self) -> None:
+        snap = self.snapshot
+        if snap is None or len(snap.metrics) < 2:
+            self.notify("This experiment reports one metric" if snap else "No experiment yet", timeout=3)
+            return
+        current = chart_metric(snap, self.metric)
+        index = snap.metrics.index(current) if current in snap.metrics else -1
+        self.metric = snap.metrics[(index + 1) % len(snap.metrics)]
+        self.selection_changed(self.trial_id)
+
+    # -- stop requests ------------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="trials-action")
+    def request_stop(self, run_dir: Path, run_id: str, trial_id: str | None) -> None:
+        what = f"trial {trial_id}" if trial_id is not None else "every trial"
+        try:
+            if trial_id is None:
+                request_stop_experiment(run_dir)
+            else:
+                request_stop_trial(run_dir, trial_id)
+        except OSError as err:
+            self.post_message(TrialActionDone(f"Could not ask to stop {what}: {err}", "error"))
+            return
+        self.post_message(TrialActionDone(f"Asked {run_id} to stop {what} (at its next result)", "information"))
+
+    def on_trial_action_done(self, message: TrialActionDone) -> None:
+        self.notify(message.text, severity=message.severity, timeout=6)
+        self.poll()

@@ -1,0 +1,288 @@
+"""Pilot tests of the Trials view, fed from recorded Tune events (tests/trials_data.py).
+
+What a user sees (header, rows, colours, ★), what each key does (sort, reverse,
+filter, experiment, metric, stop with confirmation, read-only), and that a live
+experiment's rows change in place (same row keys, never cleared and refilled).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from gpumon.core.events import EventWriter
+from gpumon.core.format import size
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.charts import Chart
+from gpumon.tui.experiment_table import ExperimentTable
+from gpumon.tui.run_detail import LogView
+from gpumon.tui.screens import ConfirmScreen
+from gpumon.tui.trial_table import TrialTable
+from tests.conftest import make_app
+from tests.test_runs_view import notes, screen_text
+from tests.trials_data import DONE, ERROR_TEXT, LIVE, live_trials, record_done, record_live, write_results
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    return tmp_path
+
+
+async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+async def open_trials(pilot: Pilot[None], rows: int) -> TrialTable:
+    await pilot.press("f4")
+    table = pilot.app.query_one(TrialTable)
+    await until(pilot, lambda: table.row_count == rows)
+    return table
+
+
+def cell(table: TrialTable, trial_id: str, column: str) -> str:
+    return table.get_cell(trial_id, column).text.plain
+
+
+def header(app: GpumonApp) -> str:
+    return str(app.query_one("#trials-header").render())
+
+
+async def select(pilot: Pilot[None], trial_id: str) -> None:
+    app = pilot.app
+    assert isinstance(app, GpumonApp)
+    app.query_one(TrialTable).select_trial(trial_id)
+    await until(pilot, lambda: app.trials_view.trial_id == trial_id)
+    view = app.trials_view
+    await until(pilot, lambda: view.snapshot is not None and view.snapshot.curves is not None)
+
+
+async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("f4")
+        assert app.view == "trials"
+        empty = app.query_one("#trials-empty")
+        await until(pilot, lambda: empty.display)
+        text = screen_text(app)
+        assert "No Ray Tune experiments yet" in text and "gpumon tune SEARCH.toml" in text
+        assert "GpumonCallback()" in text and "gpumon launch script" in text
+        assert not app.query_one(TrialTable).display
+
+
+async def test_header_and_rows_of_an_ended_experiment(home: Path) -> None:
+    record_done(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 6)
+        text = header(app)
+        assert f"{DONE} · finished · digits-asha · optuna / asha · loss (min) · trials 6/6 · 2 errors" in text
+        assert "★ best a1b2c_00001  loss=0.2500  batch_size=64  lr=0.01  model.width=128" in text
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[:6] == ["TRIAL", "STATUS", "batch_size", "lr", "model.width", "ITER"]
+        assert "epochs" not in labels  # a constant, not a searched parameter
+        assert {"loss", "acc", "BEST", "TIME", "GPU MEM"} <= set(labels)
+        assert table.row_keys() == [f"a1b2c_0000{i}" for i in range(6)]  # by trial id at first
+        assert cell(table, "a1b2c_00002", "status") == "ERROR"
+        assert table.get_cell("a1b2c_00002", "status").text.style == "bold red"
+        assert table.get_cell("a1b2c_00000", "status").text.style == "dim"
+        assert cell(table, "a1b2c_00001", "best") == "0.2500 ★"
+        assert [k for k in table.row_keys() if "★" in cell(table, k, "best")] == ["a1b2c_00001"]
+        assert cell(table, "a1b2c_00001", "time") == "40s" and cell(table, "a1b2c_00001", "iter") == "4"
+        assert cell(table, "a1b2c_00001", "p:model.width") == "128"
+        assert cell(table, "a1b2c_00001", "gpu") == "–"  # no GPU process has that pid
+        assert cell(table, "a1b2c_00005", "iter") == "" and cell(table, "a1b2c_00005", "m:loss") == ""
+        assert "trials · 6" in str(table.border_title) and "sort TRIAL ↑" in str(table.border_subtitle)
+
+
+async def test_s_cycles_the_sort_column_r_reverses_and_a_header_click_sorts(home: Path) -> None:
+    record_done(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 6)
+        while table.sort_key != "m:loss":
+            await pilot.press("s")
+        assert "sort loss ↑" in str(table.border_subtitle)  # mode min: the lowest first
+        by_loss = ["a1b2c_00001", "a1b2c_00004", "a1b2c_00000", "a1b2c_00003", "a1b2c_00002", "a1b2c_00005"]
+        assert table.row_keys() == by_loss  # no loss at all sorts last
+        await pilot.press("R")
+        assert table.row_keys() == [*by_loss[-2::-1], "a1b2c_00005"]  # still last: it has no loss
+        assert "sort loss ↓" in str(table.border_subtitle)
+        x = 1 + sum(width + 2 for key, _, width in table.column_set[: [c[0] for c in table.column_set].index("iter")])
+        await pilot.click(TrialTable, offset=(x + 2, 1))  # the ITER header
+        assert table.sort_key == "iter" and table.sort_reverse  # most iterations first
+        assert table.row_keys()[:3] == ["a1b2c_00001", "a1b2c_00004", "a1b2c_00000"]  # ties by id, reversed too
+        await pilot.click(TrialTable, offset=(x + 2, 1))
+        assert not table.sort_reverse and table.row_keys()[:2] == ["a1b2c_00002", "a1b2c_00003"]
+        assert table.row_keys()[-1] == "a1b2c_00005"
+
+
+async def test_f_filters_by_status(home: Path) -> None:
+    record_done(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 6)
+        await pilot.press("f")
+        assert table.status_filter == "ERROR"
+        assert table.row_keys() == ["a1b2c_00002", "a1b2c_00005"]
+        assert "trials · 2 of 6 ERROR" in str(table.border_title) and "filter ERROR" in str(table.border_subtitle)
+        await pilot.press("f")
+        assert table.status_filter == "TERMINATED" and len(table.row_keys()) == 4
+        await pilot.press("f")
+        assert table.status_filter is None and table.row_count == 6
+        await pilot.pause(1.5)  # a refresh keeps the filter
+        await pilot.press("f")
+        await pilot.pause(1.2)
+        assert table.row_keys() == ["a1b2c_00002", "a1b2c_00005"]
+
+
+async def test_selecting_a_trial_shows_its_curve_and_its_error(home: Path) -> None:
+    record_done(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await open_trials(pilot, 6)
+        chart = app.query_one("#trial-chart", Chart)
+        error = app.query_one("#trial-error", LogView)
+        await select(pilot, "a1b2c_00001")
+        await until(pilot, lambda: len(chart.series) == 1)
+        assert tuple(chart.series[0].values) == (0.8, 0.5, 0.3, 0.25)
+        assert tuple(chart.series[0].steps) == (1, 2, 3, 4)
+        assert chart.border_title == "loss / iteration · a1b2c_00001"
+        assert any(0x2800 < ord(c) <= 0x28FF for c in chart.render().plain)  # Braille dots drawn
+        assert error.lines == () and "trial a1b2c_00001 · TERMINATED · iter 4 · 40s" in screen_text(app)
+        await pilot.press("m")  # the chart's next metric
+        await until(pilot, lambda: chart.border_title == "acc / iteration · a1b2c_00001")
+        assert tuple(chart.series[0].values) == (0.6, 0.75, 0.85, 0.875)
+        await select(pilot, "a1b2c_00002")
+        await until(pilot, lambda: error.lines == tuple(ERROR_TEXT.splitlines()))
+        assert error.has_class("-failed") and "ValueError: lr 0.3 diverged" in screen_text(app)
+
+
+async def test_a_live_experiment_changes_in_place(home: Path) -> None:
+    run_dir = record_live(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 3)
+        assert f"{LIVE} · running" in header(app) and "trials 1/8 · 2 running" in header(app)
+        assert table.get_cell("f00d1_00001", "status").text.style == "bold green"
+        keys = {str(k.value): k for k in table.rows}
+        assert cell(table, "f00d1_00002", "iter") == "1"
+        trials = live_trials()
+        writer = EventWriter(run_dir, "tune")
+        trials[2].losses += [0.2, 0.1]
+        write_results(writer, trials[2], start=1)
+        writer.write("trial_end", trial_id="f00d1_00002", status="TERMINATED")
+        writer.write("trial_start", trial_id="f00d1_00003", config={"lr": 0.16, "batch_size": 8})
+        writer.close()
+        await until(pilot, lambda: table.row_count == 4)
+        await until(pilot, lambda: cell(table, "f00d1_00002", "iter") == "3")
+        assert cell(table, "f00d1_00002", "status") == "TERMINATED" and cell(table, "f00d1_00002", "best") == "0.1000 ★"
+        assert cell(table, "f00d1_00000", "best") == "0.5000  "  # the ★ moved
+        assert all(next(k for k in table.rows if k.value == key) is row_key for key, row_key in keys.items())
+        assert "trials 2/8" in header(app)
+
+
+async def test_gpu_memory_of_a_trials_process(home: Path) -> None:
+    record_live(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 3)
+        assert app.snapshot is not None
+        process = next(p for p in app.snapshot.gpu.devices[0].processes if p.pid == 5_000_000)
+        assert cell(table, "f00d1_00001", "gpu") == size(process.used_memory)
+        assert cell(table, "f00d1_00000", "gpu") == "–"
+        await select(pilot, "f00d1_00001")
+        assert f"pid 5000000 · GPU {size(process.used_memory)}" in screen_text(app)
+
+
+async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> None:
+    run_dir = record_live(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 3)
+        await select(pilot, "f00d1_00000")  # terminated: nothing to stop
+        await pilot.press("x")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("Trial f00d1_00000 is not running (TERMINATED)" in n for n in notes(app))
+        await select(pilot, "f00d1_00001")
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen) and "Stop trial f00d1_00001" in app.screen.question
+        await pilot.press("n")
+        assert not (run_dir / "control").exists()
+        await pilot.press("x")
+        await pilot.press("y")
+        stops = run_dir / "control" / "stop-trials"
+        await until(pilot, stops.exists)
+        assert stops.read_text() == "f00d1_00001\n"
+        await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPING")
+        assert any("Asked" in n and "trial f00d1_00001" in n for n in notes(app))
+        await pilot.press("X")
+        assert isinstance(app.screen, ConfirmScreen) and f"Stop the whole search {LIVE}" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, (run_dir / "control" / "stop").exists)
+        await until(pilot, lambda: "stop requested" in header(app))
+        assert cell(table, "f00d1_00002", "status") == "STOPPING"
+
+
+async def test_readonly_stops_nothing(home: Path) -> None:
+    run_dir = record_live(home)
+    app = make_app(gpus=1, readonly=True)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await open_trials(pilot, 3)
+        await select(pilot, "f00d1_00001")
+        await pilot.press("x", "X")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert sum("Read-only" in n for n in notes(app)) == 2
+        await pilot.pause(0.2)
+        assert not (run_dir / "control").exists()
+
+
+async def test_experiments_are_listed_newest_first_and_e_switches(home: Path) -> None:
+    record_done(home)
+    record_live(home)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        table = await open_trials(pilot, 3)
+        experiments = app.query_one(ExperimentTable)
+        assert [str(r.key.value) for r in experiments.ordered_rows] == [LIVE, DONE]
+        assert "experiments · 2 · 1 live" in str(experiments.border_title)
+        assert LIVE in header(app)
+        await pilot.press("e")
+        await until(pilot, lambda: table.row_count == 6 and DONE in header(app))
+        assert table.row_keys()[0] == "a1b2c_00000"
+        await pilot.press("E")
+        await until(pilot, lambda: table.row_count == 3 and LIVE in header(app))
+
+
+async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
+    record_done(home)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("tab", "t")  # in the GPUs view t is still SIGTERM
+        assert isinstance(app.screen, ConfirmScreen) and "SIGTERM" in app.screen.question
+        await pilot.press("n", "r", "t")  # from Runs, t opens Trials
+        assert app.view == "trials"
+        footer = set(app.screen.active_bindings)
+        assert {"s", "f", "e", "x", "X", "R", "m", "g", "r"} <= footer and not {"a", "n", "l", "K"} & footer
+        await pilot.press("g")
+        assert app.view == "gpus" and app.screen.active_bindings["s"].binding.action == "sort"
+
+
+async def test_a_read_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "not-a-dir"
+    home.write_text("")
+    monkeypatch.setenv("GPUMON_HOME", str(home))  # the state dir cannot be created
+    app = make_app(gpus=1)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("f4")
+        await until(pilot, lambda: any("Could not read experiments" in n for n in notes(app)))
+        await pilot.pause(2.5)  # more failed reads
+        assert sum("Could not read experiments" in n for n in notes(app)) == 1
+        assert app.is_running and app.view == "trials"
