@@ -38,7 +38,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from gpumon.core.runs.launcher import launch
     from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
     from gpumon.core.runs.store import RunStore
-
     from gpumon.tune.search_file import SearchFileError, load
 
     visible = visible_gpu_count()
@@ -63,7 +62,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return fail(str(err))
     except OSError as err:
         return fail(f"could not start the search: {err}")
-    print(f"trials:  gpumon trials {record.id}   (or press t in gpumon)")
+    print(f"trials:  gpumon trials {record.id}   (or F4 in gpumon)")
     print(f"logs:    gpumon logs {record.id} --follow")
     if record.state in ("failed", "lost"):
         print(f"gpumon: the search ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)

@@ -262,7 +262,7 @@ def test_cifar10_refuses_pickled_code(tmp_path: Path) -> None:
 
 
 def test_gradient_accumulation_matches_the_full_batch(tmp_path: Path) -> None:
-    """--batch-size 16 --accum-steps 4 takes the same optimizer steps as --batch-size 64 (what an OOM retry relies on)."""
+    """--batch-size 16 --accum-steps 4 steps like --batch-size 64 (what an OOM retry with --keep-batch relies on)."""
     import torch
     from torch.utils.data import TensorDataset
 

@@ -1,4 +1,4 @@
-"""`gpumon tune`: a real search of the digits trainable on a private local Ray, stopped one trial at a time, then whole."""
+"""`gpumon tune`: a real digits search on a private local Ray, stopped one trial at a time, then whole."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Search files: the validator's messages (before Ray starts), `gpumon tune --check`, and Tune objects built from them."""
+"""Search files: the validator's messages (before Ray starts), `gpumon tune --check`, the Tune objects built."""
 
 from __future__ import annotations
 
@@ -82,9 +82,11 @@ def test_the_default_trainable_gets_the_tutorial_space_and_pow2_expands() -> Non
     assert parse({"algorithm": "bohb"}).scheduler == "hyperband" if importlib.util.find_spec("hpbandster") else True
 
 
-@pytest.mark.parametrize(("algorithm", "modules", "extra"), [("optuna", ["optuna"], "optuna"),
-                                                             ("hyperopt", ["hyperopt"], "hyperopt"),
-                                                             ("bohb", ["hpbandster", "ConfigSpace"], "bohb")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("algorithm", "modules", "extra"),
+    [("optuna", ["optuna"], "optuna"), ("hyperopt", ["hyperopt"], "hyperopt"),
+     ("bohb", ["hpbandster", "ConfigSpace"], "bohb")],
+)  # fmt: skip
 def test_a_missing_search_package_names_the_extra(algorithm: str, modules: list[str], extra: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if not missing:

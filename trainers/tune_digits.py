@@ -44,7 +44,9 @@ def train_digits(config: dict[str, Any]) -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     net = Net(int(config.get("l1", 120)), int(config.get("l2", 84))).to(device)
-    optimizer = torch.optim.SGD(net.parameters(), lr=float(config.get("lr", 1e-2)), momentum=float(config.get("momentum", 0.9)))
+    optimizer = torch.optim.SGD(
+        net.parameters(), lr=float(config.get("lr", 1e-2)), momentum=float(config.get("momentum", 0.9))
+    )
     data = load("digits", val_fraction=0.2, seed=0)
     assert data.val is not None
     batch = int(config.get("batch_size", 16))

@@ -101,7 +101,10 @@ class GpumonCallback(Callback):
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         counts: dict[str, int] = {}
         for trial in trials:
-            counts[str(trial.status)] = counts.get(str(trial.status), 0) + 1
+            status = str(trial.status)
+            counts[status] = counts.get(status, 0) + 1
+            if status not in ("TERMINATED", "ERROR"):  # cut short by a time budget or a stop: no hook said so
+                self._write("trial_end", trial_id=trial.trial_id, status=status)
         self._write("tune_end", trials=len(trials), statuses=counts)
 
 
