@@ -44,7 +44,51 @@ async def shoot_runs(name: str, size: tuple[int, int]) -> None:
         app.save_screenshot(str(ROOT / "docs" / name))
 
 
+SEARCH = """
+name = "digits-asha"
+num_samples = 8
+max_concurrent_trials = 2
+seed = 3
+scheduler = { type = "asha", max_t = 8, grace_period = 2 }
+[space]
+l1 = { type = "pow2", low = 8, high = 128 }
+l2 = { type = "pow2", low = 8, high = 64 }
+lr = { type = "loguniform", low = 1e-3, high = 1e-1 }
+batch_size = { type = "choice", values = [16, 32, 64] }
+epochs = 8
+"""
+
+
+async def shoot_trials(name: str, size: tuple[int, int]) -> None:
+    """A real ASHA search of the digits trainable (8 trials, about a minute on a CPU), then the Trials view."""
+    import os
+    import tempfile
+
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from gpumon.tui.trial_table import TrialTable
+
+    os.environ["GPUMON_HOME"] = home = tempfile.mkdtemp(prefix="gpumon-shots-")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    Path(home, "search.toml").write_text(SEARCH)
+    store = RunStore()
+    spec = RunSpec(kind="tune", search="search.toml", cwd=home, name="digits-asha")
+    record = wait(launch(spec, store, 0), store, timeout=600)
+    assert record.state == "finished", record.state
+    app = make_app(gpus=2, ticks=120)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("f4")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.query_one(TrialTable).row_count >= 8:
+                break
+        await pilot.pause(0.5)
+        app.save_screenshot(str(ROOT / "docs" / name))
+
+
 async def main() -> None:
+    await shoot_trials("screenshot-trials.svg", (120, 40))
     await shoot_runs("screenshot-runs.svg", (120, 40))
     await shoot(make_app(gpus=4, ticks=120), "screenshot-main.svg", (120, 40), ("a",))
     await shoot(make_app(gpus=2, ticks=120), "screenshot-80x24.svg", (80, 24))
