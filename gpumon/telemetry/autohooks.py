@@ -22,11 +22,13 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
+from gpumon.telemetry.census import CensusTrigger
 
 TORCHRUN_ENV = "GPUMON_TORCHRUN"  # the run's main process is torchrun (whose agent is not a rank)
 RANK_LOGS_ENV = "GPUMON_RANK_LOGS"  # send each rank's stdout/stderr to logs/rank<N>.log
 OWNER_ENV = "GPUMON_INSTRUMENTED_PID"  # children of an instrumented process are left alone
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
+STARTED_NS = time.time_ns()  # census requests older than this process are not for it
 
 
 def install() -> bool:
@@ -164,7 +166,8 @@ class StepRecorder:
     Only the first optimizer that steps is counted, so a script with two
     optimizers (a GAN) still gets one sample per iteration. CUDA: one
     ``memory_stats`` call (no sync), then the peak is reset so each sample's
-    peak is that step's. CPU: glibc's live heap bytes and RSS.
+    peak is that step's. CPU: glibc's live heap bytes and RSS. A census of
+    live tensors is taken when the run asks (``census.CensusTrigger``).
     """
 
     def __init__(self, torch: ModuleType) -> None:
@@ -179,6 +182,8 @@ class StepRecorder:
             self.statm: int | None = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self.statm = None
+        run_dir = telemetry.run_dir()
+        self.census = CensusTrigger(run_dir, torch, STARTED_NS) if run_dir else None
 
     def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
         if self.first is None:
@@ -210,6 +215,8 @@ class StepRecorder:
             )
         else:
             w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
+        if self.census is not None:
+            self.census.at_step(self.step, now, w.write)
 
     def _heap(self) -> int | None:
         if self.mallinfo2 is None:

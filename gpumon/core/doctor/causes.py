@@ -1,0 +1,188 @@
+"""Name what leaks: two censuses of live tensors (``census`` events) of one rank, diffed.
+
+A census (gpumon/telemetry/census.py) groups a process's tensors by shape, dtype,
+device, grad_fn and requires_grad, with the autograd graphs they keep alive. The
+groups that grew between the two censuses of a request say which pattern it is:
+
+- a scalar with a grad_fn whose graph grows, its saved tensors already freed by
+  backward: the loss accumulated with its graph (``total_loss += loss``);
+- tensors with a grad_fn whose graphs were never backwarded and hold saved
+  activations: evaluation without ``torch.no_grad()`` keeping its outputs;
+- more and more tensors without a grad_fn, of one shape: a list of outputs kept.
+
+Pure Python: event dicts in, ``Cause`` objects out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.events import EventReader
+from gpumon.core.format import size
+
+KINDS = ("eval_no_grad", "loss_graph", "graph_kept", "outputs_list", "growing_tensors")
+NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 nodes of a small MLP
+MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
+MIN_NODES = 20
+MIN_SAVED = 1024  # saved-tensor bytes gained: graphs that still hold activations
+
+TITLES = {
+    "eval_no_grad": "evaluation without torch.no_grad() keeps activations",
+    "loss_graph": "loss accumulated with its autograd graph",
+    "graph_kept": "outputs kept with their autograd graph",
+    "outputs_list": "a growing list of tensors kept on {device}",
+    "growing_tensors": "more and more tensors",
+}
+ADVICE = {
+    "eval_no_grad": "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`) and keep "
+    "`loss.item()`, not the loss tensor",
+    "loss_graph": "accumulate a number: `total_loss += loss.item()` (or `loss.detach()`); a loss tensor "
+    "keeps every step's graph alive",
+    "graph_kept": "keep `out.detach()` (`.detach().cpu()` off the GPU), or reduce it to numbers with "
+    "`.item()` / `.tolist()`",
+    "outputs_list": "reduce each batch to numbers as you go (`.item()`, a running sum), move what you must "
+    "keep off the device (`.detach().cpu()`), or `del` it when done",
+    "growing_tensors": "find who keeps them: these shapes are created each step and never dropped",
+}
+
+
+@dataclass(frozen=True)
+class Cause:
+    kind: str  # one of KINDS
+    title: str
+    advice: str
+    evidence: str  # what the censuses saw: counts, shapes, sizes
+    rank: int = 0
+    steps: int = 0  # between the two censuses
+    count: int = 0  # tensors gained
+    bytes: int = 0  # storage and saved-tensor bytes gained (graph nodes estimated for loss_graph)
+    nodes: int = 0  # graph nodes gained
+
+    @property
+    def bytes_per_step(self) -> float:
+        return self.bytes / self.steps if self.steps else 0.0
+
+    def describe(self) -> str:
+        return f"{self.title}: {self.evidence}. Fix: {self.advice}."
+
+
+def _shape(group: Mapping[str, Any]) -> str:
+    dims = group.get("shape") or []
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(str(d) for d in dims)})"
+
+
+def _numel(group: Mapping[str, Any]) -> int:
+    n = 1
+    for d in group.get("shape") or []:
+        n *= int(d)
+    return n
+
+
+def _key(group: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (tuple(group.get("shape") or ()), group.get("dtype"), group.get("device"), group.get("grad_fn"),
+            bool(group.get("requires_grad")))  # fmt: skip
+
+
+def _kind(group: Mapping[str, Any], count: int, nodes: int, saved: int) -> str | None:
+    if group.get("grad_fn"):
+        if saved >= MIN_SAVED and (count >= MIN_COUNT or nodes >= MIN_NODES):
+            return "eval_no_grad"
+        if nodes >= MIN_NODES or count >= MIN_COUNT:
+            return "loss_graph" if _numel(group) <= 1 else "graph_kept"
+        return None
+    if count >= MIN_COUNT:
+        return "growing_tensors" if group.get("requires_grad") else "outputs_list"
+    return None
+
+
+def _evidence(kind: str, group: Mapping[str, Any], count: int, nodes: int, saved: int, steps: int) -> str:
+    what = f"{_shape(group)} {group.get('dtype')}"
+    if group.get("grad_fn"):
+        what += f" with {group['grad_fn']}"
+    graph = f"+{nodes} nodes, ≈{size(nodes * NODE_BYTES)}"
+    if kind == "eval_no_grad":
+        shapes = ", ".join(_shape({"shape": s}) for s in group.get("saved_shapes") or [])
+        held = f"+{size(saved)} of saved activations" + (f" (shapes {shapes})" if shapes else "")
+        return f"+{count} tensors of shape {what} in {steps} steps, never backwarded, their graphs holding {held}"
+    if kind in ("loss_graph", "graph_kept") and count <= 0:
+        total = int(group.get("count", 1))
+        tensors = "1 tensor" if total == 1 else f"{total} tensors"
+        keep = "keeps" if total == 1 else "keep"
+        return (
+            f"{tensors} of shape {what} {keep} a graph that grew in {steps} steps ({graph}, {nodes / steps:.0f}/step)"
+        )
+    if kind in ("loss_graph", "graph_kept"):
+        return f"+{count} tensors of shape {what} in {steps} steps, each keeping its step's graph ({graph})"
+    grown = int(group.get("_bytes", 0))
+    per_step = f"{size(grown / steps)} per step"
+    return f"+{count} tensors of shape {what} on {group.get('device')} in {steps} steps, +{size(grown)} ({per_step})"
+
+
+def diff_census(first: Mapping[str, Any], second: Mapping[str, Any], rank: int = 0) -> list[Cause]:
+    """The causes two censuses of one rank show, biggest first (empty: nothing grew)."""
+    steps = max(1, int(second.get("step", 0)) - int(first.get("step", 0)))
+    before = {_key(g): g for g in first.get("groups") or []}
+    cut = int(first.get("groups_total", 0)) > len(before)  # a group missing may have been left out
+    found: dict[str, list[tuple[int, int, int, int, dict[str, Any]]]] = {}
+    for group in second.get("groups") or []:
+        old = before.get(_key(group))
+        if old is None and cut:
+            continue
+        old = old or {}
+        count = int(group.get("count", 0)) - int(old.get("count", 0))
+        nodes = int(group.get("nodes", 0)) - int(old.get("nodes", 0))
+        saved = int(group.get("saved_bytes", 0)) - int(old.get("saved_bytes", 0))
+        grown = int(group.get("bytes", 0)) - int(old.get("bytes", 0)) + max(0, saved)
+        kind = _kind(group, count, nodes, saved)
+        if kind is not None:
+            estimate = grown + (nodes * NODE_BYTES if kind in ("loss_graph", "graph_kept") else 0)
+            found.setdefault(kind, []).append((estimate, count, nodes, saved, {**group, "_bytes": grown}))
+    causes = []
+    for kind, groups in found.items():
+        groups.sort(key=lambda g: g[0], reverse=True)
+        device = groups[0][4].get("device", "the device")
+        causes.append(
+            Cause(
+                kind=kind,
+                title=TITLES[kind].format(device=device),
+                advice=ADVICE[kind],
+                evidence="; ".join(_evidence(kind, g, c, n, s, steps) for _, c, n, s, g in groups[:3]),
+                rank=rank,
+                steps=steps,
+                count=sum(g[1] for g in groups),
+                bytes=sum(g[0] for g in groups),
+                nodes=sum(g[2] for g in groups),
+            )
+        )
+    return sorted(causes, key=lambda c: c.bytes, reverse=True)
+
+
+def _rank(event: Mapping[str, Any]) -> int:
+    digits = str(event.get("src", ""))[4:]
+    return int(digits) if digits.isdigit() else 0
+
+
+def census_pairs(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """Per rank, the latest request whose two censuses both arrived without an error."""
+    by_request: dict[tuple[int, Any], dict[int, Mapping[str, Any]]] = {}
+    for event in events:
+        if event.get("type") == "census" and not event.get("error"):
+            by_request.setdefault((_rank(event), event.get("request")), {})[int(event.get("seq", 0))] = event
+    pairs: dict[int, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+    for (rank, _), seqs in by_request.items():  # insertion order is event order: later requests win
+        if 1 in seqs and 2 in seqs:
+            pairs[rank] = (seqs[1], seqs[2])
+    return pairs
+
+
+def name_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Cause]]:
+    """Per rank with a complete census pair, its causes (an empty list: a census found nothing growing)."""
+    return {rank: diff_census(a, b, rank) for rank, (a, b) in sorted(census_pairs(events).items())}
+
+
+def read_census_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    return [e for e in EventReader(Path(run_dir)).poll() if e.get("type") == "census"]

@@ -1,0 +1,292 @@
+"""Memory leak detection on each rank's per-iteration memory series (pure Python, no torch).
+
+A streaming ``LeakDetector`` per series (CUDA allocated bytes, or the CPU's live
+heap): skip the warm-up, then over a sliding window fit a Theil-Sen line (the
+median of pairwise slopes) and call it a trend only when the growth is clear:
+rising pairs dominate, the rise is spread over the window (not one jump), and
+it stands above the window's noise or eats capacity fast. States climb
+ok → growing → leak only after consecutive confirmations and fall back to ok
+only after a longer quiet stretch, so one noisy step never flips them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from bisect import bisect_left, insort
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from gpumon.core.format import size
+
+if TYPE_CHECKING:
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+STATES = ("warmup", "ok", "growing", "leak")
+SEVERITY = {state: rank for rank, state in enumerate(STATES)}
+
+
+@dataclass(frozen=True)
+class LeakState:
+    state: str = "warmup"  # one of STATES
+    slope: float = 0.0  # bytes per iteration, Theil-Sen over the window
+    strength: float = 0.0  # (rising pairs - falling pairs) / pairs: -1..1, Kendall-tau-like
+    noise: float | None = None  # robust noise of one sample (bytes), when it was needed
+    current: float | None = None  # the latest value (bytes)
+    capacity: int | None = None  # device or host memory (bytes)
+    runs_out_at: int | None = None  # projected iteration at which the value reaches capacity
+    samples: int = 0  # samples seen, warm-up included
+    step: int | None = None  # the latest step
+    since: int | None = None  # the step at which this state began
+
+    @property
+    def warning(self) -> bool:
+        return self.state in ("growing", "leak")
+
+    def describe(self) -> str:
+        """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000"."""
+        if self.state in ("warmup", "ok") and not self.samples:
+            return "no memory samples"
+        text = f"{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
+        text += f" (strength {self.strength:.2f})"
+        if self.warning and self.since is not None:
+            text += f" since step {self.since}"
+        if self.warning and self.runs_out_at is not None:
+            text += f", runs out at iteration ~{self.runs_out_at:,}"
+        return text
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _medians(values: list[float], parts: int) -> list[float]:
+    size = len(values) / parts
+    return [_median(values[round(k * size) : round((k + 1) * size)]) for k in range(parts)]
+
+
+@dataclass
+class LeakDetector:
+    """Feed ``add(step, bytes)`` once per sample; it returns the state after that sample.
+
+    Thresholds (all per sample, with steps on the x axis so GPUMON_STEP_EVERY does not matter):
+    a trend needs slope ≥ ``min_slope`` B/iter; either strength ≥ ``min_strength`` with growth over
+    the window ≥ 3x the noise, or growth ≥ ``large_share`` of capacity per 1000 iterations (and
+    strength ≥ 0.2); each quarter of the window above the one before (by a twelfth of the growth
+    and by 3 sigma of such a gap); and no two jumps carrying most of the rise.
+    """
+
+    capacity_bytes: int | None = None
+    warmup: int = 20  # steps ignored at the start (allocator and caches settling)
+    window: int = 50  # samples in the fit
+    min_samples: int = 20  # samples after warm-up before the first verdict
+    lags: int = 8  # pairs per new sample: ~lags*window/2 pairs in the window
+    confirm: int = 5  # consecutive trend samples: ok → growing
+    leak_after: int = 20  # consecutive trend samples: → leak
+    cooldown: int = 50  # consecutive quiet samples: back to ok
+    min_slope: float = 64.0  # B/iter; a list of Python floats grows ~8 B/iter
+    min_strength: float = 0.5
+    large_share: float = 0.02  # of capacity per 1000 iterations
+    urgent: int = 1000  # growing and running out within this many iterations: leak at once
+    block: int = 16  # each coarser level sees the median of this many samples of the finer one
+    levels: int = 3  # windows of 50, 800, 12800 samples: a leak every epoch is a staircase too
+    transitions: list[tuple[int, str]] = field(default_factory=list, init=False)  # (step, new state)
+
+    def __post_init__(self) -> None:
+        rng = random.Random(0)  # fixed seed: the same series always gets the same verdict
+        # Random lags, not a fixed set: fixed lags alias with periodic patterns (eval every k steps).
+        self._rng = rng
+        self._pool = [rng.sample(range(1, self.window), min(self.lags, self.window - 1)) for _ in range(61)]
+        self._coarse = replace(self, levels=self.levels - 1) if self.levels > 1 else None
+        self._own = LeakState()  # this level's state; _state: the worst of all levels
+        self.reset()
+
+    def reset(self) -> None:
+        self._xs: deque[int] = deque(maxlen=self.window)
+        self._ys: deque[float] = deque(maxlen=self.window)
+        # _older[i % window]: slopes of the sampled pairs whose older sample is sample i;
+        # they leave together when sample i leaves the window.
+        self._older: list[list[float]] = [[] for _ in range(self.window)]
+        self._sorted: list[float] = []  # all those slopes, kept sorted: the median is an index away
+        self._index = -1
+        self._rising = self._falling = self._total = 0
+        self._run = self._quiet = 0
+        self._last_step: int | None = None
+        self._block: list[float] = []
+        self._own = self._state = LeakState(samples=self._own.samples)
+        if self._coarse is not None:
+            self._coarse.reset()
+
+    @property
+    def state(self) -> LeakState:
+        return self._state
+
+    def add(self, step: int, value: float) -> LeakState:
+        before = self._state.state
+        own = self._add(step, value)  # resets every level when the steps went back
+        state = own
+        if self._coarse is not None:
+            self._block.append(value)
+            if len(self._block) == self.block:
+                self._coarse.add(step, _median(self._block))
+                self._block.clear()
+            coarse = self._coarse.state
+            if SEVERITY[coarse.state] > SEVERITY[own.state]:
+                state = replace(coarse, current=own.current, samples=own.samples, step=step)
+        if state.state != before:
+            self.transitions.append((step, state.state))
+        self._state = state
+        return state
+
+    def _add(self, step: int, value: float) -> LeakState:
+        if self._last_step is not None and step <= self._last_step:
+            self.reset()  # a restarted rank counts from 1 again: start over
+        self._last_step = step
+        seen = self._own.samples + 1
+        if step > self.warmup:
+            self._push(step, float(value))
+        if len(self._ys) < min(self.min_samples, self.window):
+            self._own = LeakState("warmup", current=value, capacity=self.capacity_bytes, samples=seen, step=step)
+            return self._own
+        slope, strength, noise, trend = self._fit()
+        self._run, self._quiet = (self._run + 1, 0) if trend else (0, self._quiet + 1)
+        runs_out = self._runs_out(step, value, slope)
+        state = self._next_state(step, runs_out)
+        since = self._own.since if state == self._own.state and self._own.since is not None else step
+        self._own = LeakState(state, slope, strength, noise, value, self.capacity_bytes, runs_out, seen, step, since)
+        return self._own
+
+    def _push(self, step: int, value: float) -> None:
+        xs, ys, window = self._xs, self._ys, self.window
+        self._index += 1
+        index = self._index
+        expired = self._older[index % window]  # sample index - window leaves now
+        ordered = self._sorted
+        for slope in expired:
+            self._count(slope, -1)
+            del ordered[bisect_left(ordered, slope)]
+        expired.clear()
+        xs.append(step)
+        ys.append(value)
+        n = len(ys)
+        if n == window:
+            lags: Any = self._pool[index % len(self._pool)]
+        else:
+            lags = range(1, n) if n <= self.lags + 1 else self._rng.sample(range(1, n), self.lags)
+        for lag in lags:
+            slope = (value - ys[n - 1 - lag]) / (step - xs[n - 1 - lag])
+            self._older[(index - lag) % window].append(slope)
+            insort(ordered, slope)
+            self._count(slope, 1)
+
+    def _count(self, slope: float, delta: int) -> None:
+        self._total += delta
+        if slope > 0:
+            self._rising += delta
+        elif slope < 0:
+            self._falling += delta
+
+    def _fit(self) -> tuple[float, float, float | None, bool]:
+        strength = (self._rising - self._falling) / self._total if self._total else 0.0
+        ordered, mid = self._sorted, len(self._sorted) // 2
+        slope = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        clear = strength >= self.min_strength
+        large = self.capacity_bytes is not None and slope * 1000 >= self.large_share * self.capacity_bytes
+        if slope < self.min_slope or not (clear or (large and strength >= 0.2)):
+            return slope, strength, None, False
+        ys = list(self._ys)
+        diffs = [b - a for a, b in pairwise(ys)]
+        # Noise of one sample from successive differences: trends and jumps barely move it.
+        centre = _median(diffs)
+        noise = 1.4826 * _median([abs(d - centre) for d in diffs]) / 1.4142
+        growth = slope * (self._xs[-1] - self._xs[0])
+        if clear and growth < 3 * noise and not large:
+            return slope, strength, noise, False
+        # The window in quarters: each quarter's median above the last by a third of its fair share
+        # (growth / 4) and, unless capacity is at stake, by 3 sigma of such a gap (1.77 noise / √n):
+        # a jump or two (a one-off buffer, a census) or a plateau is no trend.
+        quarters = _medians(ys, 4)
+        need = growth / 12 if large else max(growth / 12, 5.3 * noise / (len(ys) / 4) ** 0.5)
+        if min(b - a for a, b in pairwise(quarters)) < need:
+            return slope, strength, noise, False
+        # In eighths (medians: one odd sample is no jump), two rises must not carry most of it.
+        rises = sorted((b - a for a, b in pairwise(_medians(ys, 8)) if b > a), reverse=True)
+        if sum(rises[:2]) > 0.6 * sum(rises):
+            return slope, strength, noise, False  # a few allocations, not a leak
+        return slope, strength, noise, True
+
+    def _runs_out(self, step: int, value: float, slope: float) -> int | None:
+        if self.capacity_bytes is None or slope <= 0:
+            return None
+        return step + max(0, int((self.capacity_bytes - value) / slope))
+
+    def _next_state(self, step: int, runs_out: int | None) -> str:
+        current = self._own.state
+        if self._run >= self.leak_after:
+            return "leak"
+        if self._run >= self.confirm:
+            urgent = runs_out is not None and runs_out - step <= self.urgent
+            return "leak" if current == "leak" or urgent else "growing"
+        if current in ("growing", "leak") and self._quiet < self.cooldown:
+            return current
+        return "ok"
+
+
+def host_memory() -> int | None:
+    """This machine's physical memory in bytes (the capacity of CPU ranks run here)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def analyse_series(
+    steps: list[int], values: list[float], capacity_bytes: int | None = None, **options: Any
+) -> LeakDetector:
+    """Run a detector over a whole series; ``.state`` is the verdict, ``.transitions`` the history."""
+    detector = LeakDetector(capacity_bytes, **options)
+    for step, value in zip(steps, values, strict=True):
+        detector.add(step, value)
+    return detector
+
+
+class LeakWatch:
+    """One detector per rank of a run, fed only the points that arrived since the last update.
+
+    The primary series is CUDA allocated bytes or the CPU heap; RSS (page-granular, noisy) is
+    used only when the heap is missing (not glibc). ``capacity`` maps rank → bytes; CPU ranks
+    default to this host's memory, CUDA ranks have none unless given (no run-out projection).
+    """
+
+    def __init__(self, capacity: Mapping[int, int] | None = None, **options: Any) -> None:
+        self.capacity = dict(capacity or {})
+        self.options = options
+        self.detectors: dict[int, LeakDetector] = {}
+        self._fed: dict[int, tuple[int, int]] = {}  # rank -> (points fed, series stride then)
+
+    def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
+        for rank, memory in telemetry.memory.items():
+            series = memory.used if len(memory.used) else memory.reserved
+            detector = self.detectors.get(rank)
+            if detector is None:
+                capacity = self.capacity.get(rank, host_memory() if memory.device == "cpu" else None)
+                detector = self.detectors[rank] = LeakDetector(capacity, **self.options)
+            fed, stride = self._fed.get(rank, (0, series.stride))
+            start = -(-fed // (series.stride // stride))  # the series halved itself since: where we were
+            for step, value in zip(series.steps[start:], series.values[start:], strict=True):
+                detector.add(step, value)
+            self._fed[rank] = (len(series), series.stride)
+        return self.states()
+
+    def states(self) -> dict[int, LeakState]:
+        return {rank: d.state for rank, d in sorted(self.detectors.items())}
+
+
+def analyse(telemetry: RunTelemetry, capacity: Mapping[int, int] | None = None, **options: Any) -> dict[int, LeakState]:
+    """The leak state of every rank of a run, from all its memory samples so far."""
+    return LeakWatch(capacity, **options).update(telemetry)

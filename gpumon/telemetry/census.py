@@ -1,0 +1,278 @@
+"""A census of the live tensors of a training process, taken at a step boundary on request.
+
+gpumon asks by writing ``control/census`` in the run directory (``request_census``).
+The bootstrap's step hook looks at that file's mtime at most every
+``CHECK_EVERY_S`` (one ``os.stat``), then takes a census at that step and a
+second one ``gap`` steps later, each written as a ``census`` event
+(docs/events.md). A file, not a signal: a signal sent to a process without our
+handler would kill it, and a handler could run in the middle of the script's
+own work. This module imports no torch: the hook hands it the script's.
+
+A census groups the tensors that ``gc.get_objects()`` finds by shape, dtype,
+device, grad_fn and requires_grad, counts storage bytes once (by data_ptr), and
+walks the autograd graphs that non-leaf tensors keep alive: nodes, saved
+tensors still held, nodes already backwarded. Parameters are counted apart.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from itertools import compress
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+CONTROL_DIR = "control"  # as gpumon.core.runs.control
+CENSUS_FLAG = "census"
+DEFAULT_GAP = 20  # steps between the two censuses of a request
+CHECK_EVERY_S = 0.25
+MAX_GROUPS = 50  # the event holds at most this many groups (by bytes, then by count and graph size)
+MAX_NODES = 200_000  # graph nodes walked per census
+
+
+def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
+    """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
+    folder = Path(run_dir) / CONTROL_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
+    tmp.write_text(f"{max(1, int(gap))}\n")
+    os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request
+    return (folder / CENSUS_FLAG).stat().st_mtime_ns
+
+
+class CensusTrigger:
+    """Owned by the step hook: ``at_step`` costs one comparison per step while idle."""
+
+    def __init__(self, run_dir: str, torch: ModuleType, since_ns: int) -> None:
+        self.path = os.path.join(run_dir, CONTROL_DIR, CENSUS_FLAG)
+        self.torch = torch
+        self.served = since_ns  # requests older than this process are not ours
+        self.next_check = 0.0
+        self.due: tuple[int, int, int] | None = None  # (request, gap, step of the second census)
+
+    def at_step(self, step: int, now: float, write: Callable[..., None]) -> None:
+        if self.due is not None:
+            request, gap, at = self.due
+            if step >= at:
+                self.due = None
+                self._census(write, request, 2, step, gap)
+            return
+        if now < self.next_check <= now + CHECK_EVERY_S:  # (a clock set back still checks)
+            return
+        self.next_check = now + CHECK_EVERY_S
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return
+        if stat.st_mtime_ns <= self.served:
+            return
+        self.served = stat.st_mtime_ns
+        gap = _read_gap(self.path)
+        self.due = (stat.st_mtime_ns, gap, step + gap)
+        self._census(write, stat.st_mtime_ns, 1, step, gap)
+
+    def _census(self, write: Callable[..., None], request: int, seq: int, step: int, gap: int) -> None:
+        try:
+            found = take_census(self.torch)
+        except Exception as err:  # noqa: BLE001 - a census must never break training
+            write("census", request=request, seq=seq, step=step, gap=gap, error=f"{type(err).__name__}: {err}")
+            return
+        write("census", request=request, seq=seq, step=step, gap=gap, **found)
+
+
+def _read_gap(path: str) -> int:
+    try:
+        with open(path) as fh:
+            return min(10_000, max(1, int(fh.read(32).strip() or DEFAULT_GAP)))
+    except (OSError, ValueError):
+        return DEFAULT_GAP
+
+
+def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int = MAX_NODES) -> dict[str, Any]:
+    """The live tensors of this process, grouped; a dict ready to be a ``census`` event's fields."""
+    started = time.perf_counter()
+    # Exact types against the set of Tensor subclasses: twice as fast as isinstance over ~10^5
+    # objects, and type() never runs a proxy's __class__ property.
+    objects = gc.get_objects()
+    tensors = list(compress(objects, map(_subclasses(torch.Tensor).__contains__, map(type, objects))))
+    del objects
+    param_type = torch.nn.Parameter
+    seen: set[int] = set()  # storages counted already
+    params = [0, 0]
+    for t in tensors:  # parameters first: a view of a weight is the weight's memory
+        if issubclass(type(t), param_type):
+            params[0] += 1
+            params[1] += _new_bytes(t, seen)
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    found: list[tuple[Any, dict[str, Any], Any]] = []  # (tensor, its group, grad_fn)
+    for t in tensors:
+        if issubclass(type(t), param_type):
+            continue
+        try:
+            grad_fn = t.grad_fn
+            name = type(grad_fn).__name__ if grad_fn is not None else None
+            key = (tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), name, t.requires_grad)
+        except Exception:  # noqa: BLE001 - odd subclasses (fake, functorch) are skipped
+            continue
+        found.append((t, groups.get(key) or groups.setdefault(key, _group(*key)), grad_fn))
+    del tensors
+    nodes, truncated = _walk([grad_fn for _, _, grad_fn in found if grad_fn is not None], max_nodes)
+    # Activations a graph saved keep their Python objects alive (torch preserves them while the
+    # graph holds the tensor): they are the graph's memory, not tensors someone kept.
+    held = {_storage(t)[0] for saved, _, _ in nodes.values() for t in saved} - {0}
+    roots: list[tuple[dict[str, Any], Any]] = []
+    for t, group, grad_fn in found:
+        if _storage(t)[0] in held:
+            continue
+        group["count"] += 1
+        group["bytes"] += _new_bytes(t, seen)
+        if grad_fn is not None:
+            roots.append((group, grad_fn))
+    del found
+    _attribute(roots, nodes, seen)
+    ranked = _top([g for g in groups.values() if g["count"]], max_groups)
+    for group in ranked:
+        group["saved_shapes"] = [list(s) for s, _ in group["saved_shapes"].most_common(3)]  # by bytes
+    return {
+        "tensors": sum(g["count"] for g in groups.values()),
+        "bytes": sum(g["bytes"] + g["saved_bytes"] for g in groups.values()),
+        "params": {"count": params[0], "bytes": params[1]},
+        "groups_total": sum(1 for g in groups.values() if g["count"]),
+        "nodes": len(nodes),
+        "truncated": truncated,
+        "groups": ranked,
+        "ms": round((time.perf_counter() - started) * 1e3, 2),
+    }
+
+
+def _group(shape: tuple[int, ...], dtype: str, device: str, grad_fn: str | None, requires_grad: bool) -> dict[str, Any]:
+    return {
+        "shape": list(shape),
+        "dtype": dtype,
+        "device": device,
+        "grad_fn": grad_fn,
+        "requires_grad": requires_grad,
+        "count": 0,
+        "bytes": 0,  # storage bytes, each storage counted once in the whole census
+        "nodes": 0,  # graph nodes reached first from this group's tensors
+        "saved_bytes": 0,  # tensors those nodes still hold for backward (not counted elsewhere)
+        "freed_nodes": 0,  # nodes whose saved tensors backward already freed
+        "saved_shapes": Counter(),
+    }
+
+
+def _subclasses(cls: type) -> set[type]:
+    found: set[type] = {cls}
+    stack: list[type] = [cls]
+    while stack:
+        sub: type
+        for sub in stack.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                stack.append(sub)
+    return found
+
+
+def _storage(t: Any) -> tuple[int, int]:
+    """(data_ptr, nbytes) of a tensor's storage; (0, 0) for sparse, meta or wrapper tensors."""
+    try:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), int(storage.nbytes())
+    except Exception:  # noqa: BLE001
+        return 0, 0
+
+
+def _new_bytes(t: Any, seen: set[int]) -> int:
+    ptr, nbytes = _storage(t)
+    if ptr in seen:
+        return 0
+    if ptr:
+        seen.add(ptr)
+    return nbytes
+
+
+_SAVED: dict[type, list[str]] = {}  # node class -> its raw saved-tensor attribute names
+NodeInfo = tuple[list[Any], bool, list[Any]]  # (saved tensors still held, backward freed them, next nodes)
+
+
+def _walk(roots: list[Any], budget: int) -> tuple[dict[Any, NodeInfo], bool]:
+    """Every node reachable from ``roots``, once (the dict holds the node objects: ids stay valid)."""
+    nodes: dict[Any, NodeInfo] = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in nodes:
+            continue
+        if len(nodes) >= budget:
+            return nodes, True
+        try:
+            kids = [n for n, _ in node.next_functions if n is not None]
+        except (AttributeError, RuntimeError):
+            kids = []
+        nodes[node] = (*_saved(node), kids)
+        stack.extend(kids)
+    return nodes, False
+
+
+def _saved(node: Any) -> tuple[list[Any], bool]:
+    """The tensors a node saved for backward, and whether backward freed them all.
+
+    ``_raw_saved_*.data`` reads a saved tensor as a fresh alias (None once freed): no exception to
+    catch, no unpack hook run (offloading hooks would copy), no version check.
+    """
+    names = _SAVED.get(type(node))
+    if names is None:
+        names = _SAVED[type(node)] = [a for a in dir(node) if a.startswith("_raw_saved_")]
+    saved: list[Any] = []
+    slots = 0
+    for name in names:
+        try:
+            raw = getattr(node, name)
+        except Exception:  # noqa: BLE001
+            continue
+        for item in raw if isinstance(raw, tuple | list) else (raw,):
+            slots += 1
+            tensor = getattr(item, "data", None)
+            if tensor is not None:
+                saved.append(tensor)
+    return saved, slots > 0 and not saved
+
+
+def _attribute(roots: list[tuple[dict[str, Any], Any]], nodes: dict[Any, NodeInfo], seen: set[int]) -> None:
+    """Give each node to one group: roots no other graph contains go first (a running total before its parts)."""
+    inner = {kid for _, _, kids in nodes.values() for kid in kids}
+    claimed: set[Any] = set()
+    for group, root in sorted(roots, key=lambda r: r[1] in inner):
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in claimed or node not in nodes:
+                continue
+            claimed.add(node)
+            saved, freed, kids = nodes[node]
+            group["nodes"] += 1
+            group["freed_nodes"] += freed
+            for t in saved:
+                added = _new_bytes(t, seen)
+                if added:
+                    group["saved_bytes"] += added
+                    group["saved_shapes"][tuple(t.shape)] += added
+            stack.extend(kids)
+
+
+def _top(groups: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The biggest groups by bytes, plus the most numerous and the largest graphs (a leak of tiny tensors)."""
+    by_bytes = sorted(groups, key=lambda g: g["bytes"] + g["saved_bytes"], reverse=True)
+    picked = {id(g): g for g in by_bytes[: limit - limit // 4]}
+    for key in ("count", "nodes"):
+        for g in sorted(groups, key=lambda g: g[key], reverse=True)[: limit // 8]:
+            picked.setdefault(id(g), g)
+    for g in by_bytes:
+        if len(picked) >= limit:
+            break
+        picked.setdefault(id(g), g)
+    return sorted(picked.values(), key=lambda g: g["bytes"] + g["saved_bytes"], reverse=True)
