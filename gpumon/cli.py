@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gpumon import cli_runs
 
     cli_runs.add_commands(sub, _Parser(add_help=False))
-    from gpumon import cli_tune
+    from gpumon import cli_doctor, cli_tune
 
     cli_tune.add_commands(sub, _Parser(add_help=False))
+    cli_doctor.add_commands(sub, _Parser(add_help=False))
     return parser
 
 
@@ -165,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_runs.cmd_logs(args)
         if args.command == "stop":
             return cli_runs.cmd_stop(args)
+        if args.command == "doctor":
+            from gpumon import cli_doctor
+
+            return cli_doctor.cmd_doctor(args)
         if args.command in ("tune", "trials"):
             from gpumon import cli_tune
 

@@ -258,7 +258,7 @@ async def test_lost_gpu_is_marked_and_the_other_stays_live() -> None:
             pass
 
     app = make_app(HalfLost(), ticks=2)
-    async with app.run_test(size=(100, 40)):
+    async with app.run_test(size=(110, 40)):  # the top bar's reason beside the four view tabs
         assert app.query_one("#gpu-1", GpuPanel).has_class("-down")
         text = screen_text(app)
         assert "LOST" in text and "GPU 1 not readable" in text and "UTIL" in text

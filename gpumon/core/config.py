@@ -16,7 +16,7 @@ BINDING_IDS = (
     "terminate", "kill", *(f"gpu_{i}" for i in range(10)),
     "view_gpus", "view_runs", "new_run", "stop_run", "kill_run", "log_next", "log_prev",
     "view_trials", "trial_sort", "trial_reverse", "trial_filter", "experiment_next", "experiment_prev",
-    "trial_metric", "stop_trial", "stop_experiment",
+    "trial_metric", "stop_trial", "stop_experiment", "view_doctor", "census",
 )  # fmt: skip
 
 

@@ -16,15 +16,19 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from gpumon.core.model import Snapshot
+from gpumon.core.doctor.leak import LeakState
+from gpumon.core.format import size
+from gpumon.core.model import GpuDevice, Snapshot
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.core.signals import send_signal
+from gpumon.tui.app_doctor import DoctorActions
 from gpumon.tui.app_runs import RunsActions
 from gpumon.tui.app_trials import TrialsActions
+from gpumon.tui.doctor_view import DoctorView
 from gpumon.tui.gpu_view import GpuList, no_gpu_text, top_bar_text
 from gpumon.tui.panels import GpuPanel, HostPanel
-from gpumon.tui.processes import SORT_KEYS, ProcessTable
+from gpumon.tui.processes import SORT_KEYS, ProcessTable, short_run_id
 from gpumon.tui.run_table import RunTable
 from gpumon.tui.runs import RunsRefreshed, RunsView
 from gpumon.tui.screens import ConfirmScreen, HelpScreen
@@ -43,7 +47,18 @@ class SampleReady(Message):
         super().__init__()
 
 
-class GpumonApp(TrialsActions, RunsActions):
+def gpu_warning(device: GpuDevice, run_pids: dict[int, str], leaks: dict[str, LeakState]) -> tuple[str, str] | None:
+    """(level, note) when a process on ``device`` belongs to a live run whose memory warns; the worst run wins."""
+    found = {run_pids[p.pid] for p in device.processes if p.pid in run_pids and run_pids[p.pid] in leaks}
+    if not found:
+        return None
+    run_id = max(sorted(found), key=lambda r: (leaks[r].state == "leak", leaks[r].slope))
+    state = leaks[run_id]
+    what = "leak" if state.state == "leak" else "growing"
+    return state.state, f"▲ run {short_run_id(run_id)}: memory {what} +{size(state.slope)}/it"
+
+
+class GpumonApp(DoctorActions, TrialsActions, RunsActions):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True
@@ -78,6 +93,9 @@ class GpumonApp(TrialsActions, RunsActions):
         Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev"),
         # Last, so that in the GPUs view t stays SIGTERM (F4 opens Trials there); t opens it elsewhere.
         *view_bindings(("trials",)),
+        # Doctor (last: in the footer after each view's own keys)
+        *view_bindings(("doctor",)),
+        Binding("c", "census", "census", id="census"),
     ]
 
     def __init__(
@@ -97,6 +115,7 @@ class GpumonApp(TrialsActions, RunsActions):
         self.selected: int | None = None
         self.snapshot: Snapshot | None = None
         self.run_pids: dict[int, str] = {}  # PID -> run id of live gpumon runs; the runs worker sets it
+        self.run_leaks: dict[str, LeakState] = {}  # run id -> memory warning of live runs whose memory warns
         self._feed_pids: dict[int, str] = {}
         self._indexes: tuple[int, ...] | None = None
         self._top_bar: Text | None = None
@@ -114,6 +133,7 @@ class GpumonApp(TrialsActions, RunsActions):
                 yield ProcessTable()
             yield RunsView(self.store)
             yield TrialsView(self.store)
+            yield DoctorView(self.store)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -152,6 +172,7 @@ class GpumonApp(TrialsActions, RunsActions):
                     history.tail(("gpu", dev.index, "util"), width),
                     history.tail(("gpu", dev.index, "mem"), width),
                 )
+                panel.set_warning(gpu_warning(dev, self.run_pids, self.run_leaks))
             host = self.query_one(HostPanel)
             width = host.history_width()
             host.show(snap.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
@@ -194,11 +215,27 @@ class GpumonApp(TrialsActions, RunsActions):
         if pids != self.run_pids:
             self.run_pids = dict(pids)
             self._show_processes()
+            self._warn_panels()
+
+    def set_run_leaks(self, leaks: dict[str, LeakState]) -> None:
+        """Warn on the GPU panels that hold a process of these runs (tests may call it directly)."""
+        if leaks != self.run_leaks:
+            self.run_leaks = dict(leaks)
+            self._warn_panels()
+
+    def _warn_panels(self) -> None:
+        if self.snapshot is None:
+            return
+        for dev in self.snapshot.gpu.devices:
+            for panel in self.query(f"#gpu-{dev.index}").results(GpuPanel):
+                panel.set_warning(gpu_warning(dev, self.run_pids, self.run_leaks))
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids
             self.set_run_pids(message.pids)
+        leaks = {s.id: s.leak for s in message.summaries if s.record.live and s.leak is not None}
+        self.set_run_leaks({run_id: state for run_id, state in leaks.items() if state is not None})
 
     # -- views ----------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -225,6 +262,8 @@ class GpumonApp(TrialsActions, RunsActions):
             self.query_one(RunTable).focus()
         elif name == "trials":
             self.query_one(TrialTable).focus()
+        elif name == "doctor":
+            self.doctor_view.focus()
         else:
             self.screen.focus_next()
         self.refresh_bindings()
@@ -232,6 +271,8 @@ class GpumonApp(TrialsActions, RunsActions):
             self.runs_view.poll()
         elif name == "trials":
             self.trials_view.poll()
+        elif name == "doctor":
+            self.open_doctor()
 
     def action_select_gpu(self, index: int) -> None:
         self.select(index)
@@ -289,6 +330,9 @@ class GpumonApp(TrialsActions, RunsActions):
             "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (x)", lambda: self.action_stop_run(False)
         )
         yield SystemCommand("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
+        yield SystemCommand(
+            "Doctor: diagnose the selected run", "Memory trend, failure and fix (d)", self._view_cb("doctor")
+        )
         yield from self.trial_commands()
         yield SystemCommand(
             "Processes: all GPUs / selected GPU", "Toggle the process table's scope", self.action_toggle_all

@@ -86,7 +86,9 @@ class GpuPanel(LinePanel):
         self.device: GpuDevice | None = None
         self.util_history: list[float] = []
         self.mem_history: list[float] = []
-        self.border_title = f"GPU {index}"
+        self.warning: tuple[str, str] | None = None  # (leak state, note) of a run on this GPU whose memory warns
+        self._title = f"GPU {index}"
+        self.border_title = self._title
         if simulated:
             self.border_subtitle = "SIMULATED"
 
@@ -94,12 +96,26 @@ class GpuPanel(LinePanel):
         self.device = device
         self.util_history = util_history
         self.mem_history = mem_history
-        title = f"GPU {device.index} · {device.name or NA}"
-        if title != self.border_title:  # each assignment repaints the border
-            self.border_title = title
+        self._title = f"GPU {device.index} · {device.name or NA}"
+        self._set_title()
         if self.has_class("-down") != (device.state != "ok"):
             self.set_class(device.state != "ok", "-down")
         self.refresh_lines()
+
+    def set_warning(self, warning: tuple[str, str] | None) -> None:
+        """(state, note) of a run on this GPU whose memory grows, or None; only a change repaints."""
+        if warning == self.warning:
+            return
+        self.warning = warning
+        state = warning[0] if warning is not None else None
+        self.set_class(state == "growing", "-growing")
+        self.set_class(state == "leak", "-leak")
+        self._set_title()
+
+    def _set_title(self) -> None:
+        title = self._title if self.warning is None else f"{self._title} · {self.warning[1]}"
+        if title != self.border_title:  # each assignment repaints the border
+            self.border_title = title
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))

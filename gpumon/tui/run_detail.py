@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -10,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from gpumon.core.doctor.leak import LeakState
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.tui.charts import SERIES_STYLES, Chart, Series
@@ -23,6 +25,7 @@ STATE_STYLE = {
     "killed": "yellow",
     "lost": "dim",
 }
+FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
 LAUNCHER = None  # the log choice that is torchrun's own output (launcher.log)
 
 
@@ -110,11 +113,76 @@ def memory_series(summary: RunSummary | None) -> list[Series]:
     ]
 
 
+def leak_style(state: LeakState | None) -> str:
+    """The warning colour of a memory trend: red for a leak, yellow while it grows, none otherwise."""
+    if state is None or not state.warning:
+        return ""
+    return "bold red" if state.state == "leak" else "yellow"
+
+
+def warning_rank(summary: RunSummary | None) -> int | None:
+    """The rank whose memory warns (``summary.leak``), or None."""
+    if summary is None or summary.leak is None:
+        return None
+    leak = summary.leak
+    return next((rank for rank, state in summary.leaks.items() if state is leak), None)
+
+
+def fit_series(summary: RunSummary | None) -> Series | None:
+    """The warning rank's fitted line, value(step) = current + slope * (step - state.step), over the plotted steps.
+
+    It starts where it meets the lowest plotted value (or at the first step), so it never stretches the scale down.
+    """
+    rank = warning_rank(summary)
+    if summary is None or rank is None or rank not in summary.memory_series:
+        return None
+    state = summary.leaks[rank]
+    if state.current is None or state.step is None or state.slope <= 0:
+        return None
+    plotted = [(steps, values) for steps, values in summary.memory_series.values() if values]
+    first = min(steps[0] for steps, _ in plotted)
+    last = max(steps[-1] for steps, _ in plotted)
+    low = min(min(values) for _, values in plotted)
+
+    def value(step: float) -> float:
+        return state.current + state.slope * (step - state.step)  # type: ignore[operator]
+
+    start = max(first, math.ceil(state.step - (state.current - low) / state.slope))
+    if start >= last:
+        return None
+    return Series((start, last), (value(start), value(last)), FIT_STYLE.get(state.state, "bright_white"))
+
+
+def memory_line(summary: RunSummary | None, width: int = 200) -> Text | None:
+    """ "▲ memory: leak: +7.6 KiB/iter (…) · d: doctor" while a rank's memory warns, else None.
+
+    The trend is cut to leave the hint whole in ``width`` cells.
+    """
+    rank = warning_rank(summary)
+    if summary is None or rank is None:
+        return None
+    state = summary.leaks[rank]
+    line = Text.assemble(("▲ memory", leak_style(state)), ": ")
+    if len(summary.leaks) > 1:
+        line.append(f"rank {rank} ")
+    trend = Text(state.describe(), style=leak_style(state))
+    trend.truncate(max(8, width - len(line) - len(" · d: doctor")), overflow="ellipsis")
+    line.append_text(trend)
+    line.append(" · ", style="dim")
+    line.append("d", style="bold")
+    line.append(": doctor", style="dim")
+    return line
+
+
 def memory_legend(summary: RunSummary | None) -> str:
     if summary is None or len(summary.memory_series) < 2:
         return ""
     ranks = sorted(summary.memory_series)
-    return " ".join(f"[{SERIES_STYLES[i % len(SERIES_STYLES)]}]■[/] r{r}" for i, r in enumerate(ranks))
+    legend = " ".join(f"[{SERIES_STYLES[i % len(SERIES_STYLES)]}]■[/] r{r}" for i, r in enumerate(ranks))
+    rank = warning_rank(summary)
+    if rank is not None:
+        legend += f" [{FIT_STYLE.get(summary.leaks[rank].state, 'bright_white')}]╱[/] fit r{rank}"
+    return legend
 
 
 class LogView(Widget):
@@ -149,9 +217,11 @@ class RunDetail(Vertical):
         super().__init__(id="run-detail")
         self.summary: RunSummary | None = None
         self._ended = False
+        self._fit: tuple[object, Series | None] | None = None  # (what it was fitted from, the line)
 
     def compose(self) -> ComposeResult:
         yield Static(info_text(None), id="run-info")
+        yield Static("", id="run-memory")
         with Horizontal(id="run-charts"):
             yield Chart(number, "no loss reported yet", id="loss-chart")
             yield Chart(size, "no per-step memory yet", id="memory-chart")
@@ -169,8 +239,13 @@ class RunDetail(Vertical):
         self._ended = summary is not None and not summary.record.live
         self.query_one("#run-info", Static).update(info_text(summary))
         self.query_one("#loss-chart", Chart).show(loss_series(summary))
+        warning = memory_line(summary, (self.content_size.width or self.app.size.width) - 2)
+        line = self.query_one("#run-memory", Static)
+        line.set_class(warning is not None, "-warning")
+        if warning is not None:
+            line.update(warning)
         memory = self.query_one("#memory-chart", Chart)
-        memory.show(memory_series(summary))
+        memory.show([*memory_series(summary), *self._fitted(summary)])
         kind = summary.memory_kind if summary is not None else ""
         title = f"memory / step · {'CPU heap' if kind == 'heap' else kind}" if kind else "memory / step"
         if memory.border_title != title:
@@ -180,6 +255,19 @@ class RunDetail(Vertical):
             memory.border_subtitle = legend
         if summary is None:
             self.show_log(None)
+
+    def _fitted(self, summary: RunSummary | None) -> list[Series]:
+        """The fitted line, the same Series object while its inputs are (so the chart need not redraw)."""
+        rank = warning_rank(summary)
+        key = (
+            None
+            if summary is None or rank is None
+            else (summary.leaks[rank], tuple(id(s) for s, _ in summary.memory_series.values()))
+        )
+        if self._fit is None or self._fit[0] != key:
+            self._fit = (key, fit_series(summary))
+        fit = self._fit[1]
+        return [fit] if fit is not None else []
 
     def show_log(self, tail: LogTail | None) -> None:
         log = self.query_one("#run-log", LogView)

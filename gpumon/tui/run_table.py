@@ -12,9 +12,10 @@ from textual.widgets import DataTable
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.tui.processes import SortCell, short_run_id
-from gpumon.tui.run_detail import STATE_STYLE, number
+from gpumon.tui.run_detail import STATE_STYLE, leak_style, number
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
+MEMORY_WIDTH = 13  # room for a memory warning: "▲+15.2 KiB/it"
 WIDE: Columns = (
     ("id", "ID", 25),
     ("kind", "KIND", 8),
@@ -23,7 +24,7 @@ WIDE: Columns = (
     ("step", "STEP", 7),
     ("loss", "LOSS", 8),
     ("rate", "SAMPLES/S", 9),
-    ("memory", "MEMORY", 10),
+    ("memory", "MEMORY", MEMORY_WIDTH),
     ("program", "PROGRAM", 14),
 )
 MEDIUM: Columns = WIDE[:-1]
@@ -34,7 +35,7 @@ COMPACT: Columns = (
     ("step", "STEP", 6),
     ("loss", "LOSS", 7),
     ("rate", "SAMP/S", 6),
-    ("memory", "MEMORY", 10),
+    ("memory", "MEMORY", MEMORY_WIDTH),
 )
 
 
@@ -46,21 +47,37 @@ def columns_for(width: int) -> Columns:
     return COMPACT
 
 
+def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
+    """ "▲+7.6 KiB/it": memory growth per iteration, shortened to fit ``width``."""
+    for text in (f"▲+{size(slope)}/it", f"▲{size(slope)}/it", f"▲{size(slope)}"):
+        if len(text) <= width:
+            break
+    return text
+
+
 def run_cells(s: RunSummary, id_width: int) -> dict[str, SortCell]:
     def right(value: str, style: str = "") -> Text:
         return Text(value, style=style, justify="right")
 
     record = s.record
     elapsed = record.elapsed()
+    leak = s.leak
+    warn = leak_style(leak)
+    if leak is not None:  # memory grows per iteration: the rate in place of the size, in the warning colour
+        memory = Text.assemble((growth_marker(leak.slope), warn), justify="right")
+    else:
+        memory = right("" if s.memory is None else size(s.memory))
+    shown_id = s.id if len(s.id) <= id_width else short_run_id(s.id)
     cells = {
-        "id": SortCell((record.created, s.id), Text(s.id if len(s.id) <= id_width else short_run_id(s.id))),
+        # a span, not Text(style=): Text equality ignores its base style, and update-by-diff compares cells
+        "id": SortCell((record.created, s.id), Text.assemble((shown_id, warn))),
         "kind": SortCell(record.spec.kind, Text(record.spec.kind)),
         "status": SortCell(s.state, Text(s.state, style=STATE_STYLE.get(s.state, ""))),
         "elapsed": SortCell(elapsed or 0.0, right(duration(elapsed) if elapsed is not None else "")),
         "step": SortCell(s.step or -1, right("" if s.step is None else str(s.step))),
         "loss": SortCell(s.loss, right(number(s.loss))),
         "rate": SortCell(s.samples_per_s, right("" if s.samples_per_s is None else f"{s.samples_per_s:.0f}")),
-        "memory": SortCell(s.memory or -1, right("" if s.memory is None else size(s.memory))),
+        "memory": SortCell(s.memory or -1, memory),
         "program": SortCell(record.spec.label(), Text(elide(record.spec.label(), 14))),
     }
     return cells

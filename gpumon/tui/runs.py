@@ -98,7 +98,8 @@ class RunsView(Vertical):
     def _read(self, record: RunRecord | None, choice: int | None) -> None:
         if self._monitor is None:
             self.store = self.store or RunStore()
-            self._monitor = RunsMonitor(self.store)
+            # A live run whose memory starts to warn is asked once for a tensor census, unless read-only.
+            self._monitor = RunsMonitor(self.store, auto_census=not getattr(self.app, "readonly", False))
             self.visible_gpus = visible_gpu_count()
         summaries = self._monitor.refresh()
         pids = self._monitor.pid_runs()

@@ -45,6 +45,7 @@ HELP = """\
   g, F2          GPUs: the live monitor
   r, F3          Runs: training runs started by gpumon
   t, F4          Trials: Ray Tune experiments (in the GPUs view: F4)
+  d, F5          Doctor: a run's memory growth, failure and the fix
 
 [b]GPUs[/b]
   0-9            select GPU by index
@@ -64,6 +65,11 @@ HELP = """\
   x              stop the selected run: SIGTERM, SIGKILL after 10 s
   K (shift+k)    kill the selected run now (SIGKILL)
   l / L          next / previous log: rank 0, 1, …, torchrun's launcher
+  d              the Doctor on the selected run (▲: its memory grows per step)
+
+[b]Doctor[/b] (the selected run, else the newest; a live run refreshes)
+  ↑/↓  pgup/pgdn scroll: memory trend per rank, what grows, failure, advice
+  c              ask the live run for a tensor census: names what grows
 
 [b]Trials[/b] (★: the best trial so far)
   ↑/↓            select a trial: its metric curve and error text
@@ -80,7 +86,8 @@ HELP = """\
   q, ctrl+q      quit
 
 Signals, stop and kill ask first. Values that cannot be read show N/A.
-With --readonly, no signal is ever sent and no run or trial is started or stopped.
+With --readonly, no signal is ever sent, no run or trial is started or stopped
+and no census is asked for.
 """
 
 

@@ -1,4 +1,4 @@
-"""The app's views (GPUs, Runs, Trials; Doctor later) and the tab strip that names them.
+"""The app's views (GPUs, Runs, Trials, Doctor) and the tab strip that names them.
 
 A view is a child of the app's ContentSwitcher plus the app actions that only
 act while it shows. To add one: a ``View`` here, its widget in
@@ -31,10 +31,13 @@ TRIAL_ACTIONS = frozenset(
     {"trial_sort", "trial_reverse", "trial_filter", "experiment", "trial_metric", "stop_trial", "stop_experiment"}
 )
 
+DOCTOR_ACTIONS = frozenset({"census"})
+
 VIEWS: tuple[View, ...] = (
     View("gpus", "GPUs", "body", "g,f2", GPU_ACTIONS),
     View("runs", "Runs", "runs", "r,f3", RUN_ACTIONS),
     View("trials", "Trials", "trials", "t,f4", TRIAL_ACTIONS),
+    View("doctor", "Doctor", "doctor", "d,f5", DOCTOR_ACTIONS),
 )
 VIEW_OF_ACTION = {action: view.name for view in VIEWS for action in view.actions}
 

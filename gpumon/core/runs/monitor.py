@@ -7,8 +7,10 @@ the views get immutable ``RunSummary`` objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import contextlib
+from dataclasses import dataclass, field, replace
 
+from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
 
@@ -28,6 +30,13 @@ class RunSummary:
     memory_series: dict[int, tuple[tuple[int, ...], tuple[float, ...]]]  # rank -> (steps, bytes)
     exception: str | None  # "Type: message" of the last uncaught exception
     notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
+    leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
+
+    @property
+    def leak(self) -> LeakState | None:
+        """The rank whose memory warns (growing or leak), fastest first; None when none does."""
+        warning = [s for s in self.leaks.values() if s.warning]
+        return max(warning, key=lambda s: (s.state == "leak", s.slope)) if warning else None
 
     @property
     def id(self) -> str:
@@ -39,8 +48,13 @@ class RunSummary:
 
 
 class RunsMonitor:
-    def __init__(self, store: RunStore | None = None) -> None:
+    """``auto_census``: when a live run's memory starts to warn, ask it once for a tensor census."""
+
+    def __init__(self, store: RunStore | None = None, auto_census: bool = False) -> None:
         self.store = store or RunStore()
+        self.auto_census = auto_census
+        self._leaks: dict[str, LeakWatch] = {}
+        self._census_asked: set[str] = set()
         self._telemetry: dict[str, RunTelemetry] = {}
         self._records: dict[str, RunRecord] = {}
         self._summaries: dict[str, RunSummary] = {}
@@ -67,14 +81,27 @@ class RunsMonitor:
             tele = self._telemetry.setdefault(run_id, RunTelemetry(path))
             changed = tele.update()
             if changed or old is None or old.status != record.status or run_id not in self._summaries:
-                self._summaries[run_id] = summarise(record, tele)
+                leaks = self._leaks.setdefault(run_id, LeakWatch()).update(tele)
+                self._summaries[run_id] = summarise(record, tele, leaks)
+                if self.auto_census and record.live and any(s.warning for s in leaks.values()):
+                    self._ask_census(record)
             else:
                 self._summaries[run_id] = _with_record(self._summaries[run_id], record)
         for gone in set(self._summaries) - seen:
             self._summaries.pop(gone, None)
             self._records.pop(gone, None)
             self._telemetry.pop(gone, None)
+            self._leaks.pop(gone, None)
         return sorted(self._summaries.values(), key=lambda s: (s.record.created, s.id))
+
+    def _ask_census(self, record: RunRecord) -> None:
+        if record.id in self._census_asked:
+            return
+        self._census_asked.add(record.id)
+        from gpumon.telemetry.census import request_census
+
+        with contextlib.suppress(OSError):  # not our run dir to write (another user's run): the warning still shows
+            request_census(record.dir)
 
     def pid_runs(self) -> dict[int, str]:
         """PID → run id for the processes of live runs (ranks and their main process)."""
@@ -90,7 +117,7 @@ class RunsMonitor:
         return out
 
 
-def summarise(record: RunRecord, tele: RunTelemetry) -> RunSummary:
+def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
     return RunSummary(
@@ -107,6 +134,7 @@ def summarise(record: RunRecord, tele: RunTelemetry) -> RunSummary:
         memory_series={r: (tuple(m.used.steps), tuple(m.used.values)) for r, m in sorted(tele.memory.items())},
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
         notes=tuple(tele.notes[-20:]),
+        leaks=dict(leaks or {}),
     )
 
 

@@ -1,0 +1,100 @@
+"""``gpumon doctor RUN``: memory growth per iteration, the leak's cause, the failure and what to change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from gpumon.cli_runs import fail
+
+CENSUS_WAIT_S = 120.0
+
+
+def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
+    doctor = sub.add_parser(
+        "doctor",
+        parents=[parent],
+        help="explain a run: memory growth per iteration, a leak's cause, a failure, and the fix",
+        description="Diagnose a run from its files: the memory trend of each rank, the classified failure with "
+        "ranked advice, and with --census the live tensors that grow (the run must be alive).",
+    )
+    doctor.add_argument("run", nargs="?", default="last", help="run id or unique prefix (default: the newest run)")
+    doctor.add_argument("--json", action="store_true", help="print JSON for scripts")
+    doctor.add_argument(
+        "--census", action="store_true", help="ask the live run for two tensor censuses and name what grows"
+    )
+    doctor.add_argument("--gap", type=int, default=20, metavar="STEPS", help="steps between the two censuses")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from gpumon.core.doctor.report import diagnose
+    from gpumon.core.runs.store import RunNotFound, RunStore
+
+    store = RunStore()
+    try:
+        record = store.resolve(args.run)
+    except RunNotFound as err:
+        return fail(str(err))
+    if args.census:
+        if not record.live:
+            return fail(f"{record.id} is {record.state}: a census needs a live run (it looks inside its processes)")
+        if args.gap < 1:
+            return fail(f"--gap must be at least 1, got {args.gap}")
+        from gpumon.telemetry.census import request_census
+
+        request_census(record.dir, args.gap)
+        if not args.json:
+            print(f"asked {record.id} for two censuses {args.gap} steps apart...", flush=True)
+        deadline = time.monotonic() + CENSUS_WAIT_S
+        while True:
+            record = store.load(record.dir) or record
+            diagnosis = diagnose(record)
+            if not diagnosis.census_pending or not record.live or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if diagnosis.census_pending and not args.json:
+            print("no census came back: does the run import torch and step an optimizer under gpumon?")
+    else:
+        diagnosis = diagnose(record)
+    if args.json:
+        print(json.dumps(diagnosis.to_dict(), indent=2))
+        return 0
+    print("\n".join(render(diagnosis, record)))
+    return 0
+
+
+def render(diagnosis: Any, record: Any) -> list[str]:
+    """The diagnosis as plain text, most important first."""
+    from gpumon.core.format import size
+
+    exit_text = f", exit code {record.exit_code}" if record.exit_code not in (None, 0) else ""
+    lines = [f"{record.id}  {record.state}{exit_text}  {diagnosis.headline()}"]
+    if diagnosis.leaks:
+        lines.append("\nmemory per iteration:")
+        for rank, state in diagnosis.leaks.items():
+            current = f", now {size(state.current)}" if state.current is not None else ""
+            lines.append(f"  rank {rank}: {state.describe()}{current}")
+    if diagnosis.causes:
+        lines.append("\nwhat grows (tensor census):")
+        for cause in diagnosis.causes:
+            lines += [f"  rank {cause.rank}: {cause.title}", f"    seen: {cause.evidence}", f"    fix:  {cause.advice}"]
+    elif diagnosis.census_pending:
+        lines.append("\na tensor census was asked for and has not come back yet")
+    elif record.live and any(s.warning for s in diagnosis.leaks.values()):
+        lines.append(f"\nto name the cause: gpumon doctor {record.id} --census")
+    failure = diagnosis.failure
+    if failure is not None:
+        rank = f" (rank {failure.rank})" if failure.rank is not None else ""
+        lines.append(f"\nfailure{rank}: {failure.title}")
+        lines += [f"  {line.strip()}" for line in failure.evidence[:3]]
+        if failure.detail:
+            lines.append(f"  {failure.detail}")
+        if failure.kind == "unknown":
+            lines.append(f"  (not a known pattern: the whole error is in gpumon logs {record.id})")
+    if diagnosis.advice:
+        lines.append("\nwhat to change, best first:")
+        for n, advice in enumerate(diagnosis.advice, 1):
+            lines += [f"  {n}. {advice.title}", f"     why:    {advice.why}", f"     change: {advice.change}"]
+    return lines

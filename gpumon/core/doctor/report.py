@@ -1,0 +1,110 @@
+"""One run's diagnosis: memory trend per rank, the named leak cause, the failure and the ranked advice.
+
+What ``gpumon doctor RUN`` prints and the Doctor view shows. Built from the
+run's files only (status, events, logs), so it works on a live run, an ended
+one, and one whose machine is gone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.doctor.advice import Advice, Context, advise
+from gpumon.core.doctor.causes import Cause, name_causes, read_census_events
+from gpumon.core.doctor.evidence import run_failure
+from gpumon.core.doctor.failures import Failure
+from gpumon.core.doctor.leak import LeakState, analyse
+from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.telemetry.census import CENSUS_FLAG, CONTROL_DIR
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    run_id: str
+    state: str
+    leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend
+    causes: tuple[Cause, ...] = ()  # what the tensor censuses saw grow
+    census_pending: bool = False  # a census was asked for and has not come back yet
+    failure: Failure | None = None
+    advice: tuple[Advice, ...] = ()
+
+    @property
+    def worst(self) -> LeakState | None:
+        """The rank whose memory grows fastest among those that warn, else any rank."""
+        if not self.leaks:
+            return None
+        return max(self.leaks.values(), key=lambda s: (s.warning, s.state == "leak", s.slope))
+
+    def headline(self) -> str:
+        if self.failure is not None and self.failure.kind != "killed":
+            return self.failure.title
+        worst = self.worst
+        if worst is not None and worst.warning:
+            return f"memory {worst.describe()}"
+        if self.failure is not None:
+            return self.failure.title
+        return "no problem seen" if self.leaks else "no memory samples yet"
+
+    def to_dict(self) -> dict[str, Any]:
+        failure = None
+        if self.failure is not None:
+            failure = asdict(self.failure)
+            failure.pop("text")  # the logs hold it; the evidence lines are kept
+        return {
+            "schema": 1,
+            "run": self.run_id,
+            "state": self.state,
+            "headline": self.headline(),
+            "memory": {str(rank): {**asdict(s), "warning": s.warning} for rank, s in self.leaks.items()},
+            "causes": [asdict(c) for c in self.causes],
+            "census_pending": self.census_pending,
+            "failure": failure,
+            "advice": [asdict(a) for a in self.advice],
+        }
+
+
+def diagnose(
+    record: RunRecord, telemetry: RunTelemetry | None = None, capacity: dict[int, int] | None = None
+) -> Diagnosis:
+    """Everything the doctor can say about ``record`` now. ``capacity``: rank -> device bytes, when known."""
+    if telemetry is None:
+        telemetry = RunTelemetry(record.dir)
+        telemetry.update()
+    leaks = analyse(telemetry, capacity)
+    census = read_census_events(record.dir)
+    causes = tuple(c for found in name_causes(census).values() for c in found)
+    failure = run_failure(record, telemetry)
+    advice: tuple[Advice, ...] = ()
+    worst = max(leaks.values(), key=lambda s: s.slope, default=None)
+    if failure is not None:
+        rank = failure.rank if failure.rank is not None else 0
+        memory = telemetry.memory.get(rank)
+        context = Context.from_argv(
+            record.spec.full_args,
+            world_size=record.spec.nproc * record.spec.nnodes,
+            allocated=tuple(int(v) for v in memory.used.values[-200:]) if memory else (),
+            rss=tuple(int(v) for v in memory.reserved.values[-200:]) if memory else (),
+            leak_slope=worst.slope if worst is not None and worst.warning else None,
+        )
+        advice = tuple(advise(failure, context))
+    return Diagnosis(
+        record.id,
+        record.state,
+        leaks,
+        causes,
+        census_pending=record.live and census_pending(record.dir, census),
+        failure=failure,
+        advice=advice,
+    )
+
+
+def census_pending(run_dir: Path, census: list[dict[str, Any]]) -> bool:
+    """A census was asked for (control/census) and its second half has not arrived."""
+    try:
+        request = (run_dir / CONTROL_DIR / CENSUS_FLAG).stat().st_mtime_ns
+    except OSError:
+        return False
+    return not any(e.get("request") == request and e.get("seq") == 2 for e in census)
