@@ -1,0 +1,59 @@
+"""`gpumon doctor`: a live leaking run launched by gpumon, diagnosed with a census; a failed run explained."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.runs.store import RunStore
+from tests.conftest import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpumon", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    script = str(REPO / "trainers" / "examples" / "leak_loss_graph.py")
+    started = gpumon("launch", "script", script, "--", "--steps", "3000", "--step-ms", "5")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.split()[-1]
+    try:
+        verdict = wait_until(lambda: "memory leak" in gpumon("doctor", run_id).stdout, timeout=90)
+        report = gpumon("doctor", run_id, "--census", "--gap", "10")
+        assert verdict, gpumon("doctor", run_id).stdout
+    finally:
+        gpumon("stop", run_id, "--kill")
+    lines = report.stdout.splitlines()
+    assert report.returncode == 0, report.stderr
+    assert lines[0] == f"asked {run_id} for two censuses 10 steps apart..."
+    assert lines[1].startswith(f"{run_id}  running  memory leak: +")
+    assert "rank 0: leak: +" in report.stdout
+    assert "rank 0: loss accumulated with its autograd graph" in report.stdout
+    assert "fix:  accumulate a number: `total_loss += loss.item()`" in report.stdout
+
+
+def test_doctor_explains_a_failed_run_as_json_and_refuses_a_census(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    script = str(REPO / "trainers" / "examples" / "oom_batch.py")
+    started = gpumon("launch", "script", script, "--", "--batch-size", "64", "--steps", "2")
+    run_id = started.stdout.split()[-1]
+    assert wait_until(lambda: RunStore().resolve(run_id).state == "failed", timeout=60)
+    doc = json.loads(gpumon("doctor", run_id, "--json").stdout)
+    assert doc["failure"]["kind"] == "host_oom"
+    assert doc["failure"]["memory"]["requested"] == 64 * 128 * 2**20
+    assert doc["advice"] and doc["advice"][0]["key"] == "host_batch"
+    refused = gpumon("doctor", run_id, "--census")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        f"gpumon: error: {run_id} is failed: a census needs a live run (it looks inside its processes)"
+    )
+    unknown = gpumon("doctor", "nope")
+    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
