@@ -87,7 +87,43 @@ async def shoot_trials(name: str, size: tuple[int, int]) -> None:
         app.save_screenshot(str(ROOT / "docs" / name))
 
 
+async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
+    """A real leaking run (total_loss += loss) launched by gpumon, caught live; d, then c for a census."""
+    import os
+    import tempfile
+
+    from gpumon.core.runs.launcher import launch, stop
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+
+    os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
+    script = str(ROOT / "trainers" / "examples" / "leak_loss_graph.py")
+    spec = RunSpec(kind="script", program=script, args=("--steps", "20000", "--step-ms", "5"), name="leak_loss_graph")
+    record = launch(spec, RunStore(), 0)
+    app = make_app(gpus=2, ticks=120)
+    try:
+        async with app.run_test(size=size) as pilot:
+            await pilot.press("r")
+            for _ in range(1200):
+                await pilot.pause(0.1)
+                summary = app.runs_view.summaries.get(record.id)
+                if summary is not None and summary.leak is not None and summary.leak.state == "leak":
+                    break
+            await pilot.press("d")
+            await pilot.pause(0.5)
+            await pilot.press("c")
+            for _ in range(600):
+                await pilot.pause(0.1)
+                if "loss accumulated" in str(app.query_one("#doctor-text").render()):
+                    break
+            await pilot.pause(0.5)
+            app.save_screenshot(str(ROOT / "docs" / name))
+    finally:
+        stop(RunStore().resolve(record.id), kill=True)
+
+
 async def main() -> None:
+    await shoot_doctor("screenshot-doctor.svg", (120, 40))
     await shoot_trials("screenshot-trials.svg", (120, 40))
     await shoot_runs("screenshot-runs.svg", (120, 40))
     await shoot(make_app(gpus=4, ticks=120), "screenshot-main.svg", (120, 40), ("a",))
