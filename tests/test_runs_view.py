@@ -244,13 +244,13 @@ async def test_log_tail_cycles_through_ranks_and_the_launcher_log(home: Path) ->
         await open_runs(pilot, 3)
         await select(pilot, FINISHED)
         await log_title(pilot, "rank 0")
-        assert "rank0 epoch 1 step 59 loss 0.0059" in screen_text(app)  # the newest line shows
+        await until(pilot, lambda: "rank0 epoch 1 step 59 loss 0.0059" in screen_text(app))  # the newest line shows
         await pilot.press("l")
         await log_title(pilot, "rank 1")
-        assert "rank1 step 200 loss 0.1234" in screen_text(app)
+        await until(pilot, lambda: "rank1 step 200 loss 0.1234" in screen_text(app))
         await pilot.press("l")
         await log_title(pilot, "launcher")
-        assert "torchrun: starting 2 workers" in screen_text(app)
+        await until(pilot, lambda: "torchrun: starting 2 workers" in screen_text(app))
         await pilot.press("L", "L")
         await log_title(pilot, "rank 0")
 

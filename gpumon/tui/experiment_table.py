@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from gpumon.core.format import elide
 from gpumon.core.runs.experiments import ExperimentInfo
-from gpumon.tui.processes import SortCell, short_run_id
+from gpumon.tui.processes import KeyedTable, SortCell, short_run_id
 from gpumon.tui.run_detail import STATE_STYLE, number
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
@@ -61,7 +60,7 @@ def experiment_cells(info: ExperimentInfo, columns: Columns) -> dict[str, SortCe
     return {key: cells[key] for key, _, _ in columns}
 
 
-class ExperimentTable(DataTable[SortCell]):
+class ExperimentTable(KeyedTable):
     """Past and live experiments; the highlighted one fills the trial table."""
 
     def __init__(self) -> None:
@@ -102,21 +101,8 @@ class ExperimentTable(DataTable[SortCell]):
         if title != self.border_title:
             self.border_title = title
 
-    def selected_id(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:  # noqa: BLE001 - cursor outside the rows
-            return None
-
     def select_run(self, run_id: str) -> bool:
-        try:
-            row = self.get_row_index(run_id)
-        except Exception:  # noqa: BLE001 - no such row (yet)
-            return False
-        self.move_cursor(row=row, animate=False)
-        return True
+        return self.select_key(run_id)
 
     def cycle(self, step: int) -> str | None:
         """Highlight the next (step 1) or previous experiment; returns its run id."""

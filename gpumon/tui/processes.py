@@ -162,3 +162,23 @@ class ProcessTable(DataTable[SortCell]):
         except Exception:  # noqa: BLE001 - cursor outside the rows
             return None
         return self.processes.get(str(key))
+
+
+class KeyedTable(DataTable[SortCell]):
+    """A DataTable whose rows are keyed by an id: which id is under the cursor, and moving to one."""
+
+    def selected_id(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        except Exception:  # noqa: BLE001 - cursor outside the rows
+            return None
+
+    def select_key(self, key: str) -> bool:
+        try:
+            row = self.get_row_index(key)
+        except Exception:  # noqa: BLE001 - no such row (filtered out, or not yet)
+            return False
+        self.move_cursor(row=row, animate=False)
+        return True

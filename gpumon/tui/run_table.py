@@ -7,11 +7,10 @@ fit, else short ids ("ddp-c132") and the numbers only.
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.tui.processes import SortCell, short_run_id
+from gpumon.tui.processes import KeyedTable, SortCell, short_run_id
 from gpumon.tui.run_detail import STATE_STYLE, leak_style, number
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
@@ -83,7 +82,7 @@ def run_cells(s: RunSummary, id_width: int) -> dict[str, SortCell]:
     return cells
 
 
-class RunTable(DataTable[SortCell]):
+class RunTable(KeyedTable):
     """One row per run, newest on top, keyed by run id; cells change in place."""
 
     def __init__(self) -> None:
@@ -138,18 +137,5 @@ class RunTable(DataTable[SortCell]):
         if title != self.border_title:
             self.border_title = title
 
-    def selected_id(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:  # noqa: BLE001 - cursor outside the rows
-            return None
-
     def select_run(self, run_id: str) -> bool:
-        try:
-            row = self.get_row_index(run_id)
-        except Exception:  # noqa: BLE001 - no such row (yet)
-            return False
-        self.move_cursor(row=row, animate=False)
-        return True
+        return self.select_key(run_id)

@@ -17,11 +17,11 @@ from typing import Any
 from textual.widgets import DataTable
 
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.tui.processes import SortCell
+from gpumon.tui.processes import KeyedTable, SortCell
 from gpumon.tui.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, Column, trial_cells, trial_columns
 
 
-class TrialTable(DataTable[SortCell]):
+class TrialTable(KeyedTable):
     """The selected experiment's trials, sortable by any column, filtered by status."""
 
     def __init__(self) -> None:
@@ -161,21 +161,8 @@ class TrialTable(DataTable[SortCell]):
         self.sort_by(str(event.column_key.value))
 
     # -- selection ------------------------------------------------------------
-    def selected_id(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:  # noqa: BLE001 - cursor outside the rows
-            return None
-
     def select_trial(self, trial_id: str) -> bool:
-        try:
-            row = self.get_row_index(trial_id)
-        except Exception:  # noqa: BLE001 - not shown (filtered out, or not yet)
-            return False
-        self.move_cursor(row=row, animate=False)
-        return True
+        return self.select_key(trial_id)  # False when filtered out or not shown yet
 
     def row_keys(self) -> list[str]:
         return [str(row.key.value) for row in self.ordered_rows]
