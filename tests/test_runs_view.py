@@ -159,7 +159,7 @@ def cell(app: GpumonApp, run_id: str, column: str) -> str:
     return str(app.query_one(RunTable).get_cell(run_id, column).text)
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 10.0) -> None:
+async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"

@@ -30,10 +30,13 @@ LOG_LINES = 200
 
 
 class RunsRefreshed(Message):
-    def __init__(self, summaries: list[RunSummary], pids: dict[int, str], log: LogTail | None, gpus: int) -> None:
+    def __init__(
+        self, summaries: list[RunSummary], pids: dict[int, str], log: LogTail | None, gpus: int, asked: int | None
+    ) -> None:
         self.summaries = summaries
         self.pids = pids
         self.log = log
+        self.asked = asked  # the log the read was for: a newer choice makes this tail stale
         self.visible_gpus = gpus
         super().__init__()
 
@@ -104,7 +107,7 @@ class RunsView(Vertical):
         summaries = self._monitor.refresh()
         pids = self._monitor.pid_runs()
         log = read_log(record, choice) if record is not None else None
-        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0))
+        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
@@ -124,7 +127,8 @@ class RunsView(Vertical):
         self.visible_gpus = message.visible_gpus
         self._show(message.summaries)
         tail = message.log
-        if tail is not None and tail.run_id == self.selected_id:
+        # a tail read before the user picked another log must not undo the pick (l pressed twice quickly)
+        if tail is not None and tail.run_id == self.selected_id and message.asked == self.log_choice:
             self.log_choices = tail.choices
             self.log_choice = tail.choice
             self.query_one(RunDetail).show_log(tail)
