@@ -29,8 +29,10 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from gpumon.core.doctor.leak import LeakWatch
     from gpumon.core.doctor.report import diagnose
     from gpumon.core.runs.store import RunNotFound, RunStore
+    from gpumon.core.runs.telemetry import RunTelemetry
 
     store = RunStore()
     try:
@@ -48,9 +50,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"asked {record.id} for two censuses {args.gap} steps apart...", flush=True)
         deadline = time.monotonic() + CENSUS_WAIT_S
+        telemetry, watch = RunTelemetry(record.dir), LeakWatch()  # kept: each pass reads only what is new
         while True:
             record = store.load(record.dir) or record
-            diagnosis = diagnose(record)
+            telemetry.update()
+            diagnosis = diagnose(record, telemetry, watch=watch)
             if not diagnosis.census_pending or not record.live or time.monotonic() > deadline:
                 break
             time.sleep(0.5)

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import Diagnosis, diagnose
 from gpumon.core.format import size
 from gpumon.core.runs.store import RunNotFound, RunRecord, RunStore
@@ -125,7 +126,7 @@ class DoctorView(VerticalScroll):
         self.wanted: Path | None = None  # the run dir asked for; None: the newest run
         self.found: Found | None = None
         self.asked: set[str] = set()  # runs asked for a census here, until a diagnosis says pending/causes
-        self._telemetry: tuple[Path, RunTelemetry] | None = None
+        self._telemetry: tuple[Path, RunTelemetry, LeakWatch] | None = None  # kept: each refresh reads what is new
         self._busy = False
         self._again = False
         self._failed: str | None = None
@@ -178,10 +179,10 @@ class DoctorView(VerticalScroll):
                 raise RunNotFound(f"run {wanted.name} is gone")
         assert record is not None
         if self._telemetry is None or self._telemetry[0] != record.dir:
-            self._telemetry = (record.dir, RunTelemetry(record.dir))
-        telemetry = self._telemetry[1]
+            self._telemetry = (record.dir, RunTelemetry(record.dir), LeakWatch())
+        _, telemetry, watch = self._telemetry
         telemetry.update()
-        self.post_message(DoctorReady(wanted, Found(record, diagnose(record, telemetry))))
+        self.post_message(DoctorReady(wanted, Found(record, diagnose(record, telemetry, watch=watch))))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group != "doctor" or event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.advice import Advice, Context, advise
-from gpumon.core.doctor.causes import Cause, name_causes, read_census_events
+from gpumon.core.doctor.causes import Cause, name_causes
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
-from gpumon.core.doctor.leak import LeakState, analyse
+from gpumon.core.doctor.leak import LeakState, LeakWatch
+from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
-from gpumon.telemetry.census import CENSUS_FLAG, CONTROL_DIR
+from gpumon.telemetry.census import CENSUS_FLAG
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,21 @@ class Diagnosis:
 
 
 def diagnose(
-    record: RunRecord, telemetry: RunTelemetry | None = None, capacity: dict[int, int] | None = None
+    record: RunRecord,
+    telemetry: RunTelemetry | None = None,
+    capacity: dict[int, int] | None = None,
+    watch: LeakWatch | None = None,
 ) -> Diagnosis:
-    """Everything the doctor can say about ``record`` now. ``capacity``: rank -> device bytes, when known."""
+    """Everything the doctor can say about ``record`` now. ``capacity``: rank -> device bytes, when known.
+
+    A caller that diagnoses a live run again and again passes the same ``telemetry`` (updated) and
+    ``watch``: each call then reads and analyses only what arrived since the last one.
+    """
     if telemetry is None:
         telemetry = RunTelemetry(record.dir)
         telemetry.update()
-    leaks = analyse(telemetry, capacity)
-    census = read_census_events(record.dir)
+    leaks = (watch or LeakWatch(capacity)).update(telemetry)
+    census = telemetry.census
     causes = tuple(c for found in name_causes(census).values() for c in found)
     failure = run_failure(record, telemetry)
     advice: tuple[Advice, ...] = ()

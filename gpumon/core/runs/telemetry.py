@@ -41,6 +41,7 @@ class RunTelemetry:
     pids: dict[int, int] = field(default_factory=dict)  # pid -> rank
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
     tune: Experiment | None = None  # once Tune events arrive
     _reader: EventReader | None = None
@@ -84,6 +85,8 @@ class RunTelemetry:
             self.exceptions.append(event)
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
+        elif kind == "census":
+            self.census.append(event)
         elif kind in TUNE_EVENTS:
             if self.tune is None:
                 self.tune = Experiment()
