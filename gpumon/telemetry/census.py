@@ -22,11 +22,11 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from itertools import compress
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-CONTROL_DIR = "control"  # as gpumon.core.runs.control
+from gpumon.core.runs.control import CONTROL_DIR, control_dir
+
 CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
 CHECK_EVERY_S = 0.25
@@ -36,8 +36,7 @@ MAX_NODES = 200_000  # graph nodes walked per census
 
 def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
     """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
-    folder = Path(run_dir) / CONTROL_DIR
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder = control_dir(run_dir)
     tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
     tmp.write_text(f"{max(1, int(gap))}\n")
     os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request

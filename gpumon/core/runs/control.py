@@ -16,14 +16,15 @@ STOP_ALL = "stop"
 STOP_TRIALS = "stop-trials"
 
 
-def _control(run_dir: str | os.PathLike[str]) -> Path:
+def control_dir(run_dir: str | os.PathLike[str]) -> Path:
+    """The run's ``control/`` folder (private), made if needed; also where census requests go."""
     path = Path(run_dir) / CONTROL_DIR
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 
 
 def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:
-    flag = _control(run_dir) / STOP_ALL
+    flag = control_dir(run_dir) / STOP_ALL
     fd = os.open(flag, os.O_WRONLY | os.O_CREAT, 0o600)
     os.close(fd)
 
@@ -31,7 +32,7 @@ def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:
 def request_stop_trial(run_dir: str | os.PathLike[str], trial_id: str) -> None:
     if not trial_id or "\n" in trial_id:
         raise ValueError(f"not a trial id: {trial_id!r}")
-    fd = os.open(_control(run_dir) / STOP_TRIALS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(control_dir(run_dir) / STOP_TRIALS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, f"{trial_id}\n".encode())
     finally:
