@@ -38,20 +38,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from gpumon.core.runs.launcher import launch
     from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
     from gpumon.core.runs.store import RunStore
-    from gpumon.tune.search_file import SearchFileError, load
 
     visible = visible_gpu_count()
-    try:
-        name = args.name or load(args.search, visible).name
-    except SearchFileError as err:
-        return fail(str(err))
     try:
         spec = RunSpec(
             kind="tune",
             search=args.search,
             gpus=parse_gpus(args.gpus, visible),
             env=parse_env(args.env),
-            name=name,
+            name=args.name,  # else the search file's name
         )
         if args.check:
             validate(spec, visible)

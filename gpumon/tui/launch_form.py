@@ -53,18 +53,12 @@ def build_spec(
 
 
 def _search_spec(path: str, args: list[str], gpus: str | None, visible: int, cwd: str) -> RunSpec:
-    from gpumon.tune.search_file import SearchFileError, load  # reads TOML only: no ray import
-
     if not path.strip():
         raise SpecError("tune needs a search file in the script field, e.g. trainers/searches/digits-asha.toml")
     if args:
         raise SpecError("extra args: a search takes none (fixed values go in its [space])")
     search = os.path.expanduser(path.strip())
-    try:
-        name = load(os.path.join(cwd, search), visible, cwd=cwd).name
-    except SearchFileError as err:
-        raise SpecError(str(err).replace(os.path.join(cwd, search), search, 1)) from None
-    return validate(RunSpec(kind="tune", search=search, gpus=gpus, cwd=cwd, name=name), visible)
+    return validate(RunSpec(kind="tune", search=search, gpus=gpus, cwd=cwd), visible)  # named by its file
 
 
 class LaunchForm(ModalScreen[RunSpec | None]):

@@ -81,7 +81,7 @@ def launch(
     spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
 ) -> RunRecord:
     """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
-    validate(spec, visible_gpus)
+    spec = validate(spec, visible_gpus)
     run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
     if spec.search:  # the run keeps the file it started from, whatever happens to the original

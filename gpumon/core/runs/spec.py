@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,10 @@ def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]
 
 
 def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
-    """Raise SpecError for anything that would fail after the start; return the spec."""
+    """Raise SpecError for anything that would fail after the start; return the spec to run.
+
+    A search without a name takes its search file's ``name``.
+    """
     if spec.kind not in KINDS:
         raise SpecError(f"unknown kind {spec.kind!r}: choose one of {', '.join(KINDS)}")
     if spec.nproc < 1:
@@ -150,7 +153,9 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
     if spec.kind == "tune":
-        _check_search(spec, visible_gpus)
+        name = _check_search(spec, visible_gpus)
+        if spec.name is None and name:
+            spec = replace(spec, name=name)
     if spec.oom_retry or spec.keep_batch:
         _check_retry(spec)
     if spec.kind == "script" and spec.program is None:
@@ -166,14 +171,15 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
     return spec
 
 
-def _check_search(spec: RunSpec, visible_gpus: int) -> None:
+def _check_search(spec: RunSpec, visible_gpus: int) -> str | None:
+    """Check the search file like `gpumon tune` will; returns its name."""
     from gpumon.tune.search_file import SearchFileError, load  # no ray import: it only reads TOML
 
     if not spec.search:
         raise SpecError("tune needs a search file: gpumon tune SEARCH.toml")
     path = Path(spec.cwd, spec.search)
     try:
-        load(path, visible_gpus, cwd=spec.cwd)
+        return load(path, visible_gpus, cwd=spec.cwd).name
     except SearchFileError as err:
         raise SpecError(str(err).replace(str(path), spec.search, 1)) from None
 
