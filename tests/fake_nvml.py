@@ -62,6 +62,7 @@ class FakeDevice:
     mem_util: int = 31
     mem_total: int = 80 * GIB
     mem_used: int = 20 * GIB
+    mem_reserved: int = 0  # the driver's own; memory info v1 counts it as used, v2 apart
     temperature: int = 61
     power_mw: int = 312_500
     power_limit_mw: int = 700_000
@@ -86,6 +87,7 @@ class FakeNvml(types.ModuleType):
         for attr in dir(pynvml):
             if attr.startswith(("NVMLError", "NVML_")):
                 setattr(self, attr, getattr(pynvml, attr))
+        self.nvmlMemory_v2 = pynvml.nvmlMemory_v2
         self.devices: list[FakeDevice] = list(devices) if devices is not None else [FakeDevice()]
         self.driver = driver
         #: calls that are not per device: name -> exception class or instance
@@ -174,8 +176,13 @@ class FakeNvml(types.ModuleType):
         return pynvml.c_nvmlUtilization_t(d.gpu_util, d.mem_util)
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: Any = None) -> Any:
+        if version:  # pynvml calls nvmlDeviceGetMemoryInfo_v2 then
+            d = self._dev("nvmlDeviceGetMemoryInfo_v2", handle, version)
+            free = d.mem_total - d.mem_used - d.mem_reserved
+            return pynvml.c_nvmlMemory_v2_t(version, d.mem_total, d.mem_reserved, free, d.mem_used)
         d = self._dev("nvmlDeviceGetMemoryInfo", handle, version)
-        return pynvml.c_nvmlMemory_t(d.mem_total, d.mem_total - d.mem_used, d.mem_used)
+        used = d.mem_used + d.mem_reserved
+        return pynvml.c_nvmlMemory_t(d.mem_total, d.mem_total - used, used)
 
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         assert sensor == pynvml.NVML_TEMPERATURE_GPU

@@ -211,6 +211,24 @@ def test_handle_error_other_than_lost_reads_as_error_and_is_retried() -> None:
 
 
 # -- process list -------------------------------------------------------------
+def test_memory_used_leaves_out_the_drivers_reserved_memory_as_nvidia_smi_does() -> None:
+    # Seen on an idle H100 (driver 580): memory info v1 said 480 MiB used, nvidia-smi and v2 said 0.
+    _, source = open_source(FakeDevice(mem_total=80 * GIB, mem_used=0, mem_reserved=480 * 2**20))
+    d = source.sample().devices[0]
+    assert (d.mem_used, d.mem_total) == (0, 80 * GIB)
+
+
+def test_memory_info_v2_missing_in_an_old_driver_falls_back_to_v1_and_is_not_asked_again() -> None:
+    dev = FakeDevice(mem_total=16 * GIB, mem_used=3 * GIB, mem_reserved=300 * 2**20)
+    dev.errors["nvmlDeviceGetMemoryInfo_v2"] = pynvml.NVMLError_FunctionNotFound
+    fake, source = open_source(dev)
+    for _ in range(3):
+        d = source.sample().devices[0]
+        assert d.mem_used == 3 * GIB + 300 * 2**20 and "mem_used" not in d.na  # v1: reserved counted as used
+    assert fake.count("nvmlDeviceGetMemoryInfo_v2") == 1
+    assert fake.count("nvmlDeviceGetMemoryInfo") == 3
+
+
 def test_v3_process_api_missing_in_driver_falls_back_to_v2() -> None:
     me = os.getpid()
     dev = FakeDevice(compute=[proc(me, 2 * GIB)])
