@@ -151,11 +151,11 @@ def test_watch_feeds_only_new_points_and_survives_a_capped_series(monkeypatch: p
         telemetry.apply(step_event(step, BASE, rank=1))
         if step % 7 == 0:
             watch.update(telemetry)
-            fed.append(watch.detectors[0].state.step)
+            fed.append(watch.detectors[0, ""].state.step)
     result = watch.update(telemetry)
     assert telemetry.memory[0].used.stride > 1  # the series halved itself on the way
     assert fed == sorted(fed) and result[0].state == "leak" and result[1].state == "ok"
-    assert watch.detectors[0].state.samples < 300  # capped: some points were dropped before being fed
+    assert watch.detectors[0, ""].state.samples < 300  # capped: some points were dropped before being fed
     assert analyse(telemetry)[0].warning  # from the capped series alone: fewer, sparser points
 
 
@@ -350,7 +350,7 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
 def test_each_example_leak_is_found_and_its_cause_named(example_runs: dict[str, Watched], name: str) -> None:
     w = example_runs[name]
     assert w.proc.returncode == 0
-    detector = w.watch.detectors[0]
+    detector = w.watch.detectors[0, ""]
     leak = first(detector, "leak")
     assert leak is not None and leak - WARMUP <= 60, detector.transitions
     assert w.requested is not None
@@ -366,7 +366,7 @@ def test_each_example_leak_is_found_and_its_cause_named(example_runs: dict[str, 
 def test_healthy_twins_raise_no_warning_and_name_no_cause(example_runs: dict[str, Watched], name: str) -> None:
     w = example_runs[name]
     assert w.proc.returncode == 0
-    detector = w.watch.detectors[0]
+    detector = w.watch.detectors[0, ""]
     assert detector.state.step == 500
     assert states(detector) == {"ok"}, detector.transitions  # never growing, never leak, census included
     censuses = read_census_events(w.run_dir)

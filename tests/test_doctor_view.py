@@ -146,7 +146,7 @@ async def test_a_leaking_run_warns_in_the_list_and_its_detail(home: Path) -> Non
         line = app.query_one("#run-memory")
         await until(pilot, lambda: line.display)
         text = str(line.render())
-        assert "memory: rank 1 leak: +15.6 KiB/iter" in text and "d: doctor" in text
+        assert "memory: rank 1 GPU memory leak: +15.6 KiB/iter" in text and "d: doctor" in text
         memory = app.query_one("#memory-chart", Chart)
         fit = memory.series[-1]
         assert len(memory.series) == 3 and fit.style == "bright_red" and fit.steps[-1] == 120
@@ -166,7 +166,7 @@ async def test_d_opens_the_doctor_on_the_selected_run(home: Path) -> None:
         await select(pilot, LEAKY)
         text = await open_doctor(pilot, LEAKY, "memory per iteration")
         assert "memory leak: +15.6 KiB/iter" in text  # the headline
-        assert "rank 0: leak: +7.8 KiB/iter" in text and "rank 1: leak: +15.6 KiB/iter" in text
+        assert "rank 0: GPU memory leak: +7.8 KiB/iter" in text and "rank 1: GPU memory leak: +15.6 KiB/iter" in text
         assert "c" not in app.screen.active_bindings or app.screen.active_bindings["c"].binding.action == "census"
         await pilot.press("r")
         await select(pilot, OOM)
@@ -269,7 +269,7 @@ async def test_a_healthy_run_warns_nowhere(home: Path) -> None:
         assert not app.query_one("#run-memory").display
         assert "▲" not in screen_text(app)
         text = await open_doctor(pilot, HEALTHY, "memory per iteration")
-        assert "no problem seen" in text and "rank 0: ok" in text
+        assert "no problem seen" in text and "rank 0: GPU memory ok" in text
         assert not any(p.warning for p in app.query(GpuPanel))
 
 

@@ -41,6 +41,7 @@ class LeakState:
     samples: int = 0  # samples seen, warm-up included
     step: int | None = None  # the latest step
     since: int | None = None  # the step at which this state began
+    memory: str = ""  # what the series measures on a CUDA rank: "gpu" (allocated) or "host" (live heap)
 
     @property
     def warning(self) -> bool:
@@ -50,12 +51,14 @@ class LeakState:
         """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000"."""
         if self.state in ("warmup", "ok") and not self.samples:
             return "no memory samples"
-        text = f"{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
+        label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
+        text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
         text += f" (strength {self.strength:.2f})"
         if self.warning and self.since is not None:
             text += f" since step {self.since}"
         if self.warning and self.runs_out_at is not None:
-            text += f", runs out at iteration ~{self.runs_out_at:,}"
+            where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
+            text += f", {where} at iteration ~{self.runs_out_at:,}"
         return text
 
 
@@ -256,35 +259,59 @@ def analyse_series(
 
 
 class LeakWatch:
-    """One detector per rank of a run, fed only the points that arrived since the last update.
+    """Detectors for every rank of a run, fed only the points that arrived since the last update.
 
     The primary series is CUDA allocated bytes or the CPU heap; RSS (page-granular, noisy) is
-    used only when the heap is missing (not glibc). ``capacity`` maps rank → bytes; CPU ranks
-    default to this host's memory, CUDA ranks have none unless given (no run-out projection).
+    used only when the heap is missing (not glibc). A CUDA rank also gets a detector on the host's
+    live heap: ``total_loss += loss`` on a GPU keeps graph nodes on the host and GPU memory flat.
+    ``capacity`` maps rank → device bytes; otherwise a CUDA rank's own ``device`` event gives it
+    and CPU ranks (and the host heap) use this host's memory.
     """
 
     def __init__(self, capacity: Mapping[int, int] | None = None, **options: Any) -> None:
         self.capacity = dict(capacity or {})
         self.options = options
-        self.detectors: dict[int, LeakDetector] = {}
-        self._fed: dict[int, tuple[int, int]] = {}  # rank -> (points fed, series stride then)
+        self.detectors: dict[tuple[int, str], LeakDetector] = {}  # (rank, "gpu" | "host" | "")
+        self._fed: dict[tuple[int, str], tuple[int, int]] = {}  # -> (points fed, series stride then)
 
     def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
         for rank, memory in telemetry.memory.items():
-            series = memory.used if len(memory.used) else memory.reserved
-            detector = self.detectors.get(rank)
-            if detector is None:
-                capacity = self.capacity.get(rank, host_memory() if memory.device == "cpu" else None)
-                detector = self.detectors[rank] = LeakDetector(capacity, **self.options)
-            fed, stride = self._fed.get(rank, (0, series.stride))
-            start = -(-fed // (series.stride // stride))  # the series halved itself since: where we were
-            for step, value in zip(series.steps[start:], series.values[start:], strict=True):
-                detector.add(step, value)
-            self._fed[rank] = (len(series), series.stride)
+            cuda = memory.device != "cpu"
+            primary = memory.used if len(memory.used) else memory.reserved
+            capacity = self.capacity.get(rank, memory.capacity if cuda else host_memory())
+            self._feed((rank, "gpu" if cuda else ""), primary, capacity)
+            if cuda and len(memory.heap):
+                self._feed((rank, "host"), memory.heap, host_memory())
         return self.states()
 
+    def _feed(self, key: tuple[int, str], series: Any, capacity: int | None) -> None:
+        detector = self.detectors.get(key)
+        if detector is None:
+            detector = self.detectors[key] = LeakDetector(capacity, **self.options)
+        elif detector.capacity_bytes is None and capacity is not None:
+            detector.capacity_bytes = capacity  # the device event came after the first steps
+        fed, stride = self._fed.get(key, (0, series.stride))
+        start = -(-fed // (series.stride // stride))  # the series halved itself since: where we were
+        for step, value in zip(series.steps[start:], series.values[start:], strict=True):
+            detector.add(step, value)
+        self._fed[key] = (len(series), series.stride)
+
+    def series_states(self) -> dict[tuple[int, str], LeakState]:
+        """Every detector's state, labelled with the memory it watches."""
+        return {key: replace(d.state, memory=key[1]) for key, d in sorted(self.detectors.items())}
+
     def states(self) -> dict[int, LeakState]:
-        return {rank: d.state for rank, d in sorted(self.detectors.items())}
+        """Per rank the state that matters most: a warning on either memory, else the primary series."""
+        out: dict[int, LeakState] = {}
+        for (rank, _), state in self.series_states().items():  # the primary series comes first
+            held = out.get(rank)
+            if held is None or (state.warning and (SEVERITY[state.state], state.slope) > _rank(held)):
+                out[rank] = state
+        return out
+
+
+def _rank(state: LeakState) -> tuple[int, float]:
+    return (SEVERITY[state.state], state.slope) if state.warning else (-1, 0.0)
 
 
 def analyse(telemetry: RunTelemetry, capacity: Mapping[int, int] | None = None, **options: Any) -> dict[int, LeakState]:

@@ -44,7 +44,9 @@ class Diagnosis:
             return self.failure.title
         worst = self.worst
         if worst is not None and worst.warning:
-            return f"memory {worst.describe()}"
+            if worst.memory == "host":  # a CUDA rank whose host heap grows: graph nodes live on the host
+                return f"{worst.describe()}: likely an autograd graph kept alive (e.g. total_loss += loss)"
+            return worst.describe() if worst.memory else f"memory {worst.describe()}"
         if self.failure is not None:
             return self.failure.title
         return "no problem seen" if self.leaks else "no memory samples yet"

@@ -26,7 +26,9 @@ class RankMemory:
     device: str = "cpu"
     used: Series = field(default_factory=Series)  # CUDA allocated / CPU heap
     reserved: Series = field(default_factory=Series)  # CUDA reserved / CPU RSS
+    heap: Series = field(default_factory=Series)  # CUDA ranks: the host's live heap (autograd graphs live there)
     peak: int | None = None
+    capacity: int | None = None  # CUDA ranks: the device's total bytes (its ``device`` event)
 
 
 @dataclass
@@ -85,6 +87,8 @@ class RunTelemetry:
             self.exceptions.append(event)
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
+        elif kind == "device" and isinstance(event.get("total"), int):
+            self.memory.setdefault(rank, RankMemory(device=str(event.get("dev", "cuda")))).capacity = event["total"]
         elif kind == "census":
             self.census.append(event)
         elif kind in TUNE_EVENTS:
@@ -133,6 +137,9 @@ class RunTelemetry:
             mem.used.add(step, float(used))
         if isinstance(second, int | float):
             mem.reserved.add(step, float(second))
+        heap = event.get("heap")
+        if dev != "cpu" and isinstance(heap, int | float):
+            mem.heap.add(step, float(heap))
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak
