@@ -72,3 +72,18 @@ def nvidia_visible() -> bool:
 
 
 needs_no_gpu = pytest.mark.skipif(nvidia_visible(), reason="this machine has NVML or nvidia-smi")
+
+
+def nvml_device_count() -> int:
+    """GPUs NVML sees here (0 without a driver): the GPU suite (``pytest -m gpu``) runs only where > 0."""
+    from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
+
+    try:
+        source = NvmlSource()
+    except NvmlUnavailable:
+        return 0
+    source.close()
+    return source.count
+
+
+requires_gpu = pytest.mark.skipif(nvml_device_count() == 0, reason="NVML sees no GPU here: the GPU suite needs one")

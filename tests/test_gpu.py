@@ -1,92 +1,151 @@
-"""On a real GPU: gpumon's NVML readings against nvidia-smi's. Skipped where NVML sees no device."""
+"""On a real GPU: gpumon's NVML readings against nvidia-smi's, its process table, signals and the app.
+
+``pytest -m gpu`` runs this suite and tests/test_gpu_runs.py; both skip, saying why, where NVML sees
+no device. Tolerances are in gpumon/core/gpu/crosscheck.py.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
+from gpumon.core.gpu.crosscheck import APP_FIELDS, GPU_FIELDS, compare_device, compare_processes, run_smi
+from gpumon.core.gpu.nvml import NvmlSource
+from gpumon.core.model import GpuProcess
+from gpumon.core.signals import send_signal
+from tests.conftest import requires_gpu, wait_until
 
+pytestmark = [pytest.mark.gpu, requires_gpu]
 
-def _nvml_devices() -> int:
-    try:
-        source = NvmlSource()
-    except NvmlUnavailable:
-        return 0
-    source.close()
-    return source.count
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(_nvml_devices() == 0, reason="NVML sees no GPU here"),
-]
-
-QUERY = "index,name,uuid,memory.total,memory.used,temperature.gpu,power.limit,clocks.sm"
-
-
-def smi() -> list[dict[str, str]]:
-    if shutil.which("nvidia-smi") is None:
-        pytest.skip("nvidia-smi not on PATH")
-    out = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    keys = QUERY.split(",")
-    return [dict(zip(keys, (v.strip() for v in line.split(",")), strict=True)) for line in out.splitlines() if line]
+# A process that holds 2 GiB on GPU 0 and then multiplies matrices until it is told to stop.
+BUSY = """
+import time, torch
+held = torch.empty(2 * 2**30, dtype=torch.uint8, device="cuda:0")
+a = torch.randn(4096, 4096, device="cuda:0")
+torch.cuda.synchronize()
+print("ready", flush=True)
+end = time.time() + 180
+while time.time() < end:
+    for _ in range(20):
+        b = a @ a
+    torch.cuda.synchronize()
+"""
 
 
 def snapshot() -> dict:
-    out = subprocess.run(
-        [sys.executable, "-m", "gpumon", "snapshot", "--json"], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-m", "gpumon", "snapshot", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def close(a: float, b: float, tolerance: float) -> bool:
-    return abs(a - b) <= tolerance
+def needs_smi() -> None:
+    if shutil.which("nvidia-smi") is None:
+        pytest.skip("nvidia-smi not on PATH")
 
 
-def test_snapshot_matches_nvidia_smi() -> None:
-    ours = snapshot()
-    theirs = smi()
-    assert ours["source"] == "nvml" and ours["reason"] is None
-    assert len(ours["devices"]) == len(theirs)
-    for dev, ref in zip(ours["devices"], theirs, strict=True):
-        assert dev["index"] == int(ref["index"])
-        assert dev["name"] == ref["name"]
-        assert dev["uuid"] == ref["uuid"]
-        assert close(dev["mem_total"] / 2**20, float(ref["memory.total"]), 1)
-        assert close(dev["mem_used"] / 2**20, float(ref["memory.used"]), max(64, 0.05 * float(ref["memory.used"])))
-        assert close(dev["temperature"], float(ref["temperature.gpu"]), 3)
-        if ref["power.limit"] not in ("[N/A]", "[Not Supported]"):
-            assert close(dev["power_limit"], float(ref["power.limit"]), 1)
-        assert dev["sm_clock"] is not None
-
-
-def test_a_cuda_process_appears_with_its_memory() -> None:
+def needs_cuda():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
-    code = (
-        "import torch, time, sys; x = torch.empty(512 * 2**20, dtype=torch.uint8, device='cuda:0');"
-        "torch.cuda.synchronize(); print('ready', flush=True); time.sleep(30)"
-    )
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return torch
+
+
+@pytest.fixture
+def busy() -> Iterator[subprocess.Popen[str]]:
+    needs_cuda()
+    child = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        procs = [p for p in snapshot()["processes"] if p["pid"] == child.pid]
-        assert procs, "the CUDA child is not in gpumon's process list"
-        assert procs[0]["gpu_index"] == 0
-        if procs[0]["used_memory"] is not None:  # N/A under MIG
-            assert procs[0]["used_memory"] >= 512 * 2**20
-        assert "python" in (procs[0]["command"] or "")
+        yield child
     finally:
-        child.kill()
+        if child.poll() is None:
+            child.kill()
         child.wait()
+
+
+def test_every_panel_field_matches_nvidia_smi_read_in_the_same_second() -> None:
+    needs_smi()
+    ours = snapshot()
+    theirs = run_smi(k for k, _ in GPU_FIELDS)
+    assert ours["source"] == "nvml" and ours["reason"] is None
+    assert len(ours["devices"]) == len(theirs)
+    checks = [c for dev, row in zip(ours["devices"], theirs, strict=True) for c in compare_device(dev, row)]
+    assert all(c.ok for c in checks), "\n".join(c.line() for c in checks)
+
+
+def test_process_list_matches_nvidia_smi_while_a_cuda_process_runs(busy: subprocess.Popen[str]) -> None:
+    needs_smi()
+    ours = snapshot()
+    theirs = run_smi(APP_FIELDS, apps=True)
+    uuids = {d["uuid"]: d["index"] for d in ours["devices"]}
+    checks = compare_processes(ours["processes"], theirs, uuids)
+    assert any(str(busy.pid) in c.what for c in checks)
+    assert all(c.ok for c in checks), "\n".join(c.line() for c in checks)
+
+
+def test_a_busy_process_shows_its_pid_memory_and_sm_use_and_sigterm_from_gpumon_ends_it(
+    busy: subprocess.Popen[str],
+) -> None:
+    source = NvmlSource()
+    try:
+
+        def computing() -> GpuProcess | None:
+            procs = [p for d in source.sample().devices for p in d.processes if p.pid == busy.pid]
+            return procs[0] if procs and (procs[0].sm_util or 0) > 0 else None
+
+        proc = wait_until(computing, timeout=15, step=0.5)
+        assert proc is not None, "the busy process never showed SM use above 0"
+        assert proc.gpu_index == 0 and "python" in (proc.command or "")
+        if proc.used_memory is not None:  # N/A under MIG
+            needs_smi()
+            (row,) = [a for a in run_smi(APP_FIELDS, apps=True) if a["pid"] == busy.pid]
+            assert abs(proc.used_memory / 2**20 - row["used_memory"]) <= 0.05 * row["used_memory"]
+            assert proc.used_memory >= 2 * 2**30
+        outcome = send_signal(proc, signal.SIGTERM)
+        assert outcome.ok, outcome.message
+        assert busy.wait(timeout=20) == -signal.SIGTERM
+    finally:
+        source.close()
+
+
+def test_app_in_tmux_shows_nvidia_smis_memory_and_names_a_runs_rank(tmp_path, monkeypatch) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux not installed")
+    needs_smi()
+    needs_cuda()
+    from gpumon.core.runs.launcher import launch, stop
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from gpumon.tui.processes import short_run_id
+    from tests.test_tmux import Tmux
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    store = RunStore()
+    spec = RunSpec(kind="ddp", nproc=1, args=("--device", "cuda", "--epochs", "100000", "--preset", "small"))
+    record = launch(spec, store, 1)
+    term = Tmux(200, 50)
+    try:
+        assert wait_until(lambda: any(p["pid"] for p in snapshot()["processes"]), timeout=90, step=1)
+        term.start([sys.executable, "-m", "gpumon"])
+        screen = term.wait_for("GPU", short_run_id(record.id), timeout=30)
+        (row,) = run_smi(["memory.used", "memory.total"])
+        shown = re.search(r"┃ MEM .*?([\d.]+)/([\d.]+) GiB", screen)  # GPU 0's panel (the host panel is above)
+        assert shown, screen
+        used_gib, total_gib = float(shown.group(1)), float(shown.group(2))
+        assert abs(total_gib - row["memory.total"] / 1024) <= 0.1
+        assert abs(used_gib - row["memory.used"] / 1024) <= 0.5, screen  # the run's memory moves between reads
+        assert f"{short_run_id(record.id)} r0" in screen, screen  # the rank, not only the run
+    finally:
+        if os.environ.get("GPUMON_SCREEN_OUT"):  # the GPU machine's run keeps what the app showed
+            Path(os.environ["GPUMON_SCREEN_OUT"]).write_text(term.screen())
+        term.run("kill-server")
+        stop(store.load(record.dir) or record, kill=True)

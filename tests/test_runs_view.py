@@ -306,7 +306,7 @@ async def test_gpu_view_marks_processes_of_runs(home: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         processes = app.query_one(ProcessTable)
         await until(pilot, lambda: app.run_pids.get(5000000) == LIVE)  # from the live run's proc_start events
-        await until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6")
+        await until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6 r0")  # rank 0
         app.set_run_pids({5000010: "pipeline-1121-120000-9f9f"})  # a map set by hand (the simulated GPU 1)
         await pilot.press("a")
         assert str(processes.get_cell("1:5000010", "run").text) == "pipe-9f9f"

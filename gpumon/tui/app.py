@@ -115,6 +115,7 @@ class GpumonApp(DoctorActions, TrialsActions, RunsActions):
         self.selected: int | None = None
         self.snapshot: Snapshot | None = None
         self.run_pids: dict[int, str] = {}  # PID -> run id of live gpumon runs; the runs worker sets it
+        self.run_ranks: dict[int, int] = {}  # PID -> rank, for the ranks among them
         self.run_leaks: dict[str, LeakState] = {}  # run id -> memory warning of live runs whose memory warns
         self._feed_pids: dict[int, str] = {}
         self._indexes: tuple[int, ...] | None = None
@@ -176,7 +177,7 @@ class GpumonApp(DoctorActions, TrialsActions, RunsActions):
             host = self.query_one(HostPanel)
             width = host.history_width()
             host.show(snap.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
-            self.query_one(ProcessTable).show(snap.gpu.devices, self.selected, self.run_pids)
+            self.query_one(ProcessTable).show(snap.gpu.devices, self.selected, self.run_pids, self.run_ranks)
 
     def _rebuild(self, snap: Snapshot, indexes: tuple[int, ...]) -> None:
         gpus = self.query_one(GpuList)
@@ -208,7 +209,7 @@ class GpumonApp(DoctorActions, TrialsActions, RunsActions):
 
     def _show_processes(self) -> None:
         if self.snapshot is not None:
-            self.query_one(ProcessTable).show(self.snapshot.gpu.devices, self.selected, self.run_pids)
+            self.query_one(ProcessTable).show(self.snapshot.gpu.devices, self.selected, self.run_pids, self.run_ranks)
 
     def set_run_pids(self, pids: dict[int, str]) -> None:
         """Mark these PIDs' rows in the process table with their run (tests may call it directly)."""
@@ -233,6 +234,7 @@ class GpumonApp(DoctorActions, TrialsActions, RunsActions):
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids
+            self.run_ranks = dict(message.ranks)
             self.set_run_pids(message.pids)
         leaks = {s.id: s.leak for s in message.summaries if s.record.live and s.leak is not None}
         self.set_run_leaks({run_id: state for run_id, state in leaks.items() if state is not None})

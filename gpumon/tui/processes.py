@@ -49,7 +49,7 @@ def short_run_id(run_id: str) -> str:
 _KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
 
 
-def _cells(p: GpuProcess, command_width: int, run: str | None = None) -> dict[str, SortCell]:
+def _cells(p: GpuProcess, command_width: int, run: str | None = None, rank: int | None = None) -> dict[str, SortCell]:
     def right(value: str) -> Text:
         return Text(value, justify="right")
 
@@ -60,9 +60,16 @@ def _cells(p: GpuProcess, command_width: int, run: str | None = None) -> dict[st
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
         "mem": SortCell(p.used_memory if p.used_memory is not None else -1, right(size(p.used_memory))),
         "sm": SortCell(p.sm_util if p.sm_util is not None else -1, right(num(p.sm_util))),
-        "run": SortCell(run or "", Text(short_run_id(run) if run else "", style="bold cyan")),
+        "run": SortCell(run or "", Text(_run_label(run, rank), style="bold cyan")),
         "command": SortCell(p.command or "", Text(elide(p.command, command_width))),
     }
+
+
+def _run_label(run: str | None, rank: int | None) -> str:
+    """'ddp-c132 r1' for rank 1 of a run; the run alone for its torchrun or supervisor process."""
+    if not run:
+        return ""
+    return short_run_id(run) + (f" r{rank}" if rank is not None else "")
 
 
 class ProcessTable(DataTable[SortCell]):
@@ -76,6 +83,7 @@ class ProcessTable(DataTable[SortCell]):
         self.gpu_index: int | None = None
         self.processes: dict[str, GpuProcess] = {}
         self.runs: dict[str, str | None] = {}  # row key -> run id of the process
+        self.labels: dict[str, str] = {}  # row key -> what its RUN cell says
         self._command_chars = 0
         self.border_title = "processes"
 
@@ -88,11 +96,16 @@ class ProcessTable(DataTable[SortCell]):
         return max(16, (self.content_size.width or 80) - fixed - 3)  # room for a scrollbar
 
     def show(
-        self, devices: tuple[GpuDevice, ...], gpu_index: int | None, run_pids: dict[int, str] | None = None
+        self,
+        devices: tuple[GpuDevice, ...],
+        gpu_index: int | None,
+        run_pids: dict[int, str] | None = None,
+        ranks: dict[int, int] | None = None,
     ) -> None:
-        """Show the processes of ``gpu_index`` (or all); ``run_pids`` marks those of gpumon runs."""
+        """Show the processes of ``gpu_index`` (or all); ``run_pids`` marks those of gpumon runs (``ranks``: their
+        rank processes)."""
         self.gpu_index = gpu_index
-        run_pids = run_pids or {}
+        run_pids, ranks = run_pids or {}, ranks or {}
         wanted = {
             f"{p.gpu_index}:{p.pid}": p for d in devices if self.show_all or d.index == gpu_index for p in d.processes
         }
@@ -103,19 +116,21 @@ class ProcessTable(DataTable[SortCell]):
             self.remove_row(key)
             changed = True
         runs = {key: run_pids.get(proc.pid) for key, proc in wanted.items()}
+        labels = {key: _run_label(runs[key], ranks.get(proc.pid)) for key, proc in wanted.items()}
         for key, proc in wanted.items():
-            cells = _cells(proc, width, runs[key])
+            cells = _cells(proc, width, runs[key], ranks.get(proc.pid))
             old = self.processes.get(key)
             if old is None:
                 self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
                 changed = True
-            elif old != proc or resized or self.runs.get(key) != runs[key]:
+            elif old != proc or resized or self.labels.get(key) != labels[key]:
                 for column, cell in cells.items():
                     if self.get_cell(key, column) != cell:
                         self.update_cell(key, column, cell)
                         changed = changed or column == self.sort_key
         self.processes = wanted
         self.runs = runs
+        self.labels = labels
         scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
         title = f"processes · {scope} · {len(wanted)}"
         if title != self.border_title:  # each assignment repaints the border

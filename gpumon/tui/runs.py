@@ -31,10 +31,17 @@ LOG_LINES = 200
 
 class RunsRefreshed(Message):
     def __init__(
-        self, summaries: list[RunSummary], pids: dict[int, str], log: LogTail | None, gpus: int, asked: int | None
+        self,
+        summaries: list[RunSummary],
+        pids: dict[int, str],
+        log: LogTail | None,
+        gpus: int,
+        asked: int | None,
+        ranks: dict[int, int] | None = None,
     ) -> None:
         self.summaries = summaries
         self.pids = pids
+        self.ranks = ranks or {}  # pid -> rank of the runs' ranks
         self.log = log
         self.asked = asked  # the log the read was for: a newer choice makes this tail stale
         self.visible_gpus = gpus
@@ -105,9 +112,9 @@ class RunsView(Vertical):
             self._monitor = RunsMonitor(self.store, auto_census=not getattr(self.app, "readonly", False))
             self.visible_gpus = visible_gpu_count()
         summaries = self._monitor.refresh()
-        pids = self._monitor.pid_runs()
+        pids, ranks = self._monitor.pid_runs(), self._monitor.pid_ranks()
         log = read_log(record, choice) if record is not None else None
-        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice))
+        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):

@@ -116,6 +116,15 @@ class RunsMonitor:
                 out[rank_pid] = run_id
         return out
 
+    def pid_ranks(self) -> dict[int, int]:
+        """PID → rank for the ranks of live runs (what the process table's RUN column adds to the run)."""
+        return {
+            pid: rank
+            for run_id, record in self._records.items()
+            if record.live
+            for pid, rank in self._telemetry[run_id].pids.items()
+        }
+
 
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
     memory, kind = tele.peak_memory()

@@ -1,0 +1,257 @@
+"""GPU truth: gpumon beside nvidia-smi and nvitop on a real GPU, and what gpumon costs there.
+
+    python bench/gpu_check.py [--idle-seconds 20] [--skip-runs]
+
+1. The same fields read in the same second by gpumon (NVML), nvidia-smi and nvitop (if installed),
+   with gpumon checked against nvidia-smi within the tolerances of gpumon/core/gpu/crosscheck.py.
+2. NVML sample cost per GPU per tick; ``gpumon snapshot --json`` wall time beside ``nvitop --once``
+   and ``nvidia-smi``; the app's idle CPU in tmux beside nvitop's.
+3. The telemetry hook's cost per step on CUDA, with and without the host heap.
+4. The leak detector's latency on CUDA: the two leak examples launched through gpumon.
+
+Exits 1 on any mismatch, 2 at once where no GPU is visible (with the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gpumon.core.gpu.crosscheck import GPU_FIELDS, compare_device, run_smi  # noqa: E402
+from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable  # noqa: E402
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}")
+
+
+def nvitop_row(index: int) -> dict[str, Any] | None:
+    try:
+        from nvitop import Device
+    except ImportError:
+        return None
+    d = Device(index)
+
+    def num(value: Any) -> Any:
+        return None if value in (None, "N/A") or not isinstance(value, int | float) else value
+
+    mem_used = num(d.memory_used())
+    power = num(d.power_usage())
+    limit = num(d.power_limit())
+    pstate = d.performance_state()
+    return {
+        "memory.used": None if mem_used is None else round(mem_used / 2**20, 1),
+        "memory.total": round(d.memory_total() / 2**20, 1),
+        "utilization.gpu": num(d.gpu_utilization()),
+        "temperature.gpu": num(d.temperature()),
+        "power.draw": None if power is None else power / 1000,
+        "enforced.power.limit": None if limit is None else limit / 1000,
+        "clocks.sm": num(d.sm_clock()),
+        "clocks.mem": num(d.memory_clock()),
+        "pstate": int(pstate[1:]) if isinstance(pstate, str) and pstate[1:].isdigit() else None,
+    }
+
+
+def compare(source: NvmlSource) -> int:
+    section("same-second readings: gpumon vs nvidia-smi vs nvitop")
+    started = time.time()
+    ours = source.sample()
+    theirs = run_smi(k for k, _ in GPU_FIELDS)
+    others = [nvitop_row(d.index) for d in ours.devices]
+    print(f"read within {time.time() - started:.2f} s; nvitop {'installed' if others[0] else 'not installed'}")
+    mismatches = 0
+    for dev, row, other in zip(ours.devices, theirs, others, strict=True):
+        from dataclasses import asdict
+
+        for check in compare_device(asdict(dev), row):
+            key = check.what.split()[-1]
+            seen = "" if other is None or key not in other else f"  nvitop {other[key]}"
+            print(check.line() + seen)
+            mismatches += not check.ok
+    return mismatches
+
+
+def timed(argv: list[str], runs: int = 5) -> float | None:
+    if shutil.which(argv[0]) is None and argv[0] != sys.executable:
+        return None
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, check=False)
+        if done.returncode != 0:
+            return None
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def costs(source: NvmlSource) -> None:
+    section("sampling cost")
+    for _ in range(5):
+        source.sample()
+    rounds = 200
+    started = time.perf_counter()
+    for _ in range(rounds):
+        source.sample()
+    per_tick = (time.perf_counter() - started) / rounds
+    print(f"NVML sample (all fields + processes): {per_tick * 1e3:.2f} ms per tick, "
+          f"{per_tick * 1e3 / source.count:.2f} ms per GPU ({source.count} GPU)")  # fmt: skip
+    section("one-shot wall time (median of 5)")
+    has_nvitop = subprocess.run([sys.executable, "-c", "import nvitop"], capture_output=True).returncode == 0
+    for label, argv in (
+        ("gpumon snapshot --json", [sys.executable, "-m", "gpumon", "snapshot", "--json"]),
+        ("nvitop --once", [sys.executable, "-m", "nvitop", "--once"] if has_nvitop else None),
+        ("nvidia-smi", ["nvidia-smi"]),
+    ):
+        took = timed(argv) if argv else None
+        print(f"  {label:24} {'not available' if took is None else f'{took * 1e3:.0f} ms'}")
+
+
+def idle_cpu(seconds: float) -> None:
+    section(f"idle CPU in tmux 200x50, {seconds:g} s after 5 s warm-up")
+    if shutil.which("tmux") is None:
+        print("  tmux not installed: skipped")
+        return
+    import psutil
+
+    has_nvitop = subprocess.run([sys.executable, "-c", "import nvitop"], capture_output=True).returncode == 0
+    commands = {"gpumon": [sys.executable, "-m", "gpumon"]}
+    if has_nvitop:
+        commands["nvitop"] = [sys.executable, "-m", "nvitop"]
+    socket = f"gpucheck-{os.getpid()}"
+    for label, argv in commands.items():
+        env = {**os.environ, "TERM": "xterm-256color"}
+        subprocess.run(
+            ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", *argv],
+            check=True,
+            env=env,
+        )
+        try:
+            time.sleep(5)
+            pid = int(subprocess.run(["tmux", "-L", socket, "list-panes", "-F", "#{pane_pid}"],
+                                     capture_output=True, text=True).stdout.split()[0])  # fmt: skip
+            proc = psutil.Process(pid)
+            t0, w0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+            time.sleep(seconds)
+            t1, w1 = sum(proc.cpu_times()[:2]), time.perf_counter()
+            print(f"  {label:8} {(t1 - t0) / (w1 - w0) * 100:.2f}% of one core")
+        finally:
+            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+
+
+def hook_cost() -> None:
+    section("telemetry hook per optimizer step on CUDA (median of 2000 calls)")
+    import torch
+
+    from gpumon import telemetry
+    from gpumon.telemetry.autohooks import StepRecorder
+
+    torch.zeros(1, device="cuda")
+    with tempfile.TemporaryDirectory() as run_dir:
+        telemetry.configure(run_dir, "rank0")
+        try:
+            for label, heap in (("with the host heap", True), ("without it", False)):
+                recorder = StepRecorder(torch)
+                recorder.census = None
+                if not heap:
+                    recorder.mallinfo2 = None
+                times = []
+                for _ in range(2000):
+                    started = time.perf_counter_ns()
+                    recorder(recorder, (), {})
+                    times.append(time.perf_counter_ns() - started)
+                print(f"  {label:20} {statistics.median(times) / 1e3:.1f} us")
+        finally:
+            telemetry.configure(None)
+
+
+def leak_latency() -> int:
+    section("leak detector on CUDA: the examples launched through gpumon (500 steps, 2 ms each)")
+    from gpumon.core.doctor.leak import LeakWatch
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpu-check-")
+    store = RunStore()
+    examples = REPO / "trainers" / "examples"
+    cases = {  # example -> the memory that must warn, and the one that must not
+        "leak_outputs_list.py": ("gpu", None),
+        "leak_loss_graph.py": ("host", "gpu"),
+        "leak_outputs_list.py --fixed": (None, None),
+        "leak_loss_graph.py --fixed": (None, None),
+    }
+    args = ("--device", "cuda", "--steps", "500", "--step-ms", "2")
+    records = {}
+    for case in cases:
+        name, *extra = case.split()
+        spec = RunSpec(kind="script", program=str(examples / name), args=(*args, *extra))
+        records[case] = launch(spec, store, 1)
+    bad = 0
+    warmup = 20
+    for case, (warns, quiet) in cases.items():
+        record = wait(records[case], store, 300)
+        tele = RunTelemetry(record.dir)
+        tele.update()
+        watch = LeakWatch()
+        watch.update(tele)
+        states = watch.series_states()
+        detectors = watch.detectors
+        words = []
+        for (_, memory), state in states.items():
+            first = next((s for s, st in detectors[0, memory].transitions if st == "leak"), None)
+            after = "" if first is None else f", leak at step {first} ({first - warmup} after warm-up)"
+            words.append(f"{memory}: {state.state}{after}")
+        ok = record.state == "finished"
+        ok &= warns is None or states[0, warns].state == "leak"
+        ok &= quiet is None or not states[0, quiet].warning
+        ok &= warns is not None or not any(s.warning for s in states.values())
+        bad += not ok
+        print(f"  {'ok ' if ok else 'BAD'} {case:30} {'; '.join(words)}")
+    return bad
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--skip-runs", action="store_true", help="no torch work: readings and sampling costs only")
+    args = parser.parse_args()
+    try:
+        source = NvmlSource()
+    except NvmlUnavailable as err:
+        print(f"gpu_check: no GPU here ({err}); run it on a machine whose NVIDIA driver sees a GPU", file=sys.stderr)
+        return 2
+    if shutil.which("nvidia-smi") is None:
+        print("gpu_check: nvidia-smi not on PATH: nothing to compare with", file=sys.stderr)
+        return 2
+    info = run_smi(["name", "driver_version"])[0]
+    import pynvml
+
+    cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+    print(f"{info['name']} x{source.count}, driver {info['driver_version']}, CUDA {cuda // 1000}.{cuda % 1000 // 10}")
+    mismatches = compare(source)
+    costs(source)
+    idle_cpu(args.idle_seconds)
+    if not args.skip_runs:
+        hook_cost()
+        mismatches += leak_latency()
+    source.close()
+    print(f"\n{'all readings agree' if not mismatches else f'{mismatches} MISMATCH(ES)'}")
+    print(json.dumps({"mismatches": mismatches}))
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
