@@ -15,22 +15,27 @@ Exits 1 on any mismatch, 2 at once where no GPU is visible (with the reason).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from startup import HarnessError, Pane, gpu0_util_shown, gpumon_command, median_wall, tmux_server  # noqa: E402
+
 from gpumon.core.gpu.crosscheck import GPU_FIELDS, compare_device, run_smi  # noqa: E402
 from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable  # noqa: E402
+
+HAS_NVITOP = importlib.util.find_spec("nvitop") is not None
 
 
 def section(title: str) -> None:
@@ -38,10 +43,10 @@ def section(title: str) -> None:
 
 
 def nvitop_row(index: int) -> dict[str, Any] | None:
-    try:
-        from nvitop import Device
-    except ImportError:
+    if not HAS_NVITOP:
         return None
+    from nvitop import Device
+
     d = Device(index)
 
     def num(value: Any) -> Any:
@@ -70,30 +75,15 @@ def compare(source: NvmlSource) -> int:
     ours = source.sample()
     theirs = run_smi(k for k, _ in GPU_FIELDS)
     others = [nvitop_row(d.index) for d in ours.devices]
-    print(f"read within {time.time() - started:.2f} s; nvitop {'installed' if others[0] else 'not installed'}")
+    print(f"read within {time.time() - started:.2f} s; nvitop {'installed' if HAS_NVITOP else 'not installed'}")
     mismatches = 0
     for dev, row, other in zip(ours.devices, theirs, others, strict=True):
-        from dataclasses import asdict
-
         for check in compare_device(asdict(dev), row):
             key = check.what.split()[-1]
             seen = "" if other is None or key not in other else f"  nvitop {other[key]}"
             print(check.line() + seen)
             mismatches += not check.ok
     return mismatches
-
-
-def timed(argv: list[str], runs: int = 5) -> float | None:
-    if shutil.which(argv[0]) is None and argv[0] != sys.executable:
-        return None
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        done = subprocess.run(argv, capture_output=True, check=False)
-        if done.returncode != 0:
-            return None
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def costs(source: NvmlSource) -> None:
@@ -108,46 +98,40 @@ def costs(source: NvmlSource) -> None:
     print(f"NVML sample (all fields + processes): {per_tick * 1e3:.2f} ms per tick, "
           f"{per_tick * 1e3 / source.count:.2f} ms per GPU ({source.count} GPU)")  # fmt: skip
     section("one-shot wall time (median of 5)")
-    has_nvitop = subprocess.run([sys.executable, "-c", "import nvitop"], capture_output=True).returncode == 0
     for label, argv in (
         ("gpumon snapshot --json", [sys.executable, "-m", "gpumon", "snapshot", "--json"]),
-        ("nvitop --once", [sys.executable, "-m", "nvitop", "--once"] if has_nvitop else None),
+        ("nvitop --once", [sys.executable, "-m", "nvitop", "--once"] if HAS_NVITOP else None),
         ("nvidia-smi", ["nvidia-smi"]),
     ):
-        took = timed(argv) if argv else None
-        print(f"  {label:24} {'not available' if took is None else f'{took * 1e3:.0f} ms'}")
+        try:
+            took = f"{median_wall(argv, 5) * 1e3:.0f} ms" if argv else "not installed"
+        except HarnessError as err:
+            took = f"failed: {err}"
+        print(f"  {label:24} {took}")
 
 
 def idle_cpu(seconds: float) -> None:
-    section(f"idle CPU in tmux 200x50, {seconds:g} s after 5 s warm-up")
-    if shutil.which("tmux") is None:
-        print("  tmux not installed: skipped")
-        return
-    import psutil
-
-    has_nvitop = subprocess.run([sys.executable, "-c", "import nvitop"], capture_output=True).returncode == 0
-    commands = {"gpumon": [sys.executable, "-m", "gpumon"]}
-    if has_nvitop:
-        commands["nvitop"] = [sys.executable, "-m", "nvitop"]
-    socket = f"gpucheck-{os.getpid()}"
-    for label, argv in commands.items():
-        env = {**os.environ, "TERM": "xterm-256color"}
-        subprocess.run(
-            ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", *argv],
-            check=True,
-            env=env,
-        )
-        try:
-            time.sleep(5)
-            pid = int(subprocess.run(["tmux", "-L", socket, "list-panes", "-F", "#{pane_pid}"],
-                                     capture_output=True, text=True).stdout.split()[0])  # fmt: skip
-            proc = psutil.Process(pid)
-            t0, w0 = sum(proc.cpu_times()[:2]), time.perf_counter()
-            time.sleep(seconds)
-            t1, w1 = sum(proc.cpu_times()[:2]), time.perf_counter()
-            print(f"  {label:8} {(t1 - t0) / (w1 - w0) * 100:.2f}% of one core")
-        finally:
-            subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+    section(f"idle CPU in tmux 200x50, {seconds:g} s after the first frame and 5 s warm-up")
+    apps = {"gpumon": ([gpumon_command()], gpu0_util_shown)}
+    if HAS_NVITOP:
+        apps["nvitop"] = ([sys.executable, "-m", "nvitop"], lambda screen: "NVITOP" in screen)
+    try:
+        with tmux_server() as server:
+            for label, (argv, drawn) in apps.items():
+                pane = Pane(server, f"idle-{label}", 200, 50, argv)
+                try:
+                    pane.start()
+                    pane.wait_frame(drawn)
+                    time.sleep(5)
+                    proc = pane.app_process(label)
+                    t0, w0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+                    time.sleep(seconds)
+                    t1, w1 = sum(proc.cpu_times()[:2]), time.perf_counter()
+                    print(f"  {label:8} {(t1 - t0) / (w1 - w0) * 100:.2f}% of one core")
+                finally:
+                    pane.kill()
+    except HarnessError as err:
+        print(f"  skipped: {err}")
 
 
 def hook_cost() -> None:

@@ -182,18 +182,18 @@ class Pane:
             return None
         return int(text) if text.isdigit() else None
 
-    def app_process(self) -> psutil.Process:
-        """The gpumon process: the pane's process or a descendant, preferring a python one."""
+    def app_process(self, marker: str = "gpumon") -> psutil.Process:
+        """The app's process (``marker`` in its command line): the pane's or a descendant, preferring python."""
         if self.pid is None:
             raise HarnessError("pane not started")
         root = psutil.Process(self.pid)
         found: list[psutil.Process] = []
         for proc in [root, *root.children(recursive=True)]:
             with suppress(psutil.Error):
-                if any("gpumon" in part for part in proc.cmdline()):
+                if any(marker in part for part in proc.cmdline()):
                     found.append(proc)
         if not found:
-            raise HarnessError(f"no process with 'gpumon' in its command line under pane pid {self.pid}")
+            raise HarnessError(f"no process with {marker!r} in its command line under pane pid {self.pid}")
         pythons = [p for p in found if "python" in p.name().lower()]
         return (pythons or found)[-1]
 

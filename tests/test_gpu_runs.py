@@ -15,6 +15,7 @@ import pytest
 
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import diagnose
+from gpumon.core.events import EventReader
 from gpumon.core.runs.launcher import launch, wait
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore
@@ -68,16 +69,9 @@ def start(store: RunStore, kind: str, program: str | None = None, *args: str, **
     return launch(RunSpec(kind=kind, program=program, args=args, **spec), store, 1)  # type: ignore[arg-type]
 
 
-def finish(record: RunRecord, store: RunStore, timeout: float = 300) -> RunRecord:
-    done = wait(record, store, timeout)
-    return done
-
-
 def events(record: RunRecord, kind: str) -> list[dict]:
-    out = []
-    for path in sorted((record.dir / "events").glob("rank*.jsonl")):
-        out += [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == kind]
-    return out
+    """The run's events of one type, as gpumon's own reader sees them (in time order)."""
+    return [e for e in EventReader(record.dir).poll() if e["type"] == kind]
 
 
 def log(record: RunRecord) -> str:
@@ -92,7 +86,7 @@ def test_step_events_equal_torchs_own_counters_and_record_the_host_heap_and_devi
 ) -> None:
     script, mine = tmp_path / "probe.py", tmp_path / "mine.jsonl"
     script.write_text(PROBE)
-    record = finish(start(store, "script", str(script), str(mine)), store, 120)
+    record = wait(start(store, "script", str(script), str(mine)), store, 120)
     assert record.state == "finished", log(record)
     steps = events(record, "step")
     theirs = [json.loads(line) for line in mine.read_text().splitlines()]
@@ -119,12 +113,12 @@ def test_a_real_cuda_oom_is_parsed_with_a_batch_estimate_and_oom_retry_ends_in_a
     args = ("--device", "cuda", "--batch-size", "64", "--accum-steps", "1", "--steps", "3")
     args += ("--mb-per-sample", str(per_sample))
     first = start(store, "script", str(EXAMPLES / "oom_batch.py"), *args, oom_retry=True, keep_batch=True)
-    chain = [finish(first, store, 120)]
+    chain = [wait(first, store, 120)]
     while chain[-1].state == "failed" and len(chain) < 4:
         next_id = wait_until(lambda r=chain[-1]: (store.load(r.dir) or r).status.get("retried_as"), timeout=10)
         if not next_id:
             break
-        chain.append(finish(store.resolve(next_id), store, 120))
+        chain.append(wait(store.resolve(next_id), store, 120))
     assert [r.state for r in chain] == ["failed", "finished"], [log(r)[-2000:] for r in chain]
     assert "fits: batch 32 x 2 = 64" in log(chain[-1])
 
@@ -148,7 +142,7 @@ def leak_runs(torch, store: RunStore) -> dict[str, RunRecord]:
     names = ["leak_loss_graph.py", "leak_outputs_list.py"]
     started = {name: start(store, "script", str(EXAMPLES / name), *LEAK_STEPS) for name in names}
     started |= {f"{n} --fixed": start(store, "script", str(EXAMPLES / n), *LEAK_STEPS, "--fixed") for n in names}
-    return {name: finish(record, store, 180) for name, record in started.items()}
+    return {name: wait(record, store, 180) for name, record in started.items()}
 
 
 def watched(record: RunRecord) -> LeakWatch:
@@ -219,7 +213,7 @@ def trainer_runs(torch, store: RunStore) -> dict[str, RunRecord]:
     if torch.cuda.device_count() >= 2:
         runs["ddp x2"] = start(store, "ddp", None, *CUDA, *SHORT, nproc=2)
         runs["model-parallel x2"] = start(store, "model-parallel", None, *SHORT, "--devices", "cuda:0,cuda:1")
-    return {name: finish(record, store, 400) for name, record in runs.items()}
+    return {name: wait(record, store, 400) for name, record in runs.items()}
 
 
 @pytest.mark.parametrize(
@@ -243,7 +237,7 @@ def test_a_checkpoint_saved_on_gpu_resumes_on_gpu(torch, trainer_runs, store: Ru
     first = trainer_runs["checkpoint"]
     assert first.state == "finished", log(first)[-3000:]
     checkpoints = first.dir / "checkpoints"
-    resumed = finish(
+    resumed = wait(
         start(store, "ddp", None, *CUDA, *CKPT, "--epochs", "3", "--max-steps", "26", "--resume",
               "--checkpoint-dir", str(checkpoints), nproc=1),
         store,

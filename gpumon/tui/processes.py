@@ -49,7 +49,7 @@ def short_run_id(run_id: str) -> str:
 _KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
 
 
-def _cells(p: GpuProcess, command_width: int, run: str | None = None, rank: int | None = None) -> dict[str, SortCell]:
+def _cells(p: GpuProcess, command_width: int, run: str | None = None, label: str = "") -> dict[str, SortCell]:
     def right(value: str) -> Text:
         return Text(value, justify="right")
 
@@ -60,7 +60,7 @@ def _cells(p: GpuProcess, command_width: int, run: str | None = None, rank: int 
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
         "mem": SortCell(p.used_memory if p.used_memory is not None else -1, right(size(p.used_memory))),
         "sm": SortCell(p.sm_util if p.sm_util is not None else -1, right(num(p.sm_util))),
-        "run": SortCell(run or "", Text(_run_label(run, rank), style="bold cyan")),
+        "run": SortCell(run or "", Text(label, style="bold cyan")),
         "command": SortCell(p.command or "", Text(elide(p.command, command_width))),
     }
 
@@ -82,7 +82,6 @@ class ProcessTable(DataTable[SortCell]):
         self.show_all = False
         self.gpu_index: int | None = None
         self.processes: dict[str, GpuProcess] = {}
-        self.runs: dict[str, str | None] = {}  # row key -> run id of the process
         self.labels: dict[str, str] = {}  # row key -> what its RUN cell says
         self._command_chars = 0
         self.border_title = "processes"
@@ -115,10 +114,9 @@ class ProcessTable(DataTable[SortCell]):
         for key in [k for k in self.processes if k not in wanted]:
             self.remove_row(key)
             changed = True
-        runs = {key: run_pids.get(proc.pid) for key, proc in wanted.items()}
-        labels = {key: _run_label(runs[key], ranks.get(proc.pid)) for key, proc in wanted.items()}
+        labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid)) for key, p in wanted.items()}
         for key, proc in wanted.items():
-            cells = _cells(proc, width, runs[key], ranks.get(proc.pid))
+            cells = _cells(proc, width, run_pids.get(proc.pid), labels[key])
             old = self.processes.get(key)
             if old is None:
                 self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
@@ -129,7 +127,6 @@ class ProcessTable(DataTable[SortCell]):
                         self.update_cell(key, column, cell)
                         changed = changed or column == self.sort_key
         self.processes = wanted
-        self.runs = runs
         self.labels = labels
         scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
         title = f"processes · {scope} · {len(wanted)}"

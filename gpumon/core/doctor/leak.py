@@ -17,6 +17,7 @@ from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -240,6 +241,7 @@ class LeakDetector:
         return "ok"
 
 
+@cache  # physical memory does not change while we run; asked once per rank and update
 def host_memory() -> int | None:
     """This machine's physical memory in bytes (the capacity of CPU ranks run here)."""
     try:
