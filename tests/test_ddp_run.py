@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.cli_runs import default_nproc
 from gpumon.core.runs.launcher import launch, wait
 from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.spec import RunSpec, default_nproc
 from gpumon.core.runs.store import RunStore
 
 pytest.importorskip("torch")

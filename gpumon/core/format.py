@@ -51,3 +51,12 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def value(item: object) -> str:
+    """A trial's config or metric value: floats to 4 significant digits, nothing as ''."""
+    if item is None:
+        return ""
+    if isinstance(item, float):
+        return f"{item:.4g}"
+    return str(item)

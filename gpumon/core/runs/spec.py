@@ -84,6 +84,18 @@ class RunSpec:
         return cls(**known)
 
 
+def default_nproc(kind: str, gpus: str | None, visible: int) -> int:
+    """Processes per node when --nproc is not given: ddp one per chosen (else visible) GPU, or up to 2 on a CPU;
+    pipeline 2; the other kinds 1."""
+    if kind == "pipeline":
+        return 2
+    if kind != "ddp":
+        return 1
+    if gpus:
+        return len(gpus.split(","))
+    return visible if visible else min(2, os.cpu_count() or 1)
+
+
 def parse_int(text: str | int, what: str, minimum: int = 0) -> int:
     try:
         value = int(str(text).strip())

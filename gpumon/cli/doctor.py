@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from gpumon.cli_runs import fail
+from gpumon.cli.common import fail
 
 CENSUS_WAIT_S = 120.0
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from gpumon.cli_runs import fail
+from gpumon.cli.common import announce_start, fail, print_table
 from gpumon.core import format as fmt
 
 
@@ -33,7 +32,6 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from gpumon.cli_runs import _follow
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.runs.launcher import launch
     from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
@@ -58,11 +56,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except OSError as err:
         return fail(f"could not start the search: {err}")
     print(f"trials:  gpumon trials {record.id}   (or F4 in gpumon)")
-    print(f"logs:    gpumon logs {record.id} --follow")
-    if record.state in ("failed", "lost"):
-        print(f"gpumon: the search ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)
-    print(f"{record.state} {record.id}", flush=True)
-    return _follow(record.id, 0, 0) if args.follow else 0
+    return announce_start(record, "search", args.follow)
 
 
 def stop_trial(record: Any, trial_id: str) -> int:
@@ -128,28 +122,18 @@ def cmd_trials(args: argparse.Namespace) -> int:
             [
                 t.id + mark,
                 t.status,
-                *(_value(t.config.get(p)) for p in params),
+                *(fmt.value(t.config.get(p)) for p in params),
                 "" if t.iteration is None else str(t.iteration),
-                *(_value(t.metrics.get(m)) for m in metrics),
+                *(fmt.value(t.metrics.get(m)) for m in metrics),
                 fmt.duration(t.time_total_s) if t.time_total_s is not None else "",
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    print_table(rows)
     for t in exp.trials.values():
         if t.error:
             print(f"\n{t.id} failed:\n{t.error.strip().splitlines()[-1]}")
     return 0
 
 
-def _value(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 def _config(config: dict[str, Any]) -> str:
-    return " ".join(f"{k}={_value(v)}" for k, v in sorted(config.items()))
+    return " ".join(f"{k}={fmt.value(v)}" for k, v in sorted(config.items()))

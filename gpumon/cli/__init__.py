@@ -1,0 +1,51 @@
+"""Command line: ``gpumon`` opens the TUI; subcommands print for scripts and plain ssh.
+
+One module per command group (``monitor``, ``launch``, ``runs``, ``tune``, ``doctor``), the parser in
+``parser`` and what they share in ``common``. Heavy imports stay inside the commands so ``gpumon snapshot``
+never pays for Textual and nothing here pulls in torch or ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from gpumon.cli import doctor, launch, monitor, runs, tune
+from gpumon.cli.parser import build_parser
+
+__all__ = ["build_parser", "main"]
+
+
+def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
+    commands: dict[str | None, Callable[[], int]] = {
+        "snapshot": lambda: monitor.cmd_snapshot(args),
+        "launch": lambda: launch.cmd_launch(args, rest),
+        "runs": lambda: runs.cmd_runs(args),
+        "logs": lambda: runs.cmd_logs(args),
+        "stop": lambda: runs.cmd_stop(args),
+        "doctor": lambda: doctor.cmd_doctor(args),
+        "tune": lambda: tune.cmd_tune(args),
+        "trials": lambda: tune.cmd_trials(args),
+    }
+    return commands.get(args.command, lambda: monitor.cmd_monitor(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    dashes = "--" in argv
+    if dashes:  # what follows -- goes to the launched program untouched
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1 :]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if dashes and args.command != "launch":
+        parser.error("'--' only goes with launch, before the program's own arguments")
+    try:
+        return _command(args, rest)()
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gpumon snapshot | head`
+        sys.stderr.close()
+        return 0

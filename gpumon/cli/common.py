@@ -1,0 +1,83 @@
+"""What every command shares: a user's mistake in one line (exit 2), whole-number arguments, tables, log following.
+
+Imports nothing from the other command modules, so each of them can import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def fail(message: str) -> int:
+    """A user's mistake: one line on stderr; the command returns the exit code, 2."""
+    print(f"gpumon: error: {message}", file=sys.stderr)
+    return 2
+
+
+def whole(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Rows of cells, the first the header, in left-aligned columns two spaces apart."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def announce_start(record: Any, what: str, follow_log: bool) -> int:
+    """After ``launch``/``tune`` started ``what`` ("run", "search"): its log, a warning if it ended at once,
+    then its state and id on the last line (for scripts); with ``follow_log``, rank 0's log until it ends."""
+    print(f"logs:    gpumon logs {record.id} --follow")
+    if record.state in ("failed", "lost"):
+        print(f"gpumon: the {what} ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)
+    print(f"{record.state} {record.id}", flush=True)
+    return follow(record.id, 0, 0) if follow_log else 0
+
+
+def follow(run_id: str, rank: int | None, first: int) -> int:
+    """Print the log as it grows until the run has ended and nothing more comes."""
+    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.telemetry import tail_lines
+
+    store = RunStore()
+    record = store.resolve(run_id)
+    path = record.log_path(rank)
+    for line in tail_lines(path, first):
+        print(line, flush=True)
+    try:
+        offset = path.stat().st_size
+    except OSError:
+        offset = 0
+    while True:
+        live = record.live
+        try:
+            with path.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            data = b""
+        if data:
+            offset += len(data)
+            sys.stdout.write(data.decode(errors="replace"))
+            sys.stdout.flush()
+        elif not live:
+            print(f"[{record.id} {record.state}, exit code {record.exit_code}]")
+            return 0
+        time.sleep(0.2)
+        record = store.load(record.dir) or record

@@ -1,0 +1,84 @@
+"""``gpumon launch KIND [PROGRAM] [-- ARGS]``: start a training run in the background.
+
+Nothing here imports torch (the run's own processes do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from gpumon.cli.common import announce_start, fail, whole
+from gpumon.core.runs.spec import KINDS
+
+
+def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
+    launch = sub.add_parser(
+        "launch",
+        parents=[parent],
+        help="start a training run in the background (prints its id last)",
+        description="Start a run detached from this terminal. With no program the kind's own trainer runs on the "
+        "digits set. Arguments after -- go to the program.",
+        epilog="examples: gpumon launch ddp --nproc 2 | gpumon launch script train.py -- --lr 0.1",
+    )
+    launch.add_argument(
+        "kind", choices=[k for k in KINDS if k != "tune"], help="ddp, dp, model-parallel, pipeline or script"
+    )
+    launch.add_argument("program", nargs="?", help="a Python script (required for script; optional otherwise)")
+    launch.add_argument("--module", "-m", metavar="NAME", help="run a Python module instead of a script")
+    launch.add_argument("--nproc", type=whole(1), help="processes per node (ddp: GPUs, or 2 on a CPU)")
+    launch.add_argument("--gpus", metavar="IDS", help="GPU indexes for CUDA_VISIBLE_DEVICES, e.g. 0,1")
+    launch.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment")
+    launch.add_argument("--name", help="a label shown beside the id")
+    launch.add_argument("--max-restarts", type=whole(0), default=0, help="torchrun restarts after a failure")
+    launch.add_argument("--nnodes", type=whole(1), default=1, help="nodes in a multi-node run")
+    launch.add_argument("--node-rank", type=whole(0), default=0, help="this node's rank (multi-node)")
+    launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous on the first node (multi-node)")
+    launch.add_argument("--rdzv-id", help="rendezvous id shared by all nodes (default: this run's id)")
+    launch.add_argument("--follow", "-f", action="store_true", help="then follow rank 0's log until the run ends")
+    launch.add_argument(
+        "--oom-retry", action="store_true", help="after an out-of-memory failure, relaunch with half the --batch-size"
+    )
+    launch.add_argument(
+        "--keep-batch", action="store_true", help="with --oom-retry: double --accum-steps as the batch halves"
+    )
+
+
+def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
+    from gpumon.core.gpu import visible_gpu_count
+    from gpumon.core.runs.launcher import build_command, launch, other_node_commands
+    from gpumon.core.runs.spec import RunSpec, SpecError, default_nproc, parse_env, parse_gpus
+    from gpumon.core.runs.store import RunStore
+
+    if args.module and args.program:
+        return fail("give a script or --module, not both")
+    program = f"-m {args.module}" if args.module else args.program
+    visible = visible_gpu_count()
+    try:
+        gpus = parse_gpus(args.gpus, visible)
+        spec = RunSpec(
+            kind=args.kind,
+            program=program,
+            args=tuple(rest),
+            nproc=args.nproc or default_nproc(args.kind, gpus, visible),
+            gpus=gpus,
+            env=parse_env(args.env),
+            nnodes=args.nnodes,
+            node_rank=args.node_rank,
+            rdzv_endpoint=args.rdzv_endpoint,
+            rdzv_id=args.rdzv_id,
+            max_restarts=args.max_restarts,
+            name=args.name,
+            oom_retry=args.oom_retry,
+            keep_batch=args.keep_batch,
+        )
+        record = launch(spec, RunStore(), visible)
+    except SpecError as err:
+        return fail(str(err))
+    except OSError as err:
+        return fail(f"could not start the run: {err}")
+    print(f"command: {shlex.join(build_command(spec, record.id))}")
+    for argv in other_node_commands(spec, record.id):
+        print(f"on node {argv[argv.index('--node-rank') + 1]}: {shlex.join(argv)}")
+    return announce_start(record, "run", args.follow)

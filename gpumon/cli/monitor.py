@@ -1,0 +1,60 @@
+"""``gpumon`` with no command opens the live monitor; ``gpumon snapshot`` prints one sample and exits.
+
+Textual is imported only when the monitor opens, so ``gpumon snapshot`` never pays for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from gpumon.core.gpu import open_gpu_source
+    from gpumon.core.host import HostSource
+    from gpumon.core.model import Snapshot
+    from gpumon.core.report import snapshot_text
+
+    started = time.monotonic()
+    host = HostSource()
+    source = open_gpu_source(args.simulate, args.seed)
+    try:
+        gpu = source.sample()
+    finally:
+        source.close()
+    # CPU percent is a rate: it needs a short window since the priming call.
+    time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
+    snap = Snapshot(gpu=gpu, host=host.sample())
+    if args.json:
+        print(json.dumps(snap.to_dict(), indent=2))
+    else:
+        import shutil
+
+        print(snapshot_text(snap, width=shutil.get_terminal_size((100, 24)).columns))
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from gpumon.core.config import ConfigError, load_keymap
+    from gpumon.core.gpu import open_gpu_source
+    from gpumon.core.host import HostSource
+    from gpumon.core.sampler import Sampler
+
+    try:
+        keymap = load_keymap()
+    except ConfigError as err:
+        print(f"gpumon: error: {err}", file=sys.stderr)
+        return 2
+    # NVML starts and the first sample is taken while Textual imports.
+    sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
+    sampler.start()
+    try:
+        from gpumon.tui.app import GpumonApp
+
+        GpumonApp(sampler, readonly=args.readonly, keymap=keymap).run()
+    finally:
+        sampler.stop()
+    return 0

@@ -1,0 +1,81 @@
+"""The ``gpumon`` parser: the monitor's own options and ``snapshot``; each command module adds its commands."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from gpumon import __version__
+from gpumon.cli import doctor, launch, runs, tune
+from gpumon.core.sampler import MIN_INTERVAL
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a user's mistake in one line and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes seconds, e.g. 1 or 0.5, not {text!r}") from None
+    if not value >= MIN_INTERVAL:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_INTERVAL} s, got {text}")
+    return value
+
+
+def _gpu_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of GPUs, e.g. 2, not {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"takes 1 to 64 GPUs, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+
+
+def _source_options(in_command: bool = False) -> _Parser:
+    """--simulate/--seed, accepted before or after a command. After one, they
+    default to SUPPRESS so they never overwrite what was given before it."""
+    common = _Parser(add_help=False)
+    unset = argparse.SUPPRESS if in_command else None
+    common.add_argument("--simulate", type=_gpu_count, metavar="N", default=unset, help="show N simulated GPUs")
+    common.add_argument(
+        "--seed", type=_int, default=unset if in_command else 0, help="seed of the simulated GPUs (default 0)"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gpumon",
+        description="Terminal cockpit for PyTorch training servers. With no command, opens the live monitor.",
+        parents=[_source_options()],
+    )
+    parser.add_argument("--version", action="version", version=f"gpumon {__version__}")
+    parser.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="S",
+        help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})",
+    )
+    parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    snap = sub.add_parser(
+        "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
+    )
+    snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
+    for module in (launch, runs, tune, doctor):  # the order of `gpumon --help`
+        module.add_commands(sub, _Parser(add_help=False))
+    return parser

@@ -1,0 +1,126 @@
+"""``gpumon runs | logs | stop``: list runs, print a run's log, stop a run (``launch`` starts one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gpumon.cli.common import fail, follow, print_table, whole
+from gpumon.cli.tune import stop_trial
+from gpumon.core import format as fmt
+
+
+def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
+    runs = sub.add_parser("runs", parents=[parent], help="list runs (id, kind, status, step, loss, memory)")
+    runs.add_argument("--json", action="store_true", help="print JSON: id, kind, status, exit code, times, dir")
+
+    logs = sub.add_parser("logs", parents=[parent], help="print a run's log (rank 0 unless --rank)")
+    logs.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
+    logs.add_argument("--rank", type=whole(0), help="which rank's log (default 0)")
+    logs.add_argument("--launcher", action="store_true", help="torchrun's own output instead of a rank's")
+    logs.add_argument("--lines", "-n", type=whole(0), default=50, help="lines to print first (default 50)")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+
+    stop = sub.add_parser("stop", parents=[parent], help="stop a run: SIGTERM, then SIGKILL after 10 s")
+    stop.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
+    stop.add_argument("--kill", action="store_true", help="SIGKILL at once")
+    stop.add_argument("--no-wait", action="store_true", help="return without waiting for the run to end")
+    stop.add_argument("--trial", metavar="ID", help="a search (kind tune): stop only this trial")
+
+
+def _summaries() -> list[Any]:
+    from gpumon.core.runs.monitor import RunsMonitor
+
+    return RunsMonitor().refresh()
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    summaries = _summaries()
+    if args.json:
+        docs = []
+        for s in summaries:
+            doc = s.record.to_dict()
+            doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
+            docs.append(doc)
+        print(json.dumps({"schema": 1, "runs": docs}, indent=2))
+        return 0
+    if not summaries:
+        print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
+        return 0
+    rows = [("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "PROGRAM")]
+    for s in summaries:
+        r = s.record
+        rows.append(
+            (
+                s.id,
+                r.spec.kind,
+                s.state,
+                "" if r.exit_code is None else str(r.exit_code),
+                fmt.duration(r.elapsed()),
+                "" if s.step is None else str(s.step),
+                "" if s.loss is None else f"{s.loss:.4f}",
+                "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
+                "" if s.memory is None else fmt.size(s.memory),
+                r.spec.label(),
+            )
+        )
+    print_table(rows)
+    return 0
+
+
+def _resolve(text: str) -> Any:
+    from gpumon.core.runs.store import RunStore
+
+    return RunStore().resolve(text)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from gpumon.core.runs.store import RunNotFound
+    from gpumon.core.runs.telemetry import tail_lines
+
+    try:
+        record = _resolve(args.run)
+    except RunNotFound as err:
+        return fail(str(err))
+    rank = None if args.launcher else (args.rank or 0)
+    path = record.log_path(rank)
+    if not path.exists():
+        if rank is not None and rank not in record.log_ranks() and record.log_ranks():
+            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
+        if not args.follow:
+            return fail(f"{record.id} has no log yet at {path}")
+    if not args.follow:
+        for line in tail_lines(path, args.lines):
+            print(line)
+        return 0
+    return follow(record.id, rank, args.lines)
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from gpumon.core.runs.launcher import STOP_GRACE_S, stop, wait
+    from gpumon.core.runs.store import RunNotFound, RunStore
+
+    try:
+        record = _resolve(args.run)
+    except RunNotFound as err:
+        return fail(str(err))
+    if args.trial is not None:
+        return stop_trial(record, args.trial)
+    if not record.live:
+        print(f"{record.id} is not running ({record.state})")
+        return 0
+    try:
+        print(stop(record, kill=args.kill), flush=True)
+        if record.spec.kind == "tune" and not args.kill and not args.no_wait:
+            # The search ends its trials itself; past the grace period it is stopped like any run.
+            record = wait(record, RunStore(), timeout=STOP_GRACE_S)
+            if record.live:
+                print(stop(record), flush=True)
+    except PermissionError:
+        return fail(f"permission denied stopping {record.id}: run gpumon as the user who started it")
+    if args.no_wait:
+        return 0
+    final = wait(record, RunStore(), timeout=STOP_GRACE_S + 10)
+    print(f"{final.state} {final.id}")
+    return 0 if not final.live else 1
