@@ -27,6 +27,7 @@ def core_modules() -> list[str]:
 def test_core_modules_exist() -> None:
     names = core_modules()
     assert "gpumon.core.gpu.nvml" in names and "gpumon.cli" in names and "gpumon.cli.common" in names
+    assert "gpumon.core.doctor.classifier" in names and "gpumon.core.doctor.advice_types" in names
 
 
 def imported_packages(path: Path) -> set[str]:

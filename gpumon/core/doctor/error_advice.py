@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from gpumon.core.doctor.advice import Context, Scored, item
+from gpumon.core.doctor.advice_text import item
+from gpumon.core.doctor.advice_types import Context, Scored
 from gpumon.core.doctor.failures import Failure
 
 # The assertion's own condition -> what to check in the data.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpumon.core.doctor.failures import Failure, classify, exception_text
+from gpumon.core.doctor.classifier import classify
+from gpumon.core.doctor.failures import Failure, exception_text
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry, tail_lines
 

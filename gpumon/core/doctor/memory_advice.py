@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-from gpumon.core.doctor.advice import Context, Scored, item
+from gpumon.core.doctor.advice_text import item
+from gpumon.core.doctor.advice_types import Context, Scored
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.oom import MemoryNumbers, fmt_size
 

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.doctor.advice import Advice, Context, advise
+from gpumon.core.doctor.advice import advise
+from gpumon.core.doctor.advice_types import Advice, Context
 from gpumon.core.doctor.causes import Cause, name_causes
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure

@@ -1,0 +1,121 @@
+"""The advice's words: each key's title and change, formatted with the numbers a rule found."""
+
+from __future__ import annotations
+
+from gpumon.core.doctor.advice_types import Advice
+
+
+def item(score: int, key: str, why: str, **fields: object) -> tuple[int, Advice]:
+    """A scored Advice whose title and change come from ``TEXT[key]``, formatted with ``fields``."""
+    title, change = TEXT[key]
+    return score, Advice(key, title.format(**fields), why, change.format(**fields))
+
+
+TEXT: dict[str, tuple[str, str]] = {
+    # GPU memory
+    "gpu_occupied": ("Check what else holds the GPU's memory",
+                     "look at the GPU's processes (gpumon's GPU view, nvidia-smi); stop them or pick an idle GPU "
+                     "(gpumon launch --gpus N)"),
+    "memory_fraction": ("Lift the per-process memory cap",
+                        "raise or remove torch.cuda.set_per_process_memory_fraction()"),
+    "other_processes": ("Free the GPU from other processes",
+                        "stop them (gpumon's GPU view lists them) or run on an idle GPU (gpumon launch --gpus N)"),
+    "outside_memory": ("Find what holds the GPU outside PyTorch",
+                       "look for other processes on the GPU (gpumon's GPU view, nvidia-smi); a CUDA context alone "
+                       "takes about 0.3-1 GiB per process"),
+    "non_pytorch": ("Account for the process's memory outside PyTorch's allocator",
+                    "compare torch.cuda.memory_reserved() with the process's usage; NCCL buffers (NCCL_BUFFSIZE) and "
+                    "other libraries' pools count here"),
+    "expandable_segments": ("Stop the cache from fragmenting: expandable segments",
+                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                            "(gpumon launch --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ...)"),
+    "empty_cache": ("Release the cache between phases: torch.cuda.empty_cache()",
+                    "call torch.cuda.empty_cache() after evaluation or between phases whose tensor sizes differ; it "
+                    "cannot prevent an OOM inside one step (the allocator already returns its cache before failing), "
+                    "so pair it with expandable_segments"),
+    "item": ("Keep no tensors alive from one step to the next",
+             "log loss.item() or float(loss), not the loss tensor (total += loss keeps every step's graph); "
+             "del intermediates kept in lists; .detach() what you store"),
+    "no_grad": ("Evaluate without autograd{where}",
+                "wrap evaluation in `with torch.inference_mode():` (or torch.no_grad()) and call model.eval(): "
+                "otherwise activations are kept for a backward that never comes"),
+    "batch_size": ("Lower the batch size to {size}", "{change}"),
+    "grad_accum": ("Keep the effective batch with {steps} accumulation steps",
+                   "(loss / {steps}).backward() every batch; optimizer.step() and zero_grad() every {steps} batches"),
+    "model_too_big": ("Even one sample does not fit: shrink what the model holds",
+                      "bf16 weights with autocast, a smaller model, or shard it across GPUs (FSDP)"),
+    "mixed_precision": ("Train in bf16 with autocast",
+                        "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x)  (fp16 also needs "
+                        "torch.amp.GradScaler); activations take about half the memory"),
+    "checkpointing": ("Recompute activations: gradient checkpointing",
+                      "torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around the big blocks "
+                      "(Hugging Face: model.gradient_checkpointing_enable())"),
+    # host memory
+    "confirm_oom_killer": ("Confirm that the kernel's OOM killer sent the SIGKILL",
+                           "dmesg -T | grep -i -E 'out of memory|killed process' (or journalctl -k | grep -i oom) "
+                           "names the pid it killed and the memory it held"),
+    "shm": ("Give the DataLoader workers more shared memory",
+            "docker run --shm-size=16g (or --ipc=host); fewer workers; or "
+            "torch.multiprocessing.set_sharing_strategy('file_system')"),
+    "tensor_size": ("Check the shape behind the {size} allocation",
+                    "print the shape before the failing line: a size built from a wrong dimension gives such numbers"),
+    "host_leak": ("Stop the host memory from growing every step",
+                  "log loss.item(), not tensors; keep no tensors or batches in lists; store results as numpy "
+                  "(.detach().cpu().numpy())"),
+    "dataloader_workers": ("Use fewer DataLoader workers, and share the dataset instead of copying it",
+                           "lower num_workers (and prefetch_factor); keep samples in numpy arrays or tensors, not in "
+                           "lists of Python objects, whose reference counts make every worker copy them"),
+    "pin_memory": ("Try without pinned memory", "DataLoader(..., pin_memory=False), or drop --pin-memory"),
+    "host_batch": ("Hold less in host memory per step",
+                   "lower --batch-size; read data lazily (memory-mapped files) instead of loading the whole set; "
+                   "watch each rank's RSS per step in gpumon's Runs view"),
+    # CUDA errors
+    "launch_blocking": ("Find the failing kernel with CUDA_LAUNCH_BLOCKING=1",
+                        "rerun with CUDA_LAUNCH_BLOCKING=1 (gpumon launch --env CUDA_LAUNCH_BLOCKING=1 ...): slower, "
+                        "but the traceback then points at the failing op"),
+    "check_ranges": ("Check the {what} against their valid range", "{check}"),
+    "cpu_repro": ("Run the failing batch on the CPU",
+                  "model.cpu(); model(batch.cpu()): the same check becomes a Python error, e.g. "
+                  "'IndexError: Target 10 is out of bounds.'"),
+    "restart": ("Restart the run after the fix",
+                "a device-side assert cannot be caught and continued: the CUDA context is unusable"),
+    "treat_as_oom": ("Treat it as out of memory first",
+                     "lower --batch-size, and check the GPU's other processes (gpumon's GPU view)"),
+    "cudnn_versions": ("Check the cuDNN and CUDA libraries",
+                       "python -c 'import torch; print(torch.version.cuda, torch.backends.cudnn.version())'; "
+                       "no other libcudnn on LD_LIBRARY_PATH"),
+    "cudnn_off": ("Confirm with cuDNN off",
+                  "torch.backends.cudnn.enabled = False (slower, for the diagnosis only)"),
+    # distributed
+    "first_failure": ("Read the first failing rank's log",
+                      "gpumon logs RUN --rank N for each rank: the earliest traceback is the cause"),
+    "nccl_debug": ("Rerun with NCCL's own log", "gpumon launch --env NCCL_DEBUG=INFO --env NCCL_DEBUG_SUBSYS=INIT,NET"),
+    "network": ("Pin NCCL to the network interface that reaches the other nodes",
+                "NCCL_SOCKET_IFNAME=<interface> (see ip addr); to rule out InfiniBand, NCCL_IB_DISABLE=1"),
+    "cuda_in_nccl": ("Check each rank's GPU, driver and NCCL",
+                     "torch.cuda.set_device(local_rank) before init_process_group; the same driver, CUDA and NCCL "
+                     "versions on every node"),
+    "diverged": ("Make every rank run the same collectives in the same order",
+                 "no collective inside `if rank == 0:`; the same code path on every rank (conditional layers, "
+                 "find_unused_parameters)"),
+    "stalled_rank": ("Look at rank {ranks}: it never reached the collective",
+                     "read its log (gpumon logs RUN --rank N): a crash, a hang in data loading, or work only it does"),
+    "uneven_batches": ("Give every rank the same number of batches",
+                       "DistributedSampler(dataset, drop_last=True), or `with model.join():` for uneven inputs"),
+    "slow_phase": ("Keep rank-0-only work under {minutes}, or raise the timeout for it",
+                   "checkpointing or evaluating on rank 0 alone makes the others wait: move it out, or "
+                   "init_process_group(..., timeout=datetime.timedelta(minutes=30))"),
+    "flight_recorder": ("Record what each rank was doing",
+                        "gpumon launch --env TORCH_NCCL_TRACE_BUFFER_SIZE=2000 --env TORCH_NCCL_DUMP_ON_TIMEOUT=1 "
+                        "--env NCCL_DEBUG=INFO ..."),
+    # shapes and signals
+    "shapes": ("Make the shapes agree: {a} vs {b}", "{change}"),
+    "faulthandler": ("Get a Python traceback at the crash",
+                     "PYTHONFAULTHANDLER=1 prints the stack; check that torch and its extensions come from one build"),
+    "abort_reason": ("Read the lines just above the abort",
+                     "'terminate called after throwing...' or a watchdog message there names the reason"),
+    "who_stopped": ("Find who stopped the run",
+                    "a scheduler's time limit or preemption, systemd-oomd or earlyoom (they send SIGTERM), "
+                    "or gpumon stop"),
+    "signal": ("Find what sent the signal", "check the scheduler's log and the kernel's (dmesg -T)"),
+}  # fmt: skip
