@@ -1,4 +1,4 @@
-"""The core never imports Textual; the monitor's start path never imports torch or ray."""
+"""The core never imports Textual; the monitor's start path never imports torch or ray; no import cycles."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import ast
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import gpumon
@@ -77,3 +78,100 @@ def test_only_gpumon_tune_imports_ray_and_search_files_are_checked_without_it() 
     code = "import sys, gpumon.tune, gpumon.tune.search_file, gpumon.cli.tune; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"  # the package itself stays light until GpumonCallback is used
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of the package at ``root`` (gpumon/) and the modules of that package it imports.
+
+    Every ``import``/``from ... import`` anywhere in the file counts, lazy ones inside functions included:
+    they still make a cycle at run time, only later. ``if TYPE_CHECKING:`` imports count too (no false
+    positive today; a type-only cycle still ties the two modules together). ``from a.b import c`` is an
+    edge to ``a.b.c`` when that is a module, else to ``a.b``; ``import a.b.c`` to ``a.b.c``; relative
+    imports are resolved first. The parent packages Python runs on the way are not edges.
+    """
+    files = {_module_name(path, root): path for path in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names)
+        edges = set()
+        for target in targets:
+            while target and target not in files:  # an attribute path falls back to its module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """A cycle as [a, b, ..., a], each importing the next, or None. Depth first, in name order."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in done and (found := visit(nxt)):
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        if node not in done and (found := visit(node)):
+            return found
+    return None
+
+
+def test_find_cycle_finds_one_in_a_tiny_graph() -> None:
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": set(), "e": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"x": {"x"}}) == ["x", "x"]
+    graph["c"] = {"d"}
+    assert find_cycle(graph) is None
+
+
+def test_import_graph_counts_lazy_relative_and_from_package_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    sources = {
+        "__init__.py": "from pkg.sub import leaf\n",
+        "a.py": "import os\nfrom pkg import b\n\ndef later():\n    from .sub.leaf import NAME\n",
+        "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.sub\nfrom . import a\n",
+        "sub/__init__.py": "",
+        "sub/leaf.py": "from .. import b\nfrom ..a import later\nNAME = 1\n",
+    }
+    for name, text in sources.items():
+        (pkg / name).write_text(text)
+    assert import_graph(pkg) == {
+        "pkg": {"pkg.sub.leaf"},
+        "pkg.a": {"pkg.b", "pkg.sub.leaf"},
+        "pkg.b": {"pkg.a", "pkg.sub"},
+        "pkg.sub": set(),
+        "pkg.sub.leaf": {"pkg.b", "pkg.a"},
+    }
+    assert find_cycle(import_graph(pkg)) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_no_import_cycle_in_gpumon() -> None:
+    graph = import_graph()
+    assert "gpumon.tui.app" in graph["gpumon.cli.monitor"]  # a lazy import inside a function is an edge
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
