@@ -117,6 +117,8 @@ async def replay(home: Path, run_dir: Path, running: list[str], rounds: int, sor
     from gpumon.core.runs.store import RunStore
     from gpumon.core.sampler import Sampler
     from gpumon.tui.app import GpumonApp
+    from gpumon.tui.views.runs.view import RunsView
+    from gpumon.tui.views.trials.view import TrialsView
 
     monitor = ExperimentsMonitor(RunStore(home))
     started = time.perf_counter()
@@ -129,9 +131,9 @@ async def replay(home: Path, run_dir: Path, running: list[str], rounds: int, sor
     app = GpumonApp(sampler, store=RunStore(home))
     fold_ms, apply_ms, frame_ms = [], [], []
     async with app.run_test(size=(200, 50)) as pilot:
-        view = app.trials_view
+        view = app.query_one(TrialsView)
         view.polling = False  # this script is the worker
-        while not app.runs_view.summaries:  # the Runs view's worker reads the same events once, on a thread
+        while not app.query_one(RunsView).summaries:  # the Runs view's worker reads the same events once, on a thread
             await pilot.pause(0.05)
         app.show_view("trials")
         started = time.perf_counter()

@@ -27,7 +27,7 @@ async def shoot_runs(name: str, size: tuple[int, int]) -> None:
     from gpumon.core.runs.launcher import launch, wait
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
-    from gpumon.tui.run_detail import LogView
+    from gpumon.tui.widgets.log_view import LogView
 
     os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
     store = RunStore()
@@ -67,7 +67,7 @@ async def shoot_trials(name: str, size: tuple[int, int]) -> None:
     from gpumon.core.runs.launcher import launch, wait
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
-    from gpumon.tui.trial_table import TrialTable
+    from gpumon.tui.views.trials.trial_table import TrialTable
 
     os.environ["GPUMON_HOME"] = home = tempfile.mkdtemp(prefix="gpumon-shots-")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -95,6 +95,7 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
     from gpumon.core.runs.launcher import launch, stop
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
+    from gpumon.tui.views.runs.view import RunsView
 
     os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
     script = str(ROOT / "trainers" / "examples" / "leak_loss_graph.py")
@@ -106,7 +107,7 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
             await pilot.press("r")
             for _ in range(1200):
                 await pilot.pause(0.1)
-                summary = app.runs_view.summaries.get(record.id)
+                summary = app.query_one(RunsView).summaries.get(record.id)
                 if summary is not None and summary.leak is not None and summary.leak.state == "leak":
                     break
             await pilot.press("d")

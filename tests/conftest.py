@@ -33,11 +33,17 @@ class FrozenHost:
         )
 
 
-def make_app(source: GpuSource | None = None, gpus: int = 2, ticks: int = 40, readonly: bool = False) -> GpumonApp:
+def make_app(
+    source: GpuSource | None = None,
+    gpus: int = 2,
+    ticks: int = 40,
+    readonly: bool = False,
+    keymap: dict[str, str] | None = None,
+) -> GpumonApp:
     sampler = Sampler(source or SimulatedSource(gpus, seed=1), FrozenHost(), interval=1.0)
     for _ in range(ticks):
         sampler.sample_once()
-    return GpumonApp(sampler, readonly=readonly)
+    return GpumonApp(sampler, readonly=readonly, keymap=keymap)
 
 
 def no_gpu_app() -> GpumonApp:

@@ -17,9 +17,10 @@ from gpumon.core.host import HostSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.panels import GpuPanel, HostPanel
-from gpumon.tui.processes import ProcessTable
-from gpumon.tui.screens import ConfirmScreen, HelpScreen
+from gpumon.tui.views.gpus.panels import GpuPanel, HostPanel
+from gpumon.tui.views.gpus.processes import ProcessTable
+from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app, no_gpu_app
 
 
@@ -40,20 +41,20 @@ def screen_text(app: GpumonApp) -> str:
 async def test_number_keys_and_arrows_select_gpus() -> None:
     app = make_app(gpus=4)
     async with app.run_test(size=(100, 40)) as pilot:
-        assert app.selected == 0
+        assert app.query_one(GpusView).selected == 0
         await pilot.press("2")
-        assert app.selected == 2
+        assert app.query_one(GpusView).selected == 2
         assert app.screen.query_one("#gpu-2", GpuPanel).has_class("-selected")
         assert not app.screen.query_one("#gpu-0", GpuPanel).has_class("-selected")
         assert "GPU 2" in str(app.query_one(ProcessTable).border_title)
         await pilot.press("right")
-        assert app.selected == 3
+        assert app.query_one(GpusView).selected == 3
         await pilot.press("right")  # wraps around
-        assert app.selected == 0
+        assert app.query_one(GpusView).selected == 0
         await pilot.press("left")
-        assert app.selected == 3
+        assert app.query_one(GpusView).selected == 3
         await pilot.press("7")  # no such GPU: said, selection unchanged
-        assert app.selected == 3
+        assert app.query_one(GpusView).selected == 3
         assert any("No GPU 7" in n for n in notes(app))
 
 
@@ -62,23 +63,23 @@ async def test_up_down_move_between_gpus_when_the_list_has_focus() -> None:
     async with app.run_test(size=(100, 40)) as pilot:
         app.query_one("#gpus").focus()
         await pilot.press("down", "down")
-        assert app.selected == 2
+        assert app.query_one(GpusView).selected == 2
         await pilot.press("up")
-        assert app.selected == 1
+        assert app.query_one(GpusView).selected == 1
 
 
 async def test_clicking_a_gpu_panel_selects_it() -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.click("#gpu-1")
-        assert app.selected == 1
+        assert app.query_one(GpusView).selected == 1
 
 
 async def test_process_table_shows_the_selected_gpu_and_all_on_a() -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 40)) as pilot:
         table = app.query_one(ProcessTable)
-        snap = app.snapshot
+        snap = app.context.snapshot
         assert snap is not None
         assert set(row_keys(table)) == {f"0:{p.pid}" for p in snap.gpu.devices[0].processes}
         await pilot.press("a")
@@ -93,7 +94,7 @@ async def test_sorting_orders_rows_by_the_chosen_column() -> None:
     async with app.run_test(size=(100, 40)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")
-        procs = {f"{p.gpu_index}:{p.pid}": p for d in app.snapshot.gpu.devices for p in d.processes}  # type: ignore[union-attr]
+        procs = {f"{p.gpu_index}:{p.pid}": p for d in app.context.snapshot.gpu.devices for p in d.processes}  # type: ignore[union-attr]
         by_mem = sorted(procs, key=lambda k: procs[k].used_memory or 0, reverse=True)
         assert row_keys(table) == by_mem  # default: memory, biggest first
         await pilot.press("s", "s")  # mem -> sm -> pid
@@ -107,7 +108,7 @@ async def test_signal_to_a_simulated_process_is_refused_after_confirmation() -> 
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 40)) as pilot:
         app.query_one(ProcessTable).focus()
-        await pilot.press("t")
+        await pilot.press("T")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         assert not isinstance(app.screen, ConfirmScreen)
@@ -118,7 +119,7 @@ async def test_readonly_never_asks_to_send_signals() -> None:
     app = make_app(gpus=1, readonly=True)
     async with app.run_test(size=(100, 40)) as pilot:
         app.query_one(ProcessTable).focus()
-        await pilot.press("t")
+        await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("Read-only" in n for n in notes(app))
 
@@ -151,7 +152,7 @@ class OneRealProcessSource:
         pass
 
 
-@pytest.mark.parametrize(("key", "code"), [("t", -15), ("K", -9)])
+@pytest.mark.parametrize(("key", "code"), [("T", -15), ("K", -9), ("I", -2)])
 async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -192,7 +193,7 @@ async def test_no_gpu_screen_says_why_and_keys_do_not_crash() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         notice = str(app.query_one("#no-gpu", Static).render())
         assert "No GPU shown" in notice and "NVML library not found" in notice
-        await pilot.press("1", "right", "t", "s", "a")
+        await pilot.press("1", "right", "T", "s", "a")
         assert app.query_one(HostPanel).host is not None
         assert any("No GPU 1" in n for n in notes(app))
 
@@ -207,7 +208,7 @@ async def test_no_gpu_on_this_machine_with_the_real_sources() -> None:
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             for _ in range(100):
-                if app.snapshot is not None and app.query("#no-gpu"):
+                if app.context.snapshot is not None and app.query("#no-gpu"):
                     break
                 await pilot.pause(0.05)
             assert "NVML" in str(app.query_one("#no-gpu", Static).render())

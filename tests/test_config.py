@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.config import BINDING_IDS, ConfigError, load_keymap
-from gpumon.tui.app import GpuList, GpumonApp
-from gpumon.tui.screens import ConfirmScreen
+from gpumon.tui.app import GLOBAL_BINDINGS
+from gpumon.tui.views import VIEWS
+from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
 
 
 def test_keymap_ids_are_exactly_the_tui_binding_ids() -> None:
-    declared = {b.id for cls in (GpumonApp, GpuList) for b in cls.BINDINGS if b.id}  # type: ignore[union-attr]
+    owners = [w for v in VIEWS for w in (v, *v.HELP_WIDGETS)]
+    bindings = [*GLOBAL_BINDINGS, *(b for w in owners for b in w.BINDINGS)]  # type: ignore[attr-defined]
+    declared = {b.id for b in bindings if b.id}  # type: ignore[union-attr]
     assert declared == set(BINDING_IDS)
 
 
@@ -62,7 +65,7 @@ async def test_remapped_key_takes_over() -> None:
     app = make_app(gpus=1)
     app.set_keymap({"terminate": "x"})
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("tab", "t")
+        await pilot.press("tab", "T")
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("x")
         assert isinstance(app.screen, ConfirmScreen)

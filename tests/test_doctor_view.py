@@ -18,10 +18,11 @@ from gpumon.core.events import EventWriter
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.charts import Chart
-from gpumon.tui.doctor_view import DoctorView
-from gpumon.tui.panels import GpuPanel
-from gpumon.tui.run_table import RunTable
+from gpumon.tui.views.doctor.view import DoctorView
+from gpumon.tui.views.gpus.panels import GpuPanel
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.views.runs.view import RunsView
+from gpumon.tui.widgets.charts import Chart
 from tests.conftest import make_app
 from tests.test_runs_view import T0, cell, notes, open_runs, screen_text, until
 
@@ -121,7 +122,7 @@ def doctor_text(app: GpumonApp) -> str:
 async def select(pilot: Any, run_id: str) -> None:
     app = pilot.app
     app.query_one(RunTable).select_run(run_id)
-    await until(pilot, lambda: app.runs_view.selected_id == run_id and app.query_one(RunTable).shown)
+    await until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and app.query_one(RunTable).shown)
 
 
 async def open_doctor(pilot: Any, run_id: str, expect: str) -> str:
@@ -231,7 +232,7 @@ async def test_readonly_asks_for_no_census(home: Path) -> None:
     app = make_app(gpus=1, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_runs(pilot, 4)
-        await until(pilot, lambda: app.runs_view.summaries[LIVE].leak is not None)
+        await until(pilot, lambda: app.query_one(RunsView).summaries[LIVE].leak is not None)
         await select(pilot, LIVE)
         await open_doctor(pilot, LIVE, "memory per iteration")
         await pilot.press("c")

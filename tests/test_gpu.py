@@ -125,7 +125,7 @@ def test_app_in_tmux_shows_nvidia_smis_memory_and_names_a_runs_rank(tmp_path, mo
     from gpumon.core.runs.launcher import launch, stop
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
-    from gpumon.tui.processes import short_run_id
+    from gpumon.tui.widgets.render import short_run_id
     from tests.test_tmux import Tmux
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))

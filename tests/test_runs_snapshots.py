@@ -13,8 +13,9 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.run_detail import LogView
-from gpumon.tui.run_table import RunTable
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.views.runs.view import RunsView
+from gpumon.tui.widgets.log_view import LogView
 from tests.conftest import make_app
 from tests.test_runs_view import FAILED, FINISHED, record_runs
 
@@ -42,7 +43,7 @@ def runs_view_on(run_id: str) -> Callable[[Pilot[None]], Awaitable[None]]:
             assert time.monotonic() < deadline, "the runs never showed"
             await pilot.pause(0.05)
         table.select_run(run_id)
-        while app.runs_view.selected_id != run_id or not log.lines:  # a new selection clears the log first
+        while app.query_one(RunsView).selected_id != run_id or not log.lines:  # a new selection clears the log first
             assert time.monotonic() < deadline, "the run's log never showed"
             await pilot.pause(0.05)
         await pilot.pause(0.2)

@@ -26,12 +26,14 @@ from gpumon.core.runs.launcher import launch
 from gpumon.core.runs.spec import RunSpec, SpecError
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.charts import Chart, Series, line_chart
-from gpumon.tui.launch_form import LaunchForm, build_spec
-from gpumon.tui.processes import ProcessTable
-from gpumon.tui.run_detail import LogView
-from gpumon.tui.run_table import RunTable
-from gpumon.tui.screens import ConfirmScreen
+from gpumon.tui.views.gpus.processes import ProcessTable
+from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.views.runs.launch_form import LaunchForm, build_spec
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.views.runs.view import RunsView
+from gpumon.tui.widgets.charts import Chart, Series, line_chart
+from gpumon.tui.widgets.log_view import LogView
+from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
 
 T0 = 1_795_000_000.0  # recorded runs have fixed times: their elapsed never depends on the clock
@@ -185,7 +187,7 @@ async def select(pilot: Pilot[None], run_id: str) -> None:
     app = pilot.app
     assert isinstance(app, GpumonApp)
     app.query_one(RunTable).select_run(run_id)
-    await until(pilot, lambda: app.runs_view.selected_id == run_id and run_id in info(app))
+    await until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and run_id in info(app))
 
 
 async def log_title(pilot: Pilot[None], text: str) -> None:
@@ -220,17 +222,22 @@ async def test_r_and_g_switch_views_and_gpu_keys_do_nothing_in_runs(home: Path) 
         await open_runs(pilot, 3)
         assert switcher.current == "runs" and app.view == "runs"
         footer_keys = set(app.screen.active_bindings)
-        assert {"n", "x", "K", "l", "g"} <= footer_keys and not {"s", "a", "R", "2"} & footer_keys
+        assert {"n", "T", "K", "l", "g"} <= footer_keys and not {"s", "a", "R", "2"} & footer_keys
         assert app.screen.active_bindings["t"].binding.action == "view('trials')"  # not SIGTERM outside GPUs
-        before = (app.selected, processes.sort_key, processes.sort_reverse, processes.show_all)
+        before = (app.query_one(GpusView).selected, processes.sort_key, processes.sort_reverse, processes.show_all)
         await pilot.press("2", "right", "s", "R", "a")
-        assert (app.selected, processes.sort_key, processes.sort_reverse, processes.show_all) == before
+        assert (
+            app.query_one(GpusView).selected,
+            processes.sort_key,
+            processes.sort_reverse,
+            processes.show_all,
+        ) == before
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("g")
         assert switcher.current == "body"
         assert {"s", "a", "t", "r"} <= set(app.screen.active_bindings) and "n" not in app.screen.active_bindings
         await pilot.press("2")
-        assert app.selected == 2
+        assert app.query_one(GpusView).selected == 2
         await pilot.press("f3")
         assert app.view == "runs"
         await pilot.press("f2")
@@ -305,7 +312,7 @@ async def test_gpu_view_marks_processes_of_runs(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(120, 40)) as pilot:
         processes = app.query_one(ProcessTable)
-        await until(pilot, lambda: app.run_pids.get(5000000) == LIVE)  # from the live run's proc_start events
+        await until(pilot, lambda: app.context.run_pids.get(5000000) == LIVE)  # from the live run's proc_start events
         await until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6 r0")  # rank 0
         app.set_run_pids({5000010: "pipeline-1121-120000-9f9f"})  # a map set by hand (the simulated GPU 1)
         await pilot.press("a")
@@ -344,7 +351,7 @@ async def test_readonly_neither_launches_nor_stops(home: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await open_runs(pilot, 4)
         await select(pilot, LIVE)
-        await pilot.press("n", "x", "K")
+        await pilot.press("n", "T", "K")
         assert not isinstance(app.screen, (LaunchForm, ConfirmScreen))
         assert sum("Read-only" in n for n in notes(app)) == 3
 
@@ -355,17 +362,17 @@ async def test_stop_asks_first_and_ended_runs_are_refused(home: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await open_runs(pilot, 4)
         await select(pilot, FINISHED)
-        await pilot.press("x")
+        await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any(f"{FINISHED} is not running (finished)" in n for n in notes(app))
         await select(pilot, LIVE)  # its 'supervisor' is this test process: answer no
-        for key in ("x", "K"):
+        for key in ("T", "K"):
             await pilot.press(key)
             assert isinstance(app.screen, ConfirmScreen)
             assert LIVE in str(app.screen.question)
             await pilot.press("n")
             assert not isinstance(app.screen, ConfirmScreen)
-        assert app.runs_view.summaries[LIVE].state == "running"
+        assert app.query_one(RunsView).summaries[LIVE].state == "running"
 
 
 TINY_SCRIPT = """\
@@ -404,14 +411,14 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
         table = app.query_one(RunTable)
         await until(pilot, lambda: table.row_count == 1, timeout=15)
         run_id = row_keys(table)[0]
-        assert run_id.startswith("script-") and app.runs_view.selected_id == run_id
+        assert run_id.startswith("script-") and app.query_one(RunsView).selected_id == run_id
         await until(pilot, lambda: cell(app, run_id, "status") == "finished", timeout=30)
         assert any(f"Started {run_id}" in n for n in notes(app))
         await until(pilot, lambda: cell(app, run_id, "step") == "5")
         await until(pilot, lambda: "tiny step 5" in screen_text(app))
 
 
-async def test_x_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Path) -> None:
+async def test_T_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Path) -> None:
     script = tiny_script(tmp_path, steps=600, sleep=0.1)
     record = launch(RunSpec("script", program=str(script), cwd=str(tmp_path)), RunStore(), 0)
     try:
@@ -419,9 +426,9 @@ async def test_x_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Pa
         async with app.run_test(size=(120, 40)) as pilot:
             await open_runs(pilot, 1)
             await until(pilot, lambda: cell(app, record.id, "status") == "running" and cell(app, record.id, "step"))
-            status = app.runs_view.summaries[record.id].record.status
+            status = app.query_one(RunsView).summaries[record.id].record.status
             pids = [status["supervisor_pid"], status["pid"]]
-            await pilot.press("x")
+            await pilot.press("T")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
             await until(pilot, lambda: cell(app, record.id, "status") == "stopped", timeout=20)
@@ -446,7 +453,7 @@ async def test_runs_view_fits_80x24(home: Path) -> None:
         assert app.query_one("#run-log").region.height >= 3 and app.query_one("#loss-chart").region.height >= 5
         text = screen_text(app)
         assert "ddp-e5f6" in text and "running" in text  # short ids at 80 columns
-        assert "n new run" in text and "x stop" in text and "K kill" in text
+        assert "n new run" in text and "T stop" in text and "K kill" in text
 
 
 async def test_palette_offers_views_and_run_commands(home: Path) -> None:

@@ -29,4 +29,4 @@ def test_help_screen(snap_compare) -> None:
 
 
 def test_signal_confirmation(snap_compare) -> None:
-    assert snap_compare(make_app(gpus=2), press=["tab", "t"], terminal_size=(100, 32))
+    assert snap_compare(make_app(gpus=2), press=["tab", "T"], terminal_size=(100, 32))

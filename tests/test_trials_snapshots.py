@@ -13,7 +13,8 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.trial_table import TrialTable
+from gpumon.tui.views.trials.trial_table import TrialTable
+from gpumon.tui.views.trials.view import TrialsView
 from tests.conftest import make_app
 from tests.trials_data import record_done
 
@@ -33,7 +34,7 @@ def trials_view_on(trial_id: str, *keys: str) -> Callable[[Pilot[None]], Awaitab
         assert isinstance(app, GpumonApp)
         await pilot.press("f4")
         table = app.query_one(TrialTable)
-        view = app.trials_view
+        view = app.query_one(TrialsView)
         deadline = time.monotonic() + 10
         while table.row_count < 6:
             assert time.monotonic() < deadline, "the trials never showed"

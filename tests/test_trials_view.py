@@ -17,11 +17,12 @@ from textual.pilot import Pilot
 from gpumon.core.events import EventWriter
 from gpumon.core.format import size
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.charts import Chart
-from gpumon.tui.experiment_table import ExperimentTable
-from gpumon.tui.run_detail import LogView
-from gpumon.tui.screens import ConfirmScreen
-from gpumon.tui.trial_table import TrialTable
+from gpumon.tui.views.trials.experiment_table import ExperimentTable
+from gpumon.tui.views.trials.trial_table import TrialTable
+from gpumon.tui.views.trials.view import TrialsView
+from gpumon.tui.widgets.charts import Chart
+from gpumon.tui.widgets.log_view import LogView
+from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
 from tests.test_runs_view import notes, screen_text
 from tests.trials_data import DONE, ERROR_TEXT, LIVE, live_trials, record_done, record_live, write_results
@@ -59,8 +60,8 @@ async def select(pilot: Pilot[None], trial_id: str) -> None:
     app = pilot.app
     assert isinstance(app, GpumonApp)
     app.query_one(TrialTable).select_trial(trial_id)
-    await until(pilot, lambda: app.trials_view.trial_id == trial_id)
-    view = app.trials_view
+    await until(pilot, lambda: app.query_one(TrialsView).trial_id == trial_id)
+    view = app.query_one(TrialsView)
     await until(pilot, lambda: view.snapshot is not None and view.snapshot.curves is not None)
 
 
@@ -194,8 +195,8 @@ async def test_gpu_memory_of_a_trials_process(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(140, 40)) as pilot:
         table = await open_trials(pilot, 3)
-        assert app.snapshot is not None
-        process = next(p for p in app.snapshot.gpu.devices[0].processes if p.pid == 5_000_000)
+        assert app.context.snapshot is not None
+        process = next(p for p in app.context.snapshot.gpu.devices[0].processes if p.pid == 5_000_000)
         assert cell(table, "f00d1_00001", "gpu") == size(process.used_memory)
         assert cell(table, "f00d1_00000", "gpu") == "–"
         await select(pilot, "f00d1_00001")
@@ -265,9 +266,9 @@ async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
     record_done(home)
     app = make_app(gpus=2)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("tab", "t")  # in the GPUs view t is still SIGTERM
+        await pilot.press("tab", "T")  # SIGTERM is T, in the GPUs view only
         assert isinstance(app.screen, ConfirmScreen) and "SIGTERM" in app.screen.question
-        await pilot.press("n", "r", "t")  # from Runs, t opens Trials
+        await pilot.press("n", "t")  # t opens Trials from every view, the process table's too
         assert app.view == "trials"
         footer = set(app.screen.active_bindings)
         assert {"s", "f", "e", "x", "X", "R", "m", "g", "r"} <= footer and not {"a", "n", "l", "K"} & footer

@@ -8,11 +8,13 @@ into the widgets. Stop requests are written by a thread worker too.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
@@ -20,15 +22,18 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
-from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
 from gpumon.core.runs.experiments import ExperimentInfo, ExperimentsMonitor, ExperimentSnapshot, TrialRow
 from gpumon.core.runs.store import RunStore
-from gpumon.tui.experiment_table import ExperimentTable
-from gpumon.tui.trial_cells import gpu_memory
-from gpumon.tui.trial_detail import EMPTY, TrialDetail, chart_metric, header_text
-from gpumon.tui.trial_table import TrialTable
+from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.trials.experiment_table import ExperimentTable
+from gpumon.tui.views.trials.stopping import search_stop_question, trial_stop_question, write_stop_request
+from gpumon.tui.views.trials.trial_cells import gpu_memory
+from gpumon.tui.views.trials.trial_detail import EMPTY, TrialDetail, chart_metric, header_text
+from gpumon.tui.views.trials.trial_table import TrialTable
+from gpumon.tui.widgets.screens import ConfirmScreen
 
 REFRESH_S = 1.0
+READONLY = "no trial or experiment is stopped"
 
 
 class TrialsRefreshed(Message):
@@ -45,10 +50,37 @@ class TrialActionDone(Message):
         super().__init__()
 
 
-class TrialsView(Vertical):
-    def __init__(self, store: RunStore | None = None) -> None:
+class TrialsView(View, Vertical):
+    NAME = "trials"
+    TITLE = "Trials"
+    KEYS = "t,f4"
+    HELP_NOTE = "Ray Tune experiments (★: the best trial by the header's scope)"
+    BINDINGS = [
+        Binding("x", "stop_trial", "stop", id="stop_trial", tooltip="stop the selected trial (at its next result)"),
+        Binding("X", "stop_experiment", "stop all", id="stop_experiment", tooltip="stop the whole search"),
+        Binding(
+            "f", "trial_filter", "filter", id="trial_filter", tooltip="show all trials, then only RUNNING, ERROR, …"
+        ),
+        Binding(
+            "e", "experiment(1)", "exp.", id="experiment_next", tooltip="next experiment (or select it in the list)"
+        ),
+        Binding(
+            "E",
+            "experiment(-1)",
+            "previous experiment",
+            show=False,
+            id="experiment_prev",
+            tooltip="previous experiment",
+        ),
+        Binding("m", "trial_metric", "metric", show=False, id="trial_metric", tooltip="the metric the curve shows"),
+        Binding("s", "trial_sort", "sort", id="trial_sort", tooltip="sort by the next column (or click a header)"),
+        Binding("R", "trial_reverse", "reverse", show=False, id="trial_reverse", tooltip="reverse the sort"),
+    ]
+
+    def __init__(self, context: AppContext) -> None:
         super().__init__(id="trials")
-        self.store = store
+        self.context = context
+        self.store = context.store
         self.polling = True  # the benchmark feeds the view itself
         self.infos: list[ExperimentInfo] = []
         self.snapshot: ExperimentSnapshot | None = None
@@ -77,6 +109,12 @@ class TrialsView(Vertical):
         return self.query_one(TrialTable)
 
     # -- the worker -------------------------------------------------------------
+    def shown(self) -> None:
+        self.poll()
+
+    def focus_first(self) -> None:
+        self.table.focus()  # the trials, not the experiment list above them
+
     def _tick(self) -> None:
         if self.polling and self.display:  # hidden: read nothing
             self.poll()
@@ -143,7 +181,7 @@ class TrialsView(Vertical):
                 self._header = header
                 self.query_one("#trials-header", Static).update(header)
             table = self.table
-            table.show(snapshot, gpu_memory(getattr(self.app, "snapshot", None)), width)
+            table.show(snapshot, gpu_memory(self.context.snapshot), width)
             self.selection_changed(table.selected_id())
 
     def selection_changed(self, trial_id: str | None) -> None:
@@ -155,7 +193,7 @@ class TrialsView(Vertical):
             self.poll()  # fetch its curves
         row = snap.by_id.get(trial_id or "")
         curves = snap.curves if snap.curves is not None and snap.curves.trial_id == trial_id else None
-        gpu = gpu_memory(getattr(self.app, "snapshot", None)).get(row.pid) if row and row.pid else None
+        gpu = gpu_memory(self.context.snapshot).get(row.pid) if row and row.pid else None
         self.query_one(TrialDetail).show(row, snap, curves, chart_metric(snap, self.metric), gpu)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -174,13 +212,13 @@ class TrialsView(Vertical):
     def selected(self) -> TrialRow | None:
         return self.snapshot.by_id.get(self.trial_id or "") if self.snapshot else None
 
-    def cycle_experiment(self, step: int) -> None:
+    def action_experiment(self, step: int) -> None:
         if len(self.infos) < 2:
             self.notify("This is the only experiment" if self.infos else "No experiment yet", timeout=3)
             return
         self.query_one(ExperimentTable).cycle(step)
 
-    def cycle_metric(self) -> None:
+    def action_trial_metric(self) -> None:
         snap = self.snapshot
         if snap is None or len(snap.metrics) < 2:
             self.notify("This experiment reports one metric" if snap else "No experiment yet", timeout=3)
@@ -193,17 +231,48 @@ class TrialsView(Vertical):
     # -- stop requests ------------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="trials-action")
     def request_stop(self, run_dir: Path, run_id: str, trial_id: str | None) -> None:
-        what = f"trial {trial_id}" if trial_id is not None else "every trial"
-        try:
-            if trial_id is None:
-                request_stop_experiment(run_dir)
-            else:
-                request_stop_trial(run_dir, trial_id)
-        except OSError as err:
-            self.post_message(TrialActionDone(f"Could not ask to stop {what}: {err}", "error"))
-            return
-        self.post_message(TrialActionDone(f"Asked {run_id} to stop {what} (at its next result)", "information"))
+        self.post_message(TrialActionDone(*write_stop_request(run_dir, run_id, trial_id)))
 
     def on_trial_action_done(self, message: TrialActionDone) -> None:
         self.notify(message.text, severity=message.severity, timeout=6)
         self.poll()
+
+    # -- actions (keys in BINDINGS) -------------------------------------------------
+    def action_trial_sort(self) -> None:
+        self.table.cycle_sort()
+
+    def action_trial_reverse(self) -> None:
+        self.table.reverse_sort()
+
+    def action_trial_filter(self) -> None:
+        status = self.table.cycle_filter()
+        self.selection_changed(self.table.selected_id())  # the rows were rebuilt
+        self.notify(f"Showing {status or 'all'} trials", timeout=2)
+
+    def action_stop_trial(self) -> None:
+        if not self.refused(READONLY):
+            self._ask(*trial_stop_question(self.snapshot, self.selected()))
+
+    def action_stop_experiment(self) -> None:
+        if not self.refused(READONLY):
+            self._ask(*search_stop_question(self.snapshot))
+
+    def _ask(self, question: str | None, refusal: str, trial_id: str | None) -> None:
+        if question is None or self.snapshot is None:
+            self.notify(refusal, severity="warning", timeout=4)
+            return
+        self.app.push_screen(ConfirmScreen(question), self._stop_answer(self.snapshot.info.run_id, trial_id))
+
+    def _stop_answer(self, run_id: str, trial_id: str | None) -> Callable[[bool | None], None]:
+        def answered(yes: bool | None) -> None:
+            if yes and self.snapshot is not None and self.snapshot.info.run_id == run_id:
+                self.request_stop(self.snapshot.info.run_dir, run_id, trial_id)
+
+        return answered
+
+    def commands(self) -> Iterable[Command]:
+        yield Command(
+            "Trials: stop the selected trial", "Ask Tune to end it at its next result (x)", self.action_stop_trial
+        )
+        yield Command("Trials: stop the experiment", "Ask Tune to end every trial (X)", self.action_stop_experiment)
+        yield Command("Trials: filter by status", "All, then each status in turn (f)", self.action_trial_filter)

@@ -3,50 +3,24 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widget import Widget
 from textual.widgets import Static
 
-from gpumon.core.doctor.leak import LeakState
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.tui.charts import SERIES_STYLES, Chart, Series
+from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series
+from gpumon.tui.widgets.log_view import LogTail, LogView
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
 
-STATE_STYLE = {
-    "starting": "cyan",
-    "running": "bold green",
-    "stopping": "yellow",
-    "failed": "bold red",
-    "stopped": "yellow",
-    "killed": "yellow",
-    "lost": "dim",
-}
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
 LAUNCHER = None  # the log choice that is torchrun's own output (launcher.log)
 
 
-@dataclass(frozen=True)
-class LogTail:
-    """Read by the runs worker: the log lines of one choice among a run's logs."""
-
-    run_id: str
-    choices: tuple[int | None, ...]  # rank numbers, then LAUNCHER when torchrun wrote one
-    choice: int | None
-    lines: tuple[str, ...]
-
-
 def log_name(choice: int | None) -> str:
     return "launcher" if choice is LAUNCHER else f"rank {choice}"
-
-
-def number(value: float | None) -> str:
-    if value is None:
-        return ""
-    return f"{value:.4f}" if 0.001 <= abs(value) < 1000 or value == 0 else f"{value:.3g}"
 
 
 def info_text(summary: RunSummary | None) -> Text:
@@ -113,13 +87,6 @@ def memory_series(summary: RunSummary | None) -> list[Series]:
     ]
 
 
-def leak_style(state: LeakState | None) -> str:
-    """The warning colour of a memory trend: red for a leak, yellow while it grows, none otherwise."""
-    if state is None or not state.warning:
-        return ""
-    return "bold red" if state.state == "leak" else "yellow"
-
-
 def warning_rank(summary: RunSummary | None) -> int | None:
     """The rank whose memory warns (``summary.leak``), or None."""
     if summary is None or summary.leak is None:
@@ -183,31 +150,6 @@ def memory_legend(summary: RunSummary | None) -> str:
     if rank is not None:
         legend += f" [{FIT_STYLE.get(summary.leaks[rank].state, 'bright_white')}]╱[/] fit r{rank}"
     return legend
-
-
-class LogView(Widget):
-    """The newest lines of one log, cut to the width (no wrapping), the newest at the bottom."""
-
-    def __init__(self, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.lines: tuple[str, ...] = ()
-        self.empty = "no log yet"
-
-    def show(self, lines: tuple[str, ...], empty: str) -> None:
-        if lines != self.lines or empty != self.empty:
-            self.lines, self.empty = lines, empty
-            self.refresh()
-
-    def render(self) -> Text:
-        width, height = self.content_size.width, self.content_size.height
-        if not self.lines:
-            return Text(self.empty, style="dim")
-        shown = []
-        for line in self.lines[-height:] if height else ():
-            text = Text.from_ansi(line.expandtabs())
-            text.truncate(width, overflow="ellipsis")
-            shown.append(text)
-        return Text("\n").join(shown)
 
 
 class RunDetail(Vertical):

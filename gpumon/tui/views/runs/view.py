@@ -1,14 +1,18 @@
 """The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
 
-A thread worker reads the state dir every second (``RunsMonitor.refresh``,
-the pid map, the selected log) and posts one ``RunsRefreshed``; the event
-loop never touches run files. Launch and stop run in thread workers too.
+A thread worker reads the state dir every second, shown or not (``RunsMonitor.refresh``,
+the pid map, the selected log) and posts one ``RunsRefreshed``, which the app also
+hands on as the runs feed; the event loop never touches run files. Launch and stop
+run in thread workers too; both ask first (n opens the form; T stop, K kill).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
@@ -22,30 +26,16 @@ from gpumon.core.runs.monitor import RunsMonitor, RunSummary
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore
 from gpumon.core.runs.telemetry import tail_lines
-from gpumon.tui.run_detail import LAUNCHER, LogTail, RunDetail
-from gpumon.tui.run_table import RunTable
+from gpumon.tui.feeds import RunsRefreshed
+from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.runs.run_detail import LAUNCHER, RunDetail
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.widgets.log_view import LogTail
+from gpumon.tui.widgets.screens import ConfirmScreen
 
 REFRESH_S = 1.0
+READONLY = "no runs are started or stopped"
 LOG_LINES = 200
-
-
-class RunsRefreshed(Message):
-    def __init__(
-        self,
-        summaries: list[RunSummary],
-        pids: dict[int, str],
-        log: LogTail | None,
-        gpus: int,
-        asked: int | None,
-        ranks: dict[int, int] | None = None,
-    ) -> None:
-        self.summaries = summaries
-        self.pids = pids
-        self.ranks = ranks or {}  # pid -> rank of the runs' ranks
-        self.log = log
-        self.asked = asked  # the log the read was for: a newer choice makes this tail stale
-        self.visible_gpus = gpus
-        super().__init__()
 
 
 class RunActionDone(Message):
@@ -69,12 +59,27 @@ def read_log(record: RunRecord, choice: int | None) -> LogTail:
     return LogTail(record.id, choices, choice, lines)
 
 
-class RunsView(Vertical):
+class RunsView(View, Vertical):
     """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
 
-    def __init__(self, store: RunStore | None = None) -> None:
+    NAME = "runs"
+    TITLE = "Runs"
+    KEYS = "r,f3"
+    HELP_NOTE = "training runs started by gpumon, newest on top (▲: memory grows per step)"
+    BINDINGS = [
+        Binding("n", "new_run", "new run", id="new_run", tooltip="new run: a form; enter launches, escape cancels"),
+        Binding(
+            "T", "stop_run(False)", "stop", id="stop_run", tooltip="stop the selected run: SIGTERM, SIGKILL after 10 s"
+        ),
+        Binding("K", "stop_run(True)", "kill", id="kill_run", tooltip="kill the selected run now (SIGKILL)"),
+        Binding("l", "log_rank(1)", "next log", id="log_next", tooltip="next log: rank 0, 1, …, torchrun's launcher"),
+        Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev", tooltip="previous log"),
+    ]
+
+    def __init__(self, context: AppContext) -> None:
         super().__init__(id="runs")
-        self.store = store
+        self.context = context
+        self.store = context.store
         self.summaries: dict[str, RunSummary] = {}
         self.visible_gpus: int | None = None
         self.selected_id: str | None = None
@@ -109,7 +114,7 @@ class RunsView(Vertical):
         if self._monitor is None:
             self.store = self.store or RunStore()
             # A live run whose memory starts to warn is asked once for a tensor census, unless read-only.
-            self._monitor = RunsMonitor(self.store, auto_census=not getattr(self.app, "readonly", False))
+            self._monitor = RunsMonitor(self.store, auto_census=not self.context.readonly)
             self.visible_gpus = visible_gpu_count()
         summaries = self._monitor.refresh()
         pids, ranks = self._monitor.pid_runs(), self._monitor.pid_ranks()
@@ -143,6 +148,9 @@ class RunsView(Vertical):
             self._again = False
             self.poll()
 
+    def shown(self) -> None:
+        self.poll()
+
     # -- showing ------------------------------------------------------------------
     def _show(self, summaries: list[RunSummary]) -> None:
         table = self.query_one(RunTable)
@@ -154,7 +162,7 @@ class RunsView(Vertical):
     def _selection_changed(self, run_id: str | None) -> None:
         detail = self.query_one(RunDetail)
         if run_id != self.selected_id:
-            self.selected_id = run_id
+            self.selected_id = self.context.selected_run = run_id
             self.log_choice, self.log_choices = 0, ()
             detail.show(self.summaries.get(run_id or ""))
             detail.show_log(None)
@@ -218,3 +226,52 @@ class RunsView(Vertical):
             self._select_next = message.select
             self.query_one(RunTable).focus()
         self.poll()
+
+    # -- actions (keys in BINDINGS) -------------------------------------------------
+    def action_new_run(self) -> None:
+        if self.refused(READONLY):
+            return
+        from gpumon.tui.views.runs.launch_form import LaunchForm
+
+        visible = self.visible_gpus
+        if visible is None:  # the runs worker has not answered yet
+            visible = visible_gpu_count()
+        self.app.push_screen(LaunchForm(visible), self._launch)
+
+    def _launch(self, spec: RunSpec | None) -> None:
+        if spec is not None:
+            self.launch(spec)
+
+    def action_stop_run(self, kill: bool) -> None:
+        if self.refused(READONLY):
+            return
+        summary = self.selected()
+        if summary is None:
+            self.notify("Select a run first", severity="warning")
+            return
+        if not summary.record.live:
+            self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4)
+            return
+        record = summary.record
+        if kill:
+            question = f"Kill run {record.id} now?\nSIGKILL to all its processes ({record.spec.label()})."
+        else:
+            question = (
+                f"Stop run {record.id}?\nSIGTERM to all its processes ({record.spec.label()}), SIGKILL after 10 s."
+            )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.stop(record, kill)
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def action_log_rank(self, step: int) -> None:
+        self.cycle_log(step)
+
+    def commands(self) -> Iterable[Command]:
+        yield Command("Runs: new run…", "Open the launch form (n in the Runs view)", self.action_new_run)
+        yield Command(
+            "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (T)", lambda: self.action_stop_run(False)
+        )
+        yield Command("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))

@@ -1,8 +1,10 @@
-"""Rich text pieces (bars, sparklines, colour thresholds) shared by the panels."""
+"""Rich text pieces shared by the views: bars, sparklines, colour thresholds, run states, numbers."""
 
 from __future__ import annotations
 
 from rich.text import Text
+
+from gpumon.core.doctor.leak import LeakState
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
 
@@ -37,3 +39,39 @@ def sparkline(values: list[float], width: int, style: str, top: float = 100.0) -
         level = 0 if top <= 0 else round(max(0.0, min(1.0, v / top)) * 8)
         chars.append(_BLOCKS[max(1, level)] if v > 0 else _BLOCKS[1])
     return Text(" " * (width - len(chars)) + "".join(chars), style=style)
+
+
+def short_run_id(run_id: str) -> str:
+    """'ddp-1121-144756-c132' -> 'ddp-c132': the kind and the random part, for narrow columns."""
+    parts = run_id.split("-")
+    if len(parts) < 4:
+        return run_id
+    kind = "-".join(parts[:-3])
+    return f"{_KIND_ABBR.get(kind, kind)}-{parts[-1]}"
+
+
+_KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
+
+
+STATE_STYLE = {
+    "starting": "cyan",
+    "running": "bold green",
+    "stopping": "yellow",
+    "failed": "bold red",
+    "stopped": "yellow",
+    "killed": "yellow",
+    "lost": "dim",
+}
+
+
+def number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4f}" if 0.001 <= abs(value) < 1000 or value == 0 else f"{value:.3g}"
+
+
+def leak_style(state: LeakState | None) -> str:
+    """The warning colour of a memory trend: red for a leak, yellow while it grows, none otherwise."""
+    if state is None or not state.warning:
+        return ""
+    return "bold red" if state.state == "leak" else "yellow"

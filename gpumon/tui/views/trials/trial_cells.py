@@ -9,8 +9,8 @@ from rich.text import Text
 from gpumon.core.format import duration, elide, size
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.tui.processes import SortCell
-from gpumon.tui.run_detail import number
+from gpumon.tui.widgets.keyed_table import SortCell
+from gpumon.tui.widgets.render import number
 
 Column = tuple[str, str, int]  # key, header, width
 STATUS_STYLE = {

@@ -16,8 +16,7 @@ from textual.containers import Grid, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Select, Static
 
-from gpumon.cli_runs import default_nproc
-from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, parse_gpus, parse_int, validate
+from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, default_nproc, parse_gpus, parse_int, validate
 
 PRESETS = ("tiny", "small", "medium", "resnet50")  # the trainers' --preset choices (trainers/model.py)
 DEFAULT_KIND = "ddp"

@@ -6,8 +6,8 @@ from rich.text import Text
 
 from gpumon.core.format import elide
 from gpumon.core.runs.experiments import ExperimentInfo
-from gpumon.tui.processes import KeyedTable, SortCell, short_run_id
-from gpumon.tui.run_detail import STATE_STYLE, number
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
+from gpumon.tui.widgets.render import STATE_STYLE, number, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
 WIDE: Columns = (

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from rich.text import Text
 from textual.widgets import DataTable
 
 from gpumon.core.format import NA, elide, num, size
 from gpumon.core.model import GpuDevice, GpuProcess
-
-
-@dataclass(frozen=True)
-class SortCell:
-    """A cell that shows text but sorts by a key (numbers sort as numbers)."""
-
-    key: Any
-    text: Text
-
-    def __rich__(self) -> Text:
-        return self.text
-
+from gpumon.tui.widgets.keyed_table import SortCell
+from gpumon.tui.widgets.render import short_run_id
 
 # column key, header, width (None: the command column takes the room left)
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
@@ -35,18 +22,6 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 )
 SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command", "run")
 _NUMERIC = {"gpu", "pid", "mem", "sm"}
-
-
-def short_run_id(run_id: str) -> str:
-    """'ddp-1121-144756-c132' -> 'ddp-c132': the kind and the random part, for narrow columns."""
-    parts = run_id.split("-")
-    if len(parts) < 4:
-        return run_id
-    kind = "-".join(parts[:-3])
-    return f"{_KIND_ABBR.get(kind, kind)}-{parts[-1]}"
-
-
-_KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
 
 
 def _cells(p: GpuProcess, command_width: int, run: str | None = None, label: str = "") -> dict[str, SortCell]:
@@ -174,23 +149,3 @@ class ProcessTable(DataTable[SortCell]):
         except Exception:  # noqa: BLE001 - cursor outside the rows
             return None
         return self.processes.get(str(key))
-
-
-class KeyedTable(DataTable[SortCell]):
-    """A DataTable whose rows are keyed by an id: which id is under the cursor, and moving to one."""
-
-    def selected_id(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:  # noqa: BLE001 - cursor outside the rows
-            return None
-
-    def select_key(self, key: str) -> bool:
-        try:
-            row = self.get_row_index(key)
-        except Exception:  # noqa: BLE001 - no such row (filtered out, or not yet)
-            return False
-        self.move_cursor(row=row, animate=False)
-        return True

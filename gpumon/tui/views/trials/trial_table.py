@@ -17,8 +17,8 @@ from typing import Any
 from textual.widgets import DataTable
 
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.tui.processes import KeyedTable, SortCell
-from gpumon.tui.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, Column, trial_cells, trial_columns
+from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, Column, trial_cells, trial_columns
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
 
 
 class TrialTable(KeyedTable):

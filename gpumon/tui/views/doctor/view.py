@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
@@ -22,10 +23,11 @@ from textual.worker import Worker, WorkerState
 
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import Diagnosis, diagnose
-from gpumon.core.format import size
 from gpumon.core.runs.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
-from gpumon.tui.run_detail import STATE_STYLE, leak_style
+from gpumon.telemetry.census import DEFAULT_GAP, request_census
+from gpumon.tui.view import AppContext, View
+from gpumon.tui.views.doctor.text import doctor_text, empty_text
 
 REFRESH_S = 2.0
 
@@ -45,84 +47,22 @@ class DoctorReady(Message):
         super().__init__()
 
 
-def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) -> Text:
-    """The diagnosis, most important first: cli_doctor.render's sections with colour."""
-    text = Text()
-    text.append(record.id, style="bold")
-    text.append("  ")
-    text.append(record.state, style=STATE_STYLE.get(record.state, ""))
-    if record.exit_code not in (None, 0):
-        text.append(f", exit code {record.exit_code}")
-    worst = diagnosis.worst
-    headline_style = "bold red" if diagnosis.failure is not None else leak_style(worst) or "bold green"
-    text.append("\n")
-    text.append(diagnosis.headline(), style=headline_style)
-
-    def section(title: str) -> None:
-        text.append(f"\n\n{title}", style="bold underline")
-
-    if diagnosis.leaks:
-        section("memory per iteration")
-        for rank, state in diagnosis.leaks.items():
-            current = f", now {size(state.current)}" if state.current is not None else ""
-            text.append(f"\n  rank {rank}: ")
-            text.append(state.describe(), style=leak_style(state))
-            text.append(current, style="dim")
-    warning = any(s.warning for s in diagnosis.leaks.values())
-    if diagnosis.causes:
-        section("what grows (tensor census)")
-        for cause in diagnosis.causes:
-            text.append(f"\n  rank {cause.rank}: ")
-            text.append(cause.title, style="bold")
-            text.append("\n    seen: ", style="dim")
-            text.append(cause.evidence)
-            text.append("\n    fix:  ", style="dim")
-            text.append(cause.advice, style="green")
-    elif diagnosis.census_pending or (asked and record.live):
-        section("what grows (tensor census)")
-        text.append("\n  census pending: asked the run for two tensor censuses; waiting for them", style="yellow")
-    elif record.live and warning:
-        section("what grows (tensor census)")
-        text.append("\n  press ")
-        text.append("c", style="bold")
-        text.append(" to ask the run for a tensor census and name what grows")
-    failure = diagnosis.failure
-    if failure is not None:
-        where = f" (rank {failure.rank})" if failure.rank is not None else ""
-        section(f"failure{where}")
-        text.append(f"\n  {failure.title}", style="bold red")
-        for line in failure.evidence[:3]:
-            text.append(f"\n  {line.strip()}", style="red")
-        if failure.detail:
-            text.append(f"\n  {failure.detail}")
-        if failure.kind == "unknown":
-            text.append(f"\n  (not a known pattern: the whole error is in gpumon logs {record.id})", style="dim")
-    if diagnosis.advice:
-        section("what to change, best first")
-        for n, advice in enumerate(diagnosis.advice, 1):
-            text.append(f"\n  {n}. ")
-            text.append(advice.title, style="bold")
-            text.append("\n     why:    ", style="dim")
-            text.append(advice.why)
-            text.append("\n     change: ", style="dim")
-            text.append(advice.change, style="green")
-    return text
-
-
-def empty_text() -> Text:
-    return Text.assemble(
-        ("No run to diagnose. ", "bold"), "Select a run in the Runs view (r) and press ", ("d", "bold"), "."
-    )
-
-
-class DoctorView(VerticalScroll):
+class DoctorView(View, VerticalScroll):
     """The diagnosis of one run as scrollable text; ``open`` picks the run."""
 
+    NAME = "doctor"
+    TITLE = "Doctor"
+    KEYS = "d,f5"
+    HELP_NOTE = "the run selected in Runs, else the newest: memory trend per rank, what grows, failure, advice"
+    BINDINGS = [
+        Binding("c", "census", "census", id="census", tooltip="ask the live run for a tensor census: names what grows"),
+    ]
     can_focus = True
 
-    def __init__(self, store: RunStore | None = None) -> None:
+    def __init__(self, context: AppContext) -> None:
         super().__init__(id="doctor")
-        self.store = store
+        self.context = context
+        self.store = context.store
         self.wanted: Path | None = None  # the run dir asked for; None: the newest run
         self.found: Found | None = None
         self.asked: set[str] = set()  # runs asked for a census here, until a diagnosis says pending/causes
@@ -138,6 +78,17 @@ class DoctorView(VerticalScroll):
     def on_mount(self) -> None:
         self.border_title = "doctor"
         self.set_interval(REFRESH_S, self._tick)
+
+    def shown(self) -> None:
+        """Diagnose the run selected in the Runs view, else the newest run."""
+        runs = self.context.runs
+        summary = runs.get(self.context.selected_run or "")
+        if summary is None and runs:
+            summary = max(runs.values(), key=lambda s: (s.record.created, s.id))
+        self.open(summary.record if summary is not None else None)
+
+    def focus_first(self) -> None:
+        self.focus()
 
     @property
     def record(self) -> RunRecord | None:
@@ -226,3 +177,32 @@ class DoctorView(VerticalScroll):
         if self.found is not None and self.found.record.id == run_id:
             self._draw(doctor_text(self.found.diagnosis, self.found.record, True))
         self.poll()
+
+    def action_census(self) -> None:
+        if self.refused("no census is asked for"):
+            return
+        record = self.record
+        if record is None:
+            self.notify("No run to ask: select a run in the Runs view first", severity="warning")
+            return
+        if not record.live:
+            self.notify(
+                f"{record.id} is {record.state}: a census needs a live run (it looks inside its processes)",
+                severity="warning",
+                timeout=5,
+            )
+            return
+        self._request_census(record.id, record.dir)
+
+    @work(thread=True, exit_on_error=False, group="doctor-census", description="ask for a census")
+    def _request_census(self, run_id: str, run_dir: Path) -> None:
+        try:
+            request_census(run_dir)
+        except OSError as err:
+            self.app.call_from_thread(self.notify, f"Could not ask {run_id} for a census: {err}", severity="error")
+            return
+        self.app.call_from_thread(self._census_requested, run_id)
+
+    def _census_requested(self, run_id: str) -> None:
+        self.notify(f"Asked {run_id} for a tensor census (two, {DEFAULT_GAP} steps apart)", timeout=4)
+        self.census_asked(run_id)

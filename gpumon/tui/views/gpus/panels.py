@@ -12,7 +12,7 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
-from gpumon.tui.render import bar, level_style, sparkline
+from gpumon.tui.widgets.render import bar, level_style, sparkline
 
 _LABEL = 5
 _VALUE = 19

@@ -9,10 +9,11 @@ from textual.widgets import Static
 
 from gpumon.core.format import duration, size
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialCurves, TrialRow
-from gpumon.tui.charts import Chart, Series
-from gpumon.tui.experiment_table import search_label, trials_label
-from gpumon.tui.run_detail import STATE_STYLE, LogView, number
-from gpumon.tui.trial_cells import NONE, STATUS_STYLE, shown_status, value_text
+from gpumon.tui.views.trials.experiment_table import search_label, trials_label
+from gpumon.tui.views.trials.trial_cells import NONE, STATUS_STYLE, shown_status, value_text
+from gpumon.tui.widgets.charts import Chart, Series
+from gpumon.tui.widgets.log_view import LogView
+from gpumon.tui.widgets.render import STATE_STYLE, number
 
 EMPTY = Text.assemble(
     ("No Ray Tune experiments yet: ", "bold"),

@@ -10,8 +10,8 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.tui.processes import KeyedTable, SortCell, short_run_id
-from gpumon.tui.run_detail import STATE_STYLE, leak_style, number
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
 MEMORY_WIDTH = 13  # room for a memory warning: "▲+15.2 KiB/it"

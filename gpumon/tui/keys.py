@@ -1,0 +1,67 @@
+"""The help screen's text, generated from the bindings the app and the views declare, so the two never disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from rich.markup import escape
+from textual.binding import Binding, BindingType
+
+_NAMES = {
+    "question_mark": "?",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+    "left": "←",
+    "right": "→",
+    "up": "↑",
+    "down": "↓",
+    "escape": "esc",
+}
+
+
+def key_label(keys: str) -> str:
+    """'left,left_square_bracket' -> '← ['; 'R' -> 'R (shift+r)'; 'f2' -> 'F2'."""
+    labels = []
+    for key in keys.split(","):
+        key = key.strip()
+        label = _NAMES.get(key) or (key.upper() if key[:1] == "f" and key[1:].isdigit() else key)
+        if len(key) == 1 and key.isupper():
+            label = f"{key} (shift+{key.lower()})"
+        labels.append(label)
+    return " ".join(labels)
+
+
+def _rows(bindings: Iterable[BindingType], keymap: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(keys, what) per binding; bindings with the same text share a row (0-9 for the digits)."""
+    rows: list[tuple[list[str], str]] = []
+    for binding in bindings:
+        if not isinstance(binding, Binding):
+            continue
+        keys = keymap.get(binding.id or "", binding.key)
+        what = binding.tooltip or binding.description
+        if rows and rows[-1][1] == what:
+            rows[-1][0].append(keys)
+        else:
+            rows.append(([keys], what))
+    out = []
+    for group, what in rows:
+        if len(group) > 2 and all(k.isdigit() for k in group):
+            out.append((f"{group[0]}-{group[-1]}", what))
+        else:
+            out.append((" / ".join(key_label(k) for k in group), what))
+    return out
+
+
+def help_text(
+    sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str], footnote: str
+) -> str:
+    """Console markup: one section per (title, note, bindings), keys left, what they do right."""
+    lines = ["[b]gpumon keys[/b]"]
+    for title, note, bindings in sections:
+        lines.append("")
+        lines.append(f"[b]{escape(title)}[/b]" + (f"  [dim]{escape(note)}[/dim]" if note else ""))
+        for keys, what in _rows(bindings, keymap):
+            lines.append(f"  {escape(keys):<22} {escape(what)}")
+    lines.append("")
+    lines.append(footnote)
+    return "\n".join(lines)

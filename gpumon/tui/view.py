@@ -1,0 +1,84 @@
+"""What every view is: a widget in the app's switcher that owns its keys, actions and refresh worker.
+
+The app hands each view one ``AppContext`` (the feeds and the --readonly
+policy); a view never reaches into another view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from textual.widget import Widget
+
+from gpumon.core.doctor.leak import LeakState
+from gpumon.core.history import History
+from gpumon.core.model import Snapshot
+from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.store import RunStore
+
+
+@dataclass
+class AppContext:
+    """Shared by the app and its views; written by the app's feeds (and the Runs view's selection)."""
+
+    readonly: bool = False
+    store: RunStore | None = None  # None: the state dir, opened by the first worker that needs it
+    snapshot: Snapshot | None = None  # the latest GPU/host sample
+    runs: dict[str, RunSummary] = field(default_factory=dict)  # the latest run summaries
+    selected_run: str | None = None  # the run selected in the Runs view
+    run_pids: dict[int, str] = field(default_factory=dict)  # PID -> run id of live gpumon runs
+    run_ranks: dict[int, int] = field(default_factory=dict)  # PID -> rank, for the ranks among them
+    run_leaks: dict[str, LeakState] = field(default_factory=dict)  # run id -> warning of live runs that warn
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command-palette entry a view offers."""
+
+    title: str
+    help: str
+    callback: Any
+
+
+class View:
+    """Mixed into a container widget. Bindings go in the view's BINDINGS: they act while focus is inside it."""
+
+    NAME: ClassVar[str]  # the view('...') action's parameter
+    TITLE: ClassVar[str]  # the tab strip, the footer, the help
+    KEYS: ClassVar[str]  # the global keys that show it, e.g. "g,f2"
+    HELP_NOTE: ClassVar[str] = ""  # a line beside its title in the help screen
+    HELP_WIDGETS: ClassVar[tuple[type[Widget], ...]] = ()  # parts whose own keys the help lists too
+
+    context: AppContext
+
+    def shown(self) -> None:
+        """The view just became current: read now."""
+
+    def sample(self, snapshot: Snapshot, history: History) -> None:
+        """A new GPU/host sample (each view, shown or not; the default ignores it)."""
+
+    def runs_changed(self) -> None:
+        """The runs feed changed the context's pid map or warnings."""
+
+    def focus_first(self) -> None:
+        """Put focus inside the view, so that its keys act."""
+        assert isinstance(self, Widget)
+        for widget in self.query("*"):
+            if widget.focusable:
+                widget.focus()
+                return
+        if self.focusable:
+            self.focus()
+
+    def commands(self) -> Iterable[Command]:
+        return ()
+
+    def refused(self, what: str) -> bool:
+        """True (and say so) when --readonly forbids ``what``."""
+        if not self.context.readonly:
+            return False
+        assert isinstance(self, Widget)
+        self.notify(f"Read-only mode (--readonly): {what}", severity="warning")
+        return True

@@ -1,0 +1,80 @@
+"""The doctor's text: ``gpumon doctor RUN``'s sections and order, with colour."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from gpumon.core.doctor.report import Diagnosis
+from gpumon.core.format import size
+from gpumon.core.runs.store import RunRecord
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style
+
+
+def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) -> Text:
+    """The diagnosis, most important first: cli_doctor.render's sections with colour."""
+    text = Text()
+    text.append(record.id, style="bold")
+    text.append("  ")
+    text.append(record.state, style=STATE_STYLE.get(record.state, ""))
+    if record.exit_code not in (None, 0):
+        text.append(f", exit code {record.exit_code}")
+    worst = diagnosis.worst
+    headline_style = "bold red" if diagnosis.failure is not None else leak_style(worst) or "bold green"
+    text.append("\n")
+    text.append(diagnosis.headline(), style=headline_style)
+
+    def section(title: str) -> None:
+        text.append(f"\n\n{title}", style="bold underline")
+
+    if diagnosis.leaks:
+        section("memory per iteration")
+        for rank, state in diagnosis.leaks.items():
+            current = f", now {size(state.current)}" if state.current is not None else ""
+            text.append(f"\n  rank {rank}: ")
+            text.append(state.describe(), style=leak_style(state))
+            text.append(current, style="dim")
+    warning = any(s.warning for s in diagnosis.leaks.values())
+    if diagnosis.causes:
+        section("what grows (tensor census)")
+        for cause in diagnosis.causes:
+            text.append(f"\n  rank {cause.rank}: ")
+            text.append(cause.title, style="bold")
+            text.append("\n    seen: ", style="dim")
+            text.append(cause.evidence)
+            text.append("\n    fix:  ", style="dim")
+            text.append(cause.advice, style="green")
+    elif diagnosis.census_pending or (asked and record.live):
+        section("what grows (tensor census)")
+        text.append("\n  census pending: asked the run for two tensor censuses; waiting for them", style="yellow")
+    elif record.live and warning:
+        section("what grows (tensor census)")
+        text.append("\n  press ")
+        text.append("c", style="bold")
+        text.append(" to ask the run for a tensor census and name what grows")
+    failure = diagnosis.failure
+    if failure is not None:
+        where = f" (rank {failure.rank})" if failure.rank is not None else ""
+        section(f"failure{where}")
+        text.append(f"\n  {failure.title}", style="bold red")
+        for line in failure.evidence[:3]:
+            text.append(f"\n  {line.strip()}", style="red")
+        if failure.detail:
+            text.append(f"\n  {failure.detail}")
+        if failure.kind == "unknown":
+            text.append(f"\n  (not a known pattern: the whole error is in gpumon logs {record.id})", style="dim")
+    if diagnosis.advice:
+        section("what to change, best first")
+        for n, advice in enumerate(diagnosis.advice, 1):
+            text.append(f"\n  {n}. ")
+            text.append(advice.title, style="bold")
+            text.append("\n     why:    ", style="dim")
+            text.append(advice.why)
+            text.append("\n     change: ", style="dim")
+            text.append(advice.change, style="green")
+    return text
+
+
+def empty_text() -> Text:
+    return Text.assemble(
+        ("No run to diagnose. ", "bold"), "Select a run in the Runs view (r) and press ", ("d", "bold"), "."
+    )

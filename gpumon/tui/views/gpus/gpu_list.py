@@ -1,0 +1,35 @@
+"""The GPU list (its panels; up/down move the selection) and the notice shown when no GPU answers."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+
+
+class GpuList(VerticalScroll):
+    """The GPU panels; up/down move the selection while it has focus."""
+
+    BINDINGS = [
+        Binding("up,k", "step(-1)", "prev GPU", show=False, id="gpu_up", tooltip="previous GPU (the GPU list focused)"),
+        Binding("down,j", "step(1)", "next GPU", show=False, id="gpu_down", tooltip="next GPU (the GPU list focused)"),
+    ]
+    can_focus = True
+
+    class Step(Message):
+        def __init__(self, step: int) -> None:
+            self.step = step
+            super().__init__()
+
+    def action_step(self, step: int) -> None:
+        self.post_message(self.Step(step))
+
+
+def no_gpu_text(reason: str | None) -> Text:
+    return Text.assemble(
+        ("No GPU shown\n", "bold"),
+        (f"{reason or 'no GPU source answered'}\n", "yellow"),
+        ("The host panel is live. For a demo with simulated GPUs: ", "dim"),
+        ("gpumon --simulate 2", "bold"),
+    )

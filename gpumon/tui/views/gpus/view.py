@@ -1,0 +1,192 @@
+"""The GPUs view (the monitor): the host panel, a panel per GPU and the process table.
+
+Fed by the app: each sample (``sample``) and each change of the runs' pid
+map (``runs_changed``). Signals go to the selected process on keys that mean
+nothing else anywhere: T SIGTERM, K SIGKILL, I SIGINT, each confirmed.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from gpumon.core.doctor.leak import LeakState
+from gpumon.core.format import size
+from gpumon.core.history import History
+from gpumon.core.model import GpuDevice, Snapshot
+from gpumon.core.signals import send_signal
+from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.gpus.gpu_list import GpuList, no_gpu_text
+from gpumon.tui.views.gpus.panels import GpuPanel, HostPanel
+from gpumon.tui.views.gpus.processes import SORT_KEYS, ProcessTable
+from gpumon.tui.widgets.render import short_run_id
+from gpumon.tui.widgets.screens import ConfirmScreen
+
+
+def gpu_warning(device: GpuDevice, run_pids: dict[int, str], leaks: dict[str, LeakState]) -> tuple[str, str] | None:
+    """(level, note) when a process on ``device`` belongs to a live run whose memory warns; the worst run wins."""
+    found = {run_pids[p.pid] for p in device.processes if p.pid in run_pids and run_pids[p.pid] in leaks}
+    if not found:
+        return None
+    run_id = max(sorted(found), key=lambda r: (leaks[r].state == "leak", leaks[r].slope))
+    state = leaks[run_id]
+    what = "leak" if state.state == "leak" else "growing"
+    return state.state, f"▲ run {short_run_id(run_id)}: memory {what} +{size(state.slope)}/it"
+
+
+class GpusView(View, Vertical):
+    NAME = "gpus"
+    TITLE = "GPUs"
+    KEYS = "g,f2"
+    HELP_NOTE = "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process)"
+    HELP_WIDGETS = (GpuList,)
+    BINDINGS = [
+        Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev", tooltip="previous GPU"),
+        Binding("right,right_square_bracket", "gpu(1)", "next GPU", show=False, id="gpu_next", tooltip="next GPU"),
+        *(
+            Binding(str(i), f"select_gpu({i})", f"GPU {i}", show=False, id=f"gpu_{i}", tooltip="select GPU by index")
+            for i in range(10)
+        ),
+        Binding("s", "sort", "sort", id="sort", tooltip="sort the processes by the next column (or click a header)"),
+        Binding("R", "reverse", "reverse", show=False, id="reverse", tooltip="reverse the sort"),
+        Binding("a", "toggle_all", "all GPUs", id="all_gpus", tooltip="processes of all GPUs / of the selected GPU"),
+        Binding("T", "signal('SIGTERM')", "SIGTERM", id="terminate", tooltip="send SIGTERM to the selected process"),
+        Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill", tooltip="send SIGKILL to the selected process"),
+        Binding("I", "signal('SIGINT')", "SIGINT", show=False, id="interrupt", tooltip="send SIGINT (ctrl+c)"),
+    ]
+
+    def __init__(self, context: AppContext) -> None:
+        super().__init__(id="body")
+        self.context = context
+        self.selected: int | None = None
+        self.history: History | None = None
+        self._indexes: tuple[int, ...] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield HostPanel()
+        yield GpuList(id="gpus")
+        yield ProcessTable()
+
+    # -- the feeds ---------------------------------------------------------------
+    def sample(self, snapshot: Snapshot, history: History) -> None:
+        self.history = history
+        indexes = tuple(d.index for d in snapshot.gpu.devices)
+        if indexes != self._indexes:
+            self._rebuild(snapshot, indexes)
+        ctx = self.context
+        for dev in snapshot.gpu.devices:
+            panel = self.query_one(f"#gpu-{dev.index}", GpuPanel)
+            width = panel.history_width()
+            panel.show(
+                dev,
+                history.tail(("gpu", dev.index, "util"), width),
+                history.tail(("gpu", dev.index, "mem"), width),
+            )
+            panel.set_warning(gpu_warning(dev, ctx.run_pids, ctx.run_leaks))
+        host = self.query_one(HostPanel)
+        width = host.history_width()
+        host.show(snapshot.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
+        self._show_processes()
+
+    def runs_changed(self) -> None:
+        self._show_processes()
+        snapshot = self.context.snapshot
+        if snapshot is None:
+            return
+        for dev in snapshot.gpu.devices:
+            for panel in self.query(f"#gpu-{dev.index}").results(GpuPanel):
+                panel.set_warning(gpu_warning(dev, self.context.run_pids, self.context.run_leaks))
+
+    def _rebuild(self, snapshot: Snapshot, indexes: tuple[int, ...]) -> None:
+        gpus = self.query_one(GpuList)
+        gpus.remove_children()
+        self._indexes = indexes
+        if not snapshot.gpu.devices:
+            gpus.mount(Static(no_gpu_text(snapshot.gpu.reason), id="no-gpu"))
+            self.selected = None
+            return
+        gpus.mount_all([GpuPanel(d.index, snapshot.gpu.simulated) for d in snapshot.gpu.devices])
+        if self.selected not in self._indexes:
+            self.selected = self._indexes[0]
+        self._mark_selected()
+
+    def _mark_selected(self) -> None:
+        for panel in self.query(GpuPanel):
+            panel.set_class(panel.index == self.selected, "-selected")
+        for selected in self.query(f"#gpu-{self.selected}"):
+            selected.scroll_visible(animate=False)
+
+    def _show_processes(self) -> None:
+        snapshot, ctx = self.context.snapshot, self.context
+        if snapshot is not None:
+            self.query_one(ProcessTable).show(snapshot.gpu.devices, self.selected, ctx.run_pids, ctx.run_ranks)
+
+    # -- selection ---------------------------------------------------------------
+    def select(self, index: int) -> None:
+        if not self._indexes or index not in self._indexes:
+            self.notify(f"No GPU {index} on this machine", severity="warning", timeout=3)
+            return
+        self.selected = index
+        self._mark_selected()
+        self._show_processes()
+
+    def action_select_gpu(self, index: int) -> None:
+        self.select(index)
+
+    def action_gpu(self, step: int) -> None:
+        if not self._indexes:
+            return
+        position = self._indexes.index(self.selected) if self.selected in self._indexes else 0
+        self.select(self._indexes[(position + step) % len(self._indexes)])
+
+    def on_gpu_list_step(self, message: GpuList.Step) -> None:
+        self.action_gpu(message.step)
+
+    def on_gpu_panel_selected(self, message: GpuPanel.Selected) -> None:
+        self.select(message.index)
+
+    # -- the process table ---------------------------------------------------------
+    def action_sort(self) -> None:
+        self.query_one(ProcessTable).cycle_sort()
+
+    def action_reverse(self) -> None:
+        self.query_one(ProcessTable).reverse_sort()
+
+    def action_toggle_all(self) -> None:
+        table = self.query_one(ProcessTable)
+        table.show_all = not table.show_all
+        self._show_processes()
+
+    def action_signal(self, name: str) -> None:
+        if self.refused("signals are off"):
+            return
+        proc = self.query_one(ProcessTable).selected()
+        if proc is None:
+            self.notify("Select a process first (tab to the process table)", severity="warning")
+            return
+        sig = signal.Signals[name]
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                outcome = send_signal(proc, sig)
+                self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6)
+
+        who = f"{proc.user or 'N/A'}: {proc.command or 'N/A'}"
+        self.app.push_screen(ConfirmScreen(f"Send {name} to PID {proc.pid}?\n{who}"), answered)
+
+    def commands(self) -> Iterable[Command]:
+        yield Command(
+            "Processes: all GPUs / selected GPU", "Toggle the process table's scope (a)", self.action_toggle_all
+        )
+        table = self.query_one(ProcessTable)
+        for key in SORT_KEYS:
+            yield Command(
+                f"Processes: sort by {key}", f"Sort the process table by {key}", lambda k=key: table.sort_by(k)
+            )
+        for index in self._indexes or ():
+            yield Command(f"Select GPU {index}", f"Show GPU {index}'s processes", lambda i=index: self.select(i))

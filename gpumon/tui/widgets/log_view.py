@@ -1,0 +1,43 @@
+"""The newest lines of a log, cut to the width."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """Read by the runs worker: the log lines of one choice among a run's logs."""
+
+    run_id: str
+    choices: tuple[int | None, ...]  # rank numbers, then None when torchrun wrote one
+    choice: int | None
+    lines: tuple[str, ...]
+
+
+class LogView(Widget):
+    """The newest lines of one log, cut to the width (no wrapping), the newest at the bottom."""
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lines: tuple[str, ...] = ()
+        self.empty = "no log yet"
+
+    def show(self, lines: tuple[str, ...], empty: str) -> None:
+        if lines != self.lines or empty != self.empty:
+            self.lines, self.empty = lines, empty
+            self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.content_size.width, self.content_size.height
+        if not self.lines:
+            return Text(self.empty, style="dim")
+        shown = []
+        for line in self.lines[-height:] if height else ():
+            text = Text.from_ansi(line.expandtabs())
+            text.truncate(width, overflow="ellipsis")
+            shown.append(text)
+        return Text("\n").join(shown)
