@@ -175,3 +175,41 @@ def test_no_import_cycle_in_gpumon() -> None:
     assert "gpumon.tui.app" in graph["gpumon.cli.monitor"]  # a lazy import inside a function is an edge
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def view_of(module: str) -> str | None:
+    """'gpumon.tui.views.runs.run_table' -> 'runs'; None outside a view's folder (the registry included)."""
+    parts = module.split(".")
+    return parts[3] if len(parts) > 4 and parts[:3] == ["gpumon", "tui", "views"] else None
+
+
+def test_no_view_imports_another_view() -> None:
+    graph = import_graph()
+    views = {view_of(m) for m in graph} - {None}
+    assert {"gpus", "runs", "trials", "doctor"} <= views
+    crossings = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if view_of(module)
+        for target in targets
+        if view_of(target) not in (None, view_of(module))
+    ]
+    assert crossings == []
+
+
+def test_no_shared_widget_or_core_module_imports_a_view() -> None:
+    graph = import_graph()
+    offenders = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not module.startswith(("gpumon.tui.views", "gpumon.tui.app"))
+        for target in targets
+        if target.startswith("gpumon.tui.views")
+    ]
+    assert offenders == []
+
+
+def test_view_of_names_the_view_folder() -> None:
+    assert view_of("gpumon.tui.views.runs.run_table") == "runs"
+    assert view_of("gpumon.tui.views.runs") is None  # the folder's own __init__ is its package, not a part
+    assert view_of("gpumon.tui.views") is None and view_of("gpumon.tui.widgets.charts") is None
