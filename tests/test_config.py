@@ -50,15 +50,22 @@ def test_bad_keymaps_say_what_is_wrong(tmp_path: Path, text: str, message: str) 
     assert str(path) in str(info.value)
 
 
-def test_cli_refuses_a_bad_keymap_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "keymap.toml").write_text('[keymap]\nexplode = "x"\n')
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('explode = "x"', "unknown binding 'explode'"),
+        ('sort = "a"', "sort = 'a' is already 'all_gpus' in the GPUs view: pick another key"),
+    ],
+)
+def test_cli_refuses_a_bad_keymap_in_one_line(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "keymap.toml").write_text(f"[keymap]\n{line}\n")
     env = {**os.environ, "GPUMON_CONFIG_DIR": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "-m", "gpumon", "--simulate", "1"], capture_output=True, text=True, env=env, timeout=30
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "unknown binding 'explode'" in lines[0]
+    assert len(lines) == 1 and message in lines[0] and "keymap.toml" in lines[0], lines
 
 
 async def test_remapped_key_takes_over() -> None:
@@ -69,3 +76,15 @@ async def test_remapped_key_takes_over() -> None:
         assert not isinstance(app.screen, ConfirmScreen)
         await pilot.press("x")
         assert isinstance(app.screen, ConfirmScreen)
+
+
+def test_a_keymap_that_gives_one_key_two_meanings_is_refused() -> None:
+    from gpumon.tui.app import keymap_problems
+
+    assert keymap_problems({}) == []
+    assert keymap_problems({"terminate": "ctrl+t"}) == []
+    assert keymap_problems({"terminate": "x"}) == []  # x is Trials' stop, but in another view
+    assert keymap_problems({"terminate": "s"}) == [
+        "terminate = 's' is already 'sort' in the GPUs view: pick another key"
+    ]
+    assert keymap_problems({"census": "q"}) == ["census = 'q' is already 'quit' everywhere: pick another key"]

@@ -52,8 +52,13 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     sampler.start()
     try:
-        from gpumon.tui.app import GpumonApp
+        from gpumon.core.config import keymap_path
+        from gpumon.tui.app import GpumonApp, keymap_problems
 
+        problems = keymap_problems(keymap)
+        if problems:
+            print(f"gpumon: error: {keymap_path()}: {problems[0]}", file=sys.stderr)
+            return 2
         GpumonApp(sampler, readonly=args.readonly, keymap=keymap).run()
     finally:
         sampler.stop()

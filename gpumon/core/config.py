@@ -32,8 +32,12 @@ def config_dir() -> Path:
     return Path(base) / "gpumon"
 
 
+def keymap_path() -> Path:
+    return config_dir() / "keymap.toml"
+
+
 def load_keymap(path: Path | None = None) -> dict[str, str]:
-    path = path or config_dir() / "keymap.toml"
+    path = path or keymap_path()
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:

@@ -24,14 +24,14 @@ from gpumon.core.model import Snapshot
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.feeds import RunsRefreshed, SampleReady
-from gpumon.tui.keys import help_text
+from gpumon.tui.keys import clashes, help_text
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
 from gpumon.tui.widgets.top_bar import top_bar_text
 
-__all__ = ["GLOBAL_BINDINGS", "GpumonApp", "help_sections"]
+__all__ = ["GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]
 
 WIDE = 160  # columns from which GPU panels sit two abreast
 FOOTNOTE = """\
@@ -53,6 +53,11 @@ def help_sections() -> list[tuple[str, str, list[BindingType]]]:
         owners = (view, *view.HELP_WIDGETS)
         sections.append((view.TITLE, view.HELP_NOTE, [b for w in owners for b in w.BINDINGS]))  # type: ignore[attr-defined]
     return sections
+
+
+def keymap_problems(keymap: dict[str, str]) -> list[str]:
+    """The user's keymap checked against every view's keys (empty: fine)."""
+    return clashes(help_sections(), keymap)
 
 
 class GpumonApp(App[None]):

@@ -65,3 +65,32 @@ def help_text(
     lines.append("")
     lines.append(footnote)
     return "\n".join(lines)
+
+
+def clashes(sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str]) -> list[str]:
+    """What the keymap breaks: one key for two actions in the same view, or a view key hiding a global key.
+
+    The first section holds the global keys; each other one is a view (its keys act with the global ones).
+    """
+    scopes = [(title, [b for b in bindings if isinstance(b, Binding)]) for title, _, bindings in sections]
+    if not scopes:
+        return []
+
+    def owners(bindings: list[Binding]) -> dict[str, Binding]:
+        return {
+            key.strip(): binding for binding in bindings for key in keymap.get(binding.id or "", binding.key).split(",")
+        }
+
+    problems = []
+    global_title, global_bindings = scopes[0]
+    for title, bindings in scopes:
+        seen: dict[str, Binding] = {} if title == global_title else owners(global_bindings)
+        for binding in bindings:
+            for key in keymap.get(binding.id or "", binding.key).split(","):
+                other = seen.setdefault(key.strip(), binding)
+                if other.action != binding.action and (binding.id in keymap or other.id in keymap):
+                    where = "everywhere" if other in global_bindings else f"in the {title} view"
+                    moved = binding if binding.id in keymap else other
+                    kept = other if moved is binding else binding
+                    problems.append(f"{moved.id} = {key.strip()!r} is already {kept.id!r} {where}: pick another key")
+    return problems

@@ -11,7 +11,7 @@ from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
 
 def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) -> Text:
-    """The diagnosis, most important first: cli_doctor.render's sections with colour."""
+    """The diagnosis, most important first: gpumon.cli.doctor.render's sections with colour."""
     text = Text()
     text.append(record.id, style="bold")
     text.append("  ")

@@ -1,6 +1,6 @@
 """The Doctor view: one run's diagnosis (memory trend per rank, census causes, the failure, ranked advice).
 
-The same content and order as ``gpumon doctor RUN`` (cli_doctor.render), as
+The same content and order as ``gpumon doctor RUN`` (gpumon.cli.doctor.render), as
 scrollable styled text. A thread worker runs ``diagnose`` when the view opens
 on a run and every ``REFRESH_S`` while it shows a live run; the event loop
 never reads run files. The run's telemetry is kept between refreshes, so a

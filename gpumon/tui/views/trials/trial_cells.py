@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
+from gpumon.core.format import value as value_text
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
 from gpumon.tui.widgets.keyed_table import SortCell
@@ -29,14 +30,6 @@ NONE = "–"  # no value: no GPU, no matching process
 FIXED_TAIL: tuple[Column, ...] = (("best", "BEST", 11), ("time", "TIME", 7), ("gpu", "GPU MEM", 9))
 BIGGEST_FIRST = {"iter", "time", "gpu"}  # numbers that read best biggest first
 MISSING = 2  # sort_key's group of an empty cell
-
-
-def value_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def sort_key(value: Any) -> tuple[int, float, str]:
