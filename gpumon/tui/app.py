@@ -84,6 +84,7 @@ class GpumonApp(App[None]):
         self._feed_pids: dict[int, str] = {}
         self._top_bar: Text | None = None
         self._focus_of_view: dict[str, Widget | None] = {}
+        self._views: dict[str, View] = {}
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -91,6 +92,7 @@ class GpumonApp(App[None]):
             yield Static(Text("gpumon  sampling…"), id="top-info")
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
+        self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
         with ContentSwitcher(initial=self._widget(views[0]).id, id="views"):
             yield from (self._widget(v) for v in views)
         yield Footer()
@@ -102,7 +104,8 @@ class GpumonApp(App[None]):
 
     def view_widget(self, name: str) -> View:
         """The view named ``name`` (its widget is a child of the switcher)."""
-        return self.query_one(view_class(name))  # type: ignore[type-var]
+        view_class(name)  # an unknown name says which names there are
+        return self._views[name]
 
     def on_mount(self) -> None:
         self.sampler.on_sample = self.post_message_from_sampler
@@ -129,8 +132,8 @@ class GpumonApp(App[None]):
             if bar != self._top_bar:  # an unchanged bar must not cost a layout pass each tick
                 self._top_bar = bar
                 self.query_one("#top-info", Static).update(bar, layout=False)
-            for cls in VIEWS:
-                self.view_widget(cls.NAME).sample(snap, self.sampler.history)
+            for view in self._views.values():
+                view.sample(snap, self.sampler.history)
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         self.context.runs = {s.id: s for s in message.summaries}
@@ -154,8 +157,8 @@ class GpumonApp(App[None]):
             self._runs_changed()
 
     def _runs_changed(self) -> None:
-        for cls in VIEWS:
-            self.view_widget(cls.NAME).runs_changed()
+        for view in self._views.values():
+            view.runs_changed()
 
     # -- views ----------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
