@@ -27,7 +27,11 @@ def test_default_ddp_run_trains_and_reports_both_ranks(tmp_path: Path, monkeypat
     assert final.state == "finished", final.log_path(None).read_text()[-3000:]
     assert final.exit_code == 0
 
-    (summary,) = RunsMonitor(store).refresh()
+    monitor = RunsMonitor(store)
+    (listed,) = monitor.refresh()
+    assert not listed.series  # an ended run is listed from its index row; its series come with the detail
+    summary = monitor.summary(listed.id)
+    assert summary is not None and summary.series
     assert summary.skipped == 0
     losses = summary.loss_values
     assert len(losses) >= 40

@@ -141,7 +141,7 @@ def step_event(step: int, heap: float, rank: int = 0) -> dict:
     return {"type": "step", "src": f"rank{rank}", "t": float(step), "step": step, "dev": "cpu", "heap": heap}
 
 
-def test_watch_feeds_only_new_points_and_survives_a_capped_series(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_attached_watch_sees_every_step_while_the_series_is_downsampled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gpumon.core.runs.series.MAX_POINTS", 64)
     telemetry = RunTelemetry(Path("/nonexistent"))
     watch = LeakWatch({0: CAPACITY})
@@ -150,13 +150,26 @@ def test_watch_feeds_only_new_points_and_survives_a_capped_series(monkeypatch: p
         telemetry.apply(step_event(step, BASE + 5600 * step))
         telemetry.apply(step_event(step, BASE, rank=1))
         if step % 7 == 0:
-            watch.update(telemetry)
+            watch.update(telemetry)  # the first call attaches it: from then on every step reaches it
             fed.append(watch.detectors[0, ""].state.step)
     result = watch.update(telemetry)
-    assert telemetry.memory[0].used.stride > 1  # the series halved itself on the way
+    assert telemetry.memory[0].used.width > 1  # the series merged buckets on the way
     assert fed == sorted(fed) and result[0].state == "leak" and result[1].state == "ok"
-    assert watch.detectors[0, ""].state.samples < 300  # capped: some points were dropped before being fed
-    assert analyse(telemetry)[0].warning  # from the capped series alone: fewer, sparser points
+    assert watch.detectors[0, ""].state.samples == 300  # every step: 7 from the series at attach, then each one
+    assert analyse(telemetry)[0].warning  # a late watcher: from the downsampled series alone
+
+
+def test_a_downsampled_series_keeps_its_spikes_and_its_size() -> None:
+    from gpumon.core.runs.series import MAX_POINTS, Series
+
+    series = Series()
+    for step in range(1, 2_000_001):
+        series.add(step, 1000.0 if step == 1_234_567 else float(step % 7))
+    assert len(series) <= MAX_POINTS and series.steps[-1] == 2_000_000 and series.last == 2_000_000 % 7
+    assert max(series.highs) == 1000.0 and min(series.lows) == 0.0  # the one spike survives as a bucket's max
+    again = Series.from_state(series.to_state())
+    again.add(2_000_001, 5.0)
+    assert again.steps[-1] == 2_000_001 and len(again) <= MAX_POINTS
 
 
 # --- the census and the cause, in this process ----------------------------------------------

@@ -149,17 +149,6 @@ def test_kill_is_immediate(store: RunStore, sleeper: Path) -> None:
     assert final.state == "killed"
 
 
-def test_a_run_whose_supervisor_died_reads_lost_and_can_still_be_stopped(store: RunStore, sleeper: Path) -> None:
-    record = start(store, sleeper, "60")
-    os.kill(record.status["supervisor_pid"], signal.SIGKILL)
-    wait_for(lambda: not alive({record.status["supervisor_pid"]}))
-    lost = store.load(record.dir)
-    assert lost is not None and lost.state == "lost"
-    assert not lost.live
-    os.killpg(record.status["pgid"], signal.SIGTERM)  # the user's cleanup of a lost run
-    wait_for(lambda: not alive({record.status["pid"]}))
-
-
 def test_root_cause_reads_torchruns_error_file_and_report(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     (tmp_path / "error.json").write_text(

@@ -46,7 +46,7 @@ def test_a_search_from_gpumon_stops_one_trial_then_all_and_keeps_its_results(
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split()[-1]
     record = RunStore().resolve(run_id)
-    tele = RunTelemetry(record.dir)
+    tele = RunTelemetry(record.dir, use_summary=False)
 
     def two_trials_reporting() -> bool:
         tele.update()

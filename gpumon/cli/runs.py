@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from gpumon.cli.common import fail, follow, print_table, whole
@@ -32,7 +33,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def _summaries() -> list[Any]:
     from gpumon.core.runs.monitor import RunsMonitor
 
-    return RunsMonitor().refresh()
+    return RunsMonitor(adopt=True).refresh()
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -98,7 +99,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from gpumon.core.runs.launcher import STOP_GRACE_S, stop, wait
+    from gpumon.core.runs.launcher import STOP_GRACE_S, record_end, stop, wait
     from gpumon.core.runs.store import RunNotFound, RunStore
 
     try:
@@ -110,6 +111,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0
+    supervised = record.supervisor_alive()
     try:
         print(stop(record, kill=args.kill), flush=True)
         if record.spec.kind == "tune" and not args.kill and not args.no_wait:
@@ -121,6 +123,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return fail(f"permission denied stopping {record.id}: run gpumon as the user who started it")
     if args.no_wait:
         return 0
-    final = wait(record, RunStore(), timeout=STOP_GRACE_S + 10)
+    final = wait(record, RunStore(), timeout=STOP_GRACE_S + 10 if supervised else STOP_GRACE_S)
+    if final.live and not supervised:  # nobody else sends the SIGKILL that follows the grace period
+        print(stop(final, kill=True), flush=True)
+        final = wait(final, RunStore(), timeout=5)
+    left = final.live_processes()
+    if final.live or left:
+        pids = ", ".join(map(str, left)) or "none found"
+        print(f"{final.id} is still {final.state}: live processes {pids}", file=sys.stderr)
+        return 1
+    if not supervised:
+        record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
+        final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
-    return 0 if not final.live else 1
+    return 0

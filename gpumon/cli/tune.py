@@ -64,7 +64,7 @@ def stop_trial(record: Any, trial_id: str) -> int:
     from gpumon.core.runs.control import request_stop_trial
     from gpumon.core.runs.telemetry import RunTelemetry
 
-    tele = RunTelemetry(record.dir)
+    tele = RunTelemetry(record.dir, use_summary=False)  # Tune events are not in summaries
     tele.update()
     if tele.tune is None:
         return fail(f"{record.id} has no Ray Tune trials: --trial goes with a search's run")
@@ -93,7 +93,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
     else:
         records = list(reversed(store.list()))
     for record in records:
-        tele = RunTelemetry(record.dir)
+        tele = RunTelemetry(record.dir, use_summary=False)  # Tune events are not in summaries
         tele.update()
         if tele.tune is not None:
             break

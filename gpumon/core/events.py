@@ -23,6 +23,7 @@ VERSION = 1
 EVENTS_DIR = "events"
 SUFFIX = ".jsonl"
 MAX_LINE = 1 << 20  # a longer line is a bug; the reader skips it rather than holding it in memory
+BYTES_READ = 0  # raw event bytes read by every EventReader in this process (what the cost tests count)
 
 
 def _jsonable(value: Any) -> Any:
@@ -113,6 +114,15 @@ class EventReader:
         except OSError:
             return []
 
+    def offsets(self) -> dict[str, int]:
+        """Per file, the bytes of whole lines read so far: where a reader resuming from here starts."""
+        return {name: tail.offset - len(tail.partial) for name, tail in self._tails.items()}
+
+    def resume(self, offsets: dict[str, int], skipped: int = 0) -> None:
+        """Start each file at ``offsets`` (from ``offsets()``, e.g. a run's summary), not at its beginning."""
+        self._tails = {str(name): _Tail(int(offset)) for name, offset in offsets.items()}
+        self.skipped = skipped
+
     def poll(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for path in self.files():
@@ -130,6 +140,8 @@ class EventReader:
             return []
         if not data:
             return []
+        global BYTES_READ
+        BYTES_READ += len(data)
         tail.offset += len(data)
         lines = (tail.partial + data).split(b"\n")
         tail.partial = lines.pop()  # an unfinished last line waits for its newline

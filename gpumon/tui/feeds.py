@@ -26,6 +26,7 @@ class RunsRefreshed(Message):
         gpus: int,
         asked: int | None,
         ranks: dict[int, int] | None = None,
+        detail: RunSummary | None = None,
     ) -> None:
         self.summaries = summaries
         self.pids = pids
@@ -33,4 +34,5 @@ class RunsRefreshed(Message):
         self.log = log  # the Runs view's LogTail for its selected run
         self.asked = asked  # the log the read was for: a newer choice makes this tail stale
         self.visible_gpus = gpus
+        self.detail = detail  # the selected run with its series (an ended run's summary has none)
         super().__init__()

@@ -16,7 +16,7 @@ import random
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -261,46 +261,61 @@ def analyse_series(
 
 
 class LeakWatch:
-    """Detectors for every rank of a run, fed only the points that arrived since the last update.
+    """Detectors for every rank of a run, fed every memory sample as the run's events are folded.
 
     The primary series is CUDA allocated bytes or the CPU heap; RSS (page-granular, noisy) is
     used only when the heap is missing (not glibc). A CUDA rank also gets a detector on the host's
     live heap: ``total_loss += loss`` on a GPU keeps graph nodes on the host and GPU memory flat.
     ``capacity`` maps rank → device bytes; otherwise a CUDA rank's own ``device`` event gives it
-    and CPU ranks (and the host heap) use this host's memory.
+    and CPU ranks (and the host heap) use this host's memory. A telemetry read from a run's
+    summary brings the verdicts its supervisor recorded (``recorded``); a detector of our own
+    takes over from those only once it is past its warm-up.
     """
 
     def __init__(self, capacity: Mapping[int, int] | None = None, **options: Any) -> None:
         self.capacity = dict(capacity or {})
         self.options = options
         self.detectors: dict[tuple[int, str], LeakDetector] = {}  # (rank, "gpu" | "host" | "")
-        self._fed: dict[tuple[int, str], tuple[int, int]] = {}  # -> (points fed, series stride then)
+        self.recorded: dict[tuple[int, str], LeakState] = {}
 
     def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
-        for rank, memory in telemetry.memory.items():
-            cuda = memory.device != "cpu"
-            primary = memory.used if len(memory.used) else memory.reserved
-            capacity = self.capacity.get(rank, memory.capacity if cuda else host_memory())
-            self._feed((rank, "gpu" if cuda else ""), primary, capacity)
-            if cuda and len(memory.heap):
-                self._feed((rank, "host"), memory.heap, host_memory())
+        """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
+        if telemetry.watch is not self:
+            if not self.detectors:
+                for rank, memory in telemetry.memory.items():
+                    for step, used, heap in memory.points():
+                        self.step(rank, memory.device, memory.capacity, step, used, heap)
+            if telemetry.watch is None:
+                telemetry.watch = self
+        self.recorded = restore_states(telemetry.recorded_leaks)
         return self.states()
 
-    def _feed(self, key: tuple[int, str], series: Any, capacity: int | None) -> None:
+    def step(
+        self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
+    ) -> None:
+        """One memory sample of a rank (the telemetry calls this for every ``step`` event)."""
+        cuda = device != "cpu"
+        if used is not None:
+            own = self.capacity.get(rank, capacity if cuda else host_memory())
+            self._detector((rank, "gpu" if cuda else ""), own).add(step, used)
+        if cuda and heap is not None:
+            self._detector((rank, "host"), host_memory()).add(step, heap)
+
+    def _detector(self, key: tuple[int, str], capacity: int | None) -> LeakDetector:
         detector = self.detectors.get(key)
         if detector is None:
             detector = self.detectors[key] = LeakDetector(capacity, **self.options)
         elif detector.capacity_bytes is None and capacity is not None:
             detector.capacity_bytes = capacity  # the device event came after the first steps
-        fed, stride = self._fed.get(key, (0, series.stride))
-        start = -(-fed // (series.stride // stride))  # the series halved itself since: where we were
-        for step, value in zip(series.steps[start:], series.values[start:], strict=True):
-            detector.add(step, value)
-        self._fed[key] = (len(series), series.stride)
+        return detector
 
     def series_states(self) -> dict[tuple[int, str], LeakState]:
         """Every detector's state, labelled with the memory it watches."""
-        return {key: replace(d.state, memory=key[1]) for key, d in sorted(self.detectors.items())}
+        out = dict(self.recorded)
+        for key, detector in self.detectors.items():
+            if key not in out or detector.state.state != "warmup":
+                out[key] = replace(detector.state, memory=key[1])
+        return dict(sorted(out.items()))
 
     def states(self) -> dict[int, LeakState]:
         """Per rank the state that matters most: a warning on either memory, else the primary series."""
@@ -310,6 +325,25 @@ class LeakWatch:
             if held is None or (state.warning and (SEVERITY[state.state], state.slope) > _rank(held)):
                 out[rank] = state
         return out
+
+
+def record_states(watch: LeakWatch) -> dict[str, dict[str, Any]]:
+    """The watch's verdicts as JSON (summary.json): "rank:memory" -> the LeakState's fields."""
+    return {f"{rank}:{memory}": asdict(state) for (rank, memory), state in watch.series_states().items()}
+
+
+def restore_states(recorded: Mapping[str, Any] | None) -> dict[tuple[int, str], LeakState]:
+    """``record_states`` read back; a malformed entry is left out."""
+    out: dict[tuple[int, str], LeakState] = {}
+    names = {f.name for f in fields(LeakState)}
+    for key, data in (recorded or {}).items():
+        rank, _, memory = str(key).partition(":")
+        if rank.lstrip("-").isdigit() and isinstance(data, dict):
+            try:
+                out[(int(rank), memory)] = LeakState(**{k: v for k, v in data.items() if k in names})
+            except TypeError:
+                continue
+    return out
 
 
 def _rank(state: LeakState) -> tuple[int, float]:

@@ -7,6 +7,7 @@ command and writes the exit into ``status.json`` even when no gpumon is open.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -134,12 +135,41 @@ def stop(record: RunRecord, kill: bool = False) -> str:
     if record.supervisor_alive():
         os.kill(int(status["supervisor_pid"]), signal.SIGUSR1 if kill else signal.SIGTERM)
         return f"{'killing' if kill else 'stopping'} {record.id}"
-    # No supervisor (it was killed): signal the command's process group ourselves.
-    pgid = status.get("pgid")
-    if pgid and process_alive(status.get("pid"), status.get("pid_create_time")):
-        os.killpg(int(pgid), signal.SIGKILL if kill else signal.SIGTERM)
-        return f"{'killed' if kill else 'sent SIGTERM to'} {record.id} (its supervisor was gone)"
-    return f"{record.id} has no live process left"
+    # No supervisor (it was killed): signal every process of the run ourselves, each checked by start time.
+    sig = signal.SIGKILL if kill else signal.SIGTERM
+    sent = 0
+    if process_alive(status.get("pid"), status.get("pid_create_time")) and status.get("pgid"):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(status["pgid"]), sig)
+            sent += 1
+    for pid, started in record.processes():
+        if started is not None and process_alive(pid, started):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+                sent += 1
+    if not sent:
+        return f"{record.id} has no live process left"
+    return f"sent {sig.name} to {record.id} (its supervisor was gone)"
+
+
+def adopt(record: RunRecord) -> None:
+    """Start a new supervisor for an unsupervised run: it records the end and obeys stop (no-op if one lives)."""
+    with open(record.dir / "supervisor.log", "ab") as err:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "gpumon.core.runs.supervisor", "--adopt", str(record.dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            start_new_session=True,
+            close_fds=True,
+        )
+    threading.Thread(target=child.wait, name=f"reap-adopt-{record.id}", daemon=True).start()
+
+
+def record_end(record: RunRecord, state: str, why: str) -> None:
+    """Write the end of a run that no supervisor will write (its processes are gone)."""
+    status = {**record.status, "state": state, "ended": time.time(), "exit_code": None, "ended_by": why}
+    write_json(record.dir / "status.json", status)
 
 
 def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:
@@ -156,4 +186,4 @@ def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:
     return current
 
 
-__all__ = ["STOP_GRACE_S", "SpecError", "build_command", "build_env", "launch", "stop", "wait"]
+__all__ = ["STOP_GRACE_S", "SpecError", "adopt", "build_command", "build_env", "launch", "record_end", "stop", "wait"]

@@ -1,17 +1,26 @@
-"""Everything the Runs view and ``gpumon runs`` show, refreshed cheaply.
+"""Everything the Runs view and ``gpumon runs`` show, at a cost that grows with neither run length nor run count.
 
-Ended runs are read once; live runs have their status re-read and their new
-events folded in on each ``refresh()``. Safe to call from a worker thread:
-the views get immutable ``RunSummary`` objects.
+Ended runs come from the index (``index.py``), read once per monitor; a run
+that ended without a row (an older run) is read once from its files and gets
+one. Live runs have their status re-read and their summary.json (the
+supervisor's fold of their events) reloaded when it changed; a run without a
+summary has its new events folded here, from where the last read stopped. The
+run list itself is listed again only when the runs folder changes. Safe to
+call from a worker thread: the views get immutable ``RunSummary`` objects.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+import sqlite3
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
-from gpumon.core.doctor.leak import LeakState, LeakWatch
-from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
+from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
+from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import END_STATES, RunRecord, RunStore, read_json
 from gpumon.core.runs.telemetry import RunTelemetry
 
 
@@ -31,6 +40,7 @@ class RunSummary:
     exception: str | None  # "Type: message" of the last uncaught exception
     notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
     leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
+    series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
 
     @property
     def leak(self) -> LeakState | None:
@@ -48,82 +58,164 @@ class RunSummary:
 
 
 class RunsMonitor:
-    """``auto_census``: when a live run's memory starts to warn, ask it once for a tensor census."""
+    """``refresh()`` once a second; ``summary(run_id)`` for one run with its series (the detail)."""
 
-    def __init__(self, store: RunStore | None = None, auto_census: bool = False) -> None:
+    def __init__(self, store: RunStore | None = None, adopt: bool = False) -> None:
+        """``adopt``: give a run whose supervisor died a new one (not in --readonly), and write the end of
+        a run whose supervisor died with its processes."""
         self.store = store or RunStore()
-        self.auto_census = auto_census
-        self._leaks: dict[str, LeakWatch] = {}
-        self._census_asked: set[str] = set()
-        self._telemetry: dict[str, RunTelemetry] = {}
-        self._records: dict[str, RunRecord] = {}
+        self.adopt = adopt
+        self._adopted: set[str] = set()
+        self.index = RunIndex(self.store.root)
         self._summaries: dict[str, RunSummary] = {}
+        self._live: dict[str, tuple[RunRecord, RunTelemetry, LeakWatch]] = {}  # runs not ended yet
+        self._indexed = False
+        self._listed: int | None = None  # the runs folder's mtime when last listed
+        self._sorted: list[RunSummary] | None = None
+        self._detail: RunSummary | None = None  # the last ended run asked for with its series
 
     def refresh(self) -> list[RunSummary]:
-        """All runs, oldest first; only live or new runs are read again."""
+        """All runs, oldest first."""
+        if not self._indexed:
+            self._indexed = True
+            for run_id, row in self.index.rows().items():
+                summary = from_row(self.store.runs_dir / run_id, row)
+                if summary is not None:
+                    self._summaries[run_id] = summary
+        self._list()
+        for run_id in list(self._live):
+            self._follow(run_id)
+        if self._sorted is None:
+            self._sorted = sorted(self._summaries.values(), key=lambda s: (s.record.created, s.id))
+        return self._sorted
+
+    def _list(self) -> None:
+        """New run folders are opened, vanished ones dropped; nothing is listed while the folder is unchanged."""
         try:
-            paths = sorted(p for p in self.store.runs_dir.iterdir() if p.is_dir())
+            stamp = self.store.runs_dir.stat().st_mtime_ns
+            if stamp == self._listed:
+                return
+            names = {p.name for p in self.store.runs_dir.iterdir()}
         except OSError:
-            paths = []
-        seen = set()
-        for path in paths:
-            run_id = path.name
-            seen.add(run_id)
-            old = self._records.get(run_id)
-            # Skip a run only once its status file says it ended: a run read while running whose
-            # supervisor has exited since reads as "lost" until its final status is read.
-            if old is not None and old.status.get("state") in END_STATES and run_id in self._summaries:
-                continue
-            record = self.store.load(path)
-            if record is None:
-                continue
-            self._records[run_id] = record
-            tele = self._telemetry.setdefault(run_id, RunTelemetry(path))
-            changed = tele.update()
-            if changed or old is None or old.status != record.status or run_id not in self._summaries:
-                leaks = self._leaks.setdefault(run_id, LeakWatch()).update(tele)
-                self._summaries[run_id] = summarise(record, tele, leaks)
-                if self.auto_census and record.live and any(s.warning for s in leaks.values()):
-                    self._ask_census(record)
-            else:
-                self._summaries[run_id] = _with_record(self._summaries[run_id], record)
-        for gone in set(self._summaries) - seen:
-            self._summaries.pop(gone, None)
-            self._records.pop(gone, None)
-            self._telemetry.pop(gone, None)
-            self._leaks.pop(gone, None)
-        return sorted(self._summaries.values(), key=lambda s: (s.record.created, s.id))
-
-    def _ask_census(self, record: RunRecord) -> None:
-        if record.id in self._census_asked:
             return
-        self._census_asked.add(record.id)
-        from gpumon.telemetry.census import request_census
+        self._listed = stamp
+        for gone in set(self._summaries) - names:
+            self._summaries.pop(gone, None)
+            self._live.pop(gone, None)
+            self._sorted = None
+        for name in names - set(self._summaries) - set(self._live):
+            record = self.store.load(self.store.runs_dir / name)
+            if record is not None:
+                self._live[name] = (record, RunTelemetry(record.dir), LeakWatch())
+                self._follow(name, fresh=True)
 
-        with contextlib.suppress(OSError):  # not our run dir to write (another user's run): the warning still shows
-            request_census(record.dir)
+    def _follow(self, run_id: str, fresh: bool = False) -> None:
+        record, tele, watch = self._live[run_id]
+        if not fresh:
+            record = replace(record, status=read_json(record.dir / "status.json"))
+        if self.adopt and record.status.get("state") not in END_STATES:
+            record = self._take_over(record)
+        ended = record.status.get("state") in END_STATES
+        changed = tele.update(events=not ended or not tele.final)
+        old = self._summaries.get(run_id)
+        if changed or fresh or old is None or old.record.status != record.status:
+            summary = summarise(record, tele, watch.update(tele))
+            self._summaries[run_id] = summary
+            self._sorted = None
+        else:
+            summary, record = old, old.record  # nothing new: the same objects, so the views skip it
+        self._live[run_id] = (record, tele, watch)
+        if ended:  # read for the last time: from now on the index has it
+            del self._live[run_id]
+            self._summaries[run_id] = replace(summary, loss_steps=(), loss_values=(), memory_series={}, series=False)
+            with contextlib.suppress(sqlite3.Error, OSError):  # listing works without the index
+                self.index.put([(run_id, record.created, to_row(summary))])
+
+    def _take_over(self, record: RunRecord) -> RunRecord:
+        from gpumon.core.runs.launcher import adopt, record_end
+
+        state = record.state
+        with contextlib.suppress(OSError):  # another user's run: shown as it is
+            if state == "unsupervised" and record.id not in self._adopted:
+                self._adopted.add(record.id)
+                adopt(record)
+            elif state == "lost":
+                record_end(record, "lost", "its supervisor died, and its processes with it")
+                return replace(record, status=read_json(record.dir / "status.json"))
+        return record
+
+    def summary(self, run_id: str) -> RunSummary | None:
+        """One run with its downsampled series (what the run's detail draws)."""
+        known = self._summaries.get(run_id)
+        if known is None or known.series:
+            return known
+        cached = self._detail
+        if cached is not None and cached.id == run_id and cached.record is known.record:
+            return cached  # an ended run's series never change: read once while it stays selected
+        tele = RunTelemetry(known.record.dir)
+        tele.update()
+        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele)), record=known.record)
+        return self._detail
 
     def pid_runs(self) -> dict[int, str]:
         """PID → run id for the processes of live runs (ranks and their main process)."""
         out: dict[int, str] = {}
-        for run_id, record in self._records.items():
+        for run_id, (record, tele, _) in self._live.items():
             if not record.live:
                 continue
             pid = record.status.get("pid")
             if isinstance(pid, int):
                 out[pid] = run_id
-            for rank_pid in self._telemetry[run_id].pids:
+            for rank_pid in tele.pids:
                 out[rank_pid] = run_id
         return out
 
     def pid_ranks(self) -> dict[int, int]:
         """PID → rank for the ranks of live runs (what the process table's RUN column adds to the run)."""
-        return {
-            pid: rank
-            for run_id, record in self._records.items()
-            if record.live
-            for pid, rank in self._telemetry[run_id].pids.items()
-        }
+        return {pid: rank for record, tele, _ in self._live.values() if record.live for pid, rank in tele.pids.items()}
+
+
+def to_row(summary: RunSummary) -> dict[str, Any]:
+    """What the index keeps of an ended run: everything the run list shows, no series."""
+    return {
+        "spec": summary.record.spec.to_dict(),
+        "status": summary.record.status,
+        "step": summary.step,
+        "loss": summary.loss,
+        "rate": summary.samples_per_s,
+        "memory": summary.memory,
+        "memory_kind": summary.memory_kind,
+        "events": summary.events,
+        "skipped": summary.skipped,
+        "exception": summary.exception,
+        "notes": list(summary.notes),
+        "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
+    }
+
+
+def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
+    try:
+        record = RunRecord(id=path.name, dir=path, spec=RunSpec.from_dict(row["spec"]), status=dict(row["status"]))
+        leaks = {rank: state for (rank, _), state in restore_states(row.get("leaks")).items()}
+        return RunSummary(
+            record=record,
+            step=row.get("step"),
+            loss=row.get("loss"),
+            samples_per_s=row.get("rate"),
+            memory=row.get("memory"),
+            memory_kind=str(row.get("memory_kind", "")),
+            events=int(row.get("events", 0)),
+            skipped=int(row.get("skipped", 0)),
+            loss_steps=(),
+            loss_values=(),
+            memory_series={},
+            exception=row.get("exception"),
+            notes=tuple(row.get("notes", ())),
+            leaks=leaks,
+            series=False,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None  # a row of another shape: the run is read from its files instead
 
 
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:

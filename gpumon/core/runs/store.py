@@ -27,8 +27,9 @@ import psutil
 from gpumon.core.runs.spec import RunSpec
 
 HOME_ENV = "GPUMON_HOME"
-LIVE_STATES = ("starting", "running", "stopping")
-END_STATES = ("finished", "failed", "stopped", "killed", "lost")
+LIVE_STATES = ("starting", "running", "stopping", "unsupervised")
+# exited: its processes ended while no supervisor watched (after adoption), so the exit code is unknown
+END_STATES = ("finished", "failed", "stopped", "killed", "lost", "exited")
 
 
 class RunNotFound(LookupError):
@@ -92,12 +93,29 @@ class RunRecord:
 
     @property
     def state(self) -> str:
+        """status.json's state, except a live one whose supervisor died: "unsupervised" while any of the
+        run's processes lives (gpumon can still stop it, and adopts it), else "lost"."""
         state = str(self.status.get("state", "starting"))
         # A fresh supervisor gets a moment to write its first status.
         fresh = state == "starting" and time.time() - self.created <= 10
         if state in LIVE_STATES and not fresh and not self.supervisor_alive():
-            return "lost"
+            return "unsupervised" if self.live_processes() else "lost"
         return state
+
+    def processes(self) -> list[tuple[int, float | None]]:
+        """(pid, start time) of every process the supervisor saw in the run, the main one first."""
+        out: list[tuple[int, float | None]] = []
+        pid = self.status.get("pid")
+        if isinstance(pid, int):
+            out.append((pid, self.status.get("pid_create_time")))
+        for entry in self.status.get("procs") or ():
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and entry[0] != pid:
+                out.append((entry[0], entry[1]))
+        return out
+
+    def live_processes(self) -> list[int]:
+        """The run's processes still alive: pid and start time both match (a reused pid is never taken for one)."""
+        return [pid for pid, started in self.processes() if process_alive(pid, started)]
 
     @property
     def live(self) -> bool:

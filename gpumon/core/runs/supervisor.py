@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,35 +22,14 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.events import EventWriter
+from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
+from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 
-_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
-
-
-def root_cause(run_dir: Path) -> dict[str, Any] | None:
-    """The failing rank and message from torchrun's error file and its console report, if any."""
-    data = read_json(run_dir / "error.json")
-    message: Any = data.get("message")
-    error: dict[str, Any] = {}
-    if isinstance(message, dict):
-        error["message"] = str(message.get("message", ""))
-        extra = message.get("extraInfo") or {}
-        if isinstance(extra, dict) and extra.get("py_callstack"):
-            error["traceback"] = str(extra["py_callstack"])[-8000:]
-        if "errorCode" in message:
-            error["exit_code"] = message["errorCode"]
-    elif isinstance(message, str):
-        error["message"] = message
-    try:
-        console = (run_dir / "logs" / "launcher.log").read_text(errors="replace")[-20000:]
-    except OSError:
-        console = ""
-    found = _ROOT_CAUSE.search(console)
-    if found:
-        error["rank"] = int(found.group(1))
-    return error or None
+SUMMARY_EVERY_S = 1.0  # how often the run's summary.json catches up with its events
 
 
 class Supervisor:
@@ -64,12 +42,21 @@ class Supervisor:
         self.known: dict[int, float] = {}  # descendant pid -> start time
         self.stop_at: float | None = None  # when SIGKILL follows a requested stop
         self.outcome: str | None = None  # "stopped" / "killed" once asked
+        # The run's events folded as they come, with the doctor's leak watch: summary.json for every reader.
+        self.watch = LeakWatch()
+        self.fold = RunTelemetry(run_dir, use_summary=False, watch=self.watch)
+        self.census = not read_json(run_dir / "spec.json").get("no_census")
+        self.census_asked = False
+        self.summary_error: str | None = None
+        self._lock_fd: int | None = None
 
     def save(self, **fields: Any) -> None:
         self.status.update(fields)
         write_json(self.run_dir / "status.json", self.status)
 
     def run(self) -> int:
+        if not self._lock():
+            return 0  # another supervisor has the run
         _become_subreaper()
         me = psutil.Process()
         signal.signal(signal.SIGTERM, self._on_stop)
@@ -108,9 +95,60 @@ class Supervisor:
         self._sweep()
         return self._finish(rc)
 
+    def _lock(self) -> bool:
+        """Hold supervisor.lock for life: the kernel drops it when we die, however we die, so an adopter
+        knows for sure whether the run still has a supervisor."""
+        import fcntl
+
+        fd = os.open(self.run_dir / "supervisor.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def adopt(self) -> int:
+        """Watch a run whose supervisor died: record its end and summarise it; stop it when asked."""
+        from gpumon.core.runs.spec import RunSpec
+        from gpumon.core.runs.store import RunRecord
+
+        if not self._lock():
+            return 0  # its supervisor lives, or another gpumon adopted it first
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGUSR1, self._on_kill)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        record = RunRecord(
+            self.run_dir.name, self.run_dir, RunSpec.from_dict(read_json(self.run_dir / "spec.json")), self.status
+        )
+        self.known = {}
+        for pid, started in record.processes():
+            if started is not None and process_alive(pid, started):
+                self.known[pid] = started
+        self.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
+        me = psutil.Process()
+        self.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
+        self.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
+        while any(process_alive(pid, started) for pid, started in self.known.items()):
+            self.summarise()
+            if self.stop_at is not None and time.monotonic() >= self.stop_at:
+                self._signal_all(signal.SIGKILL)
+                self.outcome, self.stop_at = "killed", None
+            time.sleep(0.5)
+        self.fold.update()
+        state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
+        fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
+        self.events.write("run_end", state=state, exit_code=None, adopted=True)
+        self.summarise(final=True)
+        self.save(**fields)
+        index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
+        return 0
+
     def _wait(self) -> int:
         assert self.proc is not None
-        last_scan = 0.0
+        last_scan = last_summary = 0.0
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -119,14 +157,38 @@ class Supervisor:
             if now - last_scan >= 1.0:
                 self._scan()
                 last_scan = now
+            if now - last_summary >= SUMMARY_EVERY_S:
+                self.summarise()
+                last_summary = now
             if self.stop_at is not None and now >= self.stop_at:
                 self._signal_all(signal.SIGKILL)
                 self.outcome = "killed"
                 self.stop_at = None
             time.sleep(0.1)
 
+    def summarise(self, final: bool = False) -> None:
+        """Fold the new events, save summary.json, and ask once for a census when memory first warns."""
+        try:
+            changed = self.fold.update()
+            if changed or final:
+                self.fold.recorded_leaks = record_states(self.watch)
+                save_summary(self.fold, final)
+            self.summary_error = None
+        except OSError as err:  # a full disk: training goes on; the summary catches up when it can
+            self.summary_error = str(err)
+            return
+        if self.census and not self.census_asked and any(s.warning for s in self.watch.states().values()):
+            from gpumon.telemetry.census import request_census
+
+            self.census_asked = True
+            with contextlib.suppress(OSError):
+                request_census(self.run_dir)
+                self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
+
     def _scan(self) -> None:
-        """Remember every descendant: torchrun's workers leave our process group."""
+        """Remember every descendant (torchrun's workers leave our process group), and write them down:
+        if this supervisor dies, the next gpumon still finds and ends every process of the run."""
+        before = len(self.known)
         try:
             for proc in psutil.Process(os.getpid()).children(recursive=True):
                 try:
@@ -135,12 +197,18 @@ class Supervisor:
                     continue
         except psutil.Error:
             pass
+        if len(self.known) != before:
+            with contextlib.suppress(OSError):  # a full disk: the pids stay in memory
+                self.save(procs=[[pid, started] for pid, started in self.known.items()])
 
     def _signal_all(self, sig: signal.Signals) -> None:
         self._scan()
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, sig)
+        elif self.proc is None and process_alive(self.status.get("pid"), self.status.get("pid_create_time")):
+            with contextlib.suppress(OSError):  # adopted: the group leader is the run's main process
+                os.killpg(int(self.status["pgid"]), sig)
         for pid, started in list(self.known.items()):
             try:
                 proc = psutil.Process(pid)
@@ -184,44 +252,14 @@ class Supervisor:
             fields["signal"] = signal.Signals(-rc).name
         if error:
             fields["error"] = error
-        self.save(**fields)
+        self.status.update(fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
         if state == "failed" and read_json(self.run_dir / "spec.json").get("oom_retry"):
-            self._retry_after_oom()
+            retry_after_oom(self.run_dir, self.status, self.fold, self.events)
+        self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
+        self.save()
+        index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         return 0
-
-    def _retry_after_oom(self) -> None:
-        """--oom-retry: an out-of-memory failure starts this run again with half the batch size."""
-        from dataclasses import replace
-
-        from gpumon.core.doctor.evidence import run_failure
-        from gpumon.core.gpu import visible_gpu_count
-        from gpumon.core.runs.launcher import launch
-        from gpumon.core.runs.retry import OOM_KINDS, halved
-        from gpumon.core.runs.store import RunStore
-        from gpumon.core.runs.telemetry import RunTelemetry
-
-        store = RunStore(self.run_dir.parent.parent)
-        record = store.load(self.run_dir)
-        if record is None:
-            return
-        telemetry = RunTelemetry(self.run_dir)
-        telemetry.update()
-        failure = run_failure(record, telemetry)
-        if failure is None or failure.kind not in OOM_KINDS:
-            return
-        plan = halved(record.spec)
-        if plan is None:
-            self.events.write("note", text=f"{failure.title} at batch size 1: no smaller batch to retry with")
-            return
-        spec, old, new = plan
-        try:
-            retry = launch(replace(spec, retry_of=record.id), store, visible_gpu_count(), wait_s=0)
-        except (OSError, ValueError) as err:
-            self.events.write("note", text=f"out of memory at batch size {old}; the retry did not start: {err}")
-            return
-        self.save(retried_as=retry.id)
-        self.events.write("note", text=f"out of memory at batch size {old}: retrying as {retry.id} with {new}")
 
 
 def _become_subreaper() -> None:
@@ -235,8 +273,10 @@ def _become_subreaper() -> None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--adopt":
+        return Supervisor(Path(argv[1])).adopt()
     if len(argv) != 1:
-        print("usage: python -m gpumon.core.runs.supervisor RUN_DIR", file=sys.stderr)
+        print("usage: python -m gpumon.core.runs.supervisor [--adopt] RUN_DIR", file=sys.stderr)
         return 2
     return Supervisor(Path(argv[0])).run()
 

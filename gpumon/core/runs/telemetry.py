@@ -1,22 +1,45 @@
 """What a run's events say, folded into numbers and series the views show.
 
-``RunTelemetry`` tails one run's event files and keeps, per rank, the memory
-per iteration, and for the run the latest step, loss, samples/s, the loss
-curve, exceptions and notes. Series are capped: past ``MAX_POINTS`` every
-other point is dropped, so a week-long run costs the same memory as an hour.
+``RunTelemetry`` keeps, per rank, the memory per iteration, and for the run
+the latest step, loss, samples/s, the loss curve, exceptions and notes. Series
+are downsampled (``series.py``: min/max/last buckets), so a week-long run costs
+the same memory as an hour.
+
+Two ways to fill it. The run's supervisor folds every event as it arrives and
+saves the result as ``summary.json`` (``save_summary``) every second or two and
+once more at the end. Readers start from that summary and never read the raw
+events the summary already covers: an ended run costs one small file whatever
+its length. Without a summary (an older run, or events written by hand) the
+reader folds the raw events itself, once, from where it stopped.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
 from gpumon.core.runs.series import MAX_POINTS, Series
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
 
-__all__ = ["MAX_POINTS", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
+__all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
+
+SUMMARY = "summary.json"
+SUMMARY_FORMAT = 1
+KEEP = 20  # exceptions and notes kept in a summary (the newest)
+KEEP_CENSUS = 6
+
+
+class MemoryWatch(Protocol):
+    """What folds memory samples as they arrive (the doctor's LeakWatch)."""
+
+    def step(
+        self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
+    ) -> None: ...
 
 
 @dataclass
@@ -29,6 +52,30 @@ class RankMemory:
     heap: Series = field(default_factory=Series)  # CUDA ranks: the host's live heap (autograd graphs live there)
     peak: int | None = None
     capacity: int | None = None  # CUDA ranks: the device's total bytes (its ``device`` event)
+
+    def points(self) -> Iterator[tuple[int, float | None, float | None]]:
+        """(step, primary, host heap) from the downsampled series: a late watcher's first look."""
+        primary = self.used if len(self.used) else self.reserved
+        yield from ((step, value, None) for step, value in zip(primary.steps, primary.values, strict=True))
+        yield from ((step, None, value) for step, value in zip(self.heap.steps, self.heap.values, strict=True))
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "used": self.used.to_state(),
+            "reserved": self.reserved.last,
+            "heap": self.heap.to_state(),
+            "peak": self.peak,
+            "capacity": self.capacity,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RankMemory:
+        memory = cls(str(state["device"]), Series.from_state(state["used"]), heap=Series.from_state(state["heap"]))
+        if isinstance(state.get("reserved"), int | float):
+            memory.reserved.add(memory.used.steps[-1] if memory.used.steps else 0, float(state["reserved"]))
+        memory.peak, memory.capacity = state.get("peak"), state.get("capacity")
+        return memory
 
 
 @dataclass
@@ -45,8 +92,13 @@ class RunTelemetry:
     notes: list[str] = field(default_factory=list)
     census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
-    tune: Experiment | None = None  # once Tune events arrive
+    tune: Experiment | None = None  # once Tune events arrive (not kept in summaries: Tune has its own reader)
+    watch: MemoryWatch | None = None  # fed every memory sample folded here
+    use_summary: bool = True  # start from summary.json where there is one
+    final: bool = False  # the summary is the run's last: nothing more will come
+    recorded_leaks: dict[str, Any] = field(default_factory=dict)  # the supervisor's verdicts (LeakWatch reads them)
     _reader: EventReader | None = None
+    _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
     @property
     def skipped(self) -> int:
@@ -64,14 +116,81 @@ class RunTelemetry:
         value, device = max(latest, key=lambda x: x[0] or 0)
         return int(value or 0), "heap" if device == "cpu" else device
 
-    def update(self) -> int:
-        """Read what is new; returns how many events arrived."""
+    def update(self, events: bool = True) -> int:
+        """Read what is new (a newer summary, then the events after it); returns how many arrived.
+
+        ``events=False``: the summary alone, for readers that let the supervisor fold (the app).
+        """
+        if self.final:
+            return 0
+        changed = self._load_summary() if self.use_summary else 0
+        if self.final or (not events and self._stamp is not None):
+            return changed
         if self._reader is None:
             self._reader = EventReader(self.run_dir)
         new = self._reader.poll()
         for event in new:
             self.apply(event)
-        return len(new)
+        return changed + len(new)
+
+    def _load_summary(self) -> int:
+        path = self.run_dir / SUMMARY
+        try:
+            stat = path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            if stamp == self._stamp:
+                return 0
+            state = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(state, dict) or state.get("format") != SUMMARY_FORMAT:
+            return 0
+        try:
+            self._restore(state)
+        except (KeyError, TypeError, ValueError):
+            return 0  # a summary we cannot read: the events still can be
+        self._stamp = stamp
+        return max(1, self.events)
+
+    def to_state(self, final: bool = False) -> dict[str, Any]:
+        """Everything the views and the doctor need, and where in each event file it stops."""
+        lowest = min(self.losses) if self.losses else None
+        return {
+            "format": SUMMARY_FORMAT,
+            "final": final,
+            "offsets": self._reader.offsets() if self._reader else {},
+            "events": self.events,
+            "skipped": self.skipped,
+            "step": self.step,
+            "optimizer_steps": self.optimizer_steps,
+            "loss_rank": lowest,
+            "loss": self.losses[lowest].to_state() if lowest is not None else None,
+            "latest": {str(r): v for r, v in self.latest.items()},
+            "rates": {str(r): v for r, v in self.rates.items()},
+            "memory": {str(r): m.to_state() for r, m in self.memory.items()},
+            "pids": {str(p): r for p, r in self.pids.items()},
+            "exceptions": self.exceptions[-KEEP:],
+            "notes": self.notes[-KEEP:],
+            "census": self.census[-KEEP_CENSUS:],
+            "leaks": self.recorded_leaks,
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        memory = {int(r): RankMemory.from_state(m) for r, m in state["memory"].items()}
+        loss_rank = state.get("loss_rank")
+        self.losses = {int(loss_rank): Series.from_state(state["loss"])} if loss_rank is not None else {}
+        self.memory = memory
+        self.step, self.optimizer_steps = state.get("step"), state.get("optimizer_steps")
+        self.latest = {int(r): dict(v) for r, v in state["latest"].items()}
+        self.rates = {int(r): float(v) for r, v in state["rates"].items()}
+        self.pids = {int(p): int(r) for p, r in state["pids"].items()}
+        self.exceptions, self.notes = list(state["exceptions"]), list(state["notes"])
+        self.census = list(state["census"])
+        self.events = int(state["events"])
+        self.recorded_leaks = dict(state.get("leaks") or {})
+        self.final = bool(state.get("final"))
+        self._reader = EventReader(self.run_dir)
+        self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
 
     def apply(self, event: dict[str, Any]) -> None:
         self.events += 1
@@ -131,24 +250,42 @@ class RunTelemetry:
         mem = self.memory.setdefault(rank, RankMemory())
         dev = str(event.get("dev", "cpu"))
         mem.device = dev
-        used = event.get("alloc") if dev != "cpu" else event.get("heap")
-        second = event.get("reserved") if dev != "cpu" else event.get("rss")
-        if isinstance(used, int | float):
-            mem.used.add(step, float(used))
-        if isinstance(second, int | float):
-            mem.reserved.add(step, float(second))
-        heap = event.get("heap")
-        if dev != "cpu" and isinstance(heap, int | float):
-            mem.heap.add(step, float(heap))
+        used = _number(event.get("alloc") if dev != "cpu" else event.get("heap"))
+        second = _number(event.get("reserved") if dev != "cpu" else event.get("rss"))
+        heap = _number(event.get("heap")) if dev != "cpu" else None
+        if used is not None:
+            mem.used.add(step, used)
+        if second is not None:
+            mem.reserved.add(step, second)
+        if heap is not None:
+            mem.heap.add(step, heap)
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak
+        if self.watch is not None:
+            self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         if self.optimizer_steps is None or step > self.optimizer_steps:
             self.optimizer_steps = step
 
     @property
     def current_step(self) -> int | None:
         return self.step if self.step is not None else self.optimizer_steps
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def save_summary(telemetry: RunTelemetry, final: bool = False) -> None:
+    """Write summary.json atomically (a reader sees the old one or the new one, never half)."""
+    path = telemetry.run_dir / SUMMARY
+    tmp = path.with_name(f".{SUMMARY}.{os.getpid()}.tmp")
+    data = json.dumps(telemetry.to_state(final), separators=(",", ":"), default=str)  # NaN loss stays NaN
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+    telemetry.final = telemetry.final or final
 
 
 def _rank(event: dict[str, Any]) -> int:

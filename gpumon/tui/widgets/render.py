@@ -61,6 +61,8 @@ STATE_STYLE = {
     "stopped": "yellow",
     "killed": "yellow",
     "lost": "dim",
+    "unsupervised": "bold magenta",
+    "exited": "dim",
 }
 
 

@@ -86,6 +86,8 @@ class RunsView(View, Vertical):
         self.log_choice: int | None = 0
         self.log_choices: tuple[int | None, ...] = ()
         self._monitor: RunsMonitor | None = None
+        self._listed: list[RunSummary] | None = None
+        self.detail: RunSummary | None = None  # the selected run with its series
         self._busy = False
         self._again = False
         self._select_next: str | None = None
@@ -113,13 +115,13 @@ class RunsView(View, Vertical):
     def _read(self, record: RunRecord | None, choice: int | None) -> None:
         if self._monitor is None:
             self.store = self.store or RunStore()
-            # A live run whose memory starts to warn is asked once for a tensor census, unless read-only.
-            self._monitor = RunsMonitor(self.store, auto_census=not self.context.readonly)
+            self._monitor = RunsMonitor(self.store, adopt=not self.context.readonly)
             self.visible_gpus = visible_gpu_count()
         summaries = self._monitor.refresh()
         pids, ranks = self._monitor.pid_runs(), self._monitor.pid_ranks()
         log = read_log(record, choice) if record is not None else None
-        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks))
+        detail = self._monitor.summary(record.id) if record is not None else None
+        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks, detail))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
@@ -135,8 +137,11 @@ class RunsView(View, Vertical):
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._busy = False
-        self.summaries = {s.id: s for s in message.summaries}
         self.visible_gpus = message.visible_gpus
+        self.detail = message.detail
+        if message.summaries is not self._listed:  # the monitor hands the same list while nothing changed
+            self._listed = message.summaries
+            self.summaries = {s.id: s for s in message.summaries}
         self._show(message.summaries)
         tail = message.log
         # a tail read before the user picked another log must not undo the pick (l pressed twice quickly)
@@ -164,11 +169,17 @@ class RunsView(View, Vertical):
         if run_id != self.selected_id:
             self.selected_id = self.context.selected_run = run_id
             self.log_choice, self.log_choices = 0, ()
-            detail.show(self.summaries.get(run_id or ""))
+            detail.show(self._with_series(run_id))
             detail.show_log(None)
             self.poll()
         else:
-            detail.show(self.summaries.get(run_id or ""))
+            detail.show(self._with_series(run_id))
+
+    def _with_series(self, run_id: str | None) -> RunSummary | None:
+        """The run for the detail: with its series once the worker read them (an ended run's come apart)."""
+        if self.detail is not None and self.detail.id == run_id:
+            return self.detail
+        return self.summaries.get(run_id or "")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

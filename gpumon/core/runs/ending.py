@@ -1,0 +1,85 @@
+"""What a supervisor does once its run ended: name the root cause, index the run, retry an OOM at half the batch."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.doctor.leak import LeakWatch
+from gpumon.core.events import EventWriter
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunRecord, RunStore, read_json
+from gpumon.core.runs.telemetry import RunTelemetry
+
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
+
+
+def root_cause(run_dir: Path) -> dict[str, Any] | None:
+    """The failing rank and message from torchrun's error file and its console report, if any."""
+    data = read_json(run_dir / "error.json")
+    message: Any = data.get("message")
+    error: dict[str, Any] = {}
+    if isinstance(message, dict):
+        error["message"] = str(message.get("message", ""))
+        extra = message.get("extraInfo") or {}
+        if isinstance(extra, dict) and extra.get("py_callstack"):
+            error["traceback"] = str(extra["py_callstack"])[-8000:]
+        if "errorCode" in message:
+            error["exit_code"] = message["errorCode"]
+    elif isinstance(message, str):
+        error["message"] = message
+    try:
+        console = (run_dir / "logs" / "launcher.log").read_text(errors="replace")[-20000:]
+    except OSError:
+        console = ""
+    found = _ROOT_CAUSE.search(console)
+    if found:
+        error["rank"] = int(found.group(1))
+    return error or None
+
+
+def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:
+    """The ended run's row in the state dir's index: listing it never reads its files again."""
+    from gpumon.core.runs.index import RunIndex
+    from gpumon.core.runs.monitor import summarise, to_row
+
+    try:
+        spec = RunSpec.from_dict(read_json(run_dir / "spec.json"))
+        record = RunRecord(run_dir.name, run_dir, spec, dict(status))
+        row = to_row(summarise(record, fold, watch.states()))
+        index = RunIndex(run_dir.parent.parent)
+        index.put([(record.id, record.created, row)])
+        index.close()
+    except Exception as err:  # noqa: BLE001 - the index is a cache: a reader rebuilds the row from the files
+        events.write("note", text=f"could not index the run: {err}")
+
+
+def retry_after_oom(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, events: EventWriter) -> None:
+    """--oom-retry: an out-of-memory failure starts this run again with half the batch size."""
+    from dataclasses import replace
+
+    from gpumon.core.doctor.evidence import run_failure
+    from gpumon.core.gpu import visible_gpu_count
+    from gpumon.core.runs.launcher import launch
+    from gpumon.core.runs.retry import OOM_KINDS, halved
+
+    store = RunStore(run_dir.parent.parent)
+    spec = RunSpec.from_dict(read_json(run_dir / "spec.json"))
+    record = RunRecord(run_dir.name, run_dir, spec, status)  # the end as it is about to be written
+    fold.update()
+    failure = run_failure(record, fold)
+    if failure is None or failure.kind not in OOM_KINDS:
+        return
+    plan = halved(record.spec)
+    if plan is None:
+        events.write("note", text=f"{failure.title} at batch size 1: no smaller batch to retry with")
+        return
+    spec, old, new = plan
+    try:
+        retry = launch(replace(spec, retry_of=record.id), store, visible_gpu_count(), wait_s=0)
+    except (OSError, ValueError) as err:
+        events.write("note", text=f"out of memory at batch size {old}; the retry did not start: {err}")
+        return
+    status["retried_as"] = retry.id
+    events.write("note", text=f"out of memory at batch size {old}: retrying as {retry.id} with {new}")
