@@ -37,11 +37,12 @@ TRAIN = textwrap.dedent(
 )
 
 
-def run_script(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+def run_script(tmp_path: Path, *args: str, rate: str = "0") -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    """``rate``: GPUMON_STEP_RATE (0: record every step, as these tests compare step by step)."""
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     run_dir = tmp_path / "run"
-    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR}
+    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR, "GPUMON_STEP_RATE": rate}
     env.pop("RANK", None)
     done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True)
     return done, EventReader(run_dir).poll()
@@ -57,6 +58,17 @@ def test_every_optimizer_step_records_memory_without_changing_the_script(tmp_pat
     assert steps[0]["dt"] is None and all(e["dt"] > 0 for e in steps[1:])
     assert {e["type"] for e in events} >= {"proc_start", "torch"}
     assert all(e["src"] == "rank0" for e in events)
+
+
+def test_a_fast_loop_records_at_most_the_step_rate_and_always_its_last_step(tmp_path: Path) -> None:
+    done, events = run_script(tmp_path, "3000", "healthy", "ok", rate="50")
+    assert done.returncode == 0, done.stderr
+    steps = [e for e in events if e["type"] == "step"]
+    span = steps[-1]["t"] - steps[0]["t"]
+    assert len(steps) < 3000 and len(steps) <= 50 * span + 3  # 50 a second, plus the first and the last
+    assert steps[-1]["step"] == 3000  # the count stays exact: the last step is written at exit
+    assert [e["step"] for e in steps] == sorted(e["step"] for e in steps)
+    assert all(e["dt"] > 0 for e in steps[1:])  # per step, over the steps it stands for
 
 
 def test_a_leak_shows_as_heap_growth_per_step(tmp_path: Path) -> None:

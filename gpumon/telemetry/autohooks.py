@@ -8,6 +8,8 @@ step post-hook, so a script that never imports torch pays nothing.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import importlib.abc
 import importlib.machinery
@@ -28,6 +30,8 @@ TORCHRUN_ENV = "GPUMON_TORCHRUN"  # the run's main process is torchrun (whose ag
 RANK_LOGS_ENV = "GPUMON_RANK_LOGS"  # send each rank's stdout/stderr to logs/rank<N>.log
 OWNER_ENV = "GPUMON_INSTRUMENTED_PID"  # children of an instrumented process are left alone
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
+STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
+STEP_RATE = 200
 STARTED_NS = time.time_ns()  # census requests older than this process are not for it
 
 
@@ -175,7 +179,13 @@ class StepRecorder:
         self.first: int | None = None
         self.step = 0
         self.every = max(1, _env_int(STEP_EVERY_ENV, 1))
+        rate = _env_int(STEP_RATE_ENV, STEP_RATE)
+        # Past `rate` steps a second, a step is recorded once `gap` has passed: the cost of a run (disk,
+        # the supervisor's fold) stops growing with its speed. The last step is always recorded (atexit).
+        self.gap = 1.0 / rate if rate > 0 else 0.0
         self.last: float | None = None  # the first step's time includes start-up: no dt
+        self.recorded = 0  # the step of the last step event
+        atexit.register(self.flush)
         self.mallinfo2 = _mallinfo2()
         self.devices_seen: set[int] = set()
         self.page = os.sysconf("SC_PAGE_SIZE")
@@ -194,11 +204,24 @@ class StepRecorder:
         self.step += 1
         if self.step % self.every:
             return
+        now = time.time()
+        if self.last is not None and now - self.last < self.gap:
+            return
+        self.record(now)
+
+    def flush(self) -> None:
+        """At exit: the last step, if the rate limit skipped it (the step count stays exact)."""
+        if self.step > self.recorded and self.step >= self.every:
+            with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
+                self.record(time.time())
+
+    def record(self, now: float) -> None:
         w = telemetry.writer()
         if w is None:
             return
-        now = time.time()
-        dt = None if self.last is None else now - self.last
+        steps = self.step - self.recorded
+        self.recorded = self.step
+        dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
         cuda = self.torch.cuda
         if cuda.is_initialized():

@@ -214,16 +214,39 @@ class RunStore:
         return sorted(records, key=lambda r: (r.created, r.id))
 
     def resolve(self, text: str) -> RunRecord:
-        """A run by id or a unique id prefix; 'last' or '-' is the newest run."""
-        records = self.list()
+        """A run by id or a unique id prefix; 'last' or '-' is the newest run. Reads only the runs it names
+        (the newest: through the index), so it costs the same with 10 runs or 10,000."""
         if text in ("last", "-"):
-            if not records:
+            record = self.newest()
+            if record is None:
                 raise RunNotFound("no runs yet: start one with 'gpumon launch ddp'")
-            return records[-1]
-        exact = [r for r in records if r.id == text]
-        matches = exact or [r for r in records if r.id.startswith(text)]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
+            return record
+        try:
+            names = [p.name for p in self.runs_dir.iterdir()]
+        except OSError:
+            names = []
+        matches = [text] if text in names else [n for n in names if n.startswith(text)]
+        records = [r for r in (self.load(self.runs_dir / n) for n in matches) if r is not None]
+        if len(records) == 1:
+            return records[0]
+        if not records:
             raise RunNotFound(f"no run {text!r} (see 'gpumon runs' for the ids)")
-        raise RunNotFound(f"{text!r} matches {len(matches)} runs; give more of the id (see 'gpumon runs')")
+        raise RunNotFound(f"{text!r} matches {len(records)} runs; give more of the id (see 'gpumon runs')")
+
+    def newest(self) -> RunRecord | None:
+        """The most recently created run: indexed runs by their row, the others (live, new) from their files."""
+        from gpumon.core.runs.index import RunIndex
+
+        try:
+            names = {p.name for p in self.runs_dir.iterdir()}
+        except OSError:
+            return None
+        rows = RunIndex(self.root).rows()
+        keys = {n: (float(rows[n]["status"].get("created", 0.0)), n) for n in names if n in rows}
+        for name in names - set(keys):  # not indexed yet: live or new runs, read from their files
+            record = self.load(self.runs_dir / name)
+            if record is not None:
+                keys[name] = (record.created, name)
+        if not keys:
+            return None
+        return self.load(self.runs_dir / max(keys.values())[1])

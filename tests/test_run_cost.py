@@ -1,0 +1,160 @@
+"""Bounded cost: a run of 2,000,000 steps and 2,000 ended runs cost what a short run and a few runs cost.
+
+Runs are written with the documented event protocol (docs/events.md) and summarised by the supervisor's own
+fold (``Supervisor.summarise``), as a live run is. Costs are counted (raw event bytes read, files opened),
+never timed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpumon.cli import main
+from gpumon.core import events
+from gpumon.core.doctor.report import diagnose
+from gpumon.core.events import encode
+from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.monitor import RunsMonitor
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunStore, write_json
+from gpumon.core.runs.supervisor import Supervisor
+from gpumon.core.runs.telemetry import SUMMARY
+
+EVERY = 100  # GPUMON_STEP_EVERY=100: a step event every 100th step (docs/events.md), so 2M steps are 20k events
+
+
+def write_run(store: RunStore, steps: int, leak: bool = False) -> Path:
+    """An ended script run of ``steps`` optimizer steps, its events written as the bootstrap writes them."""
+    _, path = store.new_run_dir(RunSpec(kind="script", program="train.py"))
+    write_json(path / "spec.json", RunSpec(kind="script", program="train.py").to_dict())
+    write_json(path / "command.json", {"argv": ["python", "train.py"], "env": {}, "cwd": str(path)})
+    (path / "logs").mkdir()
+    (path / "logs" / "rank0.log").write_text("epoch 1\n")
+    lines = []
+    for step in range(EVERY, steps + 1, EVERY):
+        heap = 200_000_000 + (step * 400 if leak else (step // EVERY) % 7 * 1000)
+        lines.append(
+            encode("step", "rank0", {"step": step, "dev": "cpu", "heap": heap, "rss": 900_000_000}, 1e9 + step)
+        )
+        lines.append(encode("metrics", "rank0", {"step": step, "metrics": {"loss": 1 / step}}, 1e9 + step))
+    (path / "events").mkdir()
+    (path / "events" / "rank0.7.jsonl").write_bytes(b"".join(lines))
+    supervisor = Supervisor(path)  # its fold and its end, without a process to run
+    supervisor.summarise(final=True)
+    now = time.time()
+    status = {"state": "finished", "created": now, "started": now, "ended": now + 1, "exit_code": 0}
+    write_json(path / "status.json", status)
+    supervisor.status = status
+    from gpumon.core.runs.ending import index_run
+
+    index_run(path, status, supervisor.fold, supervisor.watch, supervisor.events)
+    return path
+
+
+def raw_bytes_read(action: Callable[[], object]) -> int:
+    before = events.BYTES_READ
+    action()
+    return events.BYTES_READ - before
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunStore:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    return RunStore()
+
+
+def test_a_run_of_two_million_steps_lists_opens_and_diagnoses_without_reading_its_events(store: RunStore) -> None:
+    short = write_run(store, 2_000)
+    long = write_run(store, 2_000_000, leak=True)
+    assert (long / "events" / "rank0.7.jsonl").stat().st_size > 100 * (
+        short / "events" / "rank0.7.jsonl"
+    ).stat().st_size
+    assert (long / SUMMARY).stat().st_size < 200_000  # bounded: min/max/last buckets
+    monitor = RunsMonitor(store)
+    assert raw_bytes_read(monitor.refresh) == 0
+    listed = {s.id: s for s in monitor.refresh()}
+    assert listed[long.name].step == 2_000_000 and listed[long.name].leak is not None  # the supervisor's verdict
+    for path in (short, long):
+        before = events.BYTES_READ
+        detail = monitor.summary(path.name)
+        diagnosis = diagnose(store.resolve(path.name))
+        assert before == events.BYTES_READ  # the summary only, whatever the run's length
+        assert detail is not None and 0 < len(detail.loss_values) <= 2_000
+        assert diagnosis.leaks[0].state == ("leak" if path == long else "ok")
+    assert main(["doctor", long.name, "--json"]) == 0
+
+
+def test_two_thousand_ended_runs_are_read_once_across_refreshes(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(20):
+        write_run(store, 200)
+    runs = sorted(store.runs_dir.iterdir())
+    for n in range(2_000 - len(runs)):  # copies: the files of 2,000 runs, the index of the first 20
+        copy = store.runs_dir / f"script-0101-000000-{n:04x}"
+        copy.mkdir()
+        for name in ("spec.json", "status.json", SUMMARY):
+            (copy / name).write_bytes((runs[n % len(runs)] / name).read_bytes())
+    opened: list[str] = []
+    real_open = builtins.open
+    real_read_text, real_read_bytes = Path.read_text, Path.read_bytes
+
+    def count(path: object) -> bool:
+        if str(path).startswith(str(store.runs_dir)):
+            opened.append(str(path))
+        return True
+
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: count(f) and real_open(f, *a, **k))
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: count(self) and real_read_text(self, *a, **k))
+    monkeypatch.setattr(Path, "read_bytes", lambda self, *a, **k: count(self) and real_read_bytes(self, *a, **k))
+    monitor = RunsMonitor(store)
+    assert len(monitor.refresh()) == 2_000
+    first = len(opened)
+    assert first <= 3 * (2_000 - 20)  # the 1,980 unindexed runs: spec, status and summary, once each
+    for _ in range(5):
+        monitor.refresh()
+    assert len(opened) == first  # nothing re-read
+    assert len(RunIndex(store.root).rows()) == 2_000  # indexed as they were read
+    opened.clear()
+    assert len(RunsMonitor(store).refresh()) == 2_000 and opened == []  # the next gpumon reads the index only
+
+
+KILLED_WRITER = """
+import sys, sqlite3, time
+from pathlib import Path
+from gpumon.core.runs.index import RunIndex
+index = RunIndex(Path(sys.argv[1]))
+db = index._connect()
+db.execute("BEGIN IMMEDIATE")
+for n in range(50_000):
+    db.execute("INSERT OR REPLACE INTO runs VALUES (?, 0, 1, '{}')", (f"half-{n}",))
+print("mid-transaction", flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_index_survives_a_writer_killed_mid_transaction(store: RunStore) -> None:
+    for _ in range(3):
+        write_run(store, 200)
+    before = RunIndex(store.root).rows()
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(store.root)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "mid-transaction"
+    writer.kill()
+    writer.wait()
+    after = RunIndex(store.root).rows()
+    assert after == before and not any(k.startswith("half-") for k in after)
+    RunIndex(store.root).put([("x", 0.0, {"spec": {}, "status": {}})])  # and it still takes writes
+    with sqlite3.connect(store.root / "index.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert os.stat(store.root / "index.sqlite3").st_mode & 0o077 == 0
+    assert json.loads(json.dumps(after))  # rows are plain JSON
