@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture
 def gpumon(tmp_path: Path):
@@ -85,3 +87,26 @@ def test_logs_follow_prints_until_the_run_ends(gpumon, tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "line 0\nline 1\nline 2\n" in done.stdout
     assert "finished, exit code 0]" in done.stdout
+
+
+def test_a_python_without_torch_is_told_how_to_install_it_before_anything_starts(tmp_path: Path) -> None:
+    """A newcomer's venv: gpumon and psutil, no torch. `gpumon launch ddp` says what to install, exit 2."""
+    import psutil
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    (deps / "psutil").symlink_to(Path(psutil.__file__).parent)  # what the monitor needs, nothing more
+    python = venv / "bin" / "python"
+    env = {**os.environ, "PYTHONPATH": f"{REPO}:{deps}", "GPUMON_HOME": str(tmp_path / "home")}
+    assert subprocess.run([python, "-c", "import torch"], env=env, capture_output=True).returncode != 0
+    for kind in ("ddp", "pipeline"):
+        done = subprocess.run(
+            [python, "-m", "gpumon", "launch", kind], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert f"{kind} runs need torch, which {python} cannot import: pip install torch==" in line
+        assert "pip install -e '.[train]'" in line
+    assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())

@@ -135,6 +135,42 @@ def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]
     return tuple(pairs)
 
 
+NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    # kind -> (module, what installs it): checked in the run's own Python before anything starts
+    "ddp": (("torch", "torch"), ("sklearn", "train")),
+    "dp": (("torch", "torch"), ("sklearn", "train")),
+    "model-parallel": (("torch", "torch"), ("sklearn", "train")),
+    "pipeline": (("torch", "torch"), ("sklearn", "train")),
+    "tune": (("ray", "tune"),),  # find_spec of a submodule would import ray itself
+}
+INSTALL = {
+    "torch": "pip install torch==2.13.0 && pip install -e '.[train]' (CPU; for a GPU: torch from pytorch.org)",
+    "train": "pip install -e '.[train]'",
+    "tune": "pip install -e '.[tune]'",
+}
+
+
+def _check_imports(spec: RunSpec) -> None:
+    """A kind's trainer (or torchrun, or Ray Tune) missing from this Python fails here in one line, not in the run."""
+    import importlib.util
+    import sys
+
+    needs = NEEDS.get(spec.kind, ())
+    if spec.kind == "script" and spec.uses_torchrun:
+        needs = (("torch", "torch"),)  # torchrun is torch's
+    if spec.kind in ("ddp", "dp", "model-parallel", "pipeline") and spec.program is not None:
+        needs = (("torch", "torch"),)  # the user's own program: its other imports are its own business
+    for module, extra in needs:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise SpecError(
+                f"{spec.kind} runs need {module.split('.')[0]}, which {sys.executable} cannot import: {INSTALL[extra]}"
+            )
+
+
 def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
     """Raise SpecError for anything that would fail after the start; return the spec to run.
 
@@ -164,6 +200,7 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
             raise SpecError(f"--node-rank must be 0 to {spec.nnodes - 1}, got {spec.node_rank}")
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
+    _check_imports(spec)
     if spec.kind == "tune":
         name = _check_search(spec, visible_gpus)
         if spec.name is None and name:
