@@ -491,3 +491,26 @@ def test_chart_downsamples_20000_points_to_its_width_and_keeps_a_spike() -> None
     assert any(ch != " " for ch in lines[0].plain[4:])  # the one-step spike still reaches the top
     assert lines[-1].plain.split() == ["1", "step", "20000"]
     assert line_chart([], 20, 3, str, "no loss yet")[1].plain.strip() == "no loss yet"
+
+
+async def test_a_long_run_list_shows_the_newest_page_and_filters_by_keys(home: Path) -> None:
+    runs = home / "runs"
+    for n in range(620):  # 620 ended runs: every 10th failed, the rest finished
+        state = "failed" if n % 10 == 0 else "finished"
+        path = runs / f"ddp-0101-{n:06d}-{n:04x}"
+        path.mkdir(parents=True)
+        write_json(path / "spec.json", RunSpec("ddp", nproc=2, cwd="/tmp").to_dict())
+        write_json(path / "status.json", {"state": state, "created": T0 + n, "started": T0 + n, "ended": T0 + n + 5})
+    app = make_app(gpus=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await open_runs(pilot, 500)
+        assert "runs · 620" in str(table.border_title) and "newest 500 shown" in str(table.border_title)
+        assert row_keys(table)[0] == "ddp-0101-000619-026b"  # the newest on top
+        await pilot.press("slash")
+        await pilot.press(*"failed", "enter")
+        await until(pilot, lambda: table.row_count == 62)
+        assert "'failed': 62" in str(table.border_title) and "shown" not in str(table.border_title)
+        assert all(str(cell(app, key, "status")) == "failed" for key in row_keys(table))
+        assert table.has_focus  # back on the list: its keys work again
+        await pilot.press("slash", "escape")
+        await until(pilot, lambda: table.row_count == 500)

@@ -102,8 +102,17 @@ class RunTable(KeyedTable):
         if selected is not None:
             self._reselect = selected
 
-    def show(self, summaries: list[RunSummary], width: int) -> None:
-        """Rows for ``summaries`` at a terminal ``width``: added, changed cell by cell, or removed."""
+    def show(
+        self,
+        summaries: list[RunSummary],
+        width: int,
+        total: list[RunSummary] | None = None,
+        matched: int | None = None,
+        query: str = "",
+    ) -> None:
+        """Rows for ``summaries`` at a terminal ``width``: added, changed cell by cell, or removed.
+
+        ``total``: every run (the title counts them); ``matched``: how many the filter ``query`` kept."""
         if columns_for(width) != self.column_set:
             self._set_columns(columns_for(width))
         columns = [c for c, _, _ in self.column_set]
@@ -132,8 +141,14 @@ class RunTable(KeyedTable):
             if selected in wanted:
                 self.select_run(selected)
         self._reselect = None
-        live = sum(1 for s in summaries if s.record.live)
-        title = f"runs · {len(summaries)}" + (f" · {live} live" if live else "")
+        every = summaries if total is None else total
+        live = sum(1 for s in every if s.record.live)
+        title = f"runs · {len(every):,}" + (f" · {live} live" if live else "")
+        kept = len(summaries) if matched is None else matched
+        if query:
+            title += f" · '{query}': {kept:,}"
+        if kept > len(summaries):
+            title += f" · newest {len(summaries):,} shown (/ filters)"
         if title != self.border_title:
             self.border_title = title
 

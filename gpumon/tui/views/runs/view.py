@@ -14,10 +14,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.events import Resize
+from textual.events import Key, Resize
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Input
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.gpu import visible_gpu_count
@@ -34,6 +34,7 @@ from gpumon.tui.widgets.log_view import LogTail
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 REFRESH_S = 1.0
+PAGE = 500  # rows in the table at most: the newest that match the filter
 READONLY = "no runs are started or stopped"
 LOG_LINES = 200
 
@@ -46,6 +47,13 @@ class RunActionDone(Message):
         self.severity = severity
         self.select = select
         super().__init__()
+
+
+def matches(summary: RunSummary, query: str) -> bool:
+    """Every word of ``query`` in the run's id, kind, status or program (case-insensitive)."""
+    record = summary.record
+    text = f"{summary.id} {record.spec.kind} {summary.state} {record.spec.label()} {record.spec.name or ''}".lower()
+    return all(word in text for word in query.lower().split())
 
 
 def read_log(record: RunRecord, choice: int | None) -> LogTail:
@@ -74,6 +82,13 @@ class RunsView(View, Vertical):
         Binding("K", "stop_run(True)", "kill", id="kill_run", tooltip="kill the selected run now (SIGKILL)"),
         Binding("l", "log_rank(1)", "next log", id="log_next", tooltip="next log: rank 0, 1, …, torchrun's launcher"),
         Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev", tooltip="previous log"),
+        Binding(
+            "slash",
+            "filter",
+            "filter",
+            id="run_filter",
+            tooltip="filter runs: words matching id, kind, status, program",
+        ),
     ]
 
     def __init__(self, context: AppContext) -> None:
@@ -88,6 +103,7 @@ class RunsView(View, Vertical):
         self._monitor: RunsMonitor | None = None
         self._listed: list[RunSummary] | None = None
         self.detail: RunSummary | None = None  # the selected run with its series
+        self.filter = ""
         self._busy = False
         self._again = False
         self._select_next: str | None = None
@@ -95,9 +111,17 @@ class RunsView(View, Vertical):
 
     def compose(self) -> ComposeResult:
         yield RunTable()
+        yield Input(
+            placeholder="filter: words of the id, kind, status or program (enter applies, escape clears)",
+            id="run-filter",
+        )
         yield RunDetail()
 
     def on_mount(self) -> None:
+        self.query_one("#run-filter").display = False
+        self._start()
+
+    def _start(self) -> None:
         self.set_interval(REFRESH_S, self.poll)
         self.poll()
 
@@ -159,7 +183,8 @@ class RunsView(View, Vertical):
     # -- showing ------------------------------------------------------------------
     def _show(self, summaries: list[RunSummary]) -> None:
         table = self.query_one(RunTable)
-        table.show(summaries, self.app.size.width)
+        matched = [s for s in summaries if matches(s, self.filter)] if self.filter else summaries
+        table.show(matched[-PAGE:], self.app.size.width, total=summaries, matched=len(matched), query=self.filter)
         if self._select_next is not None and table.select_run(self._select_next):
             self._select_next = None
         self._selection_changed(table.selected_id())
@@ -191,6 +216,29 @@ class RunsView(View, Vertical):
 
     def selected(self) -> RunSummary | None:
         return self.summaries.get(self.selected_id or "")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#run-filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._set_filter(event.value.strip())
+        self.query_one(RunTable).focus()
+
+    def on_key(self, event: Key) -> None:
+        box = self.query_one("#run-filter", Input)
+        if event.key == "escape" and box.has_focus:
+            event.stop()
+            box.value = ""
+            self._set_filter("")
+            self.query_one(RunTable).focus()
+
+    def _set_filter(self, text: str) -> None:
+        self.filter = text
+        self.query_one("#run-filter").display = bool(text)
+        self._show(self._listed or [])
 
     def cycle_log(self, step: int) -> None:
         choices = self.log_choices
