@@ -28,7 +28,7 @@ from gpumon.core.runs.monitor import RunsMonitor
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.core.runs.supervisor import Supervisor
-from gpumon.core.runs.telemetry import SUMMARY
+from gpumon.core.runs.telemetry import SUMMARY, RunTelemetry
 
 EVERY = 100  # GPUMON_STEP_EVERY=100: a step event every 100th step (docs/events.md), so 2M steps are 20k events
 
@@ -52,7 +52,7 @@ def write_run(store: RunStore, steps: int, leak: bool = False) -> Path:
     supervisor = Supervisor(path)  # its fold and its end, without a process to run
     supervisor.summarise(final=True)
     now = time.time()
-    status = {"state": "finished", "created": now, "started": now, "ended": now + 1, "exit_code": 0}
+    status = {"state": "finished", "created": now - 2, "started": now - 2, "ended": now - 1, "exit_code": 0}
     write_json(path / "status.json", status)
     supervisor.status = status
     from gpumon.core.runs.ending import index_run
@@ -158,3 +158,63 @@ def test_the_index_survives_a_writer_killed_mid_transaction(store: RunStore) -> 
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert os.stat(store.root / "index.sqlite3").st_mode & 0o077 == 0
     assert json.loads(json.dumps(after))  # rows are plain JSON
+
+
+TRAIN = """
+import torch
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(400):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+"""
+
+
+def test_an_ended_runs_raw_events_are_kept_compressed_and_still_readable(store: RunStore, tmp_path: Path) -> None:
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import launch, wait
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    spec = RunSpec(kind="script", program=str(script), env=(("GPUMON_STEP_RATE", "0"),))
+    final = wait(launch(spec, store, visible_gpus=0), store, timeout=60)
+    assert final.state == "finished"
+    names = [p.name for p in (final.dir / "events").iterdir()]
+    assert any(n.startswith("rank0.") and n.endswith(".jsonl.gz") for n in names)
+    assert not any(n.startswith("rank0.") and n.endswith(".jsonl") for n in names)
+    sizes = final.status["event_bytes"]
+    assert sizes["stored"] * 4 < sizes["raw"]  # step events compress well
+    steps = [e["step"] for e in EventReader(final.dir).poll() if e["type"] == "step"]
+    assert steps == list(range(1, 401))  # every one of them, for whoever wants the raw events
+    summary = RunTelemetry(final.dir)
+    summary.update()
+    assert summary.final and summary.optimizer_steps == 400
+    assert RunTelemetry(final.dir, use_summary=False).update() > 400  # folded from the .gz files alone
+
+
+def test_prune_lists_first_removes_with_yes_and_never_a_live_run(
+    store: RunStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = [write_run(store, 2_000) for _ in range(4)]
+    live_id, live = store.new_run_dir(RunSpec(kind="script", program="train.py"))
+    write_json(live / "spec.json", RunSpec(kind="script", program="train.py").to_dict())
+    me = __import__("psutil").Process()
+    write_json(live / "status.json", {"state": "running", "created": 0.0, "supervisor_pid": me.pid,
+                                      "supervisor_create_time": me.create_time()})  # fmt: skip
+    assert main(["prune"]) == 2
+    assert "--older-than DAYS and/or --keep N" in capsys.readouterr().err
+    assert main(["prune", "--keep", "1", "--events"]) == 0  # a dry run
+    out = capsys.readouterr().out
+    assert "would remove the raw events of 3 runs" in out and live_id not in out
+    assert all((p / "events").exists() for p in paths)
+    assert main(["prune", "--keep", "1", "--events", "--yes"]) == 0
+    assert [(p / "events").exists() for p in paths] == [False, False, False, True]
+    listed = {s.id: s for s in RunsMonitor(store).refresh()}
+    assert listed[paths[0].name].step == 2_000 and diagnose(store.resolve(paths[0].name)).leaks  # still diagnosable
+    assert main(["prune", "--older-than", "0", "--yes"]) == 0  # every ended run, whole
+    assert "removed the 4 runs above" in capsys.readouterr().out
+    assert [p.name for p in store.runs_dir.iterdir()] == [live_id] and live_id in {
+        s.id for s in RunsMonitor(store).refresh()
+    }
+    assert set(RunIndex(store.root).rows()) == set()

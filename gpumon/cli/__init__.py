@@ -24,6 +24,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "runs": lambda: runs.cmd_runs(args),
         "logs": lambda: runs.cmd_logs(args),
         "stop": lambda: runs.cmd_stop(args),
+        "prune": lambda: runs.cmd_prune(args),
         "doctor": lambda: doctor.cmd_doctor(args),
         "tune": lambda: tune.cmd_tune(args),
         "trials": lambda: tune.cmd_trials(args),

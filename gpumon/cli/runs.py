@@ -29,6 +29,18 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     stop.add_argument("--no-wait", action="store_true", help="return without waiting for the run to end")
     stop.add_argument("--trial", metavar="ID", help="a search (kind tune): stop only this trial")
 
+    prune = sub.add_parser(
+        "prune",
+        parents=[parent],
+        help="remove old ended runs (or only their raw events); lists first, --yes removes",
+        description="Never touches a live run. Without --yes it only lists what it would remove.",
+        epilog="examples: gpumon prune --older-than 30 | gpumon prune --keep 200 --events --yes",
+    )
+    prune.add_argument("--older-than", type=whole(0), metavar="DAYS", help="ended more than DAYS days ago")
+    prune.add_argument("--keep", type=whole(0), metavar="N", help="all but the newest N ended runs")
+    prune.add_argument("--events", action="store_true", help="remove only raw events: runs stay listed and diagnosable")
+    prune.add_argument("--yes", action="store_true", help="remove them (default: list them and remove nothing)")
+
 
 def _summaries() -> list[Any]:
     from gpumon.core.runs.monitor import RunsMonitor
@@ -136,4 +148,27 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from gpumon.core.runs import prune
+    from gpumon.core.runs.store import RunStore
+
+    if args.older_than is None and args.keep is None:
+        return fail("say what to prune: --older-than DAYS and/or --keep N (then --yes to remove)")
+    store = RunStore()
+    chosen = prune.select(store, args.older_than, args.keep, args.events)
+    what = "raw events of" if args.events else ""
+    total = fmt.size(sum(c.bytes for c in chosen))
+    if not chosen:
+        print("nothing to prune")
+        return 0
+    for candidate in chosen:
+        print(f"{candidate.run_id}  {fmt.size(candidate.bytes)}")
+    if not args.yes:
+        print(f"would remove the {what} {len(chosen)} runs above ({total}): add --yes to remove".replace("  ", " "))
+        return 0
+    freed = prune.apply(store, chosen, args.events)
+    print(f"removed the {what} {len(chosen)} runs above: {fmt.size(freed)} freed".replace("  ", " "))
     return 0

@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from gpumon.core.doctor.leak import LeakWatch, record_states
-from gpumon.core.events import EventWriter
+from gpumon.core.events import EventWriter, compress_closed
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -144,6 +144,7 @@ class Supervisor:
         self.summarise(final=True)
         self.save(**fields)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
+        self._compress()
         return 0
 
     def _wait(self) -> int:
@@ -259,7 +260,21 @@ class Supervisor:
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.save()
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
+        self._compress()
         return 0
+
+    def _compress(self) -> None:
+        """The summary is final: the ranks' raw events are kept for whoever wants them, gzipped (~8x)."""
+        if self.summary_error is not None:
+            return  # no final summary on disk: keep the events as readers expect them
+        try:
+            raw, stored = compress_closed(self.run_dir)
+        except OSError as err:
+            self.events.write("note", text=f"could not compress the run's events: {err}")
+            return
+        if raw:
+            with contextlib.suppress(OSError):
+                self.save(event_bytes={"raw": raw, "stored": stored})
 
 
 def _become_subreaper() -> None:
