@@ -85,6 +85,7 @@ class GpumonApp(App[None]):
         self._top_bar: Text | None = None
         self._focus_of_view: dict[str, Widget | None] = {}
         self._views: dict[str, View] = {}
+        self._runs_list: object = None
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -136,6 +137,9 @@ class GpumonApp(App[None]):
                 view.sample(snap, self.sampler.history)
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
+        if message.summaries is self._runs_list:  # the monitor hands the same list while no run changed
+            return
+        self._runs_list = message.summaries
         self.context.runs = {s.id: s for s in message.summaries}
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids

@@ -332,10 +332,15 @@ def record_states(watch: LeakWatch) -> dict[str, dict[str, Any]]:
     return {f"{rank}:{memory}": asdict(state) for (rank, memory), state in watch.series_states().items()}
 
 
+@cache
+def _state_fields() -> frozenset[str]:
+    return frozenset(f.name for f in fields(LeakState))
+
+
 def restore_states(recorded: Mapping[str, Any] | None) -> dict[tuple[int, str], LeakState]:
     """``record_states`` read back; a malformed entry is left out."""
     out: dict[tuple[int, str], LeakState] = {}
-    names = {f.name for f in fields(LeakState)}
+    names = _state_fields()
     for key, data in (recorded or {}).items():
         rank, _, memory = str(key).partition(":")
         if rank.lstrip("-").isdigit() and isinstance(data, dict):

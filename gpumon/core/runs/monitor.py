@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,8 @@ class RunsMonitor:
         if self.adopt and record.status.get("state") not in END_STATES:
             record = self._take_over(record)
         ended = record.status.get("state") in END_STATES
-        changed = tele.update(events=not ended or not tele.final)
+        # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap).
+        changed = tele.update(events=not tele.final and not (not ended and record.supervisor_alive()))
         old = self._summaries.get(run_id)
         if changed or fresh or old is None or old.record.status != record.status:
             summary = summarise(record, tele, watch.update(tele))
@@ -177,8 +178,9 @@ class RunsMonitor:
 
 def to_row(summary: RunSummary) -> dict[str, Any]:
     """What the index keeps of an ended run: everything the run list shows, no series."""
+    spec = summary.record.spec.to_dict()
     return {
-        "spec": summary.record.spec.to_dict(),
+        "spec": {k: v for k, v in spec.items() if v != _SPEC_DEFAULTS.get(k, _SPEC_DEFAULTS)},  # defaults come back
         "status": summary.record.status,
         "step": summary.step,
         "loss": summary.loss,
@@ -191,6 +193,11 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "notes": list(summary.notes),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
     }
+
+
+_SPEC_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
+} | {"args": [], "env": {}}
 
 
 def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:

@@ -29,7 +29,7 @@ from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 
-SUMMARY_EVERY_S = 1.0  # how often the run's summary.json catches up with its events
+SUMMARY_EVERY_S = 2.0  # how often the run's summary.json catches up with its events (readers reload it then)
 
 
 class Supervisor:

@@ -106,13 +106,15 @@ class RunTable(KeyedTable):
         self,
         summaries: list[RunSummary],
         width: int,
-        total: list[RunSummary] | None = None,
+        total: int | None = None,
         matched: int | None = None,
         query: str = "",
+        live: int | None = None,
     ) -> None:
         """Rows for ``summaries`` at a terminal ``width``: added, changed cell by cell, or removed.
 
-        ``total``: every run (the title counts them); ``matched``: how many the filter ``query`` kept."""
+        ``total``, ``live``: every run and the live ones (the title counts them); ``matched``: how many the
+        filter ``query`` kept."""
         if columns_for(width) != self.column_set:
             self._set_columns(columns_for(width))
         columns = [c for c, _, _ in self.column_set]
@@ -141,9 +143,9 @@ class RunTable(KeyedTable):
             if selected in wanted:
                 self.select_run(selected)
         self._reselect = None
-        every = summaries if total is None else total
-        live = sum(1 for s in every if s.record.live)
-        title = f"runs · {len(every):,}" + (f" · {live} live" if live else "")
+        if live is None:
+            live = sum(1 for s in summaries if s.record.live)
+        title = f"runs · {len(summaries) if total is None else total:,}" + (f" · {live} live" if live else "")
         kept = len(summaries) if matched is None else matched
         if query:
             title += f" · '{query}': {kept:,}"

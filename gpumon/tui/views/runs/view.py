@@ -104,6 +104,8 @@ class RunsView(View, Vertical):
         self._listed: list[RunSummary] | None = None
         self.detail: RunSummary | None = None  # the selected run with its series
         self.filter = ""
+        self._live = 0
+        self._stale = False
         self._busy = False
         self._again = False
         self._select_next: str | None = None
@@ -162,11 +164,19 @@ class RunsView(View, Vertical):
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._busy = False
         self.visible_gpus = message.visible_gpus
-        self.detail = message.detail
-        if message.summaries is not self._listed:  # the monitor hands the same list while nothing changed
+        new_detail, self.detail = message.detail is not self.detail, message.detail
+        changed = message.summaries is not self._listed  # the monitor hands the same list while nothing changed
+        if changed:
             self._listed = message.summaries
             self.summaries = {s.id: s for s in message.summaries}
-        self._show(message.summaries)
+            self._live = sum(1 for s in message.summaries if s.record.live)
+        if not self.display:
+            self._stale = True  # hidden: drawn when shown again, not every second for nobody
+        elif changed or self._live or self._stale:  # a live run's elapsed time moves every second
+            self._stale = False
+            self._show(message.summaries)
+        elif new_detail:  # the selected run's series arrived
+            self.query_one(RunDetail).show(self._with_series(self.selected_id))
         tail = message.log
         # a tail read before the user picked another log must not undo the pick (l pressed twice quickly)
         if tail is not None and tail.run_id == self.selected_id and message.asked == self.log_choice:
@@ -184,7 +194,7 @@ class RunsView(View, Vertical):
     def _show(self, summaries: list[RunSummary]) -> None:
         table = self.query_one(RunTable)
         matched = [s for s in summaries if matches(s, self.filter)] if self.filter else summaries
-        table.show(matched[-PAGE:], self.app.size.width, total=summaries, matched=len(matched), query=self.filter)
+        table.show(matched[-PAGE:], self.app.size.width, len(summaries), len(matched), self.filter, self._live)
         if self._select_next is not None and table.select_run(self._select_next):
             self._select_next = None
         self._selection_changed(table.selected_id())
