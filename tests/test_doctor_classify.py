@@ -349,3 +349,16 @@ def test_context_from_the_run_arguments() -> None:
     assert (hf.batch_size, hf.amp, hf.checkpointing) == (8, True, True)
     assert Context.from_argv(["x.py", "--precision", "bf16-mixed"], world_size=4).amp is True
     assert Context.from_argv(["x.py"], batch_size=16).batch_size == 16
+
+
+def test_import_errors_name_the_module_and_the_install_command() -> None:
+    missing = classify(corpus("import__no_torch_in_venv.txt"))
+    assert (missing.kind, missing.title, missing.module) == ("import", "Missing module: torch", "torch")
+    (first, *_) = advise(missing, Context())
+    assert (
+        first.key == "import_install" and first.change.startswith("pip install torch==") and "[train]" in first.change
+    )
+    name = classify(corpus("import__cannot_import_name_torch2_13.txt"))
+    assert name.title == "Cannot import AdamWW from torch.optim" and advise(name, Context())[0].key == "import_version"
+    typo = classify(corpus("import__typo_module.txt"))
+    assert advise(typo, Context())[0].change == "pip install torchvison" and "typo" in advise(typo, Context())[0].why

@@ -43,6 +43,11 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     launch.add_argument(
         "--keep-batch", action="store_true", help="with --oom-retry: double --accum-steps as the batch halves"
     )
+    launch.add_argument(
+        "--no-census",
+        action="store_true",
+        help="never ask the run for a tensor census by itself when its memory grows (the doctor still ranks fixes)",
+    )
 
 
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -71,6 +76,7 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
             max_restarts=args.max_restarts,
             name=args.name,
             oom_retry=args.oom_retry,
+            no_census=args.no_census,
             keep_batch=args.keep_batch,
         )
         record = launch(spec, RunStore(), visible)

@@ -28,6 +28,7 @@ def advise(failure: Failure, context: Context | None = None) -> list[Advice]:
         "nccl": error_advice.nccl,
         "nccl_timeout": error_advice.nccl_timeout,
         "shape": error_advice.shape,
+        "import": error_advice.missing_module,
         "killed": error_advice.killed,
     }
     scored = rules.get(failure.kind, error_advice.unknown)(failure, context or Context())

@@ -189,6 +189,31 @@ def nccl(text: str) -> Failure | None:
 
 
 # Root causes before their echoes: an OOM or an assert on one rank makes the others fail in NCCL or gloo.
+_IMPORT = re.compile(
+    r"^\s*(?:\[\w+\]:\s*)?(ModuleNotFoundError: No module named '([\w.]+)'.*"
+    r"|ImportError: cannot import name '(\w+)' from '([\w.]+)'.*"
+    r"|ImportError: (?!cannot import name).*)$",
+    re.M,
+)
+
+
+def missing_module(text: str) -> Failure | None:
+    """``ModuleNotFoundError``/``ImportError``: the Python that ran the script lacks a package (or a name)."""
+    found = _IMPORT.search(text)
+    if found is None:
+        return None
+    if found.group(2):
+        title = f"Missing module: {found.group(2)}"
+        module = found.group(2)
+    elif found.group(3):
+        title = f"Cannot import {found.group(3)} from {found.group(4)}"
+        module = found.group(4)
+    else:
+        title = found.group(1).strip()
+        module = ""
+    return Failure("import", title, text, (found.group(1).strip(),), module=module)
+
+
 DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     cuda_oom,
     device_assert,
@@ -197,4 +222,5 @@ DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     shape,
     nccl_timeout,
     nccl,
+    missing_module,
 )

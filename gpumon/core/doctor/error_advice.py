@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from gpumon.core.doctor.advice_text import item
-from gpumon.core.doctor.advice_types import Context, Scored
+from gpumon.core.doctor.advice_types import Advice, Context, Scored
 from gpumon.core.doctor.failures import Failure
 
 # The assertion's own condition -> what to check in the data.
@@ -125,3 +125,29 @@ def unknown(f: Failure, ctx: Context) -> Scored:
     if "CUDA_LAUNCH_BLOCKING" in f.text or "CUDA error:" in f.text:
         return [item(50, "launch_blocking", f"CUDA reports kernel errors asynchronously: {f.title}")]
     return []
+
+
+# The usual pip names of modules whose import name differs (and gpumon's own extras).
+PACKAGES = {"sklearn": "scikit-learn", "cv2": "opencv-python", "PIL": "pillow", "yaml": "pyyaml"}
+EXTRAS = {"torch": "pip install torch==2.13.0 && pip install -e '.[train]' (CPU; for a GPU, torch from pytorch.org)",
+          "sklearn": "pip install -e '.[train]'", "ray": "pip install -e '.[tune]'"}  # fmt: skip
+
+
+def missing_module(f: Failure, ctx: Context) -> Scored:
+    top = f.module.split(".")[0]
+    if not top:
+        why = f"{f.evidence[-1]}: a package is missing, or too old or too new for this code"
+        change = "read the import on the failing line and install (or upgrade) the package it names"
+        return [(60, Advice("import_other", "Install what the import needs", why, change))]
+    if f.title.startswith("Cannot import"):
+        why = f"{f.evidence[-1]}: the installed {top} is older or newer than the code expects (or a typo)"
+        change = f"check the version the script needs and `pip install -U {PACKAGES.get(top, top)}` (or pin it)"
+        return [(80, Advice("import_version", "Install the version the script expects", why, change))]
+    install = EXTRAS.get(top, f"pip install {PACKAGES.get(top, top)}")
+    why = f"{f.evidence[-1]}: the run's Python cannot import it (a typo in the import fails the same way)"
+    return [
+        (
+            90,
+            Advice("import_install", f"Install {PACKAGES.get(top, top)} where the run's Python finds it", why, install),
+        )
+    ]

@@ -12,7 +12,9 @@ from typing import Any
 
 from gpumon.core.doctor.oom import MemoryNumbers
 
-KINDS = ("cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "killed", "unknown")
+KINDS = (
+    "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "killed", "unknown",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Failure:
     memory: MemoryNumbers | None = None  # cuda_oom / host_oom numbers
     shapes: tuple[str, str] | None = None  # shape: the two sizes that disagree
     collective: Collective | None = None  # nccl_timeout
+    module: str = ""  # import: the module that could not be imported
     rank: int | None = None
     exit_code: int | None = None
     signal: str | None = None  # "SIGKILL"

@@ -17,6 +17,7 @@ from gpumon.core.doctor.causes import Cause, name_causes
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
+from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -101,6 +102,8 @@ def diagnose(
             leak_slope=worst.slope if worst is not None and worst.warning else None,
         )
         advice = tuple(advise(failure, context))
+    else:  # memory that grows per iteration: the named cause first, then the likely ones
+        advice = tuple(leak_advice(leaks, causes))
     return Diagnosis(
         record.id,
         record.state,

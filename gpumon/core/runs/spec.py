@@ -47,6 +47,7 @@ class RunSpec:
     oom_retry: bool = False  # after an out-of-memory failure, relaunch with half the --batch-size
     keep_batch: bool = False  # ... and twice the --accum-steps, keeping the effective batch
     retry_of: str | None = None  # the run this one retries
+    no_census: bool = False  # the supervisor never asks for a census by itself (gpumon launch --no-census)
 
     @property
     def uses_torchrun(self) -> bool:

@@ -1,0 +1,97 @@
+"""Issue 12: the doctor works with no app open. Runs launched by gpumon end diagnosed: cause named, fix first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.runs.launcher import launch, wait
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunRecord, RunStore
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "trainers" / "examples"
+LEAKS = {
+    "leak_loss_graph.py": "loss_graph",
+    "leak_eval_no_grad.py": "eval_no_grad",
+    "leak_outputs_list.py": "outputs_list",
+}
+HEALTHY = ("leak_loss_graph.py --fixed", "healthy_noisy.py")
+
+
+def doctor(record: RunRecord) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumon", "doctor", record.id, "--json"], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def ended(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunRecord]:
+    """Every example launched by gpumon at once, then left alone until it ends: nobody watches but its supervisor."""
+    pytest.importorskip("torch")
+    home = tmp_path_factory.mktemp("home")
+    os.environ["GPUMON_HOME"] = str(home)
+    try:
+        store = RunStore()
+        started = {}
+        for name in [*LEAKS, *HEALTHY, "leak_loss_graph.py --no-census"]:
+            script, *flags = name.split()
+            leaky = "--fixed" not in flags and script != "healthy_noisy.py"
+            args = ("--steps", "400", "--step-ms", "5") if leaky else ("--steps", "500", "--step-ms", "3")
+            program_flags = tuple(f for f in flags if f != "--no-census")
+            spec = RunSpec(
+                kind="script",
+                program=str(EXAMPLES / script),
+                args=(*program_flags, *args),
+                env=(("OMP_NUM_THREADS", "1"),),
+                no_census="--no-census" in flags,
+            )
+            started[name] = launch(spec, store, 0)
+        return {name: wait(record, store, timeout=180) for name, record in started.items()}
+    finally:
+        os.environ.pop("GPUMON_HOME", None)
+
+
+@pytest.mark.parametrize("name", list(LEAKS))
+def test_a_leak_left_alone_ends_with_its_cause_named_and_the_fix_first(
+    ended: dict[str, RunRecord], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = ended[name]
+    monkeypatch.setenv("GPUMON_HOME", str(record.dir.parent.parent))
+    assert record.state == "finished"
+    report = doctor(record)
+    assert report["state"] == "finished" and report["memory"]["0"]["warning"]
+    assert [c["kind"] for c in report["causes"]][:1] == [LEAKS[name]], report["causes"]
+    first = report["advice"][0]
+    assert first["key"] == f"leak_{LEAKS[name]}" and "(named by the census)" in first["title"]
+    assert len(report["advice"]) >= 3  # the other suspects follow, each with how to confirm it
+
+
+def test_without_a_census_the_likely_fixes_are_still_ranked(
+    ended: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = ended["leak_loss_graph.py --no-census"]
+    monkeypatch.setenv("GPUMON_HOME", str(record.dir.parent.parent))
+    report = doctor(record)
+    assert report["memory"]["0"]["warning"] and report["causes"] == []
+    assert not (record.dir / "control" / "census").exists()
+    keys = [a["key"] for a in report["advice"]]
+    assert keys[0] == "leak_loss_graph" and "leak_outputs_list" in keys  # a CPU heap: a kept graph first
+    assert all("gpumon doctor RUN --census" in a["why"] for a in report["advice"])
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_healthy_twins_end_with_no_warning_and_no_census(
+    ended: dict[str, RunRecord], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = ended[name]
+    monkeypatch.setenv("GPUMON_HOME", str(record.dir.parent.parent))
+    report = doctor(record)
+    assert not any(m["warning"] for m in report["memory"].values()), report["memory"]
+    assert report["causes"] == [] and report["advice"] == []
+    assert not (record.dir / "control" / "census").exists()  # never asked
