@@ -21,6 +21,11 @@ LEAKS = {
     "leak_outputs_list.py": "outputs_list",
 }
 HEALTHY = ("leak_loss_graph.py --fixed", "healthy_noisy.py")
+RECORD_ALERT = """
+import os, sys
+with open(os.path.join(os.environ["GPUMON_RUN_DIR"], "alerts.seen"), "a") as out:
+    out.write(os.environ["GPUMON_RUN_ID"] + " " + sys.argv[-1] + "\\n")
+"""
 
 
 def doctor(record: RunRecord) -> dict:
@@ -36,6 +41,8 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunRecord]:
     pytest.importorskip("torch")
     home = tmp_path_factory.mktemp("home")
     os.environ["GPUMON_HOME"] = str(home)
+    recorder = tmp_path_factory.mktemp("alert") / "record_alert.py"  # the user's --on-alert command
+    recorder.write_text(RECORD_ALERT)
     try:
         store = RunStore()
         started = {}
@@ -50,6 +57,7 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunRecord]:
                 args=(*program_flags, *args),
                 env=(("OMP_NUM_THREADS", "1"),),
                 no_census="--no-census" in flags,
+                on_alert=(sys.executable, str(recorder)),
             )
             started[name] = launch(spec, store, 0)
         return {name: wait(record, store, timeout=180) for name, record in started.items()}
@@ -70,6 +78,12 @@ def test_a_leak_left_alone_ends_with_its_cause_named_and_the_fix_first(
     first = report["advice"][0]
     assert first["key"] == f"leak_{LEAKS[name]}" and "(named by the census)" in first["title"]
     assert len(report["advice"]) >= 3  # the other suspects follow, each with how to confirm it
+    alerts = (record.dir / "alerts.seen").read_text().splitlines()  # the user's command ran once, with the text
+    assert len(alerts) == 1 and alerts[0].startswith(f"{record.id} memory leak on rank 0: ")
+    listed = json.loads(subprocess.run([sys.executable, "-m", "gpumon", "runs", "--json"], capture_output=True,
+                                       text=True, check=True).stdout)  # fmt: skip
+    (row,) = [r for r in listed["runs"] if r["id"] == record.id]
+    assert row["alerts"] == [alerts[0].split(" ", 1)[1]]
 
 
 def test_without_a_census_the_likely_fixes_are_still_ranked(
@@ -95,3 +109,34 @@ def test_healthy_twins_end_with_no_warning_and_no_census(
     assert not any(m["warning"] for m in report["memory"].values()), report["memory"]
     assert report["causes"] == [] and report["advice"] == []
     assert not (record.dir / "control" / "census").exists()  # never asked
+    assert not (record.dir / "alerts.seen").exists()  # never alerted
+
+
+def test_a_failed_run_alerts_and_an_open_app_says_so_whatever_view_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from tests.conftest import make_app
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "fails.py"
+    script.write_text("import time\ntime.sleep(3)\nraise SystemExit('bad config: no such file data.csv')\n")
+    store = RunStore()
+    record = launch(RunSpec(kind="script", program=str(script)), store, 0)
+
+    async def watch() -> list[str]:
+        app = make_app(gpus=1)
+        async with app.run_test(size=(120, 40)) as pilot:  # the GPUs view shows
+            for _ in range(200):
+                await pilot.pause(0.1)
+                said = [str(n.message) for n in app._notifications]
+                if any(record.id in m for m in said):
+                    return said
+        return []
+
+    said = asyncio.run(watch())
+    assert f"{record.id}: failed with exit code 1: bad config: no such file data.csv" in said
+    final = wait(record, store, timeout=10)
+    out = subprocess.run([sys.executable, "-m", "gpumon", "runs"], capture_output=True, text=True, check=True).stdout
+    assert f"{final.id}" in out and "failed !" in out

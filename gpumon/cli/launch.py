@@ -44,6 +44,12 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--keep-batch", action="store_true", help="with --oom-retry: double --accum-steps as the batch halves"
     )
     launch.add_argument(
+        "--on-alert",
+        metavar="CMD",
+        help="run CMD (split like a shell would, never run by one) with the alert's text as its last argument "
+        "when the run first leaks or fails, e.g. 'notify-send gpumon'",
+    )
+    launch.add_argument(
         "--no-census",
         action="store_true",
         help="never ask the run for a tensor census by itself when its memory grows (the doctor still ranks fixes)",
@@ -77,6 +83,7 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
             name=args.name,
             oom_retry=args.oom_retry,
             no_census=args.no_census,
+            on_alert=tuple(shlex.split(args.on_alert)) if args.on_alert else (),
             keep_batch=args.keep_batch,
         )
         record = launch(spec, RunStore(), visible)

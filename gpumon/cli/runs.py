@@ -55,6 +55,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for s in summaries:
             doc = s.record.to_dict()
             doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
+            doc["alerts"] = list(s.alerts)
             docs.append(doc)
         print(json.dumps({"schema": 1, "runs": docs}, indent=2))
         return 0
@@ -68,7 +69,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             (
                 s.id,
                 r.spec.kind,
-                s.state,
+                f"{s.state} !" if s.alerts else s.state,  # ! : an alert (a leak reached, a failure)
                 "" if r.exit_code is None else str(r.exit_code),
                 fmt.duration(r.elapsed()),
                 "" if s.step is None else str(s.step),

@@ -86,6 +86,7 @@ class GpumonApp(App[None]):
         self._focus_of_view: dict[str, Widget | None] = {}
         self._views: dict[str, View] = {}
         self._runs_list: object = None
+        self._alerts_seen: dict[str, int] | None = None
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -141,12 +142,26 @@ class GpumonApp(App[None]):
             return
         self._runs_list = message.summaries
         self.context.runs = {s.id: s for s in message.summaries}
+        self._tell_alerts(message)
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids
             self.context.run_ranks = dict(message.ranks)
             self.set_run_pids(message.pids)
         leaks = {s.id: s.leak for s in message.summaries if s.record.live and s.leak is not None}
         self.set_run_leaks({run_id: state for run_id, state in leaks.items() if state is not None})
+
+    def _tell_alerts(self, message: RunsRefreshed) -> None:
+        """A run's new alert (it started leaking, it failed) is a notification, whatever view shows."""
+        first = self._alerts_seen is None
+        seen = self._alerts_seen if self._alerts_seen is not None else {}
+        for summary in message.summaries:
+            for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
+                failed = text.startswith("failed")
+                self.notify(
+                    f"{summary.id}: {text}", title="gpumon alert", severity="error" if failed else "warning", timeout=15
+                )
+            seen[summary.id] = len(summary.alerts)
+        self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
 
     def set_run_pids(self, pids: dict[int, str]) -> None:
         """Mark these PIDs as the runs' (the RUN column; tests may call it directly)."""

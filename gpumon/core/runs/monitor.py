@@ -40,6 +40,7 @@ class RunSummary:
     exception: str | None  # "Type: message" of the last uncaught exception
     notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
     leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
+    alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
 
     @property
@@ -191,13 +192,14 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "skipped": summary.skipped,
         "exception": summary.exception,
         "notes": list(summary.notes),
+        "alerts": list(summary.alerts),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
     }
 
 
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
-} | {"args": [], "env": {}}
+} | {"args": [], "env": {}, "on_alert": []}
 
 
 def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
@@ -218,6 +220,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             memory_series={},
             exception=row.get("exception"),
             notes=tuple(row.get("notes", ())),
+            alerts=tuple(row.get("alerts", ())),
             leaks=leaks,
             series=False,
         )
@@ -242,6 +245,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         memory_series={r: (tuple(m.used.steps), tuple(m.used.values)) for r, m in sorted(tele.memory.items())},
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
         notes=tuple(tele.notes[-20:]),
+        alerts=tuple(tele.alerts[-20:]),
         leaks=dict(leaks or {}),
     )
 

@@ -48,6 +48,7 @@ class RunSpec:
     keep_batch: bool = False  # ... and twice the --accum-steps, keeping the effective batch
     retry_of: str | None = None  # the run this one retries
     no_census: bool = False  # the supervisor never asks for a census by itself (gpumon launch --no-census)
+    on_alert: tuple[str, ...] = ()  # a command (argument list) the supervisor runs with each alert's text
 
     @property
     def uses_torchrun(self) -> bool:
@@ -75,12 +76,14 @@ class RunSpec:
         data = asdict(self)
         data["args"] = list(self.args)
         data["env"] = dict(self.env)
+        data["on_alert"] = list(self.on_alert)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["args"] = tuple(known.get("args", ()))
+        known["on_alert"] = tuple(known.get("on_alert", ()))
         known["env"] = tuple(sorted(dict(known.get("env", {})).items()))
         return cls(**known)
 
@@ -202,6 +205,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
     _check_imports(spec)
+    if spec.on_alert and shutil.which(spec.on_alert[0]) is None:
+        raise SpecError(f"--on-alert: no program {spec.on_alert[0]!r} on PATH (give its full path, or install it)")
     if spec.kind == "tune":
         name = _check_search(spec, visible_gpus)
         if spec.name is None and name:

@@ -24,6 +24,7 @@ import psutil
 
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.events import EventWriter, compress_closed
+from gpumon.core.runs.alerts import failure_line, raise_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -47,6 +48,7 @@ class Supervisor:
         self.fold = RunTelemetry(run_dir, use_summary=False, watch=self.watch)
         self.census = not read_json(run_dir / "spec.json").get("no_census")
         self.census_asked = False
+        self.leak_alerted = False
         self.summary_error: str | None = None
         self._lock_fd: int | None = None
 
@@ -178,13 +180,23 @@ class Supervisor:
         except OSError as err:  # a full disk: training goes on; the summary catches up when it can
             self.summary_error = str(err)
             return
-        if self.census and not self.census_asked and any(s.warning for s in self.watch.states().values()):
+        states = self.watch.states()
+        leaking = {rank: s for rank, s in states.items() if s.state == "leak"}
+        if leaking and not self.leak_alerted:
+            self.leak_alerted = True
+            rank, state = max(leaking.items(), key=lambda item: item[1].slope)
+            self.alert(f"memory leak on rank {rank}: {state.describe()}")
+        if self.census and not self.census_asked and any(s.warning for s in states.values()):
             from gpumon.telemetry.census import request_census
 
             self.census_asked = True
             with contextlib.suppress(OSError):
                 request_census(self.run_dir)
                 self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
+
+    def alert(self, text: str) -> None:
+        spec = read_json(self.run_dir / "spec.json")
+        raise_alert(self.run_dir, self.events, text, tuple(str(a) for a in spec.get("on_alert") or ()))
 
     def _scan(self) -> None:
         """Remember every descendant (torchrun's workers leave our process group), and write them down:
@@ -255,6 +267,10 @@ class Supervisor:
             fields["error"] = error
         self.status.update(fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
+        if state == "failed":
+            self.fold.update()
+            why = failure_line(self.run_dir, error, self.fold.exceptions)
+            self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""))
         if state == "failed" and read_json(self.run_dir / "spec.json").get("oom_retry"):
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary

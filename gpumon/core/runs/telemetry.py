@@ -90,6 +90,7 @@ class RunTelemetry:
     pids: dict[int, int] = field(default_factory=dict)  # pid -> rank
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)  # the supervisor's alerts: a leak reached, a failure
     census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
     tune: Experiment | None = None  # once Tune events arrive (not kept in summaries: Tune has its own reader)
@@ -171,6 +172,7 @@ class RunTelemetry:
             "pids": {str(p): r for p, r in self.pids.items()},
             "exceptions": self.exceptions[-KEEP:],
             "notes": self.notes[-KEEP:],
+            "alerts": self.alerts[-KEEP:],
             "census": self.census[-KEEP_CENSUS:],
             "leaks": self.recorded_leaks,
         }
@@ -185,6 +187,7 @@ class RunTelemetry:
         self.rates = {int(r): float(v) for r, v in state["rates"].items()}
         self.pids = {int(p): int(r) for p, r in state["pids"].items()}
         self.exceptions, self.notes = list(state["exceptions"]), list(state["notes"])
+        self.alerts = list(state.get("alerts") or ())
         self.census = list(state["census"])
         self.events = int(state["events"])
         self.recorded_leaks = dict(state.get("leaks") or {})
@@ -204,6 +207,8 @@ class RunTelemetry:
             self.pids[event["pid"]] = rank
         elif kind == "exception":
             self.exceptions.append(event)
+        elif kind == "alert" and isinstance(event.get("text"), str):
+            self.alerts.append(event["text"])
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
         elif kind == "device" and isinstance(event.get("total"), int):

@@ -1,0 +1,48 @@
+"""Alerts: a watched run first leaking, or failing, leaves one line for whoever looks later, and can call the
+user's own command (``gpumon launch --on-alert CMD``: an argument list, never a shell)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.events import EventWriter
+
+ALERT_TIMEOUT_S = 30  # the user's command gets this long before it is left to itself
+
+
+def raise_alert(run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = ()) -> None:
+    """Record ``text`` as an ``alert`` event and start ``command`` with it as the last argument."""
+    events.write("alert", text=text)
+    if not command:
+        return
+    env = {**os.environ, "GPUMON_RUN_ID": run_dir.name, "GPUMON_RUN_DIR": str(run_dir), "GPUMON_ALERT": text}
+    try:
+        with open(run_dir / "alerts.log", "ab") as out:
+            subprocess.Popen(
+                [*command, text],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,  # not one of the run's processes: stopping the run leaves it alone
+                close_fds=True,
+            )
+    except OSError as err:
+        events.write("note", text=f"--on-alert {command[0]} did not start: {err}")
+
+
+def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
+    """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line."""
+    from gpumon.core.runs.telemetry import tail_lines
+
+    lines = str((error or {}).get("message", "")).strip().splitlines()
+    if not lines and exceptions:
+        last = exceptions[-1]
+        lines = [f"{last.get('exc_type')}: {last.get('message')}"]
+    if not lines:
+        logs = sorted((run_dir / "logs").glob("*.log"))
+        lines = [line for log in logs[:1] for line in tail_lines(log, 5) if line.strip()]
+    return lines[-1].strip() if lines else ""
