@@ -386,3 +386,34 @@ def test_healthy_twins_raise_no_warning_and_name_no_cause(example_runs: dict[str
     assert [c["seq"] for c in censuses] == [1, 2], "the census request did not land before the run ended"
     causes = name_causes(censuses)[0]
     assert causes == [], [c.describe() for c in causes]
+
+
+def cuda_step(step: int, alloc: float, heap: float) -> dict:
+    return {"type": "step", "src": "rank0", "t": float(step), "step": step, "dev": "cuda:0", "alloc": alloc,
+            "reserved": alloc * 1.2, "heap": heap}  # fmt: skip
+
+
+@pytest.mark.parametrize("grows", ["host", "gpu"])
+def test_a_cuda_rank_is_reported_on_the_memory_that_grows_and_projected_on_the_recorded_device(grows: str) -> None:
+    from gpumon.core.doctor.leak_advice import leak_advice
+    from gpumon.core.doctor.report import Diagnosis
+
+    telemetry = RunTelemetry(Path("/nonexistent"))
+    telemetry.apply({"type": "device", "src": "rank0", "t": 0.0, "dev": "cuda:0", "name": "H100", "total": 80 << 30})
+    watch = LeakWatch()
+    watch.update(telemetry)
+    for step in range(1, 301):
+        rise = 64 * 1024 * step
+        telemetry.apply(cuda_step(step, 4e9 + (rise if grows == "gpu" else 0), 3e8 + (rise if grows == "host" else 0)))
+    states = watch.update(telemetry)
+    state = states[0]
+    assert state.state == "leak" and state.memory == grows
+    headline = Diagnosis("r", "running", states, ()).headline()
+    if grows == "host":
+        assert headline.startswith("host memory leak") and "autograd graph kept alive" in headline
+        assert leak_advice(states, ())[0].key == "leak_loss_graph"  # a graph on the host: the loss first
+    else:
+        assert headline.startswith("GPU memory leak") and "the GPU fills at iteration ~" in headline
+        remaining = (80 << 30) - state.current
+        assert state.runs_out_at == pytest.approx(300 + remaining / state.slope, rel=0.05)  # the device's 80 GiB
+        assert leak_advice(states, ())[0].key == "leak_outputs_list"  # tensors kept on the device first
