@@ -150,3 +150,15 @@ def test_the_selected_trials_curves_are_kept_while_other_trials_change(tmp_path:
     monitor.refresh()
     second = monitor.snapshot(LIVE, "f00d1_00000")
     assert second is not None and second is not first and second.curves is first.curves  # the chart needs no redraw
+
+
+def test_the_best_trial_is_tunes_by_last_result_not_the_best_value_ever_seen() -> None:
+    exp = Experiment()
+    exp.apply({"type": "tune_start", "metric": "loss", "mode": "min"})
+    for trial, losses in (("a", [0.1, 0.9]), ("b", [0.5, 0.4])):  # a was best once, b is best at the end
+        exp.apply({"type": "trial_start", "trial_id": trial, "config": {}})
+        for i, loss in enumerate(losses, 1):
+            exp.apply({"type": "trial_result", "trial_id": trial, "iteration": i, "metrics": {"loss": loss}})
+    best = exp.best_trial()
+    assert best is not None and best.id == "b"  # tune.ResultGrid.get_best_result(scope="last") picks b too
+    assert exp.trials["a"].best == 0.1  # the row still shows each trial's best ever

@@ -85,7 +85,10 @@ async def test_header_and_rows_of_an_ended_experiment(home: Path) -> None:
         table = await open_trials(pilot, 6)
         text = header(app)
         assert f"{DONE} · finished · digits-asha · optuna / asha · loss (min) · trials 6/6 · 2 errors" in text
-        assert "★ best a1b2c_00001  loss=0.2500  batch_size=64  lr=0.01  model.width=128" in text
+        assert (
+            "★ best a1b2c_00001  loss=0.2500 (last result, as Tune ranks)  batch_size=64  lr=0.01  model.width=128"
+            in text
+        )
         labels = [str(c.label) for c in table.columns.values()]
         assert labels[:6] == ["TRIAL", "STATUS", "batch_size", "lr", "model.width", "ITER"]
         assert "epochs" not in labels  # a constant, not a searched parameter

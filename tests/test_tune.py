@@ -93,7 +93,7 @@ def test_a_users_tune_script_launched_by_gpumon_becomes_trial_rows(tmp_path: Pat
     table = subprocess.run([sys.executable, "-m", "gpumon", "trials"], capture_output=True, text=True, check=True)
     lines = table.stdout.splitlines()
     assert lines[0].startswith(f"{final.id}  grid / fifo  metric loss (min)  trials 3/3  ended")
-    assert lines[1].startswith(f"best: {best.id}  loss=0.1  lr=0.1")
+    assert lines[1].startswith(f"best: {best.id}  loss=0.1 (last result, as Tune ranks)  lr=0.1")
     assert "lr 0.3 diverged" in table.stdout
     as_json = subprocess.run(
         [sys.executable, "-m", "gpumon", "trials", final.id[:14], "--json"], capture_output=True, text=True, check=True
@@ -110,3 +110,53 @@ def test_trials_without_tune_events_says_what_to_do(tmp_path: Path) -> None:
         "gpumon: error: no Ray Tune trials in any run: "
         "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
     )
+
+
+PLAIN_SEARCH = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import ray
+    from ray import tune
+
+    def train(config):  # numpy scalars, as many trainables report them
+        for i in range(3):
+            tune.report({"loss": np.float32(config["lr"] * (3 - i)), "acc": np.float64(0.5 + i / 10), "n": np.int64(i)})
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tune.Tuner(
+        train,
+        param_space={"lr": tune.grid_search([0.1, 0.2])},
+        tune_config=tune.TuneConfig(metric="acc", mode="max"),
+        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
+    ).fit()
+    ray.shutdown()
+    """
+)
+
+
+def test_an_unmodified_tune_script_feeds_the_trials_with_its_metric_mode_and_numpy_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No GpumonCallback in the script: RAY_TUNE_CALLBACKS (set by gpumon launch) adds it, once."""
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_SEARCH)
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    store = RunStore()
+    final = wait(
+        launch(RunSpec(kind="script", program=str(script), args=(str(tmp_path / "ray"),)), store, 0), store, 240
+    )
+    assert final.state == "finished", final.log_path(0).read_text()[-3000:]
+    events = EventReader(final.dir).poll()
+    starts = [e for e in events if e["type"] == "tune_start"]
+    assert len(starts) == 1 and (starts[0]["metric"], starts[0]["mode"]) == ("acc", "max")  # from TuneConfig
+    results = [e for e in events if e["type"] == "trial_result"]
+    assert len(results) == 6  # 2 trials x 3 reports, none twice
+    assert all(set(r["metrics"]) >= {"loss", "acc", "n"} for r in results)
+    assert {type(v) for r in results for v in r["metrics"].values()} <= {int, float}

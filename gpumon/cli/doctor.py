@@ -89,10 +89,12 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     elif record.live and any(s.warning for s in diagnosis.leaks.values()):
         lines.append(f"\nto name the cause: gpumon doctor {record.id} --census")
     failure = diagnosis.failure
-    if failure is not None:
+    if failure is not None and failure.kind == "stopped":
+        lines.append(f"\n{failure.title.lower()}")
+    elif failure is not None:
         rank = f" (rank {failure.rank})" if failure.rank is not None else ""
         lines.append(f"\nfailure{rank}: {failure.title}")
-        lines += [f"  {line.strip()}" for line in failure.evidence[:3]]
+        lines += [f"  {line.strip()}" for line in failure.evidence[:3] if line.strip() != failure.title]
         if failure.detail:
             lines.append(f"  {failure.detail}")
         if failure.kind == "unknown":

@@ -56,6 +56,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             doc = s.record.to_dict()
             doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
             doc["alerts"] = list(s.alerts)
+            if s.exception and s.state == "failed":  # the uncaught exception, when no root-cause file said it
+                error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
+                doc["error"] = {**error, "message": error.get("message") or s.exception}
             docs.append(doc)
         print(json.dumps({"schema": 1, "runs": docs}, indent=2))
         return 0

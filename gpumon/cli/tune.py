@@ -112,7 +112,8 @@ def cmd_trials(args: argparse.Namespace) -> int:
         f"  trials {exp.done}/{total}{'  ended' if exp.ended else ''}"
     )
     if best is not None:
-        print(f"best: {best.id}  {exp.metric}={best.best:.6g}  {_config(best.config)}")
+        last = best.metrics.get(exp.metric or "")
+        print(f"best: {best.id}  {exp.metric}={last:.6g} (last result, as Tune ranks)  {_config(best.config)}")
     params = sorted({k for t in exp.trials.values() for k in t.config})
     metrics = sorted({k for t in exp.trials.values() for k in t.metrics})
     rows = [["TRIAL", "STATUS", *params, "ITER", *metrics, "TIME"]]

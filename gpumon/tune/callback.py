@@ -10,9 +10,12 @@ numbers.
 
 from __future__ import annotations
 
+import numbers
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, ClassVar
 
 from ray.tune import Callback
 
@@ -37,6 +40,8 @@ class GpumonCallback(Callback):
     ``metric``/``mode``/``search_alg``/``scheduler`` label the experiment (Tune does
     not tell callbacks which it uses); ``space`` names the searched parameters.
     """
+
+    _active: ClassVar[dict[str, int]] = {}  # run dir -> id of the instance writing it (one per driver process)
 
     def __init__(
         self,
@@ -74,7 +79,18 @@ class GpumonCallback(Callback):
     def setup(
         self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None, **info: Any
     ) -> None:
-        self._write("tune_start", num_samples=total_num_samples or num_samples, stop=_plain(stop), **self.labels)
+        if self.run_dir is not None:
+            # The script's own GpumonCallback and the one RAY_TUNE_CALLBACKS adds: the first set up writes.
+            owner = GpumonCallback._active.setdefault(self.run_dir, id(self))
+            if owner != id(self):
+                self.run_dir = None
+                return
+        labels = dict(self.labels)
+        found = _controller_labels()
+        for key in ("metric", "mode"):
+            if labels[key] is None and found.get(key):
+                labels[key] = found[key]
+        self._write("tune_start", num_samples=total_num_samples or num_samples, stop=_plain(stop), **labels)
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self._write("trial_start", trial_id=trial.trial_id, config=trial.config)
@@ -82,7 +98,7 @@ class GpumonCallback(Callback):
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
     ) -> None:
-        metrics = {k: v for k, v in result.items() if k not in _BOOKKEEPING and type(v) in (int, float)}
+        metrics = {k: _number(v) for k, v in result.items() if k not in _BOOKKEEPING and _is_number(v)}
         self._write(
             "trial_result",
             trial_id=trial.trial_id,
@@ -106,6 +122,46 @@ class GpumonCallback(Callback):
             if status not in ("TERMINATED", "ERROR"):  # cut short by a time budget or a stop: no hook said so
                 self._write("trial_end", trial_id=trial.trial_id, status=status)
         self._write("tune_end", trials=len(trials), statuses=counts)
+
+
+def _is_number(value: Any) -> bool:
+    """int, float and numpy's scalars (np.float32, np.int64, ...: what many trainables report); not bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and getattr(value, "ndim", 0) == 0
+
+
+def _number(value: Any) -> int | float:
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def _controller_labels() -> dict[str, str]:
+    """The metric and mode the experiment really uses (TuneConfig's, else the searcher's or scheduler's).
+
+    Tune hands callbacks neither, so they are read from the callers of ``setup`` (Ray 2.60): the
+    TuneController (its metric, its searcher and scheduler) and ``tune.run``, whose ``metric``/``mode``
+    arguments are what TuneConfig gave. Nothing found: the header says the metric is unknown.
+    """
+    found: dict[str, str] = {}
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(16):
+        if frame is None:
+            break
+        local = frame.f_locals
+        owner = local.get("self")
+        if owner is not None and hasattr(owner, "_search_alg") and hasattr(owner, "_scheduler_alg"):
+            searcher = getattr(owner._search_alg, "searcher", None)
+            for source in (owner, owner._scheduler_alg, searcher):
+                _take(found, getattr(source, "_metric", None), getattr(source, "_mode", None))
+        if frame.f_code.co_name == "run" and "experiments" in local:  # tune.run(metric=..., mode=...)
+            _take(found, local.get("metric"), local.get("mode"))
+        frame = frame.f_back
+    return found
+
+
+def _take(found: dict[str, str], metric: Any, mode: Any) -> None:
+    if isinstance(metric, str) and metric and not metric.startswith("_") and "metric" not in found:
+        found["metric"] = metric  # not Tune's anonymous "_metric"
+    if mode in ("min", "max") and "mode" not in found:
+        found["mode"] = mode
 
 
 def _plain(value: Any) -> Any:

@@ -29,7 +29,10 @@ def advise(failure: Failure, context: Context | None = None) -> list[Advice]:
         "nccl_timeout": error_advice.nccl_timeout,
         "shape": error_advice.shape,
         "import": error_advice.missing_module,
+        "no_gpu": error_advice.no_gpu,
+        "checkpoint": error_advice.checkpoint,
         "killed": error_advice.killed,
+        "stopped": lambda failure, context: [],  # the user asked for it: nothing to change
     }
     scored = rules.get(failure.kind, error_advice.unknown)(failure, context or Context())
     return [entry for _, entry in sorted(scored, key=lambda pair: -pair[0])]

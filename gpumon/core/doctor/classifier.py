@@ -61,10 +61,8 @@ def classify(
             return replace(found, text=text, rank=rank, exit_code=exit_code, signal=found.signal or sig)
     line = headline(text)
     evidence = (line,) if line else ()
-    if by_user:
-        return Failure(
-            "killed", f"Stopped by the user ({sig or state})", text, evidence, exit_code=exit_code, signal=sig
-        )
+    if by_user:  # a stop, not a failure: no log line stands as its evidence
+        return Failure("stopped", f"Stopped by the user ({sig or state})", text, (), exit_code=exit_code, signal=sig)
     if sig == "SIGKILL":
         title = "Killed by SIGKILL: most likely the kernel's OOM killer (host memory)"
         return Failure("host_oom", title, text, evidence, OOM_KILLER, exit_code=exit_code, signal=sig)

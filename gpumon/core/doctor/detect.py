@@ -64,8 +64,9 @@ def lines_matching(text: str, pattern: re.Pattern[str], limit: int = 3) -> tuple
     """The last ``limit`` distinct lines (stripped, cut at 300 characters) where ``pattern`` matches."""
     found: list[str] = []
     for line in text.splitlines():
-        if pattern.search(line) and line.strip()[:300] not in found:
-            found.append(line.strip()[:300])
+        clean = _ANSI.sub("", line).strip()[:300]  # PyTorch bolds parts of some messages: no escapes in evidence
+        if pattern.search(line) and clean not in found:
+            found.append(clean)
     return tuple(found[-limit:])
 
 
@@ -189,6 +190,37 @@ def nccl(text: str) -> Failure | None:
 
 
 # Root causes before their echoes: an OOM or an assert on one rank makes the others fail in NCCL or gloo.
+_NO_GPU = re.compile(
+    r"Torch not compiled with CUDA enabled|No CUDA GPUs are available|has no attribute '_cuda_setDevice'"
+    r"|Distributed package doesn't have NCCL built in|Found no NVIDIA driver on your system"
+    r"|NCCL is not available|ProcessGroupNCCL is only supported with GPUs"
+)
+_WEIGHTS_ONLY = re.compile(r"Weights only load failed")
+_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def no_gpu(text: str) -> Failure | None:
+    """A script written for CUDA (or nccl) on a machine or torch build without a GPU."""
+    if not _NO_GPU.search(text):
+        return None
+    return Failure("no_gpu", "The script needs a GPU; this machine or this torch build has none", text,
+                   lines_matching(text, _NO_GPU))  # fmt: skip
+
+
+def checkpoint(text: str) -> Failure | None:
+    """torch >= 2.6's torch.load(weights_only=True) refusing a checkpoint that pickles other objects."""
+    if not _WEIGHTS_ONLY.search(text):
+        return None
+    found = _UNSAFE_GLOBAL.search(text)
+    name = found.group(1) if found else ""
+    title = "torch.load refused the checkpoint (weights_only=True since torch 2.6)" + (
+        f": it holds {name}" if name else ""
+    )
+    evidence = lines_matching(text, _UNSAFE_GLOBAL) or lines_matching(text, _WEIGHTS_ONLY)
+    return Failure("checkpoint", title, text, evidence, module=name)
+
+
 _IMPORT = re.compile(
     r"^\s*(?:\[\w+\]:\s*)?(ModuleNotFoundError: No module named '([\w.]+)'.*"
     r"|ImportError: cannot import name '(\w+)' from '([\w.]+)'.*"
@@ -216,6 +248,8 @@ def missing_module(text: str) -> Failure | None:
 
 DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     cuda_oom,
+    no_gpu,
+    checkpoint,
     device_assert,
     host_oom,
     cudnn,

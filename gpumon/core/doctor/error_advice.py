@@ -114,8 +114,6 @@ def shape(f: Failure, ctx: Context) -> Scored:
 
 
 def killed(f: Failure, ctx: Context) -> Scored:
-    if f.title.startswith("Stopped by the user"):
-        return []
     key = {"SIGSEGV": "faulthandler", "SIGABRT": "abort_reason", "SIGBUS": "shm", "SIGTERM": "who_stopped"}
     why = f"the run ended by {f.signal or 'a signal'} (exit code {f.exit_code}): {_line(f)}"
     return [item(80, key.get(f.signal or "", "signal"), why)]
@@ -151,3 +149,27 @@ def missing_module(f: Failure, ctx: Context) -> Scored:
             Advice("import_install", f"Install {PACKAGES.get(top, top)} where the run's Python finds it", why, install),
         )
     ]
+
+
+def no_gpu(f: Failure, ctx: Context) -> Scored:
+    why = f"{f.evidence[-1]}: the code asks for CUDA (or nccl), and this machine or torch build has no GPU"
+    return [
+        (90, Advice("gpu_machine", "Run it where there is a GPU", why,
+                    "launch it on a GPU server (gpumon snapshot there shows the GPUs), with a CUDA build of torch")),
+        (70, Advice("cpu_fallback", "Or let it fall back to the CPU", why,
+                    "device = 'cuda' if torch.cuda.is_available() else 'cpu'; .to(device) instead of .cuda(); "
+                    "init_process_group('nccl' if torch.cuda.is_available() else 'gloo')")),
+    ]  # fmt: skip
+
+
+def checkpoint(f: Failure, ctx: Context) -> Scored:
+    name = f.module or "the class it names"
+    why = f"{f.evidence[-1]}: since torch 2.6 torch.load only unpickles tensors and allowlisted types"
+    return [
+        (90, Advice("safe_globals", f"Allowlist {name} for torch.load", why,
+                    f"torch.serialization.add_safe_globals([{name}]) before torch.load (import it first), or "
+                    f"`with torch.serialization.safe_globals([{name}]):` around the load")),
+        (60, Advice("weights_only_false", "Or load the whole pickle, for a file you trust", why,
+                    "torch.load(path, weights_only=False): it can run code from the file, so only for your own "
+                    "checkpoints")),
+    ]  # fmt: skip

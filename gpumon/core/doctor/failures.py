@@ -13,7 +13,8 @@ from typing import Any
 from gpumon.core.doctor.oom import MemoryNumbers
 
 KINDS = (
-    "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "killed", "unknown",
+    "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "no_gpu",
+    "checkpoint", "killed", "stopped", "unknown",
 )  # fmt: skip
 
 

@@ -42,7 +42,7 @@ class Diagnosis:
         return max(self.leaks.values(), key=lambda s: (s.warning, s.state == "leak", s.slope))
 
     def headline(self) -> str:
-        if self.failure is not None and self.failure.kind != "killed":
+        if self.failure is not None and self.failure.kind not in ("killed", "stopped"):
             return self.failure.title
         worst = self.worst
         if worst is not None and worst.warning:

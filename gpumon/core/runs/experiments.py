@@ -214,7 +214,7 @@ def _info(tracked: _Tracked) -> ExperimentInfo:
         done=exp.done,
         running=sum(1 for s in statuses if s in ACTIVE) if tracked.state in LIVE_STATES and not exp.ended else 0,
         errors=statuses.count("ERROR"),
-        best=best.best if best is not None else None,
+        best=best.metrics.get(exp.metric or "") if best is not None else None,  # its last value (scope "last")
         best_id=best.id if best is not None else None,
         ended=exp.ended,
         stop_requested=tracked.stop_all,

@@ -40,6 +40,10 @@ def build_command(spec: RunSpec, run_id: str) -> list[str]:
     return [*argv, *target, *spec.full_args]
 
 
+TUNE_CALLBACKS_ENV = "RAY_TUNE_CALLBACKS"
+TUNE_CALLBACK = "gpumon.tune.callback.GpumonCallback"
+
+
 def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
     """What the run's environment adds to gpumon's own."""
     path = os.environ.get("PYTHONPATH")
@@ -52,6 +56,12 @@ def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
     )
     if spec.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = spec.gpus
+    # Ray Tune (>= 2.48) builds the callbacks this names in the driver: a user's own Tune script feeds the
+    # Trials view with no code change. Added to the user's list, never replacing it; the callback keeps
+    # one instance per run when the script adds it too.
+    callbacks = [c for c in os.environ.get(TUNE_CALLBACKS_ENV, "").split(",") if c.strip()]
+    if TUNE_CALLBACK not in callbacks:
+        env[TUNE_CALLBACKS_ENV] = ",".join([*callbacks, TUNE_CALLBACK])
     if spec.uses_torchrun:
         env["GPUMON_TORCHRUN"] = "1"
         env["GPUMON_RANK_LOGS"] = "1"

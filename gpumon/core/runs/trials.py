@@ -56,12 +56,16 @@ class Experiment:
     def done(self) -> int:
         return sum(1 for t in self.trials.values() if t.status in ("TERMINATED", "ERROR"))
 
+    scope = "last"  # as Tune's get_best_result() by default: each trial's last result, not its best ever
+
     def best_trial(self) -> Trial | None:
-        scored = [t for t in self.trials.values() if t.best is not None]
+        """The trial Tune would call best (scope "last"): the best last value of the metric."""
+        metric = self.metric or ""
+        scored = [t for t in self.trials.values() if metric in t.metrics]
         if not scored:
             return None
         pick = min if self.mode == "min" else max
-        return pick(scored, key=lambda t: t.best or 0.0)
+        return pick(scored, key=lambda t: t.metrics[metric])
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event["type"]

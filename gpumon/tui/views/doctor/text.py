@@ -52,12 +52,16 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
         text.append("c", style="bold")
         text.append(" to ask the run for a tensor census and name what grows")
     failure = diagnosis.failure
-    if failure is not None:
+    if failure is not None and failure.kind == "stopped":
+        section("stopped")
+        text.append(f"\n  {failure.title}", style="yellow")
+    elif failure is not None:
         where = f" (rank {failure.rank})" if failure.rank is not None else ""
         section(f"failure{where}")
         text.append(f"\n  {failure.title}", style="bold red")
         for line in failure.evidence[:3]:
-            text.append(f"\n  {line.strip()}", style="red")
+            if line.strip() != failure.title:  # the title is often the line itself: once is enough
+                text.append(f"\n  {line.strip()}", style="red")
         if failure.detail:
             text.append(f"\n  {failure.detail}")
         if failure.kind == "unknown":

@@ -48,10 +48,11 @@ def header_text(snap: ExperimentSnapshot) -> Text:
     if snap.skipped:
         line.append(f" · {snap.skipped} bad event line(s) skipped", style="yellow")
     best = snap.by_id.get(info.best_id or "")
-    if best is not None and best.best is not None:
+    if best is not None and info.best is not None:
         line.append("\n★ best ", style="bold yellow")
         line.append(best.id, style="bold")
-        line.append(f"  {info.metric}={number(best.best)}  {params_text(best.params, snap.params)}")
+        line.append(f"  {info.metric}={number(info.best)} (last result, as Tune ranks)  ")
+        line.append(params_text(best.params, snap.params))
     elif not info.metric:
         line.append("\nno best trial: the callback was given no metric (GpumonCallback(metric=..., mode=...))", "dim")
     else:
