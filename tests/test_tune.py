@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,13 +60,14 @@ def test_the_callback_pickles_even_with_its_file_open(tmp_path: Path) -> None:
     assert types == ["tune_start", "tune_end"]
 
 
-def test_a_users_tune_script_launched_by_gpumon_becomes_trial_rows(tmp_path: Path, monkeypatch) -> None:
+def launch_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
+    """A Tune script launched with `gpumon launch script`, run to its end; the ended RunRecord."""
     from gpumon.core.runs.launcher import launch, wait
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
 
     script = tmp_path / "search.py"
-    script.write_text(SEARCH)
+    script.write_text(text)
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -73,6 +75,11 @@ def test_a_users_tune_script_launched_by_gpumon_becomes_trial_rows(tmp_path: Pat
     spec = RunSpec(kind="script", program=str(script), args=(str(tmp_path / "ray"),))
     final = wait(launch(spec, store, visible_gpus=0), store, timeout=240)
     assert final.state == "finished", final.log_path(0).read_text()[-3000:]
+    return final
+
+
+def test_a_users_tune_script_launched_by_gpumon_becomes_trial_rows(tmp_path: Path, monkeypatch) -> None:
+    final = launch_search(tmp_path, monkeypatch, SEARCH)
     tele = RunTelemetry(final.dir, use_summary=False)
     tele.update()
     exp = tele.tune
@@ -139,20 +146,7 @@ def test_an_unmodified_tune_script_feeds_the_trials_with_its_metric_mode_and_num
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No GpumonCallback in the script: RAY_TUNE_CALLBACKS (set by gpumon launch) adds it, once."""
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
-
-    script = tmp_path / "plain.py"
-    script.write_text(PLAIN_SEARCH)
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    store = RunStore()
-    final = wait(
-        launch(RunSpec(kind="script", program=str(script), args=(str(tmp_path / "ray"),)), store, 0), store, 240
-    )
-    assert final.state == "finished", final.log_path(0).read_text()[-3000:]
+    final = launch_search(tmp_path, monkeypatch, PLAIN_SEARCH)
     events = EventReader(final.dir).poll()
     starts = [e for e in events if e["type"] == "tune_start"]
     assert len(starts) == 1 and (starts[0]["metric"], starts[0]["mode"]) == ("acc", "max")  # from TuneConfig
