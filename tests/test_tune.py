@@ -154,3 +154,63 @@ def test_an_unmodified_tune_script_feeds_the_trials_with_its_metric_mode_and_num
     assert len(results) == 6  # 2 trials x 3 reports, none twice
     assert all(set(r["metrics"]) >= {"loss", "acc", "n"} for r in results)
     assert {type(v) for r in results for v in r["metrics"].values()} <= {int, float}
+
+
+SLOW_SEARCH = textwrap.dedent(
+    """
+    import sys, time
+    import ray
+    from ray import tune
+
+    def train(config):
+        for i in range(600):
+            time.sleep(0.1)
+            tune.report({"loss": config["lr"] / (i + 1)})
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tune.Tuner(
+        train,
+        param_space={"lr": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])},
+        tune_config=tune.TuneConfig(metric="loss", mode="min", max_concurrent_trials=2),
+        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
+    ).fit()
+    ray.shutdown()
+    """
+)
+
+
+def test_gpumon_stop_ends_a_users_search_as_ctrl_c_does_and_no_trial_reads_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from gpumon.core.runs.experiments import ExperimentsMonitor
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_SEARCH)
+    store = RunStore()
+    record = launch(RunSpec(kind="script", program=str(script), args=(str(tmp_path / "ray"),)), store, 0)
+    deadline = time.monotonic() + 120
+    while not any(e["type"] == "trial_result" for e in EventReader(record.dir).poll()):
+        assert time.monotonic() < deadline and (store.load(record.dir) or record).live, "no trial reported"
+        time.sleep(0.5)
+    done = subprocess.run([sys.executable, "-m", "gpumon", "stop", record.id], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    final = wait(record, store, timeout=30)
+    assert final.state == "stopped"
+    events = EventReader(final.dir).poll()
+    assert [e["mode"] for e in events if e["type"] == "run_stop"] == ["int"]  # SIGINT first, as ctrl+c
+    ends = [e for e in events if e["type"] == "tune_end"]
+    assert len(ends) == 1  # Tune ended its experiment and said so
+    monitor = ExperimentsMonitor(store)
+    info = monitor.refresh()[0]
+    assert info.running == 0 and info.state == "stopped"
+    snapshot = monitor.snapshot(info.run_id)
+    assert snapshot is not None and snapshot.trials
+    assert not {t.status for t in snapshot.trials} & {"RUNNING", "PENDING"}, {t.id: t.status for t in snapshot.trials}

@@ -30,6 +30,7 @@ from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 
+TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) before SIGTERM
 SUMMARY_EVERY_S = 2.0  # how often the run's summary.json catches up with its events (readers reload it then)
 
 
@@ -42,6 +43,7 @@ class Supervisor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.known: dict[int, float] = {}  # descendant pid -> start time
         self.stop_at: float | None = None  # when SIGKILL follows a requested stop
+        self.term_at: float | None = None  # a search asked to stop with SIGINT: when SIGTERM follows
         self.outcome: str | None = None  # "stopped" / "killed" once asked
         # The run's events folded as they come, with the doctor's leak watch: summary.json for every reader.
         self.watch = LeakWatch()
@@ -163,6 +165,9 @@ class Supervisor:
             if now - last_summary >= SUMMARY_EVERY_S:
                 self.summarise()
                 last_summary = now
+            if self.term_at is not None and now >= self.term_at:
+                self._signal_all(signal.SIGTERM)
+                self.term_at = None
             if self.stop_at is not None and now >= self.stop_at:
                 self._signal_all(signal.SIGKILL)
                 self.outcome = "killed"
@@ -236,12 +241,24 @@ class Supervisor:
             grace = float(self.command.get("grace_s", STOP_GRACE_S))
             self.stop_at = time.monotonic() + grace
             self.save(state="stopping", stop_requested=time.time())
+            if self.proc is not None and self._tune_driver():
+                # Tune ends on SIGINT as on ctrl+c: it stops its trials and saves the experiment (~5 s);
+                # SIGTERM kills the driver mid-way, with no end for its trials. SIGTERM follows if it hangs.
+                self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
+                self.events.write("run_stop", mode="int", grace_s=grace)
+                with contextlib.suppress(OSError):
+                    os.kill(self.proc.pid, signal.SIGINT)
+                return
             self.events.write("run_stop", mode="term", grace_s=grace)
             self._signal_all(signal.SIGTERM)
 
+    def _tune_driver(self) -> bool:
+        """A search: gpumon's own (kind tune) or a user's Tune script (its callback's events came)."""
+        return read_json(self.run_dir / "spec.json").get("kind") == "tune" or self.fold.tune is not None
+
     def _on_kill(self, signum: int, frame: FrameType | None) -> None:
         self.outcome = "killed"
-        self.stop_at = None
+        self.stop_at = self.term_at = None
         self.events.write("run_stop", mode="kill")
         self._signal_all(signal.SIGKILL)
 
