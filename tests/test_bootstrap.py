@@ -120,3 +120,29 @@ def test_another_sitecustomize_on_the_path_still_runs(tmp_path: Path) -> None:
     code = "import builtins; print(builtins.THEIRS)"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "42"
+
+
+HAND_SGD = """
+import torch
+model = torch.nn.Linear(8, 1)
+for step in range(300):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    model.zero_grad()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.01)  # no torch.optim: as some official examples train
+"""
+
+
+def test_a_loop_without_an_optimizer_counts_its_backward_passes(tmp_path: Path) -> None:
+    script = tmp_path / "hand.py"
+    script.write_text(HAND_SGD)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR, "GPUMON_STEP_RATE": "0"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    events = EventReader(run_dir).poll()
+    steps = [e["step"] for e in events if e["type"] == "step"]
+    assert steps == list(range(64, 301))  # counted from the 64th backward with no optimizer step, to the last
+    assert any("a step is a backward" in e.get("text", "") for e in events if e["type"] == "note")

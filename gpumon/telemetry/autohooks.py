@@ -32,6 +32,7 @@ OWNER_ENV = "GPUMON_INSTRUMENTED_PID"  # children of an instrumented process are
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
 STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
 STEP_RATE = 200
+BACKWARD_STEPS = 64  # backward passes without an optimizer step before a backward counts as the step
 STARTED_NS = time.time_ns()  # census requests older than this process are not for it
 
 
@@ -133,7 +134,23 @@ def _on_torch(torch: ModuleType) -> None:
         return
     recorder = StepRecorder(torch)
     register_optimizer_step_post_hook(recorder)
+    _count_backward(torch, recorder)
     telemetry.event("torch", version=getattr(torch, "__version__", "?"))
+
+
+def _count_backward(torch: ModuleType, recorder: StepRecorder) -> None:
+    """Scripts that update weights by hand (``p.data.add_(p.grad, alpha=-lr)``) never step an optimizer:
+    their backward passes are counted instead (``Tensor.backward`` calls ``torch.autograd.backward``)."""
+    original = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        recorder.backward()
+        return result
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    backward.__doc__ = original.__doc__
+    torch.autograd.backward = backward
 
 
 class _MallInfo2(ctypes.Structure):
@@ -185,6 +202,8 @@ class StepRecorder:
         self.gap = 1.0 / rate if rate > 0 else 0.0
         self.last: float | None = None  # the first step's time includes start-up: no dt
         self.recorded = 0  # the step of the last step event
+        self.backwards = 0
+        self.by_backward = False  # steps are backward passes (no optimizer steps)
         atexit.register(self.flush)
         self.mallinfo2 = _mallinfo2()
         self.devices_seen: set[int] = set()
@@ -196,11 +215,30 @@ class StepRecorder:
         run_dir = telemetry.run_dir()
         self.census = CensusTrigger(run_dir, torch, STARTED_NS) if run_dir else None
 
+    def backward(self) -> None:
+        """A backward pass. Counted as the step only in a script whose optimizer never stepped in
+        ``BACKWARD_STEPS`` of them (gradient accumulation steps an optimizer well before that)."""
+        self.backwards += 1
+        if not self.by_backward:
+            if self.first is not None or self.backwards < BACKWARD_STEPS:
+                return
+            self.by_backward = True
+            self.step = self.backwards - 1
+            telemetry.note(
+                f"no torch.optim optimizer stepped in {BACKWARD_STEPS} backward passes: a step is a backward()"
+            )
+        self._tick()
+
     def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
+        if self.by_backward:
+            return
         if self.first is None:
             self.first = id(optimizer)
         elif id(optimizer) != self.first:
             return
+        self._tick()
+
+    def _tick(self) -> None:
         self.step += 1
         if self.step % self.every:
             return

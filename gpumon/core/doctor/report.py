@@ -51,7 +51,11 @@ class Diagnosis:
             return worst.describe() if worst.memory else f"memory {worst.describe()}"
         if self.failure is not None:
             return self.failure.title
-        return "no problem seen" if self.leaks else "no memory samples yet"
+        if self.leaks:
+            return "no problem seen"
+        if self.state in ("starting", "running", "stopping", "unsupervised"):
+            return "no memory samples yet"
+        return "no memory samples: the run never stepped a torch.optim optimizer nor ran backward() (gpumon's steps)"
 
     def to_dict(self) -> dict[str, Any]:
         failure = None

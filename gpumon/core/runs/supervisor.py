@@ -25,10 +25,12 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.events import EventWriter, compress_closed
 from gpumon.core.runs.alerts import failure_line, raise_alert
+from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.telemetry.census import CENSUS_FLAG
 
 TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) before SIGTERM
 SUMMARY_EVERY_S = 2.0  # how often the run's summary.json catches up with its events (readers reload it then)
@@ -290,6 +292,8 @@ class Supervisor:
             self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""))
         if state == "failed" and read_json(self.run_dir / "spec.json").get("oom_retry"):
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
+        with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
+            (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.save()
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
