@@ -55,6 +55,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for s in summaries:
             doc = s.record.to_dict()
             doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
+            doc.update(memory_kind=s.memory_kind or None, rss_bytes=s.rss)
             doc["alerts"] = list(s.alerts)
             if s.exception and s.state == "failed":  # the uncaught exception, when no root-cause file said it
                 error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
@@ -65,7 +66,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not summaries:
         print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
         return 0
-    rows = [("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "PROGRAM")]
+    rows = [("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "RSS", "PROGRAM")]
     for s in summaries:
         r = s.record
         rows.append(
@@ -78,7 +79,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 "" if s.step is None else str(s.step),
                 "" if s.loss is None else f"{s.loss:.4f}",
                 "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
-                "" if s.memory is None else fmt.size(s.memory),
+                "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
+                "" if s.rss is None else fmt.size(s.rss),
                 r.spec.label(),
             )
         )

@@ -40,6 +40,7 @@ class RunSummary:
     exception: str | None  # "Type: message" of the last uncaught exception
     notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
     leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
+    rss: int | None = None  # bytes: the CPU ranks' largest resident set (``memory`` is their live heap)
     alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
 
@@ -188,6 +189,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "rate": summary.samples_per_s,
         "memory": summary.memory,
         "memory_kind": summary.memory_kind,
+        "rss": summary.rss,
         "events": summary.events,
         "skipped": summary.skipped,
         "exception": summary.exception,
@@ -213,6 +215,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             samples_per_s=row.get("rate"),
             memory=row.get("memory"),
             memory_kind=str(row.get("memory_kind", "")),
+            rss=row.get("rss"),
             events=int(row.get("events", 0)),
             skipped=int(row.get("skipped", 0)),
             loss_steps=(),
@@ -246,6 +249,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
         notes=tuple(tele.notes[-20:]),
         alerts=tuple(tele.alerts[-20:]),
+        rss=tele.rss(),
         leaks=dict(leaks or {}),
     )
 

@@ -117,6 +117,11 @@ class RunTelemetry:
         value, device = max(latest, key=lambda x: x[0] or 0)
         return int(value or 0), "heap" if device == "cpu" else device
 
+    def rss(self) -> int | None:
+        """The largest latest resident set of the CPU ranks (what top shows beside the live heap)."""
+        values = [m.reserved.last for m in self.memory.values() if m.device == "cpu" and m.reserved.last is not None]
+        return int(max(values)) if values else None
+
     def update(self, events: bool = True) -> int:
         """Read what is new (a newer summary, then the events after it); returns how many arrived.
 

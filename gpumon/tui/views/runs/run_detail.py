@@ -39,6 +39,11 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · GPUs {spec.gpus}")
     if summary.memory_kind:
         line.append(f" · {'CPU' if summary.memory_kind == 'heap' else summary.memory_kind}")
+    if summary.memory is not None:  # which figure MEMORY is, and RSS beside it as top shows it
+        what = "live heap" if summary.memory_kind == "heap" else "CUDA allocated"
+        line.append(f" · {what} {size(summary.memory)}")
+        if summary.rss is not None:
+            line.append(f", RSS {size(summary.rss)}")
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
     error = error_text(summary)
