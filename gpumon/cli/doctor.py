@@ -72,9 +72,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def render(diagnosis: Any, record: Any) -> list[str]:
     """The diagnosis as plain text, most important first."""
     from gpumon.core.format import size
+    from gpumon.core.runs.store import disk_note
 
     exit_text = f", exit code {record.exit_code}" if record.exit_code not in (None, 0) else ""
     lines = [f"{record.id}  {record.state}{exit_text}  {diagnosis.headline()}"]
+    note = disk_note(record.dir.parent.parent, {record.id: None})
+    if note:
+        lines.append(f"  {note}")
     if diagnosis.leaks:
         lines.append("\nmemory per iteration:")
         for rank, state in diagnosis.leaks.items():

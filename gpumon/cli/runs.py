@@ -49,7 +49,12 @@ def _summaries() -> list[Any]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from gpumon.core.runs.store import RunStore, disk_note
+
     summaries = _summaries()
+    note = disk_note(RunStore().root, {s.id: s.step for s in summaries if s.record.live})
+    if note:
+        print(f"gpumon: {note}", file=sys.stderr)
     if args.json:
         docs = []
         for s in summaries:

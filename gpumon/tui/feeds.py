@@ -27,6 +27,7 @@ class RunsRefreshed(Message):
         asked: int | None,
         ranks: dict[int, int] | None = None,
         detail: RunSummary | None = None,
+        disk: str | None = None,
     ) -> None:
         self.summaries = summaries
         self.pids = pids
@@ -35,4 +36,5 @@ class RunsRefreshed(Message):
         self.asked = asked  # the log the read was for: a newer choice makes this tail stale
         self.visible_gpus = gpus
         self.detail = detail  # the selected run with its series (an ended run's summary has none)
+        self.disk = disk  # "state dir full: ..." while the state dir's filesystem is full
         super().__init__()

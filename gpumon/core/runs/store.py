@@ -49,6 +49,23 @@ def state_dir() -> Path:
     return root
 
 
+FULL_BYTES = 1 << 20  # less free space than this on the state dir's filesystem: telemetry cannot keep up
+
+
+def disk_note(root: Path, live_steps: dict[str, int | None] | None = None) -> str | None:
+    """ "state dir full: ..." when the state dir's filesystem is (nearly) full, else None."""
+    try:
+        stat = os.statvfs(root)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if free >= FULL_BYTES:
+        return None
+    stopped = ", ".join(f"{run} at step {step}" for run, step in (live_steps or {}).items() if step is not None)
+    where = f": telemetry stopped ({stopped}); training goes on" if stopped else "; training goes on"
+    return f"state dir full ({free // 1024} KiB free on {root}){where}. Free space to resume recording."
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a reader sees the old file or the new one, never half of one."""
     write_text(path, json.dumps(data, indent=1))

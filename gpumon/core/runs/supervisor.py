@@ -32,6 +32,7 @@ from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.telemetry.census import CENSUS_FLAG
 
+END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
 TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) before SIGTERM
 SUMMARY_EVERY_S = 2.0  # how often the run's summary.json catches up with its events (readers reload it then)
 
@@ -54,11 +55,27 @@ class Supervisor:
         self.census_asked = False
         self.leak_alerted = False
         self.summary_error: str | None = None
+        self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
 
-    def save(self, **fields: Any) -> None:
+    def save(self, **fields: Any) -> bool:
+        """Write status.json; on a full disk keep it here and say so (``flush`` writes it when space returns)."""
         self.status.update(fields)
-        write_json(self.run_dir / "status.json", self.status)
+        try:
+            write_json(self.run_dir / "status.json", self.status)
+        except OSError as err:
+            self.unsaved = str(err)
+            return False
+        self.unsaved = None
+        return True
+
+    def flush(self, patience_s: float = END_PATIENCE_S) -> None:
+        """The run ended but its end could not be written (a full disk): retry until it can, or give up."""
+        deadline = time.monotonic() + patience_s
+        while self.unsaved is not None and time.monotonic() < deadline:
+            time.sleep(2.0)
+            if self.save():
+                self.summarise(final=True)
 
     def run(self) -> int:
         if not self._lock():
@@ -166,6 +183,8 @@ class Supervisor:
                 last_scan = now
             if now - last_summary >= SUMMARY_EVERY_S:
                 self.summarise()
+                if self.unsaved is not None:
+                    self.save()
                 last_summary = now
             if self.term_at is not None and now >= self.term_at:
                 self._signal_all(signal.SIGTERM)
@@ -295,7 +314,8 @@ class Supervisor:
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
-        self.save()
+        if not self.save():
+            self.flush()  # a full state dir: the end waits here, not lost
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         self._compress()
         return 0

@@ -24,7 +24,7 @@ from gpumon.core.gpu import visible_gpu_count
 from gpumon.core.runs.launcher import SpecError, launch, stop
 from gpumon.core.runs.monitor import RunsMonitor, RunSummary
 from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.store import RunRecord, RunStore, disk_note
 from gpumon.core.runs.telemetry import tail_lines
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
@@ -106,6 +106,7 @@ class RunsView(View, Vertical):
         self.filter = ""
         self._live = 0
         self._stale = False
+        self._disk: str | None = None
         self._busy = False
         self._again = False
         self._select_next: str | None = None
@@ -147,7 +148,8 @@ class RunsView(View, Vertical):
         pids, ranks = self._monitor.pid_runs(), self._monitor.pid_ranks()
         log = read_log(record, choice) if record is not None else None
         detail = self._monitor.summary(record.id) if record is not None else None
-        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks, detail))
+        disk = disk_note(self._monitor.store.root, {s.id: s.step for s in summaries if s.record.live})
+        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks, detail, disk))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
@@ -163,6 +165,10 @@ class RunsView(View, Vertical):
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._busy = False
+        if message.disk != self._disk:  # said once when it starts, not every second
+            self._disk = message.disk
+            if message.disk:
+                self.notify(message.disk, severity="error", timeout=20)
         self.visible_gpus = message.visible_gpus
         new_detail, self.detail = message.detail is not self.detail, message.detail
         changed = message.summaries is not self._listed  # the monitor hands the same list while nothing changed

@@ -1,0 +1,73 @@
+"""A full state dir mid-run: training goes on, gpumon says why telemetry stopped, and the end is written later."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.runs.launcher import launch
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunStore
+
+FILLER = """
+import time
+from gpumon import telemetry
+for step in range(1, 401):
+    telemetry.log(step=step, loss=1.0 / step)
+    telemetry.note("x" * 2000)  # fills the state dir's small filesystem
+    time.sleep(0.005)
+open(__file__ + ".done", "w").write("trained")  # on the test's own disk, not the full one
+"""
+
+
+@pytest.fixture
+def small_state_dir(tmp_path: Path):
+    mount = tmp_path / "state"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for the state dir needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpumon", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_full_state_dir_stops_telemetry_not_training_and_the_end_waits_for_space(
+    small_state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(small_state_dir))
+    script = tmp_path / "filler.py"
+    script.write_text(FILLER)
+    store = RunStore()
+    free = os.statvfs(small_state_dir).f_bavail * os.statvfs(small_state_dir).f_frsize
+    filler = small_state_dir / "filler"
+    filler.write_bytes(b"\0" * (free - 300 * 1024))  # what else the user keeps there: 300 KiB left for gpumon
+    record = launch(RunSpec(kind="script", program=str(script)), store, 0)
+    deadline = time.monotonic() + 60
+    while not Path(str(script) + ".done").exists():  # training ran to its end although the disk filled up
+        assert time.monotonic() < deadline, "the training did not finish"
+        time.sleep(0.2)
+    listed = gpumon("runs")
+    assert "state dir full" in listed.stderr and "training goes on" in listed.stderr
+    assert record.id in listed.stdout
+    loaded = store.load(record.dir)
+    assert loaded is not None and loaded.supervisor_alive()  # holding the run's end until it can be written
+    assert loaded.status.get("state") == "running"
+    filler.unlink()  # the user frees space
+    deadline = time.monotonic() + 30
+    while (final := store.load(record.dir)) is None or final.status.get("state") != "finished":
+        assert time.monotonic() < deadline, "the end was never written"
+        time.sleep(0.5)
+    assert final.exit_code == 0 and "state dir full" not in gpumon("runs").stderr
