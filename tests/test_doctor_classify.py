@@ -378,3 +378,10 @@ def test_a_weights_only_refusal_names_the_class_and_both_ways_out_without_escape
     assert not any("\x1b" in line for line in failure.evidence)
     first, second = advise(failure, Context())
     assert "add_safe_globals([__main__.Cfg])" in first.change and "weights_only=False" in second.change
+
+
+def test_a_distributed_script_started_without_torchrun_is_told_to_use_it() -> None:
+    failure = classify(corpus("no_launcher__rank_not_set_torch2_13.txt"))
+    assert failure.kind == "no_launcher" and failure.title == "The script expects torchrun: RANK is not set"
+    (first,) = advise(failure, Context())
+    assert first.change.startswith("launch it with gpumon launch ddp SCRIPT --nproc N")

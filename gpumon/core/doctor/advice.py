@@ -31,6 +31,7 @@ def advise(failure: Failure, context: Context | None = None) -> list[Advice]:
         "import": error_advice.missing_module,
         "no_gpu": error_advice.no_gpu,
         "checkpoint": error_advice.checkpoint,
+        "no_launcher": error_advice.no_launcher,
         "killed": error_advice.killed,
         "stopped": lambda failure, context: [],  # the user asked for it: nothing to change
     }

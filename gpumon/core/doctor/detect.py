@@ -221,6 +221,18 @@ def checkpoint(text: str) -> Failure | None:
     return Failure("checkpoint", title, text, evidence, module=name)
 
 
+_NO_LAUNCHER = re.compile(r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|LOCAL_RANK) expected")
+
+
+def no_launcher(text: str) -> Failure | None:
+    """A distributed script started with plain python: torchrun's environment (RANK, WORLD_SIZE, ...) is missing."""
+    found = _NO_LAUNCHER.search(text)
+    if found is None:
+        return None
+    title = f"The script expects torchrun: {found.group(1)} is not set"
+    return Failure("no_launcher", title, text, lines_matching(text, _NO_LAUNCHER))
+
+
 _IMPORT = re.compile(
     r"^\s*(?:\[\w+\]:\s*)?(ModuleNotFoundError: No module named '([\w.]+)'.*"
     r"|ImportError: cannot import name '(\w+)' from '([\w.]+)'.*"
@@ -250,6 +262,7 @@ DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     cuda_oom,
     no_gpu,
     checkpoint,
+    no_launcher,
     device_assert,
     host_oom,
     cudnn,

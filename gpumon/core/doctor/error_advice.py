@@ -173,3 +173,9 @@ def checkpoint(f: Failure, ctx: Context) -> Scored:
                     "torch.load(path, weights_only=False): it can run code from the file, so only for your own "
                     "checkpoints")),
     ]  # fmt: skip
+
+
+def no_launcher(f: Failure, ctx: Context) -> Scored:
+    why = f"{f.evidence[-1]}: init_process_group reads the rank and world size torchrun sets"
+    change = "launch it with gpumon launch ddp SCRIPT --nproc N [-- args] (torchrun under gpumon), not as a script"
+    return [(95, Advice("use_torchrun", "Start it through torchrun", why, change))]
