@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from gpumon.core.doctor.leak import LeakState
@@ -66,6 +67,12 @@ class GpusView(View, Vertical):
         self.selected: int | None = None
         self.history: History | None = None
         self._indexes: tuple[int, ...] | None = None
+        self._pending: Snapshot | None = None
+
+    def on_mount(self) -> None:
+        if self._pending is not None and self.history is not None:
+            self.sample(self._pending, self.history)
+            self._pending = None
 
     def compose(self) -> ComposeResult:
         yield HostPanel()
@@ -75,6 +82,15 @@ class GpusView(View, Vertical):
     # -- the feeds ---------------------------------------------------------------
     def sample(self, snapshot: Snapshot, history: History) -> None:
         self.history = history
+        if not self.is_mounted or not self.children:
+            self._pending = snapshot  # before the panels exist (or as the app closes): drawn on mount
+            return
+        try:
+            self._draw(snapshot, history)
+        except NoMatches:  # a sample that lands while the app closes: nothing left to draw on
+            self._pending = snapshot
+
+    def _draw(self, snapshot: Snapshot, history: History) -> None:
         indexes = tuple(d.index for d in snapshot.gpu.devices)
         if indexes != self._indexes:
             self._rebuild(snapshot, indexes)
