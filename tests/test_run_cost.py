@@ -180,6 +180,11 @@ def test_an_ended_runs_raw_events_are_kept_compressed_and_still_readable(store: 
     spec = RunSpec(kind="script", program=str(script), env=(("GPUMON_STEP_RATE", "0"),))
     final = wait(launch(spec, store, visible_gpus=0), store, timeout=60)
     assert final.state == "finished"
+    deadline = time.monotonic() + 20
+    while "event_bytes" not in final.status:  # compressed just after the end is written
+        assert time.monotonic() < deadline, "the events were never compressed"
+        time.sleep(0.1)
+        final = store.load(final.dir) or final
     names = [p.name for p in (final.dir / "events").iterdir()]
     assert any(n.startswith("rank0.") and n.endswith(".jsonl.gz") for n in names)
     assert not any(n.startswith("rank0.") and n.endswith(".jsonl") for n in names)
