@@ -98,7 +98,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     elif failure is not None:
         rank = f" (rank {failure.rank})" if failure.rank is not None else ""
         lines.append(f"\nfailure{rank}: {failure.title}")
-        lines += [f"  {line.strip()}" for line in failure.evidence[:3] if line.strip() != failure.title]
+        lines += [f"  {line}" for line in failure.shown_evidence]
         if failure.detail:
             lines.append(f"  {failure.detail}")
         if failure.kind == "unknown":

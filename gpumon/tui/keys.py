@@ -31,13 +31,18 @@ def key_label(keys: str) -> str:
     return " ".join(labels)
 
 
+def bound_keys(binding: Binding, keymap: Mapping[str, str]) -> str:
+    """The binding's keys as the user's keymap sets them ("x,ctrl+t"), else its own."""
+    return keymap.get(binding.id or "", binding.key)
+
+
 def _rows(bindings: Iterable[BindingType], keymap: Mapping[str, str]) -> list[tuple[str, str]]:
     """(keys, what) per binding; bindings with the same text share a row (0-9 for the digits)."""
     rows: list[tuple[list[str], str]] = []
     for binding in bindings:
         if not isinstance(binding, Binding):
             continue
-        keys = keymap.get(binding.id or "", binding.key)
+        keys = bound_keys(binding, keymap)
         what = binding.tooltip or binding.description
         if rows and rows[-1][1] == what:
             rows[-1][0].append(keys)
@@ -77,16 +82,14 @@ def clashes(sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: 
         return []
 
     def owners(bindings: list[Binding]) -> dict[str, Binding]:
-        return {
-            key.strip(): binding for binding in bindings for key in keymap.get(binding.id or "", binding.key).split(",")
-        }
+        return {key.strip(): binding for binding in bindings for key in bound_keys(binding, keymap).split(",")}
 
     problems = []
     global_title, global_bindings = scopes[0]
     for title, bindings in scopes:
         seen: dict[str, Binding] = {} if title == global_title else owners(global_bindings)
         for binding in bindings:
-            for key in keymap.get(binding.id or "", binding.key).split(","):
+            for key in bound_keys(binding, keymap).split(","):
                 other = seen.setdefault(key.strip(), binding)
                 if other.action != binding.action and (binding.id in keymap or other.id in keymap):
                     where = "everywhere" if other in global_bindings else f"in the {title} view"

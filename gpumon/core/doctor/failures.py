@@ -44,6 +44,11 @@ class Failure:
     exit_code: int | None = None
     signal: str | None = None  # "SIGKILL"
 
+    @property
+    def shown_evidence(self) -> tuple[str, ...]:
+        """The first evidence lines worth printing: stripped, and not the title again (often the line itself)."""
+        return tuple(line.strip() for line in self.evidence[:3] if line.strip() != self.title)
+
 
 def exception_text(event: Mapping[str, Any]) -> str:
     """An ``exception`` event (docs/events.md) as the traceback Python would have printed."""

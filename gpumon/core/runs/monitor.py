@@ -115,11 +115,13 @@ class RunsMonitor:
         record, tele, watch = self._live[run_id]
         if not fresh:
             record = replace(record, status=read_json(record.dir / "status.json"))
-        if self.adopt and record.status.get("state") not in END_STATES:
-            record = self._take_over(record)
         ended = record.status.get("state") in END_STATES
+        supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
+        if self.adopt and not ended and not supervised:
+            record = self._take_over(record)
+            ended = record.status.get("state") in END_STATES
         # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap).
-        changed = tele.update(events=not tele.final and not (not ended and record.supervisor_alive()))
+        changed = tele.update(events=not tele.final and not supervised)
         old = self._summaries.get(run_id)
         if changed or fresh or old is None or old.record.status != record.status:
             summary = summarise(record, tele, watch.update(tele))

@@ -51,7 +51,8 @@ class Supervisor:
         # The run's events folded as they come, with the doctor's leak watch: summary.json for every reader.
         self.watch = LeakWatch()
         self.fold = RunTelemetry(run_dir, use_summary=False, watch=self.watch)
-        self.census = not read_json(run_dir / "spec.json").get("no_census")
+        self.spec = read_json(run_dir / "spec.json")  # read once: the census, alert, stop and retry choices use it
+        self.census = not self.spec.get("no_census")
         self.census_asked = False
         self.leak_alerted = False
         self.summary_error: str | None = None
@@ -82,10 +83,7 @@ class Supervisor:
             return 0  # another supervisor has the run
         _become_subreaper()
         me = psutil.Process()
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGUSR1, self._on_kill)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self._handle_signals()
         argv = [str(a) for a in self.command["argv"]]
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
@@ -132,6 +130,13 @@ class Supervisor:
         self._lock_fd = fd
         return True
 
+    def _handle_signals(self) -> None:
+        """SIGTERM/SIGINT: stop the run (grace, then SIGKILL); SIGUSR1: kill it now; a hang-up is not ours."""
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGUSR1, self._on_kill)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     def adopt(self) -> int:
         """Watch a run whose supervisor died: record its end and summarise it; stop it when asked."""
         from gpumon.core.runs.spec import RunSpec
@@ -139,13 +144,8 @@ class Supervisor:
 
         if not self._lock():
             return 0  # its supervisor lives, or another gpumon adopted it first
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        signal.signal(signal.SIGUSR1, self._on_kill)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        record = RunRecord(
-            self.run_dir.name, self.run_dir, RunSpec.from_dict(read_json(self.run_dir / "spec.json")), self.status
-        )
+        self._handle_signals()
+        record = RunRecord(self.run_dir.name, self.run_dir, RunSpec.from_dict(self.spec), self.status)
         self.known = {}
         for pid, started in record.processes():
             if started is not None and process_alive(pid, started):
@@ -221,8 +221,7 @@ class Supervisor:
                 self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
 
     def alert(self, text: str) -> None:
-        spec = read_json(self.run_dir / "spec.json")
-        raise_alert(self.run_dir, self.events, text, tuple(str(a) for a in spec.get("on_alert") or ()))
+        raise_alert(self.run_dir, self.events, text, tuple(str(a) for a in self.spec.get("on_alert") or ()))
 
     def _scan(self) -> None:
         """Remember every descendant (torchrun's workers leave our process group), and write them down:
@@ -275,7 +274,7 @@ class Supervisor:
 
     def _tune_driver(self) -> bool:
         """A search: gpumon's own (kind tune) or a user's Tune script (its callback's events came)."""
-        return read_json(self.run_dir / "spec.json").get("kind") == "tune" or self.fold.tune is not None
+        return self.spec.get("kind") == "tune" or self.fold.tune is not None
 
     def _on_kill(self, signum: int, frame: FrameType | None) -> None:
         self.outcome = "killed"
@@ -309,7 +308,7 @@ class Supervisor:
             self.fold.update()
             why = failure_line(self.run_dir, error, self.fold.exceptions)
             self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""))
-        if state == "failed" and read_json(self.run_dir / "spec.json").get("oom_retry"):
+        if state == "failed" and self.spec.get("oom_retry"):
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()

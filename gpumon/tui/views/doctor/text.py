@@ -59,9 +59,8 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
         where = f" (rank {failure.rank})" if failure.rank is not None else ""
         section(f"failure{where}")
         text.append(f"\n  {failure.title}", style="bold red")
-        for line in failure.evidence[:3]:
-            if line.strip() != failure.title:  # the title is often the line itself: once is enough
-                text.append(f"\n  {line.strip()}", style="red")
+        for line in failure.shown_evidence:
+            text.append(f"\n  {line}", style="red")
         if failure.detail:
             text.append(f"\n  {failure.detail}")
         if failure.kind == "unknown":

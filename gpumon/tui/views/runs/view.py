@@ -122,9 +122,6 @@ class RunsView(View, Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#run-filter").display = False
-        self._start()
-
-    def _start(self) -> None:
         self.set_interval(REFRESH_S, self.poll)
         self.poll()
 
