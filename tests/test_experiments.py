@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.experiments import LOST, STOPPED, ExperimentsMonitor
+from gpumon.core.runs.experiments import ExperimentsMonitor
 from gpumon.core.runs.store import RunStore, read_json, write_json
-from gpumon.core.runs.trials import Experiment, flatten
+from gpumon.core.runs.trials import LOST, STOPPED, Experiment, flatten
 from tests.test_runs_view import FINISHED, record_runs
 from tests.trials_data import DONE, LIVE, live_trials, record_done, record_experiment, record_live
 

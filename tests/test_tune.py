@@ -214,3 +214,8 @@ def test_gpumon_stop_ends_a_users_search_as_ctrl_c_does_and_no_trial_reads_runni
     snapshot = monitor.snapshot(info.run_id)
     assert snapshot is not None and snapshot.trials
     assert not {t.status for t in snapshot.trials} & {"RUNNING", "PENDING"}, {t.id: t.status for t in snapshot.trials}
+    listed = subprocess.run(
+        [sys.executable, "-m", "gpumon", "trials", record.id, "--json"], capture_output=True, text=True
+    )
+    statuses = {t["status"] for t in json.loads(listed.stdout)["trials"]}
+    assert statuses and not statuses & {"RUNNING", "PENDING"}, statuses  # the CLI reads them as the view does

@@ -83,6 +83,7 @@ def stop_trial(record: Any, trial_id: str) -> int:
 def cmd_trials(args: argparse.Namespace) -> int:
     from gpumon.core.runs.store import RunNotFound, RunStore
     from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.trials import over_status, shown_status
 
     store = RunStore()
     if args.run:
@@ -102,8 +103,12 @@ def cmd_trials(args: argparse.Namespace) -> int:
         hint = "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
         return fail(f"no Ray Tune trials in {where}: {hint}")
     exp = tele.tune
+    over = over_status(exp.ended, record.live)  # once the search is over no trial reads RUNNING
     if args.json:
-        print(json.dumps({"schema": 1, "run": record.id, **exp.to_dict()}, indent=2))
+        doc = exp.to_dict()
+        for trial in doc["trials"]:
+            trial["status"] = shown_status(trial["status"], over)
+        print(json.dumps({"schema": 1, "run": record.id, **doc}, indent=2))
         return 0
     best = exp.best_trial()
     total = exp.num_samples if exp.num_samples is not None else "?"
@@ -122,7 +127,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
         rows.append(
             [
                 t.id + mark,
-                t.status,
+                shown_status(t.status, over),
                 *(fmt.value(t.config.get(p)) for p in params),
                 "" if t.iteration is None else str(t.iteration),
                 *(fmt.value(t.metrics.get(m)) for m in metrics),

@@ -20,11 +20,9 @@ from typing import Any
 from gpumon.core.events import EVENTS_DIR, SUFFIX, EventReader
 from gpumon.core.runs.control import stop_requested, trials_to_stop
 from gpumon.core.runs.store import END_STATES, LIVE_STATES, RunRecord, RunStore, read_json
-from gpumon.core.runs.trials import ACTIVE, Experiment, Trial, flatten
+from gpumon.core.runs.trials import ACTIVE, Experiment, Trial, flatten, over_status, shown_status
 
 TUNE_SOURCE = "tune"
-LOST = "LOST"  # an active trial of a run that ended without saying how the trial did
-STOPPED = "STOPPED"  # an active trial when the search ended (a stop, a time budget): Tune sent no end for it
 Curve = tuple[tuple[int, ...], tuple[float, ...]]  # steps, values
 
 
@@ -46,7 +44,7 @@ class TuneEventReader(EventReader):
 @dataclass(frozen=True, slots=True)
 class TrialRow:
     id: str
-    status: str  # Tune's status, or LOST / STOPPED
+    status: str  # Tune's status, or LOST / STOPPED (trials.shown_status)
     params: dict[str, Any]  # the trial's config, flattened
     iteration: int | None
     time_total_s: float | None
@@ -176,7 +174,7 @@ class ExperimentsMonitor:
         if tracked is None or tracked.info is None:
             return None
         exp = tracked.experiment
-        over = STOPPED if exp.ended else LOST if not tracked.info.live else None  # what an active trial reads
+        over = over_status(exp.ended, tracked.info.live)  # what an active trial reads
         key = (exp.revision, tracked.stops, tracked.stop_all, over, tracked.info, tracked.reader.skipped)
         snap = tracked.snap
         previous = snap.curves if snap is not None else None  # kept while its trial has no new event
@@ -252,7 +250,7 @@ def _snapshot(tracked: _Tracked, over: str | None) -> ExperimentSnapshot:
 def _row(trial: Trial, stopping: bool, over: str | None) -> TrialRow:
     return TrialRow(
         id=trial.id,
-        status=over if over is not None and trial.status in ACTIVE else trial.status,
+        status=shown_status(trial.status, over),
         params=flatten(trial.config),
         iteration=trial.iteration,
         time_total_s=trial.time_total_s,

@@ -9,6 +9,18 @@ from gpumon.core.runs.series import Series
 
 TUNE_EVENTS = frozenset({"tune_start", "trial_start", "trial_result", "trial_end", "tune_end"})
 ACTIVE = ("RUNNING", "PENDING", "PAUSED")  # a trial that has not ended
+LOST = "LOST"  # an active trial of a run that ended without saying how the trial did
+STOPPED = "STOPPED"  # an active trial when the search ended (a stop, a time budget): Tune sent no end for it
+
+
+def over_status(ended: bool, live: bool) -> str | None:
+    """What a trial Tune left active reads once its search ended (STOPPED) or its run died (LOST); None while
+    the search goes on. The Trials view and ``gpumon trials`` both show trials through this."""
+    return STOPPED if ended else LOST if not live else None
+
+
+def shown_status(status: str, over: str | None) -> str:
+    return over if over is not None and status in ACTIVE else status
 
 
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
