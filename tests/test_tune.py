@@ -150,6 +150,7 @@ def test_an_unmodified_tune_script_feeds_the_trials_with_its_metric_mode_and_num
     events = EventReader(final.dir).poll()
     starts = [e for e in events if e["type"] == "tune_start"]
     assert len(starts) == 1 and (starts[0]["metric"], starts[0]["mode"]) == ("acc", "max")  # from TuneConfig
+    assert (starts[0]["search_alg"], starts[0]["scheduler"]) == ("BasicVariantGenerator", "FIFOScheduler")
     results = [e for e in events if e["type"] == "trial_result"]
     assert len(results) == 6  # 2 trials x 3 reports, none twice
     assert all(set(r["metrics"]) >= {"loss", "acc", "n"} for r in results)

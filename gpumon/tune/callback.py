@@ -87,7 +87,7 @@ class GpumonCallback(Callback):
                 return
         labels = dict(self.labels)
         found = _controller_labels()
-        for key in ("metric", "mode"):
+        for key in ("metric", "mode", "search_alg", "scheduler"):
             if labels[key] is None and found.get(key):
                 labels[key] = found[key]
         self._write("tune_start", num_samples=total_num_samples or num_samples, stop=_plain(stop), **labels)
@@ -134,7 +134,8 @@ def _number(value: Any) -> int | float:
 
 
 def _controller_labels() -> dict[str, str]:
-    """The metric and mode the experiment really uses (TuneConfig's, else the searcher's or scheduler's).
+    """The metric and mode the experiment really uses (TuneConfig's, else the searcher's or scheduler's),
+    and which searcher and scheduler it runs.
 
     Tune hands callbacks neither, so they are read from the callers of ``setup`` (Ray 2.60): the
     TuneController (its metric, its searcher and scheduler) and ``tune.run``, whose ``metric``/``mode``
@@ -149,6 +150,8 @@ def _controller_labels() -> dict[str, str]:
         owner = local.get("self")
         if owner is not None and hasattr(owner, "_search_alg") and hasattr(owner, "_scheduler_alg"):
             searcher = getattr(owner._search_alg, "searcher", None)
+            found.setdefault("search_alg", type(searcher or owner._search_alg).__name__)  # e.g. OptunaSearch
+            found.setdefault("scheduler", type(owner._scheduler_alg).__name__)  # e.g. AsyncHyperBandScheduler
             for source in (owner, owner._scheduler_alg, searcher):
                 _take(found, getattr(source, "_metric", None), getattr(source, "_mode", None))
         if frame.f_code.co_name == "run" and "experiments" in local:  # tune.run(metric=..., mode=...)
