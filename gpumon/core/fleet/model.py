@@ -1,0 +1,43 @@
+"""What the fleet knows about each host: its link's state and its newest snapshot, as plain values for any view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpumon.core.fleet.hosts import Host
+
+#: A host's link: "connecting", "live", "stale" (no snapshot for 2 intervals) or "down" (``reason`` says why).
+LINK_STATES = ("connecting", "live", "stale", "down")
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    host: Host
+    link: str = "connecting"
+    reason: str | None = None  # in words: "authentication refused", "gpumon is not installed there: pip install gpumon"
+    since: float | None = None  # when the link entered this state (time.time())
+    latency_ms: float | None = None  # ssh round trip, where measured
+    snapshot: dict[str, Any] | None = None  # the newest ``gpumon snapshot --json`` document, kept when stale
+    runs: tuple[dict[str, Any], ...] = field(default=())  # ``gpumon runs --json`` rows, where read
+
+    @property
+    def gpus(self) -> list[dict[str, Any]]:
+        return list(self.snapshot.get("devices", [])) if self.snapshot else []
+
+
+@dataclass(frozen=True, slots=True)
+class FleetState:
+    hosts: tuple[HostState, ...]
+    time: float
+
+    def totals(self) -> tuple[int, int]:
+        """(idle GPUs, all GPUs) over live and stale hosts: a GPU is idle with util < 5% and no process."""
+        idle = total = 0
+        for state in self.hosts:
+            busy = {p.get("gpu_index") for p in (state.snapshot or {}).get("processes", [])}
+            for dev in state.gpus:
+                total += 1
+                if (dev.get("gpu_util") or 0) < 5 and dev.get("index") not in busy:
+                    idle += 1
+        return idle, total
