@@ -20,7 +20,10 @@ from pathlib import Path
 LOCAL = "local"
 SSH_ENV = "GPUMON_SSH"
 #: BatchMode: never prompt (a prompt would hang a background link); the rest bound a dead host's wait.
-SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2")
+SSH_OPTIONS = (
+    *("-o", "BatchMode=yes", "-o", "ConnectTimeout=10"),
+    *("-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2"),
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")  # never starts with '-': no option injection
 _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
@@ -66,7 +69,9 @@ def parse_host(text: str) -> Host:
     else:
         address, _, port_text = rest.partition(":")
         if not _NAME.match(address):
-            raise HostError(f"host {text!r}: a host name has letters, digits, '.', '-' and '_' only (e.g. gpu1 or alice@gpu2:2222)")
+            raise HostError(
+                f"host {text!r}: a host name has letters, digits, '.', '-' and '_' only (e.g. gpu1 or alice@gpu2:2222)"
+            )
     if port_text:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise HostError(f"host {text!r}: the port must be a number from 1 to 65535")
