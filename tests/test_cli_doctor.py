@@ -36,7 +36,8 @@ def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pyt
     assert lines[0] == f"asked {run_id} for two censuses 10 steps apart..."
     assert lines[1].startswith(f"{run_id}  running  memory leak: +")
     assert "rank 0: leak: +" in report.stdout
-    assert "rank 0: loss accumulated with its autograd graph" in report.stdout
+    # The census names who keeps the graph, where:
+    assert "rank 0: `total_loss` in leak_loss_graph.py:41 (main) keeps every step's autograd graph" in report.stdout
     assert "fix:  accumulate a number: `total_loss += loss.item()`" in report.stdout
 
 

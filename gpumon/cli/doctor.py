@@ -90,6 +90,12 @@ def render(diagnosis: Any, record: Any) -> list[str]:
             lines += [f"  rank {cause.rank}: {cause.title}", f"    seen: {cause.evidence}", f"    fix:  {cause.advice}"]
     elif diagnosis.census_pending:
         lines.append("\na tensor census was asked for and has not come back yet")
+    elif diagnosis.censused:
+        first, second = diagnosis.censused
+        lines.append(
+            f"\nthe tensor census at steps {first} and {second} saw no tensors or autograd graphs grow: "
+            "what grows is not torch's (Python objects, a C extension, the allocator's cache)"
+        )
     elif record.live and any(s.warning for s in diagnosis.leaks.values()):
         lines.append(f"\nto name the cause: gpumon doctor {record.id} --census")
     failure = diagnosis.failure

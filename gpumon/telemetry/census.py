@@ -26,12 +26,18 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.core.runs.control import CONTROL_DIR, control_dir
+from gpumon.telemetry.holders import find_holders, skip_dirs
 
 CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
 CHECK_EVERY_S = 0.25
 MAX_GROUPS = 50  # the event holds at most this many groups (by bytes, then by count and graph size)
-MAX_NODES = 200_000  # graph nodes walked per census
+MAX_NODES = 12_000  # graph nodes walked per census (~12 us each, wrappers made): ~0.15 s at most
+DESCENT_BUDGET = 200_000  # hops of the oldest-node descent, over all roots (~1 us each)
+MAX_DESCENT = 100_000  # hops from one root
+LEAF_SEQ = 2**63  # AccumulateGrad and other leaves are numbered UINT64_MAX
+HOLDER_SEARCHES = 2  # groups whose holder is looked for, by graph age and by count
+MIN_HELD = 16  # a group this numerous may be a growing container
 
 
 def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
@@ -99,13 +105,16 @@ def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int 
     objects = gc.get_objects()
     tensors = list(compress(objects, map(_subclasses(torch.Tensor).__contains__, map(type, objects))))
     del objects
+    now = _sequence_now(torch)
     param_type = torch.nn.Parameter
     seen: set[int] = set()  # storages counted already
     params = [0, 0]
+    grads: set[int] = set()  # a parameter's .grad is the optimizer's, never a holder to look for
     for t in tensors:  # parameters first: a view of a weight is the weight's memory
         if issubclass(type(t), param_type):
             params[0] += 1
             params[1] += _new_bytes(t, seen)
+            grads.add(id(t.grad))
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     found: list[tuple[Any, dict[str, Any], Any]] = []  # (tensor, its group, grad_fn)
     for t in tensors:
@@ -119,11 +128,16 @@ def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int 
             continue
         found.append((t, groups.get(key) or groups.setdefault(key, _group(*key)), grad_fn))
     del tensors
-    nodes, truncated = _walk([grad_fn for _, _, grad_fn in found if grad_fn is not None], max_nodes)
+    # Oldest graphs first in nothing: youngest first, so that a graph kept for 10^7 nodes takes
+    # what the budget leaves, and every healthy graph is walked whole.
+    ages = _ages([grad_fn for _, _, grad_fn in found if grad_fn is not None], now)
+    order = sorted({grad_fn for _, _, grad_fn in found if grad_fn is not None}, key=lambda g: ages.get(g, 0))
+    nodes, truncated = _walk(order, max_nodes)
     # Activations a graph saved keep their Python objects alive (torch preserves them while the
     # graph holds the tensor): they are the graph's memory, not tensors someone kept.
     held = {_storage(t)[0] for saved, _, _ in nodes.values() for t in saved} - {0}
     roots: list[tuple[dict[str, Any], Any]] = []
+    samples: dict[int, Any] = {}  # id(group) -> its tensor with the oldest graph (or any), for holders
     for t, group, grad_fn in found:
         if _storage(t)[0] in held:
             continue
@@ -131,21 +145,94 @@ def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int 
         group["bytes"] += _new_bytes(t, seen)
         if grad_fn is not None:
             roots.append((group, grad_fn))
+            age = ages.get(grad_fn, 0)
+            if age >= group["age"]:
+                group["age"] = age
+                samples[id(group)] = t
+        elif id(t) not in grads:
+            samples.setdefault(id(group), t)
     del found
     _attribute(roots, nodes, seen)
+    del roots, nodes
     ranked = _top([g for g in groups.values() if g["count"]], max_groups)
     for group in ranked:
         group["saved_shapes"] = [list(s) for s, _ in group["saved_shapes"].most_common(3)]  # by bytes
+    skip_dirs(torch)
+    _name_holders(ranked, samples)
     return {
         "tensors": sum(g["count"] for g in groups.values()),
         "bytes": sum(g["bytes"] + g["saved_bytes"] for g in groups.values()),
         "params": {"count": params[0], "bytes": params[1]},
         "groups_total": sum(1 for g in groups.values() if g["count"]),
-        "nodes": len(nodes),
+        "nodes": sum(g["nodes"] for g in groups.values()),
         "truncated": truncated,
+        "autograd_seq": now,  # autograd's node counter now: ages in steps, with the step
         "groups": ranked,
         "ms": round((time.perf_counter() - started) * 1e3, 2),
     }
+
+
+def _sequence_now(torch: ModuleType) -> int:
+    """Autograd's node counter of this thread: every node created gets the next number."""
+    try:
+        with torch.enable_grad():
+            probe = torch.empty(0, requires_grad=True) * 1
+        return int(probe.grad_fn._sequence_nr())
+    except Exception:  # noqa: BLE001 - a private counter: without it, ages are unknown (0)
+        return 0
+
+
+def _ages(roots: list[Any], now: int) -> dict[Any, int]:
+    """Per root node: how many nodes were created since the oldest node its graph reaches.
+
+    Not a walk: from each root, follow the child created first (the lowest sequence number). A
+    graph kept step after step (``running_loss += loss``) is a chain whose oldest link this
+    reaches in one pass per step kept, whatever the nodes per step. Leaves (AccumulateGrad,
+    numbered 2^64-1) have no age.
+    """
+    ages: dict[Any, int] = {}
+    budget = DESCENT_BUDGET
+    for root in roots:
+        if root in ages or budget <= 0 or not now:
+            continue
+        oldest = _seq(root)
+        node, hops = root, 0
+        while budget > 0 and hops < MAX_DESCENT:
+            budget -= 1
+            hops += 1
+            try:
+                kids = [n for n, _ in node.next_functions if n is not None]
+            except (AttributeError, RuntimeError):
+                break
+            numbered = [(s, n) for n in kids if (s := _seq(n)) < LEAF_SEQ]
+            if not numbered:
+                break
+            seq, node = min(numbered, key=lambda pair: pair[0])
+            oldest = min(oldest, seq)
+        if oldest < LEAF_SEQ:
+            ages[root] = max(0, now - oldest)
+    return ages
+
+
+def _seq(node: Any) -> int:
+    try:
+        return int(node._sequence_nr())
+    except Exception:  # noqa: BLE001
+        return LEAF_SEQ
+
+
+def _name_holders(ranked: list[dict[str, Any]], samples: dict[int, Any]) -> None:
+    """Who holds the oldest graphs and the most numerous groups: at most a few searches per census."""
+    by_age = sorted((g for g in ranked if g["age"]), key=lambda g: g["age"], reverse=True)[:HOLDER_SEARCHES]
+    by_count = sorted((g for g in ranked if g["count"] >= MIN_HELD), key=lambda g: g["count"], reverse=True)
+    for group in {id(g): g for g in [*by_age, *by_count[:HOLDER_SEARCHES]]}.values():
+        sample = samples.get(id(group))
+        if sample is None:
+            continue
+        try:
+            group["holders"] = find_holders(sample, {id(samples), id(ranked), id(by_age), id(by_count)})
+        except Exception:  # noqa: BLE001 - naming is a courtesy; the census stands without it
+            continue
 
 
 def _group(shape: tuple[int, ...], dtype: str, device: str, grad_fn: str | None, requires_grad: bool) -> dict[str, Any]:
@@ -156,6 +243,7 @@ def _group(shape: tuple[int, ...], dtype: str, device: str, grad_fn: str | None,
         "grad_fn": grad_fn,
         "requires_grad": requires_grad,
         "count": 0,
+        "age": 0,  # nodes created since the oldest node its tensors' graphs reach (see _ages)
         "bytes": 0,  # storage bytes, each storage counted once in the whole census
         "nodes": 0,  # graph nodes reached first from this group's tensors
         "saved_bytes": 0,  # tensors those nodes still hold for backward (not counted elsewhere)
@@ -199,21 +287,22 @@ NodeInfo = tuple[list[Any], bool, list[Any]]  # (saved tensors still held, backw
 
 
 def _walk(roots: list[Any], budget: int) -> tuple[dict[Any, NodeInfo], bool]:
-    """Every node reachable from ``roots``, once (the dict holds the node objects: ids stay valid)."""
+    """Every node reachable from ``roots``, once, root by root in order, until ``budget`` nodes."""
     nodes: dict[Any, NodeInfo] = {}
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if node in nodes:
-            continue
-        if len(nodes) >= budget:
-            return nodes, True
-        try:
-            kids = [n for n, _ in node.next_functions if n is not None]
-        except (AttributeError, RuntimeError):
-            kids = []
-        nodes[node] = (*_saved(node), kids)
-        stack.extend(kids)
+    for root in roots:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in nodes:
+                continue
+            if len(nodes) >= budget:
+                return nodes, True
+            try:
+                kids = [n for n, _ in node.next_functions if n is not None]
+            except (AttributeError, RuntimeError):
+                kids = []
+            nodes[node] = (*_saved(node), kids)
+            stack.extend(kids)
     return nodes, False
 
 

@@ -29,12 +29,20 @@ NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 n
 MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
 MIN_NODES = 20
 MIN_SAVED = 1024  # saved-tensor bytes gained: graphs that still hold activations
+KEPT_STEPS = 3  # a graph reaching further back than this many steps' nodes was kept on purpose or by mistake
 
 TITLES = {
     "eval_no_grad": "evaluation without torch.no_grad() keeps activations",
     "loss_graph": "loss accumulated with its autograd graph",
     "graph_kept": "outputs kept with their autograd graph",
     "outputs_list": "a growing list of tensors kept on {device}",
+    "growing_tensors": "more and more tensors",
+}
+HELD = {  # the title when the census named who holds it
+    "eval_no_grad": "evaluation outputs with their activations (evaluation without torch.no_grad())",
+    "loss_graph": "every step's autograd graph (the loss accumulated as a tensor)",
+    "graph_kept": "outputs with their autograd graphs",
+    "outputs_list": "a growing collection of tensors on {device}",
     "growing_tensors": "more and more tensors",
 }
 ADVICE = {
@@ -61,6 +69,7 @@ class Cause:
     count: int = 0  # tensors gained
     bytes: int = 0  # storage and saved-tensor bytes gained (graph nodes estimated for loss_graph)
     nodes: int = 0  # graph nodes gained
+    holder: str = ""  # who keeps it, e.g. "`running_loss` in train.py:90 (train_epoch)"; "" if not found
 
     @property
     def bytes_per_step(self) -> float:
@@ -85,6 +94,37 @@ def _numel(group: Mapping[str, Any]) -> int:
 def _key(group: Mapping[str, Any]) -> tuple[Any, ...]:
     return (tuple(group.get("shape") or ()), group.get("dtype"), group.get("device"), group.get("grad_fn"),
             bool(group.get("requires_grad")))  # fmt: skip
+
+
+def holder_text(group: Mapping[str, Any]) -> str:
+    """The census's first holder of a group in words: "`running_loss` in train.py:90 (train_epoch)"."""
+    holders = group.get("holders") or []
+    if not holders or not isinstance(holders[0], Mapping) or not holders[0].get("name"):
+        return ""
+    first = holders[0]
+    where = f" in {first['file']}:{first.get('line', '?')}" if first.get("file") else ""
+    function = f" ({first['function']})" if first.get("function") and first["function"] != "<module>" else ""
+    return f"`{first['name']}`{where}{function}"
+
+
+def _rate(census: Mapping[str, Any]) -> float:
+    """Autograd nodes created per step in this process, on average (0: unknown)."""
+    seq, step = int(census.get("autograd_seq") or 0), int(census.get("step") or 0)
+    return seq / step if seq and step else 0.0
+
+
+def _kept(first: Mapping[str, Any], second: Mapping[str, Any], old: Mapping[str, Any], group: Mapping[str, Any]) -> int:
+    """Nodes a group's graph gained by reaching further back in time: >0 for a graph kept step after step.
+
+    The census walks a bounded number of nodes, so a graph of 10^7 nodes is measured by its age
+    (nodes created since the oldest node it reaches): kept graphs age as fast as nodes are made.
+    """
+    made = int(second.get("autograd_seq") or 0) - int(first.get("autograd_seq") or 0)
+    age, rate = int(group.get("age") or 0), _rate(second)
+    if made <= 0 or not rate or age < KEPT_STEPS * rate:
+        return 0
+    gained = age - int(old.get("age") or 0)
+    return gained if gained >= made / 2 else 0
 
 
 def _kind(group: Mapping[str, Any], count: int, nodes: int, saved: int) -> str | None:
@@ -112,8 +152,11 @@ def _evidence(kind: str, group: Mapping[str, Any], count: int, nodes: int, saved
         total = int(group.get("count", 1))
         tensors = "1 tensor" if total == 1 else f"{total} tensors"
         keep = "keeps" if total == 1 else "keep"
+        rate, age = float(group.get("_rate") or 0), int(group.get("age") or 0)
+        back = f", reaching back {age / rate:,.0f} steps (≈{age:,} nodes)" if rate and age else ""
         return (
-            f"{tensors} of shape {what} {keep} a graph that grew in {steps} steps ({graph}, {nodes / steps:.0f}/step)"
+            f"{tensors} of shape {what} {keep} a graph that grew in {steps} steps "
+            f"({graph}, {nodes / steps:,.0f}/step){back}"
         )
     if kind in ("loss_graph", "graph_kept"):
         return f"+{count} tensors of shape {what} in {steps} steps, each keeping its step's graph ({graph})"
@@ -134,21 +177,26 @@ def diff_census(first: Mapping[str, Any], second: Mapping[str, Any], rank: int =
             continue
         old = old or {}
         count = int(group.get("count", 0)) - int(old.get("count", 0))
-        nodes = int(group.get("nodes", 0)) - int(old.get("nodes", 0))
+        nodes = max(int(group.get("nodes", 0)) - int(old.get("nodes", 0)), _kept(first, second, old, group))
         saved = int(group.get("saved_bytes", 0)) - int(old.get("saved_bytes", 0))
         grown = int(group.get("bytes", 0)) - int(old.get("bytes", 0)) + max(0, saved)
         kind = _kind(group, count, nodes, saved)
         if kind is not None:
             estimate = grown + (nodes * NODE_BYTES if kind in ("loss_graph", "graph_kept") else 0)
-            found.setdefault(kind, []).append((estimate, count, nodes, saved, {**group, "_bytes": grown}))
+            found.setdefault(kind, []).append(
+                (estimate, count, nodes, saved, {**group, "_bytes": grown, "_rate": _rate(second)})
+            )
     causes = []
     for kind, groups in found.items():
         groups.sort(key=lambda g: g[0], reverse=True)
         device = groups[0][4].get("device", "the device")
+        holder = next((h for g in groups if (h := holder_text(g[4]))), "")
+        title = TITLES[kind].format(device=device)
         causes.append(
             Cause(
                 kind=kind,
-                title=TITLES[kind].format(device=device),
+                title=f"{holder} keeps {HELD[kind].format(device=device)}" if holder else title,
+                holder=holder,
                 advice=ADVICE[kind],
                 evidence="; ".join(_evidence(kind, g, c, n, s, steps) for _, c, n, s, g in groups[:3]),
                 rank=rank,

@@ -28,22 +28,24 @@ ORDER = {  # which suspects first, by the memory that grows
 }
 
 
-def leak_advice(leaks: dict[int, LeakState], causes: tuple[Cause, ...]) -> list[Advice]:
-    """Ranked fixes for the worst warning among ``leaks``; [] when no rank's memory warns."""
+def leak_advice(
+    leaks: dict[int, LeakState], causes: tuple[Cause, ...], censused: tuple[int, int] | None = None
+) -> list[Advice]:
+    """The causes a census named, then ranked suspects for the worst warning among ``leaks``."""
+    named = [c for c in causes if c.kind in ADVICE]
+    # What a census named is advice whether or not the memory trend warns yet.
+    out = [Advice(f"leak_{c.kind}", f"{c.title} (named by the census)", c.evidence, c.advice) for c in named]
     warning = [s for s in leaks.values() if s.warning]
-    if not warning:
-        return []
+    if not warning or named:  # a census names every tensor pattern that grows: the others are not it
+        return out
     worst = max(warning, key=lambda s: (s.state == "leak", s.slope))
     rate = f"+{size(worst.slope)} per iteration ({worst.memory or 'memory'}, {worst.state})"
-    out: list[Advice] = []
-    named = [c for c in causes if c.kind in ADVICE]
-    for cause in named:
-        out.append(Advice(f"leak_{cause.kind}", f"{cause.title} (named by the census)", cause.evidence, cause.advice))
     seen = {c.kind for c in named}
     for kind in ORDER.get(worst.memory, ORDER[""]):
         if kind in seen:
             continue
         title, likely = SUSPECTS[kind]
-        why = f"memory grows {rate}; likely: {likely}; {CONFIRM}"
+        confirm = f"a census at steps {censused[0]}-{censused[1]} saw no tensors grow" if censused else CONFIRM
+        why = f"memory grows {rate}; likely: {likely}; {confirm}"
         out.append(Advice(f"leak_{kind}", title, why, ADVICE[kind]))
     return out

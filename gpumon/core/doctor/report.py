@@ -13,7 +13,7 @@ from typing import Any
 
 from gpumon.core.doctor.advice import advise
 from gpumon.core.doctor.advice_types import Advice, Context
-from gpumon.core.doctor.causes import Cause, name_causes
+from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
@@ -31,6 +31,7 @@ class Diagnosis:
     leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend
     causes: tuple[Cause, ...] = ()  # what the tensor censuses saw grow
     census_pending: bool = False  # a census was asked for and has not come back yet
+    censused: tuple[int, int] | None = None  # the steps of the latest census pair (named something or not)
     failure: Failure | None = None
     advice: tuple[Advice, ...] = ()
 
@@ -70,6 +71,7 @@ class Diagnosis:
             "memory": {str(rank): {**asdict(s), "warning": s.warning} for rank, s in self.leaks.items()},
             "causes": [asdict(c) for c in self.causes],
             "census_pending": self.census_pending,
+            "censused": list(self.censused) if self.censused else None,
             "failure": failure,
             "advice": [asdict(a) for a in self.advice],
         }
@@ -92,6 +94,8 @@ def diagnose(
     leaks = (watch or LeakWatch(capacity)).update(telemetry)
     census = telemetry.census
     causes = tuple(c for found in name_causes(census).values() for c in found)
+    pairs = census_pairs(census)
+    censused = max(((int(a.get("step", 0)), int(b.get("step", 0))) for a, b in pairs.values()), default=None)
     failure = run_failure(record, telemetry)
     advice: tuple[Advice, ...] = ()
     worst = max(leaks.values(), key=lambda s: s.slope, default=None)
@@ -107,13 +111,14 @@ def diagnose(
         )
         advice = tuple(advise(failure, context))
     else:  # memory that grows per iteration: the named cause first, then the likely ones
-        advice = tuple(leak_advice(leaks, causes))
+        advice = tuple(leak_advice(leaks, causes, censused))
     return Diagnosis(
         record.id,
         record.state,
         leaks,
         causes,
         census_pending=record.live and census_pending(record.dir, census),
+        censused=censused,
         failure=failure,
         advice=advice,
     )
