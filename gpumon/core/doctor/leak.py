@@ -21,6 +21,7 @@ from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from gpumon.core.doctor.cycles import Cycles
 from gpumon.core.format import size
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ class LeakState:
     step: int | None = None  # the latest step
     since: int | None = None  # the step at which this state began
     memory: str = ""  # what the series measures on a CUDA rank: "gpu" (allocated) or "host" (live heap)
+    cycle: int | None = None  # iterations between falls when memory is freed periodically (a sawtooth)
+    peak: float | None = None  # the last cycle's peak (bytes)
+    peak_slope: float | None = None  # bytes per iteration along the peaks; ~0: they are flat
 
     @property
     def warning(self) -> bool:
@@ -54,6 +58,13 @@ class LeakState:
             return "no memory samples"
         label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
         text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
+        if self.cycle and self.peak is not None:
+            per_cycle = (self.peak_slope or 0) * self.cycle
+            peaks = "flat" if per_cycle <= 0 else f"rising +{size(per_cycle)} per cycle"
+            text += (
+                f" within each cycle of ~{self.cycle:,} iterations, freed at its end"
+                f" (a sawtooth: peak {size(self.peak)}, peaks {peaks})"
+            )
         text += f" (strength {self.strength:.2f})"
         if self.warning and self.since is not None:
             text += f" since step {self.since}"
@@ -122,6 +133,7 @@ class LeakDetector:
         self._run = self._quiet = 0
         self._last_step: int | None = None
         self._block: list[float] = []
+        self._cycles = Cycles(min_rise=64 * self.min_slope)
         self._own = self._state = LeakState(samples=self._own.samples)
         if self._coarse is not None:
             self._coarse.reset()
@@ -154,15 +166,25 @@ class LeakDetector:
         seen = self._own.samples + 1
         if step > self.warmup:
             self._push(step, float(value))
+            self._cycles.add(step, float(value))
         if len(self._ys) < min(self.min_samples, self.window):
             self._own = LeakState("warmup", current=value, capacity=self.capacity_bytes, samples=seen, step=step)
             return self._own
         slope, strength, noise, trend = self._fit()
         self._run, self._quiet = (self._run + 1, 0) if trend else (0, self._quiet + 1)
-        runs_out = self._runs_out(step, value, slope)
+        cycles = self._cycles
+        if cycles.sawtooth:  # project from the peaks, not from one cycle's rise
+            runs_out = cycles.runs_out(self.capacity_bytes, step, value, slope)
+        else:
+            runs_out = self._runs_out(step, value, slope)
         state = self._next_state(step, runs_out)
+        if cycles.sawtooth and runs_out is None and state == "leak":
+            state = "growing"  # it grows, and is freed again: a waste, not a run that dies
         since = self._own.since if state == self._own.state and self._own.since is not None else step
         self._own = LeakState(state, slope, strength, noise, value, self.capacity_bytes, runs_out, seen, step, since)
+        if cycles.sawtooth:
+            along = 0.0 if cycles.flat else cycles.peak_slope
+            self._own = replace(self._own, cycle=cycles.length, peak=cycles.peak, peak_slope=along)
         return self._own
 
     def _push(self, step: int, value: float) -> None:
