@@ -220,3 +220,31 @@ def test_gpumon_stop_ends_a_users_search_as_ctrl_c_does_and_no_trial_reads_runni
     )
     statuses = {t["status"] for t in json.loads(listed.stdout)["trials"]}
     assert statuses and not statuses & {"RUNNING", "PENDING"}, statuses  # the CLI reads them as the view does
+
+
+def test_a_search_started_in_the_users_own_shell_shows_up_once_the_callback_is_exported(tmp_path: Path) -> None:
+    """Not launched by gpumon: `export RAY_TUNE_CALLBACKS=gpumon.tune.GpumonCallback` once, then plain python."""
+    script = tmp_path / "search.py"
+    script.write_text(PLAIN_SEARCH)
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "RAY_TUNE_CALLBACKS": "gpumon.tune.GpumonCallback",
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}  # fmt: skip
+    env.pop("GPUMON_RUN_DIR", None)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ray")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def gpumon(*args: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    import time
+
+    deadline = time.monotonic() + 30  # the adopted supervisor sees the driver gone within a second
+    while (runs := gpumon("runs", "--json")["runs"]) and runs[0]["status"] == "running":
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.5)
+    assert len(runs) == 1 and runs[0]["kind"] == "tune" and runs[0]["program"] == "search.py (outside gpumon)"
+    assert runs[0]["status"] == "exited"  # its exit code went to the user's shell, not to gpumon
+    trials = gpumon("trials", runs[0]["id"], "--json")
+    assert len(trials["trials"]) == 2 and trials["metric"] == "acc"
+    assert {t["status"] for t in trials["trials"]} == {"TERMINATED"}

@@ -36,12 +36,14 @@ class GpumonCallback(Callback):
     """Writes ``tune_start``, ``trial_start``, ``trial_result``, ``trial_end`` and ``tune_end`` events.
 
     ``run_dir``: where to write; by default the gpumon run this process belongs to
-    (``GPUMON_RUN_DIR``, set by ``gpumon launch``), else nothing is written.
+    (``GPUMON_RUN_DIR``, set by ``gpumon launch``), else a run registered for this driver
+    (``gpumon.core.runs.external``; ``GPUMON_TUNE_EXTERNAL=0`` turns that off).
     ``metric``/``mode``/``search_alg``/``scheduler`` label the experiment (Tune does
     not tell callbacks which it uses); ``space`` names the searched parameters.
     """
 
     _active: ClassVar[dict[str, int]] = {}  # run dir -> id of the instance writing it (one per driver process)
+    _external: ClassVar[str | None] = None  # the run this driver registered, when gpumon did not start it
 
     def __init__(
         self,
@@ -79,6 +81,13 @@ class GpumonCallback(Callback):
     def setup(
         self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None, **info: Any
     ) -> None:
+        if self.run_dir is None:  # a driver gpumon did not start: it becomes a gpumon run (docs/tune.md)
+            if GpumonCallback._external is None:
+                from gpumon.core.runs.external import register_external
+
+                registered = register_external("tune")
+                GpumonCallback._external = os.fspath(registered) if registered is not None else None
+            self.run_dir = GpumonCallback._external
         if self.run_dir is not None:
             # The script's own GpumonCallback and the one RAY_TUNE_CALLBACKS adds: the first set up writes.
             owner = GpumonCallback._active.setdefault(self.run_dir, id(self))
