@@ -85,7 +85,9 @@ def node_argv(
 ) -> list[str]:
     """``gpumon launch ...`` that starts node ``rank`` of the multi-node run ``spec`` describes (``extra``:
     more launch options, before the program)."""
-    argv = [*gpumon, "launch", spec.kind, "--nproc", str(spec.nproc), "--nnodes", str(spec.nnodes)]
+    # The script right after the kind: argparse takes an optional positional at the first one it meets.
+    script = [spec.program] if spec.program is not None and not spec.module else []
+    argv = [*gpumon, "launch", spec.kind, *script, "--nproc", str(spec.nproc), "--nnodes", str(spec.nnodes)]
     argv += ["--node-rank", str(rank), "--rdzv-endpoint", str(spec.rdzv_endpoint), "--rdzv-id", rdzv_id]
     if spec.max_restarts:
         argv += ["--max-restarts", str(spec.max_restarts)]
@@ -98,8 +100,8 @@ def node_argv(
     if spec.group:
         argv += ["--group", spec.group]
     argv += extra
-    if spec.program is not None:
-        argv += ["--module", spec.program[3:]] if spec.module else [spec.program]
+    if spec.program is not None and spec.module:
+        argv += ["--module", spec.module]
     if spec.args:
         argv += ["--", *spec.args]
     return argv
