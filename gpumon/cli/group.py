@@ -1,13 +1,8 @@
-"""Multi-node groups on the command line: ``gpumon launch KIND --hosts a,b``, their lines in ``gpumon runs``,
-and ``gpumon stop GROUP``."""
+"""Multi-node groups on the command line: their lines in ``gpumon runs`` and ``gpumon stop GROUP``
+(``gpumon launch KIND --hosts a,b`` starts them: launch.py)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,45 +10,6 @@ from typing import Any
 
 from gpumon.cli.common import fail
 from gpumon.core import format as fmt
-
-
-def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
-    from gpumon.cli.launch import build_spec
-    from gpumon.core.fleet.hosts import SSH_ENV, HostError, load_fleet_config, parse_hosts, ssh_program
-    from gpumon.core.runs.group import GroupError, launch_group
-    from gpumon.core.runs.nodes import Reach
-    from gpumon.core.runs.spec import SpecError
-    from gpumon.core.runs.store import RunStore
-
-    if args.nproc is None:
-        return fail("--hosts needs --nproc: the processes on each node (its GPUs, e.g. --nproc 8)")
-    try:
-        hosts = parse_hosts(args.hosts)
-        config = load_fleet_config()
-        explicit = args.ssh if args.ssh is not None else (None if os.environ.get(SSH_ENV) else config.ssh)
-        gpumon = shlex.split(config.gpumon) or ["gpumon"]
-        reach = Reach(tuple(ssh_program(explicit)), tuple(gpumon))
-        gpus = args.gpus.replace(" ", "") if args.gpus else None  # each node checks them against its own GPUs
-        spec = build_spec(args, rest, gpus, args.nproc)
-    except (HostError, SpecError, ValueError) as err:
-        return fail(str(err))
-    root = RunStore().root
-    try:
-        group = launch_group(spec, hosts, reach, root, args.rdzv_host)
-    except GroupError as err:
-        return fail(str(err))
-    if args.json:
-        print(json.dumps(group.to_dict()), flush=True)
-        return 0
-    print(f"group {group.id}: {len(group.nodes)} nodes, rendezvous {group.rdzv_endpoint}")
-    for node in group.nodes:
-        print(f"node {node.rank}  {node.host}  {node.run}")
-    print(f"status:  gpumon runs   stop: gpumon stop {group.id}")
-    print(f"running {group.id}", flush=True)
-    if args.follow:  # node 0's log, read where it runs
-        first = group.nodes[0]
-        return subprocess.call(reach.argv(group.host(first), ["logs", first.run, "--follow"]), stdin=subprocess.DEVNULL)
-    return 0
 
 
 def group_docs(root: Path, settle: bool) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 from typing import Any
 
 from gpumon.cli.common import announce_start, fail, whole
@@ -82,8 +83,6 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     if args.module and args.program:
         return fail("give a script or --module, not both")
     if args.hosts is not None:
-        from gpumon.cli.group import cmd_launch_group
-
         return cmd_launch_group(args, rest)
     if args.ssh is not None or args.rdzv_host is not None:
         return fail("--ssh and --rdzv-host go with --hosts a,b")
@@ -135,3 +134,37 @@ def build_spec(args: argparse.Namespace, rest: list[str], gpus: str | None, npro
         keep_batch=args.keep_batch,
         group=args.group,
     )
+
+
+def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
+    from gpumon.core.fleet.hosts import HostError, parse_hosts
+    from gpumon.core.runs.group import GroupError, configured_reach, launch_group
+    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.store import RunStore
+
+    if args.nproc is None:
+        return fail("--hosts needs --nproc: the processes on each node (its GPUs, e.g. --nproc 8)")
+    try:
+        hosts = parse_hosts(args.hosts)
+        reach = configured_reach(args.ssh)
+        gpus = args.gpus.replace(" ", "") if args.gpus else None  # each node checks them against its own GPUs
+        spec = build_spec(args, rest, gpus, args.nproc)
+    except (HostError, SpecError, GroupError) as err:
+        return fail(str(err))
+    root = RunStore().root
+    try:
+        group = launch_group(spec, hosts, reach, root, args.rdzv_host)
+    except GroupError as err:
+        return fail(str(err))
+    if args.json:
+        print(json.dumps(group.to_dict()), flush=True)
+        return 0
+    print(f"group {group.id}: {len(group.nodes)} nodes, rendezvous {group.rdzv_endpoint}")
+    for node in group.nodes:
+        print(f"node {node.rank}  {node.host}  {node.run}")
+    print(f"status:  gpumon runs   stop: gpumon stop {group.id}")
+    print(f"running {group.id}", flush=True)
+    if args.follow:  # node 0's log, read where it runs
+        first = group.nodes[0]
+        return subprocess.call(reach.argv(group.host(first), ["logs", first.run, "--follow"]), stdin=subprocess.DEVNULL)
+    return 0

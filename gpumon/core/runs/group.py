@@ -135,6 +135,22 @@ def group_of(root: Path, run_id: str) -> Group | None:
     return None
 
 
+def configured_reach(ssh: str | None) -> Reach:
+    """The user's ssh (``ssh``: --ssh, else $GPUMON_SSH, else [fleet] ssh, else ssh) and remote gpumon
+    ([fleet] gpumon); GroupError when a setting cannot be used."""
+    import os
+    import shlex
+
+    from gpumon.core.fleet.hosts import SSH_ENV, HostError, load_fleet_config, ssh_program
+
+    try:
+        config = load_fleet_config()
+        explicit = ssh if ssh is not None else (None if os.environ.get(SSH_ENV) else config.ssh)
+        return Reach(tuple(ssh_program(explicit)), tuple(shlex.split(config.gpumon) or ["gpumon"]))
+    except (HostError, ValueError) as err:
+        raise GroupError(str(err)) from None
+
+
 def rendezvous_host(first: Host, rdzv_host: str | None) -> str:
     """The address the other nodes reach node 0 by: --rdzv-host, else the first host's address as given
     (``local``: this machine's host name)."""
