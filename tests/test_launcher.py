@@ -233,6 +233,11 @@ def test_command_and_environment_for_torchrun_kinds(tmp_path: Path) -> None:
     assert other[other.index("--node-rank") + 1] == "1"
     assert other[other.index("--rdzv-id") + 1] == "ddp-y"  # the same rendezvous on every node
     assert other[-3:] == ["--", "--epochs", "9"]
+    assert argv[argv.index("--rdzv-conf") + 1] == "is_host=1"  # node 0 serves the rendezvous store
+    script = RunSpec(kind="script", program="train.py", nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="head:29400")
+    assert build_command(script, "s")[build_command(script, "s").index("--rdzv-conf") + 1] == "is_host=0"
+    (first,) = other_node_commands(script, "s")
+    assert first[:4] == ["gpumon", "launch", "script", "train.py"]  # argparse takes the script only there
 
     pipeline = build_command(RunSpec(kind="pipeline", nproc=2), "p")
     assert pipeline[-4:] == ["-m", "trainers.model_parallel", "--mode", "pipeline"]

@@ -6,7 +6,10 @@ Nothing here imports torch (the run's own processes do).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
+import subprocess
 from typing import Any
 
 from gpumon.cli.common import announce_start, fail, whole
@@ -36,6 +39,21 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     launch.add_argument("--node-rank", type=whole(0), default=0, help="this node's rank (multi-node)")
     launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous on the first node (multi-node)")
     launch.add_argument("--rdzv-id", help="rendezvous id shared by all nodes (default: this run's id)")
+    launch.add_argument("--group", metavar="ID", help="the multi-node group this node belongs to (set by --hosts)")
+    launch.add_argument("--cwd", metavar="DIR", help="the directory the run starts in (default: this one)")
+    launch.add_argument("--json", action="store_true", help="print the started run (or group) as one JSON line")
+    launch.add_argument(
+        "--hosts",
+        metavar="A,B,...",
+        help="one node per host, node 0 on the first (torchrun's rendezvous on a free port there); "
+        "'local' is this machine; reached with ssh",
+    )
+    launch.add_argument("--ssh", metavar="CMD", help="with --hosts: the ssh command (default $GPUMON_SSH or ssh)")
+    launch.add_argument(
+        "--rdzv-host",
+        metavar="ADDR",
+        help="with --hosts: the address the other nodes reach the first host by (default: its name as given)",
+    )
     launch.add_argument("--follow", "-f", action="store_true", help="then follow rank 0's log until the run ends")
     launch.add_argument(
         "--oom-retry", action="store_true", help="after an out-of-memory failure, relaunch with half the --batch-size"
@@ -59,39 +77,94 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.runs.launcher import build_command, launch, other_node_commands
-    from gpumon.core.runs.spec import RunSpec, SpecError, default_nproc, parse_env, parse_gpus
+    from gpumon.core.runs.spec import SpecError, default_nproc, parse_gpus
     from gpumon.core.runs.store import RunStore
 
     if args.module and args.program:
         return fail("give a script or --module, not both")
-    program = f"-m {args.module}" if args.module else args.program
+    if args.hosts is not None:
+        return cmd_launch_group(args, rest)
+    if args.ssh is not None or args.rdzv_host is not None:
+        return fail("--ssh and --rdzv-host go with --hosts a,b")
     visible = visible_gpu_count()
     try:
         gpus = parse_gpus(args.gpus, visible)
-        spec = RunSpec(
-            kind=args.kind,
-            program=program,
-            args=tuple(rest),
-            nproc=args.nproc or default_nproc(args.kind, gpus, visible),
-            gpus=gpus,
-            env=parse_env(args.env),
-            nnodes=args.nnodes,
-            node_rank=args.node_rank,
-            rdzv_endpoint=args.rdzv_endpoint,
-            rdzv_id=args.rdzv_id,
-            max_restarts=args.max_restarts,
-            name=args.name,
-            oom_retry=args.oom_retry,
-            no_census=args.no_census,
-            on_alert=tuple(shlex.split(args.on_alert)) if args.on_alert else (),
-            keep_batch=args.keep_batch,
-        )
+        spec = build_spec(args, rest, gpus, args.nproc or default_nproc(args.kind, gpus, visible))
         record = launch(spec, RunStore(), visible)
     except SpecError as err:
         return fail(str(err))
     except OSError as err:
         return fail(f"could not start the run: {err}")
-    print(f"command: {shlex.join(build_command(spec, record.id))}")
-    for argv in other_node_commands(spec, record.id):
+    if args.json:  # for the gpumon that started a group over ssh: the run, and node 0's rendezvous port
+        doc = {k: v for k, v in record.to_dict().items() if k in JSON_KEYS}
+        print(json.dumps({**doc, "state": record.state}), flush=True)
+        return 0
+    print(f"command: {shlex.join(build_command(record.spec, record.id))}")
+    for argv in other_node_commands(record.spec, record.id):
         print(f"on node {argv[argv.index('--node-rank') + 1]}: {shlex.join(argv)}")
     return announce_start(record, "run", args.follow)
+
+
+JSON_KEYS = ("id", "kind", "dir", "group", "nnodes", "node_rank", "rdzv_endpoint")
+
+
+def build_spec(args: argparse.Namespace, rest: list[str], gpus: str | None, nproc: int) -> Any:
+    """The RunSpec the options describe (validated by the launcher, on the node that runs it)."""
+    from gpumon.core.runs.spec import RunSpec, SpecError, parse_env
+
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        raise SpecError(f"--cwd {args.cwd}: no such directory on this host")
+    return RunSpec(
+        kind=args.kind,
+        program=f"-m {args.module}" if args.module else args.program,
+        args=tuple(rest),
+        nproc=nproc,
+        gpus=gpus,
+        env=parse_env(args.env),
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_id=args.rdzv_id,
+        max_restarts=args.max_restarts,
+        cwd=os.path.abspath(args.cwd) if args.cwd else os.getcwd(),
+        name=args.name,
+        oom_retry=args.oom_retry,
+        no_census=args.no_census,
+        on_alert=tuple(shlex.split(args.on_alert)) if args.on_alert else (),
+        keep_batch=args.keep_batch,
+        group=args.group,
+    )
+
+
+def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
+    from gpumon.core.fleet.hosts import HostError, parse_hosts
+    from gpumon.core.runs.group import GroupError, configured_reach, launch_group
+    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.store import RunStore
+
+    if args.nproc is None:
+        return fail("--hosts needs --nproc: the processes on each node (its GPUs, e.g. --nproc 8)")
+    try:
+        hosts = parse_hosts(args.hosts)
+        reach = configured_reach(args.ssh)
+        gpus = args.gpus.replace(" ", "") if args.gpus else None  # each node checks them against its own GPUs
+        spec = build_spec(args, rest, gpus, args.nproc)
+    except (HostError, SpecError, GroupError) as err:
+        return fail(str(err))
+    root = RunStore().root
+    try:
+        group = launch_group(spec, hosts, reach, root, args.rdzv_host)
+    except GroupError as err:
+        return fail(str(err))
+    if args.json:
+        print(json.dumps(group.to_dict()), flush=True)
+        return 0
+    print(f"group {group.id}: {len(group.nodes)} nodes, rendezvous {group.rdzv_endpoint}")
+    for node in group.nodes:
+        print(f"node {node.rank}  {node.host}  {node.run}")
+    print(f"status:  gpumon runs   stop: gpumon stop {group.id}")
+    print(f"running {group.id}", flush=True)
+    if args.follow:  # node 0's log, read where it runs
+        first = group.nodes[0]
+        return subprocess.call(reach.argv(group.host(first), ["logs", first.run, "--follow"]), stdin=subprocess.DEVNULL)
+    return 0

@@ -15,6 +15,7 @@ from gpumon.core import format as fmt
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", parents=[parent], help="list runs (id, kind, status, step, loss, memory)")
     runs.add_argument("--json", action="store_true", help="print JSON: id, kind, status, exit code, times, dir")
+    runs.add_argument("run", nargs="*", help="only these runs (ids or unique prefixes); default every run and group")
 
     logs = sub.add_parser("logs", parents=[parent], help="print a run's log (rank 0 unless --rank)")
     logs.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
@@ -24,10 +25,13 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
 
     stop = sub.add_parser("stop", parents=[parent], help="stop a run: SIGTERM, then SIGKILL after 10 s")
-    stop.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
+    stop.add_argument("run", help="run or group id or a unique prefix; 'last' for the newest run")
     stop.add_argument("--kill", action="store_true", help="SIGKILL at once")
     stop.add_argument("--no-wait", action="store_true", help="return without waiting for the run to end")
     stop.add_argument("--trial", metavar="ID", help="a search (kind tune): stop only this trial")
+    stop.add_argument(
+        "--node-only", action="store_true", help="a node of a multi-node group: stop this node only (its peers fail)"
+    )
 
     prune = sub.add_parser(
         "prune",
@@ -48,30 +52,34 @@ def _summaries() -> list[Any]:
     return RunsMonitor(adopt=True).refresh()
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
-    from gpumon.core.runs.store import RunStore, disk_note
+HEADER = ("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "RSS", "PROGRAM")
 
-    summaries = _summaries()
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from gpumon.cli.group import group_docs, group_row, print_causes
+    from gpumon.core.runs.monitor import read_one, run_doc
+    from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
+
+    if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
+        try:
+            summaries = [read_one(_resolve(text)) for text in args.run]
+        except RunNotFound as err:
+            return fail(str(err))
+        groups: list[dict[str, Any]] = []
+    else:
+        summaries = _summaries()
+        groups = group_docs(RunStore().root, settle=not args.readonly)
     note = disk_note(RunStore().root, {s.id: s.step for s in summaries if s.record.live})
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
     if args.json:
-        docs = []
-        for s in summaries:
-            doc = s.record.to_dict()
-            doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
-            doc.update(memory_kind=s.memory_kind or None, rss_bytes=s.rss)
-            doc["alerts"] = list(s.alerts)
-            if s.exception and s.state == "failed":  # the uncaught exception, when no root-cause file said it
-                error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-                doc["error"] = {**error, "message": error.get("message") or s.exception}
-            docs.append(doc)
-        print(json.dumps({"schema": 1, "runs": docs}, indent=2))
+        docs = [run_doc(s) for s in summaries]
+        print(json.dumps({"schema": 1, "runs": docs, "groups": groups}, indent=2))
         return 0
-    if not summaries:
+    if not summaries and not groups:
         print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
         return 0
-    rows = [("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "RSS", "PROGRAM")]
+    rows: list[tuple[str, ...]] = [HEADER]
     for s in summaries:
         r = s.record
         rows.append(
@@ -86,10 +94,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
                 "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                 "" if s.rss is None else fmt.size(s.rss),
-                r.spec.label(),
+                r.spec.label() + (f" (node {r.spec.node_rank} of {r.spec.group})" if r.spec.group else ""),
             )
         )
+    rows.extend(group_row(doc) for doc in groups)
     print_table(rows)
+    print_causes(groups)
     return 0
 
 
@@ -122,15 +132,23 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    from gpumon.cli.group import cmd_stop_group, stop_nodes
+    from gpumon.core.runs.group import group_of, is_group_id
     from gpumon.core.runs.launcher import STOP_GRACE_S, record_end, stop, wait
     from gpumon.core.runs.store import RunNotFound, RunStore
 
+    if is_group_id(args.run):
+        return cmd_stop_group(args.run, args.kill)
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
         return fail(str(err))
     if args.trial is not None:
         return stop_trial(record, args.trial)
+    group = group_of(RunStore().root, record.id) if record.spec.group and not args.node_only else None
+    if group is not None and record.live:  # a node of a group launched from here: the whole group stops
+        print(f"{record.id} is node {record.spec.node_rank} of {group.id}: stopping every node")
+        return stop_nodes(group, args.kill)
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
-from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, validate
+from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
 from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
@@ -36,6 +37,9 @@ def build_command(spec: RunSpec, run_id: str) -> list[str]:
         argv += ["--nnodes", str(spec.nnodes), "--node-rank", str(spec.node_rank)]
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(spec.rdzv_endpoint)]
         argv += ["--rdzv-id", spec.rdzv_id or run_id]
+        # Node 0 hosts the rendezvous store, whatever name the others reach it by (torch guesses from the
+        # host name otherwise, and a node that guesses wrong waits for a store nobody serves).
+        argv += ["--rdzv-conf", f"is_host={int(spec.node_rank == 0)}"]
     argv += ["--nproc-per-node", str(spec.nproc), "--max-restarts", str(spec.max_restarts)]
     return [*argv, *target, *spec.full_args]
 
@@ -73,19 +77,43 @@ def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
 
 def other_node_commands(spec: RunSpec, run_id: str) -> list[list[str]]:
     """The gpumon command to run on each other node of a multi-node run."""
-    out = []
-    for rank in range(spec.nnodes):
-        if rank == spec.node_rank:
-            continue
-        argv = ["gpumon", "launch", spec.kind, "--nproc", str(spec.nproc), "--nnodes", str(spec.nnodes)]
-        argv += ["--node-rank", str(rank), "--rdzv-endpoint", str(spec.rdzv_endpoint)]
-        argv += ["--rdzv-id", spec.rdzv_id or run_id]
-        if spec.program is not None:
-            argv += ["--module", spec.program[3:]] if spec.module else [spec.program]
-        if spec.args:
-            argv += ["--", *spec.args]
-        out.append(argv)
-    return out
+    return [node_argv(spec, rank, spec.rdzv_id or run_id) for rank in range(spec.nnodes) if rank != spec.node_rank]
+
+
+def node_argv(
+    spec: RunSpec, rank: int, rdzv_id: str, gpumon: tuple[str, ...] = ("gpumon",), extra: tuple[str, ...] = ()
+) -> list[str]:
+    """``gpumon launch ...`` that starts node ``rank`` of the multi-node run ``spec`` describes (``extra``:
+    more launch options, before the program)."""
+    # The script right after the kind: argparse takes an optional positional at the first one it meets.
+    script = [spec.program] if spec.program is not None and not spec.module else []
+    argv = [*gpumon, "launch", spec.kind, *script, "--nproc", str(spec.nproc), "--nnodes", str(spec.nnodes)]
+    argv += ["--node-rank", str(rank), "--rdzv-endpoint", str(spec.rdzv_endpoint), "--rdzv-id", rdzv_id]
+    if spec.max_restarts:
+        argv += ["--max-restarts", str(spec.max_restarts)]
+    if spec.gpus is not None:
+        argv += ["--gpus", spec.gpus]
+    for key, value in spec.env:
+        argv += ["--env", f"{key}={value}"]
+    if spec.name:
+        argv += ["--name", spec.name]
+    if spec.group:
+        argv += ["--group", spec.group]
+    argv += extra
+    if spec.program is not None and spec.module:
+        argv += ["--module", spec.module]
+    if spec.args:
+        argv += ["--", *spec.args]
+    return argv
+
+
+def free_port() -> int:
+    """A TCP port free on every interface of this machine now (node 0's rendezvous; bound, never listened on)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
 
 
 def launch(
@@ -93,6 +121,9 @@ def launch(
 ) -> RunRecord:
     """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
     spec = validate(spec, visible_gpus)
+    if spec.nnodes > 1 and endpoint_port(spec.rdzv_endpoint) == 0:  # node 0 picks the port the others join
+        host = str(spec.rdzv_endpoint).rpartition(":")[0]
+        spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
     run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
     if spec.search:  # the run keeps the file it started from, whatever happens to the original

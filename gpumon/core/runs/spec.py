@@ -22,6 +22,7 @@ DEFAULT_PROGRAM = {
 SEARCH_COPY = "search.toml"  # where a tune run keeps its search file
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class SpecError(ValueError):
@@ -49,6 +50,7 @@ class RunSpec:
     retry_of: str | None = None  # the run this one retries
     no_census: bool = False  # the supervisor never asks for a census by itself (gpumon launch --no-census)
     on_alert: tuple[str, ...] = ()  # a command (argument list) the supervisor runs with each alert's text
+    group: str | None = None  # a multi-node group (core/runs/group.py): the same id in every node's run
 
     @property
     def uses_torchrun(self) -> bool:
@@ -98,6 +100,12 @@ def default_nproc(kind: str, gpus: str | None, visible: int) -> int:
     if gpus:
         return len(gpus.split(","))
     return visible if visible else min(2, os.cpu_count() or 1)
+
+
+def endpoint_port(endpoint: str | None) -> int:
+    """The port of HOST:PORT (0: node 0 picks a free one at launch); -1 without one."""
+    _, sep, port = (endpoint or "").rpartition(":")
+    return int(port) if sep and port.isdigit() else -1
 
 
 def parse_int(text: str | int, what: str, minimum: int = 0) -> int:
@@ -202,6 +210,14 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
             raise SpecError("several nodes need --rdzv-endpoint HOST:PORT (the first node's address)")
         if not 0 <= spec.node_rank < spec.nnodes:
             raise SpecError(f"--node-rank must be 0 to {spec.nnodes - 1}, got {spec.node_rank}")
+        if endpoint_port(spec.rdzv_endpoint) == 0 and spec.node_rank != 0:
+            raise SpecError("only node 0 picks its port (HOST:0): give the other nodes the port node 0 printed")
+        if not 0 <= endpoint_port(spec.rdzv_endpoint) < 65536:
+            raise SpecError(f"--rdzv-endpoint {spec.rdzv_endpoint}: the port must be 0 (pick one) to 65535")
+    elif spec.node_rank or spec.rdzv_endpoint:
+        raise SpecError("--node-rank and --rdzv-endpoint go with --nnodes 2 or more")
+    if spec.group is not None and not _GROUP.match(spec.group):
+        raise SpecError(f"--group takes an id of letters, digits, '.', '_' and '-', not {spec.group!r}")
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
     _check_imports(spec)

@@ -10,6 +10,7 @@ $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
             search.toml   kind tune: the search file it started from
             ray_results/  kind tune: Tune's results and checkpoints
             control/      kind tune: stop requests (core/runs/control.py)
+  groups/<id>.json        a multi-node group launched from here: its hosts and each node's run (group.py)
 """
 
 from __future__ import annotations
@@ -190,6 +191,10 @@ class RunRecord:
             "error": self.status.get("error"),
             "retry_of": self.spec.retry_of,  # --oom-retry: the run this one retries
             "retried_as": self.status.get("retried_as"),
+            "group": self.spec.group,  # a multi-node group's id (gpumon launch --hosts); None for one node
+            "nnodes": self.spec.nnodes,
+            "node_rank": self.spec.node_rank,
+            "rdzv_endpoint": self.spec.rdzv_endpoint,
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +17,7 @@ from textual.containers import Grid, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Select, Static
 
+from gpumon.core.fleet.hosts import Host, HostError, parse_hosts
 from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, default_nproc, parse_gpus, parse_int, validate
 
 PRESETS = ("tiny", "small", "medium", "resnet50")  # the trainers' --preset choices (trainers/model.py)
@@ -60,8 +62,31 @@ def _search_spec(path: str, args: list[str], gpus: str | None, visible: int, cwd
     return validate(RunSpec(kind="tune", search=search, gpus=gpus, cwd=cwd), visible)  # named by its file
 
 
-class LaunchForm(ModalScreen[RunSpec | None]):
-    """Returns the spec to launch, or None when cancelled."""
+@dataclass(frozen=True)
+class GroupLaunch:
+    """A multi-node run: the spec of each node, and the hosts (node 0 on the first)."""
+
+    spec: RunSpec
+    hosts: tuple[Host, ...]
+
+
+def parse_form_hosts(kind: str, text: str) -> tuple[Host, ...]:
+    """The hosts field: blank for this machine, else a comma list (ssh), checked like ``--hosts``."""
+    if not text.strip():
+        return ()
+    if kind not in ("ddp", "pipeline", "script"):
+        raise SpecError(f"hosts: {kind} runs on one node; leave hosts blank (or choose ddp, pipeline or script)")
+    try:
+        hosts = tuple(parse_hosts(text))
+    except HostError as err:
+        raise SpecError(f"hosts: {err}") from None
+    if len(hosts) < 2:
+        raise SpecError("hosts: name two hosts or more, e.g. gpu1,gpu2 (blank: this machine)")
+    return hosts
+
+
+class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
+    """Returns the spec to launch (or a GroupLaunch with hosts), or None when cancelled."""
 
     BINDINGS = [
         Binding("enter", "launch", "launch", priority=True),  # also from a Select or an Input
@@ -91,6 +116,8 @@ class LaunchForm(ModalScreen[RunSpec | None]):
                 yield Input(placeholder=f"e.g. 0,1 ({gpu_hint})", id="gpus", compact=True)
                 yield Label("extra args")
                 yield Input(placeholder="--epochs 1 --lr 0.1", id="args", compact=True)
+                yield Label("hosts")
+                yield Input(placeholder="blank: here; gpu1,gpu2: a node on each (ssh)", id="hosts", compact=True)
             yield Static("", id="form-error")
             yield Static("[b]enter[/b] launch  [b]escape[/b] cancel  [b]tab[/b] next field", id="form-help")
 
@@ -144,9 +171,11 @@ class LaunchForm(ModalScreen[RunSpec | None]):
 
     def action_launch(self) -> None:
         preset = self.query_one("#preset", Select).value
+        kind = str(self.query_one("#kind", Select).value)
         try:
+            hosts = parse_form_hosts(kind, self.query_one("#hosts", Input).value)
             spec = build_spec(
-                kind=str(self.query_one("#kind", Select).value),
+                kind=kind,
                 preset=preset if isinstance(preset, str) else None,
                 script=self.query_one("#script", Input).value,
                 nproc=self.query_one("#nproc", Input).value,
@@ -158,7 +187,7 @@ class LaunchForm(ModalScreen[RunSpec | None]):
         except SpecError as err:
             self.show_error(str(err))
             return
-        self.dismiss(spec)
+        self.dismiss(GroupLaunch(spec, hosts) if hosts else spec)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.spec import RunSpec
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
 
@@ -54,6 +55,11 @@ def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
     return text
 
 
+def program_label(spec: RunSpec) -> str:
+    """The program, after "n1/2 " for node 1 of a 2-node group (gpumon launch --hosts)."""
+    return f"n{spec.node_rank}/{spec.nnodes} {spec.label()}" if spec.group else spec.label()
+
+
 def run_cells(s: RunSummary, id_width: int) -> dict[str, SortCell]:
     def right(value: str, style: str = "") -> Text:
         return Text(value, style=style, justify="right")
@@ -77,7 +83,7 @@ def run_cells(s: RunSummary, id_width: int) -> dict[str, SortCell]:
         "loss": SortCell(s.loss, right(number(s.loss))),
         "rate": SortCell(s.samples_per_s, right("" if s.samples_per_s is None else f"{s.samples_per_s:.0f}")),
         "memory": SortCell(s.memory or -1, memory),
-        "program": SortCell(record.spec.label(), Text(elide(record.spec.label(), 14))),
+        "program": SortCell(program_label(record.spec), Text(elide(program_label(record.spec), 14))),
     }
     return cells
 

@@ -9,6 +9,7 @@ run in thread workers too; both ask first (n opens the form; T stop, K kill).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -32,6 +33,9 @@ from gpumon.tui.views.runs.run_detail import LAUNCHER, RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogTail
 from gpumon.tui.widgets.screens import ConfirmScreen
+
+if TYPE_CHECKING:
+    from gpumon.tui.views.runs.launch_form import GroupLaunch
 
 REFRESH_S = 1.0
 PAGE = 500  # rows in the table at most: the newest that match the filter
@@ -310,9 +314,27 @@ class RunsView(View, Vertical):
             visible = visible_gpu_count()
         self.app.push_screen(LaunchForm(visible), self._launch)
 
-    def _launch(self, spec: RunSpec | None) -> None:
-        if spec is not None:
+    def _launch(self, spec: RunSpec | GroupLaunch | None) -> None:
+        from gpumon.tui.views.runs.launch_form import GroupLaunch
+
+        if isinstance(spec, GroupLaunch):
+            self.launch_group(spec)
+        elif spec is not None:
             self.launch(spec)
+
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def launch_group(self, request: GroupLaunch) -> None:
+        """One node per host over the user's ssh ([fleet] ssh and gpumon, $GPUMON_SSH), as ``--hosts`` does."""
+        from gpumon.core.runs.group import GroupError, configured_reach, launch_group
+
+        try:
+            root = (self.store or RunStore()).root
+            group = launch_group(request.spec, list(request.hosts), configured_reach(None), root)
+        except GroupError as err:
+            self.post_message(RunActionDone(str(err), "error"))
+            return
+        nodes = ", ".join(f"{n.host} {n.run}" for n in group.nodes)
+        self.post_message(RunActionDone(f"Started {group.id}: {nodes} (gpumon runs shows each node)", "information"))
 
     def action_stop_run(self, kill: bool) -> None:
         if self.refused(READONLY):
