@@ -155,7 +155,7 @@ async def test_a_leaking_run_warns_in_the_list_and_its_detail(home: Path) -> Non
         assert "fit r1" in str(memory.border_subtitle)
         await select(pilot, HEALTHY)
         await until(pilot, lambda: not line.display)
-        assert len(memory.series) == 2
+        await until(pilot, lambda: len(memory.series) == 2)  # the detail loads in a worker: slow under load
 
 
 async def test_d_opens_the_doctor_on_the_selected_run(home: Path) -> None:
