@@ -12,7 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 FALL = 0.25  # a fall back to within this share of the cycle's rise ends the cycle
-MIN_LENGTH = 8  # samples: shorter rises and falls are batch-to-batch churn
+MIN_LENGTH = 16  # samples: shorter rises and falls are batch-to-batch churn
+MIN_SHARE = 0.001  # a rise smaller than this share of the peak is the allocator's churn, not a cycle
 FLAT = 0.01  # peaks rising less than this share of a cycle's rise per cycle are flat
 
 
@@ -38,7 +39,8 @@ class Cycles:
         if value > self.high:
             self.high, self.high_step = value, step
         rise = self.high - self.low
-        if rise >= self.min_rise and self.samples >= MIN_LENGTH and value <= self.low + FALL * rise:
+        big = rise >= max(self.min_rise, MIN_SHARE * self.high)
+        if big and self.samples >= MIN_LENGTH and value <= self.low + FALL * rise:
             self.peaks.append((self.high_step, self.high))
             self.rises.append(rise)
             self.lengths.append(step - self.start)

@@ -58,7 +58,7 @@ class LeakState:
             return "no memory samples"
         label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
         text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
-        if self.cycle and self.peak is not None:
+        if self.cycle and self.peak is not None and self.warning:  # a healthy loop's churn is no news
             per_cycle = (self.peak_slope or 0) * self.cycle
             peaks = "flat" if per_cycle <= 0 else f"rising +{size(per_cycle)} per cycle"
             text += (
