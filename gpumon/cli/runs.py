@@ -15,6 +15,9 @@ from gpumon.core import format as fmt
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", parents=[parent], help="list runs (id, kind, status, step, loss, memory)")
     runs.add_argument("--json", action="store_true", help="print JSON: id, kind, status, exit code, times, dir")
+    runs.add_argument(
+        "--recent", type=whole(0), metavar="N", help="with --json: only live runs and the newest N ended ones"
+    )
 
     logs = sub.add_parser("logs", parents=[parent], help="print a run's log (rank 0 unless --rank)")
     logs.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
@@ -22,6 +25,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     logs.add_argument("--launcher", action="store_true", help="torchrun's own output instead of a rank's")
     logs.add_argument("--lines", "-n", type=whole(0), default=50, help="lines to print first (default 50)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+    logs.add_argument("--host", metavar="HOST", help="a run on that host, through ssh (see gpumon fleet)")
+    logs.add_argument("--ssh", metavar="CMD", default=argparse.SUPPRESS, help="with --host: the ssh program")
 
     stop = sub.add_parser("stop", parents=[parent], help="stop a run: SIGTERM, then SIGKILL after 10 s")
     stop.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
@@ -56,17 +61,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
     if args.json:
-        docs = []
-        for s in summaries:
-            doc = s.record.to_dict()
-            doc.update(step=s.step, loss=s.loss, samples_per_s=s.samples_per_s, memory_bytes=s.memory)
-            doc.update(memory_kind=s.memory_kind or None, rss_bytes=s.rss)
-            doc["alerts"] = list(s.alerts)
-            if s.exception and s.state == "failed":  # the uncaught exception, when no root-cause file said it
-                error = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-                doc["error"] = {**error, "message": error.get("message") or s.exception}
-            docs.append(doc)
-        print(json.dumps({"schema": 1, "runs": docs}, indent=2))
+        from gpumon.core.runs.listing import RUNS_SCHEMA, recent, run_doc
+
+        docs = [run_doc(s) for s in recent(summaries, args.recent)]
+        print(json.dumps({"schema": RUNS_SCHEMA, "runs": docs}, indent=2))
         return 0
     if not summaries:
         print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
@@ -103,6 +101,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.store import RunNotFound
     from gpumon.core.runs.telemetry import tail_lines
 
+    if args.host is not None and args.host.strip() != "local":
+        from gpumon.cli.fleet import cmd_remote_logs
+
+        return cmd_remote_logs(args)
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
