@@ -130,3 +130,19 @@ def test_the_app_keeps_the_fleet_for_its_views(tmp_path: Path) -> None:
 
     app = GpumonApp(app.sampler, fleet=monitor)
     assert app.context.fleet is monitor
+
+
+def test_refresh_runs_reads_a_run_just_started_on_a_host_at_once(tmp_path: Path, fleet) -> None:
+    import shlex
+    import subprocess
+
+    monitor = start(fleet, tmp_path, "gpu1", interval=0.5, runs_every=600)  # on its own: not for 10 minutes
+    monitor.wait(lambda s: s.hosts[0].runs_at is not None, timeout=30)
+    assert monitor.state().hosts[0].runs == ()
+    script = tmp_path / "hi.py"
+    script.write_text("print('hi')\n")
+    argv = [*stand_in(tmp_path), "gpu1", shlex.join(["gpumon", "launch", "script", str(script)])]
+    run_id = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()[-1]
+    monitor.refresh_runs("gpu1")
+    state = monitor.wait(lambda s: bool(s.hosts[0].runs), timeout=30)
+    assert [row["id"] for row in state.hosts[0].runs] == [run_id]

@@ -26,11 +26,13 @@ from gpumon.core.fleet.hosts import Host, ssh_argv
 from gpumon.core.fleet.model import HostState
 from gpumon.core.fleet.reasons import classify
 from gpumon.core.fleet.stream import StreamError, decode_line
+from gpumon.core.runs.store import LIVE_STATES
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 STALE_INTERVALS = 2
 RUNS_EVERY_S = 5.0
+RUNS_IDLE_FACTOR = 6  # a host with no live run and the same GPU processes: its runs every 30 s
 RUNS_RECENT = 20  # ended runs read per host, besides the live ones
 RUNS_TIMEOUT_S = 30.0
 _MAX_LINE = 1 << 20  # a line longer than this is not ours: dropped
@@ -62,6 +64,7 @@ class BaseLink:
         self._lock = threading.Lock()
         self._state = HostState(host, since=time.time())
         self._stop = threading.Event()
+        self._poke = threading.Event()  # refresh_runs(): read the runs now
         self._threads: list[threading.Thread] = []
 
     @property
@@ -85,6 +88,10 @@ class BaseLink:
 
     def start(self) -> None:
         raise NotImplementedError
+
+    def refresh_runs(self) -> None:
+        """Read the host's runs at once (a run was just started or stopped there), not at the next poll."""
+        self._poke.set()
 
     def stop(self) -> None:
         self._stop.set()
@@ -130,6 +137,7 @@ class HostLink(BaseLink):
     def stop(self) -> None:
         self._stop.set()
         self._reachable.set()  # wakes the runs thread
+        self._poke.set()
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:
@@ -205,10 +213,14 @@ class HostLink(BaseLink):
             selector.register(fd, selectors.EVENT_READ)
         got = False
         last = time.monotonic()
-        tick = min(0.5, max(0.05, self.interval / 4))
         try:
             while selector.get_map() and not self._stop.is_set():
-                for key, _ in selector.select(timeout=tick):
+                # Wake exactly when a live stream turns stale (2 intervals after its last line), else twice
+                # a second to notice stop(); a line or the end of the stream wakes it sooner.
+                timeout = 0.5
+                if self._state.link == "live":
+                    timeout = min(timeout, max(0.005, last + STALE_INTERVALS * self.interval - time.monotonic()))
+                for key, _ in selector.select(timeout=timeout):
                     fd = int(key.fd)
                     try:
                         data = os.read(fd, 1 << 16)
@@ -232,8 +244,7 @@ class HostLink(BaseLink):
                             continue  # a stray line (a login script's echo): not ours, not fatal
                         got = True
                         last = time.monotonic()
-                state = self._state
-                if state.link == "live" and time.monotonic() - last > STALE_INTERVALS * self.interval:
+                if self._state.link == "live" and time.monotonic() - last >= STALE_INTERVALS * self.interval:
                     self._set(link="stale")
         finally:
             selector.close()
@@ -250,11 +261,27 @@ class HostLink(BaseLink):
 
     # -- runs -----------------------------------------------------------------------
     def _runs_loop(self) -> None:
+        read_pids: frozenset[int] = frozenset()
         while not self._stop.is_set():
             if not self._reachable.wait(timeout=1.0) or self._stop.is_set():
                 continue
-            self._read_runs()
-            self._stop.wait(self.runs_every)
+            if self._runs_due(read_pids):
+                self._poke.clear()
+                read_pids = _gpu_pids(self._state)
+                self._read_runs()
+            self._poke.wait(min(1.0, self.runs_every))
+
+    def _runs_due(self, read_pids: frozenset[int]) -> bool:
+        """Every ``runs_every`` while the host has a live run or its GPU processes changed since the last
+        read; else every ``RUNS_IDLE_FACTOR`` times that: each read starts a gpumon on the host."""
+        state = self._state
+        if state.runs_at is None or self._poke.is_set():
+            return True
+        age = time.time() - state.runs_at
+        if age >= self.runs_every * RUNS_IDLE_FACTOR:
+            return True
+        live = any(row.get("status") in LIVE_STATES for row in state.runs)
+        return age >= self.runs_every and (live or _gpu_pids(state) != read_pids)
 
     def _read_runs(self) -> None:
         try:
@@ -283,3 +310,7 @@ class HostLink(BaseLink):
             self._set(runs_reason=f"gpumon runs --json printed no runs list ({error})")
             return
         self._set(runs=tuple(r for r in rows if isinstance(r, dict)), runs_reason=None, runs_at=time.time())
+
+
+def _gpu_pids(state: HostState) -> frozenset[int]:
+    return frozenset(p.get("pid") for p in (state.snapshot or {}).get("processes", []) if isinstance(p.get("pid"), int))

@@ -56,7 +56,8 @@ class LocalLink(BaseLink):
                     snap = Snapshot(gpu=source.sample(), host=host.sample())
                 if snap is not None:
                     self._set(link="live", reason=None, snapshot=stream_doc(snap, self.fields), version=__version__)
-                if self.runs_every > 0 and time.monotonic() >= runs_at:
+                if self.runs_every > 0 and (time.monotonic() >= runs_at or self._poke.is_set()):
+                    self._poke.clear()
                     runs_at = time.monotonic() + self.runs_every
                     self._read_runs()
                 self._stop.wait(self.interval)

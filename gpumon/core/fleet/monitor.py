@@ -71,6 +71,12 @@ class FleetMonitor:
             thread.join()
         self._started = False
 
+    def refresh_runs(self, name: str | None = None) -> None:
+        """Read the runs of host ``name`` (every host with None) now, not at the next poll."""
+        for link_name, link in self.links.items():
+            if name in (None, link_name):
+                link.refresh_runs()
+
     def state(self) -> FleetState:
         with self._lock:
             hosts = tuple(self._states[h.name] for h in self.hosts)
