@@ -188,9 +188,12 @@ class HostLink(BaseLink):
             stop_process(proc, grace=0.5)
         else:
             try:
-                returncode = proc.wait(timeout=5)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # both pipes closed but ssh lingers
                 stop_process(proc, grace=0.5)
+        for pipe in (proc.stdout, proc.stderr):  # now, not when the Popen is collected: retries must not pile up fds
+            if pipe is not None:
+                pipe.close()
         returncode = proc.returncode
         if not self._stop.is_set():
             if mismatch is not None:
