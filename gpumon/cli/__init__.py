@@ -1,6 +1,6 @@
 """Command line: ``gpumon`` opens the TUI; subcommands print for scripts and plain ssh.
 
-One module per command group (``monitor``, ``launch``, ``runs``, ``tune``, ``doctor``), the parser in
+One module per command group (``monitor``, ``launch``, ``runs``, ``tune``, ``doctor``, ``fleet``), the parser in
 ``parser`` and what they share in ``common``. Heavy imports stay inside the commands so ``gpumon snapshot``
 never pays for Textual and nothing here pulls in torch or ray.
 """
@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from gpumon.cli import doctor, launch, monitor, runs, tune
+from gpumon.cli import doctor, fleet, launch, monitor, runs, tune
 from gpumon.cli.parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -28,6 +28,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "doctor": lambda: doctor.cmd_doctor(args),
         "tune": lambda: tune.cmd_tune(args),
         "trials": lambda: tune.cmd_trials(args),
+        "fleet": lambda: fleet.cmd_fleet(args),
     }
     return commands.get(args.command, lambda: monitor.cmd_monitor(args))
 

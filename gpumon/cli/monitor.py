@@ -8,10 +8,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpumon.cli.common import fail
+
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     import json
     import time
+
+    if getattr(args, "watch", False) or getattr(args, "fields", None):
+        if not args.json:
+            return fail("--watch and --fields print JSON Lines: add --json (gpumon snapshot --json --watch)")
+        if args.watch:
+            return _watch(args)
 
     from gpumon.core.gpu import open_gpu_source
     from gpumon.core.host import HostSource
@@ -37,6 +45,44 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _watch(args: argparse.Namespace) -> int:
+    """One compact document per line every interval, until Ctrl-C or the reader goes away (exit 0, quietly).
+
+    The GPU source stays open across samples: NVML is initialised once, not once a line."""
+    import os
+    import time
+
+    from gpumon.core.fleet.stream import encode_line, stream_doc
+    from gpumon.core.gpu import open_gpu_source
+    from gpumon.core.host import HostSource
+    from gpumon.core.model import Snapshot
+
+    interval = getattr(args, "watch_interval", None) or args.interval
+    fields = args.fields or "full"
+    host = HostSource()
+    source = open_gpu_source(args.simulate, args.seed)
+    next_at = time.monotonic() + 0.1  # host CPU percent is a rate: the first line waits for a short window
+    try:
+        while True:
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            snap = Snapshot(gpu=source.sample(), host=host.sample())
+            sys.stdout.write(encode_line(stream_doc(snap, fields)) + "\n")
+            sys.stdout.flush()
+            next_at += interval
+            if next_at < time.monotonic():  # fell behind (a slow GPU read): skip ticks, never burst
+                next_at = time.monotonic() + interval
+    except (BrokenPipeError, KeyboardInterrupt):
+        # The reader left (`| head -1`, ssh closed) or Ctrl-C: both are the normal end of a stream.
+        # stdout goes to /dev/null so the interpreter's last flush cannot raise again at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    finally:
+        source.close()
+
+
 def cmd_monitor(args: argparse.Namespace) -> int:
     from gpumon.core.config import ConfigError, load_keymap
     from gpumon.core.gpu import open_gpu_source
@@ -48,9 +94,19 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"gpumon: error: {err}", file=sys.stderr)
         return 2
+    from gpumon.cli.fleet import build_monitor
+    from gpumon.core.fleet.hosts import HostError
+
     # NVML starts and the first sample is taken while Textual imports.
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
+    try:
+        fleet = build_monitor(args, sampler)  # None without hosts; `local` reads this sampler
+    except HostError as err:
+        sampler.gpu.close()
+        return fail(str(err))
     sampler.start()
+    if fleet is not None:
+        fleet.start()  # ssh links connect while Textual imports
     try:
         from gpumon.core.config import keymap_path
         from gpumon.tui.app import GpumonApp, keymap_problems
@@ -59,7 +115,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         if problems:
             print(f"gpumon: error: {keymap_path()}: {problems[0]}", file=sys.stderr)
             return 2
-        GpumonApp(sampler, readonly=args.readonly, keymap=keymap).run()
+        GpumonApp(sampler, readonly=args.readonly, keymap=keymap, fleet=fleet).run()
     finally:
+        if fleet is not None:
+            fleet.stop()
         sampler.stop()
     return 0

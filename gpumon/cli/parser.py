@@ -6,7 +6,8 @@ import argparse
 from typing import NoReturn
 
 from gpumon import __version__
-from gpumon.cli import doctor, launch, runs, tune
+from gpumon.cli import doctor, fleet, launch, runs, tune
+from gpumon.core.fleet.stream import FIELDS
 from gpumon.core.sampler import MIN_INTERVAL
 
 
@@ -71,11 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})",
     )
     parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
+    fleet.add_fleet_options(parser, in_command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser(
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
     )
     snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
+    snap.add_argument("--watch", action="store_true", help="with --json: one document per line every interval")
+    snap.add_argument(
+        "--interval", dest="watch_interval", type=_interval, metavar="S", help="with --watch: seconds between lines"
+    )
+    snap.add_argument(
+        "--fields", choices=FIELDS, help="with --json: 'full' (default) or 'fleet', the compact form a fleet reads"
+    )
     for module in (launch, runs, tune, doctor):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
+    fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: the `local` host's GPUs
     return parser

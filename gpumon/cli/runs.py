@@ -16,6 +16,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", parents=[parent], help="list runs (id, kind, status, step, loss, memory)")
     runs.add_argument("--json", action="store_true", help="print JSON: id, kind, status, exit code, times, dir")
     runs.add_argument("run", nargs="*", help="only these runs (ids or unique prefixes); default every run and group")
+    runs.add_argument(
+        "--recent", type=whole(0), metavar="N", help="with --json: only live runs and the newest N ended ones"
+    )
 
     logs = sub.add_parser("logs", parents=[parent], help="print a run's log (rank 0 unless --rank)")
     logs.add_argument("run", help="run id or a unique prefix; 'last' for the newest")
@@ -23,6 +26,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     logs.add_argument("--launcher", action="store_true", help="torchrun's own output instead of a rank's")
     logs.add_argument("--lines", "-n", type=whole(0), default=50, help="lines to print first (default 50)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the run ends")
+    logs.add_argument("--host", metavar="HOST", help="a run on that host, through ssh (see gpumon fleet)")
+    logs.add_argument("--ssh", metavar="CMD", default=argparse.SUPPRESS, help="with --host: the ssh program")
 
     stop = sub.add_parser("stop", parents=[parent], help="stop a run: SIGTERM, then SIGKILL after 10 s")
     stop.add_argument("run", help="run or group id or a unique prefix; 'last' for the newest run")
@@ -57,7 +62,8 @@ HEADER = ("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S"
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.cli.group import group_docs, group_row, print_causes
-    from gpumon.core.runs.monitor import read_one, run_doc
+    from gpumon.core.runs.listing import RUNS_SCHEMA, recent, run_doc
+    from gpumon.core.runs.monitor import read_one
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
@@ -73,8 +79,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
     if args.json:
-        docs = [run_doc(s) for s in summaries]
-        print(json.dumps({"schema": 1, "runs": docs, "groups": groups}, indent=2))
+        docs = [run_doc(s) for s in recent(summaries, args.recent)]
+        print(json.dumps({"schema": RUNS_SCHEMA, "runs": docs, "groups": groups}, indent=2))
         return 0
     if not summaries and not groups:
         print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
@@ -113,6 +119,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.store import RunNotFound
     from gpumon.core.runs.telemetry import tail_lines
 
+    if args.host is not None and args.host.strip() != "local":
+        from gpumon.cli.fleet import cmd_remote_logs
+
+        return cmd_remote_logs(args)
     try:
         record = _resolve(args.run)
     except RunNotFound as err:

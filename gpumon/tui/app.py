@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
 
 from gpumon.core.doctor.leak import LeakState
+from gpumon.core.fleet.monitor import FleetMonitor
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
@@ -72,14 +73,16 @@ class GpumonApp(App[None]):
         readonly: bool = False,
         keymap: dict[str, str] | None = None,
         store: RunStore | None = None,
+        fleet: FleetMonitor | None = None,
     ) -> None:
+        """``fleet``: the hosts' monitor (started by the caller), for a view to read; None without hosts."""
         super().__init__()
         self.keymap = dict(keymap or {})
         if self.keymap:
             self.set_keymap(self.keymap)
         self.sampler = sampler
         self.readonly = readonly
-        self.context = AppContext(readonly=readonly, store=store)
+        self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
         self.view = VIEWS[0].NAME
         self._feed_pids: dict[int, str] = {}
         self._top_bar: Text | None = None

@@ -20,6 +20,11 @@ class HostState:
     latency_ms: float | None = None  # ssh round trip, where measured
     snapshot: dict[str, Any] | None = None  # the newest ``gpumon snapshot --json`` document, kept when stale
     runs: tuple[dict[str, Any], ...] = field(default=())  # ``gpumon runs --json`` rows, where read
+    detail: str | None = None  # the ssh or remote line the reason came from ("ssh: connect to host ...")
+    version: str | None = None  # the host's gpumon version, from its stream
+    retry_at: float | None = None  # down: when the next try starts (time.time()); None while one is under way
+    runs_reason: str | None = None  # why ``runs`` could not be read lately (None: read fine, or not yet)
+    runs_at: float | None = None  # when ``runs`` was last read (None: not yet)
 
     @property
     def gpus(self) -> list[dict[str, Any]]:
@@ -35,6 +40,8 @@ class FleetState:
         """(idle GPUs, all GPUs) over live and stale hosts: a GPU is idle with util < 5% and no process."""
         idle = total = 0
         for state in self.hosts:
+            if state.link not in ("live", "stale"):  # a down host's last snapshot is history, not capacity
+                continue
             busy = {p.get("gpu_index") for p in (state.snapshot or {}).get("processes", [])}
             for dev in state.gpus:
                 total += 1

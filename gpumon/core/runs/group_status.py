@@ -76,7 +76,8 @@ def read_node(group: Group, node: Node, root: Path) -> NodeStatus:
     host = group.host(node)
     try:
         if host.local:
-            from gpumon.core.runs.monitor import read_one, run_doc
+            from gpumon.core.runs.listing import run_doc
+            from gpumon.core.runs.monitor import read_one
 
             doc = run_doc(read_one(RunStore(root).resolve(node.run)))
         else:

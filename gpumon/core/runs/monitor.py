@@ -256,19 +256,6 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
     )
 
 
-def run_doc(summary: RunSummary) -> dict[str, Any]:
-    """One run as ``gpumon runs --json`` prints it (and a multi-node group reads each node's run)."""
-    doc = summary.record.to_dict()
-    doc.update(step=summary.step, loss=summary.loss, samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
-    doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
-    doc["alerts"] = list(summary.alerts)
-    if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
-        old = doc.get("error")
-        error: dict[str, Any] = old if isinstance(old, dict) else {}
-        doc["error"] = {**error, "message": error.get("message") or summary.exception}
-    return doc
-
-
 def read_one(record: RunRecord) -> RunSummary:
     """One run's summary from its files (its supervisor's summary.json), without listing the others."""
     tele = RunTelemetry(record.dir)

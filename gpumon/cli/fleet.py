@@ -1,0 +1,236 @@
+"""``gpumon fleet``: every host's link and GPUs, printed once (or every interval); ``logs --host`` through ssh.
+
+Hosts come from ``--hosts`` or the config's ``[fleet] hosts``; the ssh program from ``--ssh``, else
+``$GPUMON_SSH``, else ``[fleet] ssh``, else ``ssh``; the command on the hosts from ``[fleet] gpumon``.
+A mistake in any of them is one line and exit 2, before any ssh starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gpumon import __version__
+from gpumon.cli.common import fail, print_table
+from gpumon.core import format as fmt
+from gpumon.core.fleet.hosts import (
+    SSH_ENV,
+    FleetConfig,
+    Host,
+    HostError,
+    load_fleet_config,
+    parse_host,
+    parse_hosts,
+    ssh_argv,
+    ssh_program,
+)
+
+SETTLE_S = 15.0  # ssh's ConnectTimeout (10 s) and a remote gpumon's start
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    hosts: tuple[Host, ...]
+    ssh: list[str]
+    gpumon: list[str]
+
+
+def add_fleet_options(parser: argparse.ArgumentParser, in_command: bool) -> None:
+    """--hosts/--ssh, before or after a command (after one they never overwrite what came before)."""
+    unset = argparse.SUPPRESS if in_command else None
+    parser.add_argument("--hosts", metavar="LIST", default=unset, help="hosts to watch: gpu1,alice@gpu2:2222,local")
+    parser.add_argument(
+        "--ssh", metavar="CMD", default=unset, help=f"the ssh program and its options (default ${SSH_ENV}, or ssh)"
+    )
+
+
+def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
+    fleet = sub.add_parser(
+        "fleet",
+        parents=[parent],
+        help="every host's link and GPUs, printed once (--watch: every interval)",
+        description="Hosts are reached with your own ssh: ssh -o BatchMode=yes HOST gpumon snapshot --json --watch.",
+        epilog="example: gpumon fleet --hosts local,gpu1,alice@gpu2:2222 --json",
+    )
+    add_fleet_options(fleet, in_command=True)
+    fleet.add_argument("--json", action="store_true", help="print a JSON document (JSON Lines with --watch)")
+    fleet.add_argument("--watch", action="store_true", help="print again every interval until Ctrl-C")
+
+
+def settings(args: argparse.Namespace) -> FleetSettings | None:
+    """The fleet the user asked for; None when no host is configured. Raises HostError for a mistake."""
+    config = load_fleet_config()
+    given = getattr(args, "hosts", None)
+    hosts = tuple(parse_hosts(given)) if given is not None else config.hosts
+    if not hosts:
+        return None
+    ssh, gpumon = reach(args, config, need_ssh=any(not h.local for h in hosts))
+    return FleetSettings(hosts, ssh, gpumon)
+
+
+def reach(args: argparse.Namespace, config: FleetConfig, need_ssh: bool = True) -> tuple[list[str], list[str]]:
+    """(the ssh argv, the gpumon command on the hosts), checked. Raises HostError."""
+    explicit = getattr(args, "ssh", None)
+    if explicit is None and not os.environ.get(SSH_ENV) and config.ssh:
+        explicit = config.ssh
+    ssh = ssh_program(explicit)
+    if need_ssh and shutil.which(ssh[0]) is None:
+        raise HostError(f"ssh program {ssh[0]!r} not found: install OpenSSH or give --ssh 'PATH/TO/ssh'")
+    try:
+        gpumon = shlex.split(config.gpumon)
+    except ValueError as err:
+        raise HostError(f'[fleet] gpumon = {config.gpumon!r}: {err}; e.g. gpumon = "~/venv/bin/gpumon"') from None
+    if not gpumon:
+        raise HostError('[fleet] gpumon is empty: give the command on the hosts, e.g. gpumon = "gpumon"')
+    return ssh, gpumon
+
+
+def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
+    """The FleetMonitor the app gets when hosts are configured (None otherwise). Raises HostError."""
+    fleet = settings(args)
+    if fleet is None:
+        return None
+    from gpumon.core.fleet.monitor import FleetMonitor
+
+    return FleetMonitor(fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, sampler=sampler)
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from gpumon.core.fleet.monitor import FleetMonitor, settled
+
+    try:
+        fleet = settings(args)
+    except HostError as err:
+        return fail(str(err))
+    if fleet is None:
+        return fail('no hosts: give --hosts gpu1,gpu2 or list them in [fleet] hosts = ["gpu1", "gpu2"]')
+    runs_every = 0.0 if not args.json else 5.0  # the table shows no runs: read them only for JSON
+    monitor = FleetMonitor(
+        fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every
+    )
+    monitor.start()
+    try:
+        state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)
+        while True:
+            _print(state, args.json, args.watch)
+            if not args.watch:
+                return 0
+            time.sleep(args.interval)
+            state = monitor.state()
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        monitor.stop()
+
+
+def _runs_read(state: Any, runs_every: float) -> bool:
+    return not runs_every or all(h.link != "live" or h.runs_at or h.runs_reason for h in state.hosts)
+
+
+def fleet_doc(state: Any) -> dict[str, Any]:
+    idle, total = state.totals()
+    hosts = []
+    for h in state.hosts:
+        where = {"name": h.host.name, "address": h.host.address, "user": h.host.user, "port": h.host.port}
+        hosts.append(
+            {
+                **where,
+                **{key: getattr(h, key) for key in ("link", "reason", "detail", "since", "latency_ms", "version")},
+                **{key: getattr(h, key) for key in ("retry_at", "snapshot", "runs_reason", "runs_at")},
+                "runs": list(h.runs),
+            }
+        )
+    return {"schema": 1, "version": __version__, "time": state.time, "idle_gpus": idle, "gpus": total, "hosts": hosts}
+
+
+def _print(state: Any, as_json: bool, watch: bool) -> None:
+    if as_json:
+        doc = fleet_doc(state)
+        print(json.dumps(doc, separators=(",", ":")) if watch else json.dumps(doc, indent=1), flush=True)
+        return
+    rows: list[tuple[str, ...]] = [("HOST", "LINK", "LATENCY", "GPUS", "IDLE", "HOST CPU", "NOTE")]
+    gpu_rows: list[tuple[str, ...]] = [("HOST", "GPU", "NAME", "UTIL", "MEMORY", "TEMP", "POWER", "PIDS")]
+    for h in state.hosts:
+        busy = {p.get("gpu_index") for p in (h.snapshot or {}).get("processes", [])}
+        idle = sum(1 for d in h.gpus if (d.get("gpu_util") or 0) < 5 and d.get("index") not in busy)
+        host_doc = (h.snapshot or {}).get("host") or {}
+        note = h.reason or ((h.snapshot or {}).get("reason") or "")
+        if h.link == "stale" and h.since:
+            note = f"no sample since {time.strftime('%H:%M:%S', time.localtime(h.since))}"
+        latency = "" if h.latency_ms is None else f"{h.latency_ms:.0f} ms"
+        cpu = "" if host_doc.get("cpu_percent") is None else f"{host_doc['cpu_percent']:.0f}%"
+        gpus = (str(len(h.gpus)), str(idle)) if h.snapshot is not None else ("", "")
+        rows.append((h.host.name, h.link, latency, *gpus, cpu, note))
+        pids: dict[int, int] = {}
+        for proc in (h.snapshot or {}).get("processes", []):
+            pids[proc.get("gpu_index")] = pids.get(proc.get("gpu_index"), 0) + 1
+        for d in h.gpus:
+            gpu_rows.append(_gpu_row(h.host.name, d, pids.get(d.get("index"), 0)))
+    print_table(rows)
+    if len(gpu_rows) > 1:
+        print()
+        print_table(gpu_rows)
+    idle, total = state.totals()
+    print(f"\n{idle} of {total} GPUs idle" + ("\n" if watch else ""), flush=True)
+
+
+def _gpu_row(host: str, d: dict[str, Any], pids: int) -> tuple[str, ...]:
+    def num(value: Any, unit: str) -> str:
+        return "N/A" if value is None else f"{value:.0f}{unit}"
+
+    memory = "N/A"
+    if d.get("mem_used") is not None and d.get("mem_total"):
+        memory = f"{fmt.size(d['mem_used'])} / {fmt.size(d['mem_total'])}"
+    name = str(d.get("name") or "N/A") + ("" if d.get("state", "ok") == "ok" else f" ({d.get('state')})")
+    return (
+        host,
+        str(d.get("index")),
+        name,
+        num(d.get("gpu_util"), "%"),
+        memory,
+        num(d.get("temperature"), " C"),
+        num(d.get("power_draw"), " W"),
+        str(pids),
+    )
+
+
+def cmd_remote_logs(args: argparse.Namespace) -> int:
+    """``gpumon logs RUN --host H [--follow]``: the host's own ``gpumon logs`` through ssh, its output as it comes."""
+    import subprocess
+
+    from gpumon.core.fleet.link import stop_process
+    from gpumon.core.fleet.reasons import OLD_REMOTE, classify
+
+    try:
+        host = parse_host(args.host)
+        ssh, gpumon = reach(args, load_fleet_config())
+    except HostError as err:
+        return fail(str(err))
+    remote = [*gpumon, "logs", args.run, "--lines", str(args.lines)]
+    remote += ["--launcher"] if args.launcher else ([] if args.rank is None else ["--rank", str(args.rank)])
+    remote += ["--follow"] if args.follow else []
+    sys.stdout.flush()
+    proc = subprocess.Popen(
+        ssh_argv(ssh, host, remote), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        _, errors = proc.communicate()
+    except KeyboardInterrupt:
+        stop_process(proc, grace=1.0)
+        return 0
+    text = errors.decode(errors="replace")
+    reason, detail = classify(proc.returncode, text.splitlines())
+    if proc.returncode in (255, 127) or reason == OLD_REMOTE:
+        return fail(f"{host.name}: {reason}" + (f" ({detail})" if detail else ""))
+    sys.stderr.write(text)
+    return proc.returncode

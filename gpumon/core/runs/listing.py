@@ -1,0 +1,34 @@
+"""The rows of ``gpumon runs --json``: one dict per run, for scripts and for the fleet's remote Runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpumon.core.runs.monitor import RunSummary
+
+RUNS_SCHEMA = 1
+
+
+def run_doc(summary: RunSummary) -> dict[str, Any]:
+    """One run's row: its record, the latest step, loss, throughput and memory, its alerts; a live run's pids."""
+    doc = summary.record.to_dict()
+    doc.update(step=summary.step, loss=summary.loss, samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
+    doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
+    doc["alerts"] = list(summary.alerts)
+    if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
+        raw = doc.get("error")
+        error: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        doc["error"] = {**error, "message": error.get("message") or summary.exception}
+    if summary.record.live:  # which GPU processes belong to the run (a remote host's RUN column)
+        doc["pids"] = [pid for pid, _ in summary.record.processes()]
+    return doc
+
+
+def recent(summaries: Sequence[RunSummary], ended: int | None) -> list[RunSummary]:
+    """Every live run and the newest ``ended`` ended ones (all with None), oldest first as given."""
+    if ended is None:
+        return list(summaries)
+    finished = [s for s in summaries if not s.record.live]
+    keep = {id(s) for s in finished[len(finished) - ended :]} if ended else set()
+    return [s for s in summaries if s.record.live or id(s) in keep]

@@ -1,0 +1,139 @@
+"""The fleet through real OpenSSH: an sshd on 127.0.0.1 with keys made for the test (skipped, saying why, where
+sshd cannot start: ``apt-get install -y openssh-server``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpumon.core.fleet.hosts import parse_host
+from gpumon.core.fleet.monitor import FleetMonitor, settled
+from gpumon.core.fleet.reasons import AUTH, UNREACHABLE
+from tests.conftest import wait_until
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+GPUMON = str(Path(sys.executable).with_name("gpumon"))
+
+
+@dataclass
+class Sshd:
+    port: int
+    key: Path
+    wrong_key: Path
+    known_hosts: Path
+    home: Path  # GPUMON_HOME of the sessions
+
+    def ssh(self, key: Path | None = None) -> list[str]:
+        return [
+            *("ssh", "-F", "/dev/null", "-i", str(key or self.key), "-o", "IdentitiesOnly=yes"),
+            *("-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR"),
+        ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
+        pytest.skip("no OpenSSH server here: apt-get install -y openssh-server")
+    tmp = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "user_key", "wrong_key"):
+        _keygen(tmp / name)
+    (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
+    port = _free_port()
+    config = tmp / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
+        f"PidFile {tmp / 'sshd.pid'}\nSetEnv GPUMON_HOME={tmp / 'state'}\n"
+    )
+    os.makedirs("/run/sshd", exist_ok=True)
+    started = subprocess.run([SSHD, "-f", str(config), "-E", str(tmp / "sshd.log")], capture_output=True, text=True)
+    if started.returncode != 0 or not wait_until(lambda: (tmp / "sshd.pid").exists(), timeout=10):
+        pytest.skip(f"sshd did not start: {started.stderr.strip() or (tmp / 'sshd.log').read_text()[-300:]}")
+    pid = int((tmp / "sshd.pid").read_text())
+    try:
+        yield Sshd(port, tmp / "user_key", tmp / "wrong_key", tmp / "known_hosts", tmp / "state")
+    finally:
+        os.kill(pid, 15)
+
+
+def _remote_gpumon(marker: int) -> list[str]:
+    """gpumon on the 'host', with a seed no other test uses: its processes are found by it."""
+    return [GPUMON, "--simulate", "2", "--seed", str(marker)]
+
+
+def _marked(marker: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "--seed" in cmd and str(marker) in cmd and "snapshot" in cmd:
+            found.append(proc)
+    return found
+
+
+def test_a_live_host_through_real_ssh_a_wrong_key_and_a_closed_port(sshd: Sshd) -> None:
+    marker = random.randrange(10**6, 10**7)
+    here = f"127.0.0.1:{sshd.port}"
+    monitor = FleetMonitor([parse_host(here)], sshd.ssh(), 0.5, _remote_gpumon(marker), runs_every=1.0)
+    wrong = FleetMonitor([parse_host(here)], sshd.ssh(sshd.wrong_key), 0.5, _remote_gpumon(marker))
+    closed = FleetMonitor([parse_host(f"127.0.0.1:{_free_port()}")], sshd.ssh(), 0.5, _remote_gpumon(marker))
+    monitors = (monitor, wrong, closed)
+    for m in monitors:
+        m.start()
+    try:
+        live = monitor.wait(lambda s: settled(s) and s.hosts[0].runs_at is not None, timeout=60).hosts[0]
+        assert live.link == "live", (live.reason, live.detail)
+        assert [d["index"] for d in live.gpus] == [0, 1] and live.snapshot["simulated"] is True  # type: ignore[index]
+        assert live.latency_ms is not None and live.runs == () and live.runs_reason is None
+        denied = wrong.wait(settled, timeout=60).hosts[0]
+        assert denied.link == "down" and denied.reason == AUTH and "Permission denied" in (denied.detail or "")
+        refused = closed.wait(settled, timeout=60).hosts[0]
+        assert refused.link == "down" and refused.reason == UNREACHABLE and "refused" in (refused.detail or "")
+        assert len(_marked(marker)) >= 1  # the remote `gpumon snapshot --watch` runs under sshd
+    finally:
+        for m in monitors:
+            m.stop()
+    # ssh gone, the remote stream ends at its next line (EPIPE), quietly
+    assert wait_until(lambda: _marked(marker) == [], timeout=20)
+
+
+def test_a_remote_stream_killed_mid_way_reads_down_then_live_again(sshd: Sshd) -> None:
+    marker = random.randrange(10**6, 10**7)
+    monitor = FleetMonitor(
+        [parse_host(f"127.0.0.1:{sshd.port}")], sshd.ssh(), 0.5, _remote_gpumon(marker), runs_every=0
+    )
+    monitor.start()
+    try:
+        assert monitor.wait(lambda s: s.hosts[0].link == "live", timeout=60).hosts[0].link == "live"
+        first = _marked(marker)
+        for proc in first:
+            proc.kill()
+        state = monitor.wait(lambda s: s.hosts[0].link == "down", timeout=30).hosts[0]
+        assert state.link == "down" and state.reason and state.snapshot is not None
+        since = time.time()
+        state = monitor.wait(lambda s: s.hosts[0].link == "live" and s.hosts[0].since > since, timeout=60).hosts[0]
+        assert state.link == "live" and {p.pid for p in _marked(marker)}.isdisjoint(p.pid for p in first)
+    finally:
+        monitor.stop()
+    assert wait_until(lambda: _marked(marker) == [], timeout=20)

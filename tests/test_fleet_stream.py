@@ -1,0 +1,78 @@
+"""``gpumon snapshot --json --watch``: JSON Lines as they come, ended quietly by a closed pipe or Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import gpumon
+from tests.test_cli import gpumon_run
+
+WATCH = [sys.executable, "-m", "gpumon", "snapshot", "--json", "--watch", "--simulate", "2", "--interval", "0.25"]
+
+
+def _start(*extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.Popen([*WATCH, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_watch_prints_one_document_per_line_as_it_goes_and_ctrl_c_ends_it_with_exit_0() -> None:
+    proc = _start()
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        docs = [json.loads(proc.stdout.readline()) for _ in range(3)]  # read while it runs: each line flushed
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    assert proc.stderr.read() == ""
+    for doc in docs:
+        assert doc["schema"] == 1 and doc["version"] == gpumon.__version__ and doc["fields"] == "full"
+        assert len(doc["devices"]) == 2 and doc["simulated"] is True and "per_cpu" in doc["host"]
+    times = [doc["time"] for doc in docs]
+    assert times == sorted(times) and len(set(times)) == 3  # a new sample on every line
+
+
+def test_a_closed_pipe_ends_the_stream_quietly_like_head_1() -> None:
+    watch = _start()
+    assert watch.stdout is not None and watch.stderr is not None
+    head = subprocess.run(["head", "-1"], stdin=watch.stdout, capture_output=True, text=True, check=True)
+    watch.stdout.close()  # only head held the pipe's read end: now nobody does
+    assert watch.wait(timeout=10) == 0
+    assert watch.stderr.read() == ""  # no traceback, no "Exception ignored"
+    assert json.loads(head.stdout)["schema"] == 1
+
+
+def _first(*extra: str) -> dict[str, Any]:
+    proc = _start(*extra)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=10)
+    doc: dict[str, Any] = json.loads(line)
+    doc["_bytes"] = len(line)
+    return doc
+
+
+def test_fleet_fields_are_a_smaller_subset_of_the_full_document() -> None:
+    full, fleet = _first(), _first("--fields", "fleet")
+    assert fleet["fields"] == "fleet" and fleet["_bytes"] < 0.8 * full["_bytes"]
+    assert "per_cpu" not in fleet["host"] and "swap_total" not in fleet["host"]
+    for small, big in ((fleet, full), (fleet["host"], full["host"]), (fleet["devices"][0], full["devices"][0])):
+        assert set(small) - {"fields", "_bytes"} <= set(big) | {"sent"}  # the same keys, fewer of them
+    busy = fleet["devices"][0]
+    assert busy["gpu_util"] is not None and busy["mem_total"] == full["devices"][0]["mem_total"]
+    assert {p["pid"] for p in fleet["processes"]} == {p["pid"] for p in full["processes"]}
+
+
+def test_watch_and_fields_without_json_is_one_line_and_exit_2() -> None:
+    for args in (["snapshot", "--watch"], ["snapshot", "--fields", "fleet"]):
+        result = gpumon_run(*args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "add --json" in result.stderr
+    result = gpumon_run("snapshot", "--json", "--watch", "--interval", "0.01")
+    assert result.returncode == 2 and "at least 0.25" in result.stderr
