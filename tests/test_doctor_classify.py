@@ -385,3 +385,10 @@ def test_a_distributed_script_started_without_torchrun_is_told_to_use_it() -> No
     assert failure.kind == "no_launcher" and failure.title == "The script expects torchrun: RANK is not set"
     (first,) = advise(failure, Context())
     assert first.change.startswith("launch it with gpumon launch ddp SCRIPT --nproc N")
+
+
+def test_old_code_on_a_newer_numpy_names_the_removed_alias_and_the_fix() -> None:
+    failure = classify(corpus("removed_api__numpy_int_labelmodels.txt"))
+    assert failure.kind == "removed_api" and failure.title == "The code uses np.int, removed in NumPy 1.24"
+    first, second = advise(failure, Context())
+    assert first.change.startswith("replace np.int by int") and "numpy<1.24" in second.change

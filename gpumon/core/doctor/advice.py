@@ -32,6 +32,7 @@ def advise(failure: Failure, context: Context | None = None) -> list[Advice]:
         "no_gpu": error_advice.no_gpu,
         "checkpoint": error_advice.checkpoint,
         "no_launcher": error_advice.no_launcher,
+        "removed_api": error_advice.removed_api,
         "killed": error_advice.killed,
         "stopped": lambda failure, context: [],  # the user asked for it: nothing to change
     }

@@ -233,6 +233,20 @@ def no_launcher(text: str) -> Failure | None:
     return Failure("no_launcher", title, text, lines_matching(text, _NO_LAUNCHER))
 
 
+_NUMPY_ALIAS = re.compile(
+    r"AttributeError: module 'numpy' has no attribute '(int|float|bool|object|str|long|unicode|complex)'"
+)
+
+
+def removed_api(text: str) -> Failure | None:
+    """Old code on a newer library: NumPy 1.24 removed the aliases np.int, np.float, np.bool, np.object, ..."""
+    found = _NUMPY_ALIAS.search(text)
+    if found is None:
+        return None
+    title = f"The code uses np.{found.group(1)}, removed in NumPy 1.24"
+    return Failure("removed_api", title, text, lines_matching(text, _NUMPY_ALIAS), module=found.group(1))
+
+
 _IMPORT = re.compile(
     r"^\s*(?:\[\w+\]:\s*)?(ModuleNotFoundError: No module named '([\w.]+)'.*"
     r"|ImportError: cannot import name '(\w+)' from '([\w.]+)'.*"
@@ -263,6 +277,7 @@ DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     no_gpu,
     checkpoint,
     no_launcher,
+    removed_api,
     device_assert,
     host_oom,
     cudnn,

@@ -179,3 +179,16 @@ def no_launcher(f: Failure, ctx: Context) -> Scored:
     why = f"{f.evidence[-1]}: init_process_group reads the rank and world size torchrun sets"
     change = "launch it with gpumon launch ddp SCRIPT --nproc N [-- args] (torchrun under gpumon), not as a script"
     return [(95, Advice("use_torchrun", "Start it through torchrun", why, change))]
+
+
+def removed_api(f: Failure, ctx: Context) -> Scored:
+    alias = f.module or "int"
+    builtin = {"long": "int", "unicode": "str"}.get(alias, alias)
+    why = f"{f.evidence[-1]}: np.{alias} was only another name for Python's {builtin}"
+    return [
+        (90, Advice("builtin_alias", f"Write {builtin} instead of np.{alias}", why,
+                    f"replace np.{alias} by {builtin} (or a sized type such as np.{builtin}64 where one is meant); "
+                    "in a library you cannot change, upgrade it")),
+        (50, Advice("pin_numpy", "Or run old code with the NumPy it was written for", why,
+                    'pip install "numpy<1.24" in this environment (other packages may need a newer one)')),
+    ]  # fmt: skip

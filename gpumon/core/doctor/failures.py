@@ -14,7 +14,7 @@ from gpumon.core.doctor.oom import MemoryNumbers
 
 KINDS = (
     "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "no_gpu",
-    "checkpoint", "no_launcher", "killed", "stopped", "unknown",
+    "checkpoint", "no_launcher", "removed_api", "killed", "stopped", "unknown",
 )  # fmt: skip
 
 
