@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from gpumon import __version__
-from gpumon.cli import doctor, launch, runs, tune
+from gpumon.cli import doctor, launch, runs, signals, tune
 from gpumon.core.sampler import MIN_INTERVAL
 
 
@@ -76,6 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
     )
     snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
-    for module in (launch, runs, tune, doctor):  # the order of `gpumon --help`
+    for module in (launch, runs, tune, doctor, signals):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
     return parser
