@@ -72,6 +72,7 @@ class GpumonApp(App[None]):
         readonly: bool = False,
         keymap: dict[str, str] | None = None,
         store: RunStore | None = None,
+        fleet: Any = None,
     ) -> None:
         super().__init__()
         self.keymap = dict(keymap or {})
@@ -79,8 +80,8 @@ class GpumonApp(App[None]):
             self.set_keymap(self.keymap)
         self.sampler = sampler
         self.readonly = readonly
-        self.context = AppContext(readonly=readonly, store=store)
-        self.view = VIEWS[0].NAME
+        self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
+        self.view = "fleet" if fleet is not None else VIEWS[0].NAME  # hosts configured: the fleet first
         self._feed_pids: dict[int, str] = {}
         self._top_bar: Text | None = None
         self._focus_of_view: dict[str, Widget | None] = {}
@@ -95,7 +96,7 @@ class GpumonApp(App[None]):
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
-        with ContentSwitcher(initial=self._widget(views[0]).id, id="views"):
+        with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
         yield Footer()
 
