@@ -19,7 +19,7 @@ from gpumon.tui.views.fleet.view import FleetView
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app, wait_until
-from tests.fleet_data import StandInFleet, fleet_app, mixed_fleet, snapshots
+from tests.fleet_data import StandInFleet, fleet_app, live_fleet, mixed_fleet, snapshots
 from tests.test_app import notes, screen_text
 
 STANDIN_SSH = [sys.executable, str(Path(__file__).with_name("local_ssh.py"))]
@@ -185,3 +185,18 @@ def test_a_stale_host_keeps_its_last_gpus_dimmed_and_counted() -> None:
     stale = dataclasses.replace(state.hosts[2])
     assert stale.link == "stale" and len(stale.gpus) == 2
     assert state.totals() == (1, 8)  # live and stale hosts' GPUs count; down and connecting have none
+
+
+async def test_an_open_host_screen_follows_the_hosts_new_states() -> None:
+    states = live_fleet(2, 2, ticks=2)
+    fleet = StandInFleet(states[:1], interval=0)
+    app = fleet_app(fleet)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_first_host(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and len(screen.history.tail(("gpu", 0, "util"))) == 1
+        fleet.states = states[1:]
+        app.query_one(FleetView).poll()
+        await pilot.pause()
+        assert screen.state is states[1].hosts[0]
+        assert len(screen.history.tail(("gpu", 0, "util"))) == 2  # its panels' history grows as samples come
