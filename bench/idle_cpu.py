@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import psutil
 from startup import HarnessError, Pane, TmuxServer, gpumon_command, sampled_frame, tmux_server
@@ -93,13 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
+    return each_size(
+        "idle_cpu",
+        args.size,
+        lambda server, w, h: measure(server, w, h, args.gpus, args.interval, args.seconds, args.warmup),
+    )
+
+
+def each_size(bench: str, sizes: list[tuple[int, int]], measure_one: Callable[[TmuxServer, int, int], None]) -> int:
+    """The load average, then ``measure_one`` at each terminal size on one tmux server; 1 if the harness failed."""
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     try:
         with tmux_server() as server:
-            for width, height in args.size:
-                measure(server, width, height, args.gpus, args.interval, args.seconds, args.warmup)
+            for width, height in sizes:
+                measure_one(server, width, height)
     except (HarnessError, OSError, subprocess.SubprocessError, psutil.Error) as err:
-        print(f"idle_cpu bench failed: {err}", file=sys.stderr)
+        print(f"{bench} bench failed: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -58,6 +60,20 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
             return value
         time.sleep(step)
     return predicate()
+
+
+@pytest.fixture
+def utc() -> Iterator[None]:
+    """Clock times on screen ('stale since 14:02:11') read the same in every time zone."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
 
 
 requires_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")

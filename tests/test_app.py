@@ -17,9 +17,9 @@ from gpumon.core.host import HostSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.views.gpus.panels import GpuPanel, HostPanel
-from gpumon.tui.views.gpus.processes import ProcessTable
 from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
+from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app, no_gpu_app
 
@@ -259,7 +259,7 @@ async def test_lost_gpu_is_marked_and_the_other_stays_live() -> None:
             pass
 
     app = make_app(HalfLost(), ticks=2)
-    async with app.run_test(size=(110, 40)):  # the top bar's reason beside the four view tabs
+    async with app.run_test(size=(120, 40)):  # the top bar's reason beside the five view tabs
         assert app.query_one("#gpu-1", GpuPanel).has_class("-down")
         text = screen_text(app)
         assert "LOST" in text and "GPU 1 not readable" in text and "UTIL" in text

@@ -19,10 +19,10 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.view import DoctorView
-from gpumon.tui.views.gpus.panels import GpuPanel
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
+from gpumon.tui.widgets.gpu_panels import GpuPanel
 from tests.conftest import make_app
 from tests.test_runs_view import T0, cell, notes, open_runs, screen_text, until
 

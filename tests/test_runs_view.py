@@ -26,13 +26,13 @@ from gpumon.core.runs.launcher import launch
 from gpumon.core.runs.spec import RunSpec, SpecError
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.views.gpus.processes import ProcessTable
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.launch_form import LaunchForm, build_spec
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart, Series, line_chart
 from gpumon.tui.widgets.log_view import LogView
+from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
 

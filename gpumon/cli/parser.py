@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from gpumon import __version__
-from gpumon.cli import doctor, fleet, launch, runs, tune
+from gpumon.cli import doctor, fleet, launch, runs, signals, tune
 from gpumon.core.fleet.stream import FIELDS
 from gpumon.core.sampler import MIN_INTERVAL
 
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument(
         "--fields", choices=FIELDS, help="with --json: 'full' (default) or 'fleet', the compact form a fleet reads"
     )
-    for module in (launch, runs, tune, doctor):  # the order of `gpumon --help`
+    for module in (launch, runs, tune, doctor, signals):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
     fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: the `local` host's GPUs
     return parser

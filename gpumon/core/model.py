@@ -6,7 +6,7 @@ reason, when known, sits in the device's ``na`` map (field name -> reason).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 #: Bumped whenever a key of ``Snapshot.to_dict`` changes meaning or disappears.
@@ -116,3 +116,44 @@ class Snapshot:
             "processes": processes,
             "host": host,
         }
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Snapshot:
+        """A ``to_dict`` document (another host's ``gpumon snapshot --json``) as a Snapshot again.
+
+        Keys this version does not know are ignored and missing ones take their defaults, so a
+        host running a newer or older gpumon of the same schema still shows. Raises ValueError
+        for a document that is not a snapshot.
+        """
+        if not isinstance(doc, dict) or not isinstance(doc.get("host"), dict):
+            raise ValueError("not a gpumon snapshot document (no host)")
+        procs: dict[int, list[GpuProcess]] = {}
+        for p in doc.get("processes") or ():
+            proc = _known(GpuProcess, p)
+            procs.setdefault(proc.gpu_index, []).append(proc)
+        devices = []
+        for d in doc.get("devices") or ():
+            fields_ = {k: v for k, v in d.items() if k not in ("processes", "mem_percent")}
+            fields_["processes"] = tuple(procs.get(d.get("index", -1), ()))
+            fields_["na"] = dict(d.get("na") or {})
+            devices.append(_known(GpuDevice, fields_))
+        gpu = GpuSample(
+            source=str(doc.get("source", "none")),
+            devices=tuple(devices),
+            time=float(doc.get("time") or 0.0),
+            reason=doc.get("reason"),
+            driver=doc.get("driver"),
+        )
+        h = dict(doc["host"])
+        h["per_cpu"] = tuple(h.get("per_cpu") or ())
+        h["load"] = tuple(h["load"]) if h.get("load") else None
+        return cls(gpu=gpu, host=_known(HostSample, h))
+
+
+def _known(kind: Any, values: dict[str, Any]) -> Any:
+    """``kind(**values)`` with only the fields ``kind`` has; a missing required field is a ValueError."""
+    names = {f.name for f in fields(kind)}
+    try:
+        return kind(**{k: v for k, v in values.items() if k in names})
+    except TypeError as err:
+        raise ValueError(f"not a gpumon snapshot document ({err})") from None

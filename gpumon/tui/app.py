@@ -20,7 +20,6 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
 
 from gpumon.core.doctor.leak import LeakState
-from gpumon.core.fleet.monitor import FleetMonitor
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
@@ -73,7 +72,7 @@ class GpumonApp(App[None]):
         readonly: bool = False,
         keymap: dict[str, str] | None = None,
         store: RunStore | None = None,
-        fleet: FleetMonitor | None = None,
+        fleet: Any = None,
     ) -> None:
         """``fleet``: the hosts' monitor (started by the caller), for a view to read; None without hosts."""
         super().__init__()
@@ -83,7 +82,7 @@ class GpumonApp(App[None]):
         self.sampler = sampler
         self.readonly = readonly
         self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
-        self.view = VIEWS[0].NAME
+        self.view = "fleet" if fleet is not None else VIEWS[0].NAME  # hosts configured: the fleet first
         self._feed_pids: dict[int, str] = {}
         self._top_bar: Text | None = None
         self._focus_of_view: dict[str, Widget | None] = {}
@@ -98,7 +97,7 @@ class GpumonApp(App[None]):
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
-        with ContentSwitcher(initial=self._widget(views[0]).id, id="views"):
+        with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
         yield Footer()
 

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 from textual.widget import Widget
 
 from gpumon.core.doctor.leak import LeakState
-from gpumon.core.fleet.monitor import FleetMonitor
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.monitor import RunSummary
@@ -32,7 +31,7 @@ class AppContext:
     run_pids: dict[int, str] = field(default_factory=dict)  # PID -> run id of live gpumon runs
     run_ranks: dict[int, int] = field(default_factory=dict)  # PID -> rank, for the ranks among them
     run_leaks: dict[str, LeakState] = field(default_factory=dict)  # run id -> warning of live runs that warn
-    fleet: FleetMonitor | None = None  # the hosts (--hosts, [fleet]): FleetMonitor.state(); None without hosts
+    fleet: Any = None  # the FleetMonitor (its state() -> FleetState) when hosts are configured; None: this machine
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,11 @@ class FleetState:
             busy = {p.get("gpu_index") for p in (state.snapshot or {}).get("processes", [])}
             for dev in state.gpus:
                 total += 1
-                if (dev.get("gpu_util") or 0) < 5 and dev.get("index") not in busy:
-                    idle += 1
+                idle += gpu_idle(dev, dev.get("index") in busy)
         return idle, total
+
+
+def gpu_idle(device: dict[str, Any], has_process: bool) -> bool:
+    """A GPU of a snapshot document is idle: answering, util < 5% and no process on it."""
+    ok = device.get("state", "ok") == "ok"  # a lost GPU is not free to use
+    return ok and (device.get("gpu_util") or 0) < 5 and not has_process

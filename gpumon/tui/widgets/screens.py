@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
+from collections.abc import Callable
+
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from gpumon.core.model import GpuProcess
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -54,3 +58,14 @@ class HelpScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def ask_signal(app: App[None], proc: GpuProcess, name: str, send: Callable[[], None], where: str = "") -> None:
+    """'Send SIGTERM to PID 42[ on gpu2]?' with who runs it; ``send`` runs only on yes."""
+
+    def answered(yes: bool | None) -> None:
+        if yes:
+            send()
+
+    who = f"{proc.user or 'N/A'}: {proc.command or 'N/A'}"
+    app.push_screen(ConfirmScreen(f"Send {name} to PID {proc.pid}{where}?\n{who}"), answered)

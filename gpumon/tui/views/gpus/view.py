@@ -23,10 +23,10 @@ from gpumon.core.model import GpuDevice, Snapshot
 from gpumon.core.signals import send_signal
 from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.gpus.gpu_list import GpuList, no_gpu_text
-from gpumon.tui.views.gpus.panels import GpuPanel, HostPanel
-from gpumon.tui.views.gpus.processes import SORT_KEYS, ProcessTable
+from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
+from gpumon.tui.widgets.process_table import SORT_KEYS, ProcessTable
 from gpumon.tui.widgets.render import short_run_id
-from gpumon.tui.widgets.screens import ConfirmScreen
+from gpumon.tui.widgets.screens import ask_signal
 
 
 def gpu_warning(device: GpuDevice, run_pids: dict[int, str], leaks: dict[str, LeakState]) -> tuple[str, str] | None:
@@ -187,13 +187,11 @@ class GpusView(View, Vertical):
             return
         sig = signal.Signals[name]
 
-        def answered(yes: bool | None) -> None:
-            if yes:
-                outcome = send_signal(proc, sig)
-                self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6)
+        def send() -> None:
+            outcome = send_signal(proc, sig)
+            self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6)
 
-        who = f"{proc.user or 'N/A'}: {proc.command or 'N/A'}"
-        self.app.push_screen(ConfirmScreen(f"Send {name} to PID {proc.pid}?\n{who}"), answered)
+        ask_signal(self.app, proc, name, send)
 
     def commands(self) -> Iterable[Command]:
         yield Command(

@@ -62,7 +62,8 @@ class LinePanel(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
-        if self._strips is None:
+        if self._strips is None or (self._strips and self._strips[0].cell_length != width):  # a width change
+            # that came without a Resize (a scrollbar appearing in the parent) must not leave lines cut short
             console, base = self.app.console, self.rich_style
             strips = []
             for line in self.lines(width):

@@ -1,0 +1,184 @@
+"""The Fleet view: every host's GPUs, a compact line each, under a header per host and the fleet's total.
+
+With a fleet (``context.fleet``, a FleetMonitor), a timer reads ``fleet.state()`` each second while the
+view shows: it returns the latest FleetState at once (its links read ssh on their own threads), so the
+event loop never waits on a host. Without a fleet it shows this machine from the sampler's feed and
+says how to add hosts. Hosts and GPU lines are widgets updated by diff (host_block.py); enter opens a
+host's full GPU view (host_screen.py), or the GPUs view for this machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.events import DescendantFocus
+from textual.widgets import Static
+
+from gpumon.core.fleet.hosts import LOCAL, Host, fleet_config_path
+from gpumon.core.fleet.lines import fleet_line, host_lines
+from gpumon.core.fleet.model import FleetState, HostState
+from gpumon.core.history import History
+from gpumon.core.model import Snapshot
+from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.fleet.host_block import HostBlock
+from gpumon.tui.views.fleet.host_screen import HostScreen
+
+REFRESH_S = 1.0
+
+
+def local_state(snapshot: Snapshot) -> FleetState:
+    """This machine alone, as a one-host fleet (no fleet configured)."""
+    host = Host(snapshot.host.hostname, LOCAL)
+    return FleetState((HostState(host, "live", since=snapshot.gpu.time, snapshot=snapshot.to_dict()),), time.time())
+
+
+class FleetView(View, Vertical):
+    NAME = "fleet"
+    TITLE = "Fleet"
+    KEYS = "h,f6"  # h: hosts (f filters the Trials view)
+    HELP_NOTE = "every host's GPUs, a line each (who uses it, which run); enter: that host's GPUs and processes"
+    HELP_WIDGETS = (HostScreen,)
+    BINDINGS = [
+        Binding("up,k", "step(-1)", "prev host", show=False, id="host_prev", tooltip="previous host"),
+        Binding("down,j", "step(1)", "next host", show=False, id="host_next", tooltip="next host"),
+        Binding("enter", "open_host", "open host", id="open_host", tooltip="the selected host's GPUs and processes"),
+    ]
+
+    def __init__(self, context: AppContext) -> None:
+        super().__init__(id="fleet")
+        self.context = context
+        self.state: FleetState | None = None
+        self.selected: str | None = None
+        self._names: tuple[str, ...] | None = None
+        self._blocks: dict[str, HostBlock] = {}
+        self._total: str | None = None
+        self._stale = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-total")
+        hint = Text.assemble(
+            ("This machine only. Add hosts: ", "dim"),
+            ("gpumon --hosts a,b", "bold"),
+            (" or [fleet] hosts in ", "dim"),
+            (str(fleet_config_path()).replace(str(fleet_config_path().home()), "~"), "bold"),
+        )
+        yield Static(hint, id="fleet-hint")
+        yield VerticalScroll(id="fleet-hosts")
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet-hint").display = self.context.fleet is None
+        if self.context.fleet is not None:
+            self.set_interval(REFRESH_S, self.poll)
+            self.poll()
+        elif self.context.snapshot is not None:
+            self.draw(local_state(self.context.snapshot))
+
+    # -- the feeds ------------------------------------------------------------------
+    def poll(self) -> None:
+        """The fleet's latest state; drawn only while the view shows (else when it shows again)."""
+        if not self.display:
+            self._stale = True
+            return
+        state = self.context.fleet.state()
+        if state is not self.state or self._stale:
+            self.draw(state)
+
+    def sample(self, snapshot: Snapshot, history: History) -> None:
+        if self.context.fleet is not None:
+            return
+        if not self.display or not self.is_mounted:
+            self._stale = True
+            return
+        self.draw(local_state(snapshot))
+
+    def runs_changed(self) -> None:
+        if self.state is not None:
+            self.draw(self.state)
+
+    def shown(self) -> None:
+        if self.context.fleet is not None:
+            self.poll()
+        elif self.context.snapshot is not None:
+            self.draw(local_state(self.context.snapshot))
+
+    # -- drawing ----------------------------------------------------------------------
+    def draw(self, state: FleetState) -> None:
+        previous, self.state, self._stale = self.state, state, False
+        names = tuple(h.host.name for h in state.hosts)
+        if names != self._names:
+            self._rebuild(names)
+        old = {h.host.name: h for h in previous.hosts} if previous is not None and names == self._names else {}
+        for host in state.hosts:
+            block = self._blocks[host.host.name]
+            if old.get(host.host.name) is host and block.host is not None and not host.host.local:
+                continue  # the same object: nothing moved (the local host's runs may have)
+            block.show(host_lines(host, self.context.run_pids if host.host.local else None))
+        total = fleet_line(state)
+        if total != self._total:
+            self._total = total
+            self.query_one("#fleet-total", Static).update(Text(total, style="bold"))
+        screen = self.app.screen
+        if isinstance(screen, HostScreen):
+            for host in state.hosts:
+                if host.host.name == screen.host_name and host is not screen.state:
+                    screen.show(host)
+
+    def _rebuild(self, names: tuple[str, ...]) -> None:
+        hosts = self.query_one("#fleet-hosts", VerticalScroll)
+        hosts.remove_children()
+        self._names = names
+        self._blocks = {name: HostBlock(name, id=f"host-{i}") for i, name in enumerate(names)}
+        hosts.mount_all(self._blocks.values())
+        if self.selected not in self._blocks:
+            self.selected = names[0] if names else None
+        if self.display:
+            self.call_after_refresh(self.focus_first)
+
+    # -- selection --------------------------------------------------------------------
+    def focus_first(self) -> None:
+        block = self._blocks.get(self.selected or "")
+        if block is not None:
+            block.focus()
+        else:
+            super().focus_first()
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if isinstance(event.widget, HostBlock):
+            self.selected = event.widget.host_name
+
+    def on_host_block_clicked(self, message: HostBlock.Clicked) -> None:
+        message.block.focus()
+
+    def action_step(self, step: int) -> None:
+        names = self._names or ()
+        if not names:
+            return
+        position = names.index(self.selected) if self.selected in names else 0
+        self.selected = names[(position + step) % len(names)]
+        self._blocks[self.selected].focus()
+        self._blocks[self.selected].scroll_visible(animate=False)
+
+    async def action_open_host(self) -> None:
+        host = next((h for h in (self.state.hosts if self.state else ()) if h.host.name == self.selected), None)
+        if host is None:
+            return
+        if host.host.local:  # this machine: the GPUs view has its history and local signals
+            await self.app.run_action("view('gpus')")
+            return
+        if not host.snapshot:
+            self.notify(f"{host.host.name}: no snapshot yet ({host.reason or host.link})", severity="warning")
+            return
+        self.app.push_screen(HostScreen(host, self.context))
+
+    def commands(self) -> Iterable[Command]:
+        for name in self._names or ():
+            yield Command(f"Fleet: open {name}", f"{name}'s GPUs and processes", lambda n=name: self._open(n))
+
+    def _open(self, name: str) -> None:
+        self.selected = name
+        self.run_worker(self.action_open_host(), exclusive=False)

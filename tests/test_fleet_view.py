@@ -1,0 +1,202 @@
+"""The Fleet view with hosts in every state: lines, totals, selection, a host's GPU view, remote signals."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gpumon.core.fleet.hosts import parse_host
+from gpumon.core.fleet.model import FleetState, HostState
+from gpumon.tui.views.fleet.host_block import HostBlock
+from gpumon.tui.views.fleet.host_screen import HostScreen
+from gpumon.tui.views.fleet.view import FleetView
+from gpumon.tui.widgets.process_table import ProcessTable
+from gpumon.tui.widgets.screens import ConfirmScreen
+from tests.conftest import make_app, wait_until
+from tests.fleet_data import StandInFleet, fleet_app, live_fleet, mixed_fleet, snapshots
+from tests.test_app import notes, screen_text
+
+STANDIN_SSH = [sys.executable, str(Path(__file__).with_name("local_ssh.py"))]
+
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+
+def blocks(app) -> dict[str, HostBlock]:
+    return {b.host_name: b for b in app.query(HostBlock)}
+
+
+async def open_first_host(pilot) -> None:
+    await pilot.pause()
+    await pilot.press("enter")
+    await pilot.pause()
+    assert isinstance(pilot.app.screen, HostScreen)
+
+
+def fleet_text(app) -> str:
+    """The Fleet view's lines as drawn: the total, the hint, then each host block's strips."""
+    view = app.query_one(FleetView)
+    lines = [str(view.query_one("#fleet-total").render())]
+    if view.query_one("#fleet-hint").display:
+        lines.append(str(view.query_one("#fleet-hint").render()))
+    for block in view.query(HostBlock):
+        lines.extend(block.render_line(y).text.rstrip() for y in range(block.size.height))
+    return "\n".join(lines)
+
+
+async def test_the_fleet_is_the_first_view_and_says_each_hosts_state() -> None:
+    app = fleet_app(StandInFleet([mixed_fleet()], interval=0))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        assert app.view == "fleet"
+        text = fleet_text(app)
+        assert "1 of 8 GPUs idle · 5 hosts (2 live)" in text
+        for words in (
+            "gpu1  live 23 ms",
+            "alice@gpu2:2222  live 41 ms",
+            "gpu3  stale since 14:02:11",
+            "gpu4  authentication refused",
+            "gpu5  connecting",
+            "waiting for the first snapshot",
+        ):
+            assert words in text, words  # fmt: skip
+        assert "3 busy · 1 idle" in text and "2 busy · 0 idle" in text
+        gpu1 = blocks(app)["gpu1"].host
+        assert gpu1 is not None and [g.run for g in gpu1.gpus[:2]] == ["ddp-1122-140211-c132"] * 2
+        assert "ddp-c132" in text and "researcher" in text and "idle" in text
+
+
+async def test_keys_move_between_hosts_and_enter_opens_a_host_with_its_processes() -> None:
+    app = fleet_app(StandInFleet([mixed_fleet()], interval=0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        view = app.query_one(FleetView)
+        assert view.selected == "gpu1" and blocks(app)["gpu1"].has_focus
+        await pilot.press("j")
+        assert view.selected == "alice@gpu2:2222"
+        await pilot.press("enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and screen.host_name == "alice@gpu2:2222"
+        table = screen.query_one(ProcessTable)
+        assert len(table.processes) == 3 and {p.pid for p in table.processes.values()} >= {5_000_000}
+        assert "GPU 1 · Simulated H100 80GB HBM3" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HostScreen)
+        await pilot.press("j", "j", "enter")  # gpu4: down, nothing to open
+        assert not isinstance(app.screen, HostScreen)
+        assert any("gpu4: no snapshot yet (authentication refused)" in n for n in notes(app))
+        await pilot.press("k", "k", "k", "k")  # gpu4 up past gpu1 wraps to the last
+        assert view.selected == "gpu5"
+
+
+async def test_a_new_state_updates_only_what_changed_and_keeps_the_widgets() -> None:
+    first = mixed_fleet()
+    hosts = list(first.hosts)
+    hosts[4] = HostState(parse_host("gpu5"), "live", latency_ms=7.0, snapshot=snapshots(1, 9, 2, "gpu5")[-1])
+    second = FleetState(tuple(hosts), first.time + 1)
+    fleet = StandInFleet([first], interval=0)
+    app = fleet_app(fleet)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        before = blocks(app)
+        kept = before["gpu1"].host
+        fleet.states = [second]
+        app.query_one(FleetView).poll()
+        await pilot.pause()
+        after = blocks(app)
+        assert all(after[name] is before[name] for name in before)  # no widget rebuilt
+        assert after["gpu1"].host is kept  # an unchanged host is not even recomputed
+        text = fleet_text(app)
+        assert "gpu5  live 7 ms" in text and "1 of 9 GPUs idle · 5 hosts (3 live)" in text
+
+
+async def test_signals_on_a_remote_host_are_confirmed_and_refused_for_simulated_processes() -> None:
+    app = fleet_app(StandInFleet([mixed_fleet()], interval=0, ssh=STANDIN_SSH))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_first_host(pilot)
+        await pilot.press("T")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("is simulated: nothing to send SIGTERM to" in n for n in notes(app))
+
+
+async def test_readonly_never_asks_to_signal_a_remote_process() -> None:
+    app = fleet_app(StandInFleet([mixed_fleet()], interval=0), readonly=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_first_host(pilot)
+        await pilot.press("K")
+        assert isinstance(app.screen, HostScreen)
+        assert any("Read-only mode (--readonly): signals are off" in n for n in notes(app))
+
+
+async def test_sigterm_through_ssh_reaches_a_real_process_on_the_host() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        doc = snapshots(1, 4, 1, "gpu9")[-1]
+        doc["simulated"] = False
+        real = {**doc["processes"][0], "pid": child.pid, "simulated": False, "command": "python sleeper.py",
+                "create_time": psutil.Process(child.pid).create_time()}  # fmt: skip
+        doc["processes"] = [real]
+        state = FleetState((HostState(parse_host("bob@gpu9"), "live", latency_ms=3, snapshot=doc),), 0.0)
+        gpumon = f"{sys.executable} -m gpumon"
+        app = fleet_app(StandInFleet([state], interval=0, ssh=STANDIN_SSH, gpumon=gpumon))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_first_host(pilot)
+            await pilot.press("T", "y")
+            await app.workers.wait_for_complete()
+            assert wait_until(lambda: child.poll() is not None, timeout=20)
+            await pilot.pause()
+            assert any(f"Sent SIGTERM to PID {child.pid} on bob@gpu9" in n for n in notes(app)), notes(app)
+        assert child.returncode == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(timeout=10)
+
+
+async def test_without_a_fleet_the_gpus_view_comes_first_and_the_fleet_shows_this_machine() -> None:
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert app.view == "gpus"
+        await pilot.press("h")
+        await pilot.pause()
+        text = fleet_text(app)
+        assert app.view == "fleet"
+        assert "0 of 2 GPUs idle · 1 host (1 live)" in text and "trainbox  live" in text
+        assert "Add hosts: gpumon --hosts a,b or [fleet] hosts in" in text and "config.toml" in text
+        await pilot.press("enter")  # this machine: its own GPUs view
+        assert app.view == "gpus"
+        await pilot.press("f6")
+        assert app.view == "fleet"
+
+
+def test_a_stale_host_keeps_its_last_gpus_dimmed_and_counted() -> None:
+    state = mixed_fleet()
+    stale = dataclasses.replace(state.hosts[2])
+    assert stale.link == "stale" and len(stale.gpus) == 2
+    assert state.totals() == (1, 8)  # live and stale hosts' GPUs count; down and connecting have none
+
+
+async def test_an_open_host_screen_follows_the_hosts_new_states() -> None:
+    states = live_fleet(2, 2, ticks=2)
+    fleet = StandInFleet(states[:1], interval=0)
+    app = fleet_app(fleet)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_first_host(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and len(screen.history.tail(("gpu", 0, "util"))) == 1
+        fleet.states = states[1:]
+        app.query_one(FleetView).poll()
+        await pilot.pause()
+        assert screen.state is states[1].hosts[0]
+        assert len(screen.history.tail(("gpu", 0, "util"))) == 2  # its panels' history grows as samples come
