@@ -12,6 +12,7 @@ import signal
 import subprocess
 
 from gpumon.core.fleet.hosts import Host, ssh_argv
+from gpumon.core.fleet.reasons import classify
 from gpumon.core.model import GpuProcess
 from gpumon.core.signals import SignalOutcome, send_signal
 
@@ -23,19 +24,6 @@ INSTALL = "pip install gpumon there, or set [fleet] gpumon to its path"
 def remote_command(gpumon: str | list[str]) -> list[str]:
     """The remote gpumon as words: ``[fleet] gpumon = "~/venv/bin/gpumon"`` is split as a shell would."""
     return shlex.split(gpumon) if isinstance(gpumon, str) else list(gpumon)
-
-
-def ssh_failure(stderr: str) -> str:
-    """ssh's exit 255 in words, from what it printed."""
-    text = stderr.lower()
-    if "permission denied" in text or "too many authentication failures" in text:
-        return "authentication refused"
-    if "host key verification failed" in text:
-        return "host key verification failed: connect once with ssh to accept the key"
-    unreachable = ("could not resolve", "connection refused", "timed out", "no route", "network is unreachable")
-    if any(word in text for word in unreachable):
-        return "host unreachable"
-    return last_line(stderr) or "ssh failed"
 
 
 def last_line(text: str) -> str:
@@ -71,7 +59,8 @@ def signal_remote(
     if done.returncode == 0:
         return SignalOutcome(True, f"{last_line(done.stdout) or f'Sent {name} to PID {pid}'} on {host.name}")
     if done.returncode == 255:
-        return SignalOutcome(False, f"{host.name}: {ssh_failure(done.stderr)}; {name} not sent")
+        reason, _ = classify(255, done.stderr.splitlines())  # the same words as the host's link
+        return SignalOutcome(False, f"{host.name}: {reason}; {name} not sent")
     if done.returncode in (126, 127):
         return SignalOutcome(False, f"{host.name}: gpumon is not installed there ({INSTALL}); {name} not sent")
     if "invalid choice: 'signal'" in said:
