@@ -1,4 +1,4 @@
-"""Regenerates the README's pictures: python docs/screenshots.py"""
+"""Regenerates the README's pictures: python docs/screenshots.py [fleet]"""
 
 from __future__ import annotations
 
@@ -123,7 +123,18 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
         stop(RunStore().resolve(record.id), kill=True)
 
 
+async def shoot_fleet(name: str, size: tuple[int, int]) -> None:
+    """Five simulated hosts in every link state (tests/fleet_data.py), the app opening on the Fleet view."""
+    from tests.fleet_data import StandInFleet, fleet_app, mixed_fleet
+
+    await shoot(fleet_app(StandInFleet([mixed_fleet()], interval=0)), name, size)
+
+
 async def main() -> None:
+    if sys.argv[1:] == ["fleet"]:  # python docs/screenshots.py fleet: that picture only
+        await shoot_fleet("screenshot-fleet.svg", (120, 40))
+        return
+    await shoot_fleet("screenshot-fleet.svg", (120, 40))
     await shoot_doctor("screenshot-doctor.svg", (120, 40))
     await shoot_trials("screenshot-trials.svg", (120, 40))
     await shoot_runs("screenshot-runs.svg", (120, 40))
