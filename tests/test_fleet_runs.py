@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core.fleet.hosts import parse_hosts
+from gpumon.core.fleet.hosts import parse_host, parse_hosts
+from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.monitor import FleetMonitor
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs.run_table import RunTable
@@ -20,7 +21,7 @@ from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
-from tests.fleet_data import fleet_app
+from tests.fleet_data import StandInFleet, fleet_app
 from tests.test_fleet_cli import gpumon
 from tests.test_fleet_links import stand_in
 from tests.test_runs_view import notes, record_runs, row_keys, until
@@ -139,3 +140,20 @@ async def test_without_a_fleet_the_runs_view_has_no_host_column(tmp_path: Path, 
         table = app.query_one(RunTable)
         await until(pilot, lambda: table.row_count > 0)
         assert "host" not in [c for c, _, _ in table.column_set] and ":" not in "".join(row_keys(table))
+
+
+async def test_readonly_never_asks_to_stop_a_remote_run_and_the_filter_knows_hosts(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    row = {"id": "script-1122-140211-ab12", "kind": "script", "status": "running", "program": "loop.py", "pids": [1]}
+    state = FleetState((HostState(parse_host("gpu7"), "live", runs=(row,)),), 0.0)
+    app = fleet_app(StandInFleet([state], interval=0), readonly=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        table = app.query_one(RunTable)
+        await until(pilot, lambda: row_keys(table) == ["gpu7:script-1122-140211-ab12"])
+        await pilot.press("T")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("Read-only mode (--readonly)" in n for n in notes(app))
+        await pilot.press("slash", *"gpu8", "enter")
+        await until(pilot, lambda: row_keys(table) == [])
