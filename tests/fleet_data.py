@@ -67,6 +67,9 @@ class StandInFleet:
         self.ssh = ssh or ["ssh"]
         self.gpumon = gpumon
 
+    def refresh_runs(self, name: str | None = None) -> None:
+        """The monitor reads a host's runs again; these states are fixed."""
+
     def state(self) -> FleetState:
         if self.interval <= 0:
             return self.states[0]

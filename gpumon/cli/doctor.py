@@ -26,6 +26,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--census", action="store_true", help="ask the live run for two tensor censuses and name what grows"
     )
     doctor.add_argument("--gap", type=int, default=20, metavar="STEPS", help="steps between the two censuses")
+    doctor.add_argument("--host", metavar="HOST", help="a run on that host: its own gpumon doctor, through ssh")
+    doctor.add_argument("--ssh", metavar="CMD", default=argparse.SUPPRESS, help="with --host: the ssh program")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -34,6 +36,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from gpumon.core.runs.store import RunNotFound, RunStore
     from gpumon.core.runs.telemetry import RunTelemetry
 
+    if args.host is not None and args.host.strip() != "local":
+        from gpumon.cli.fleet import cmd_remote_doctor
+
+        return cmd_remote_doctor(args)
     store = RunStore()
     try:
         record = store.resolve(args.run)

@@ -206,6 +206,20 @@ def _gpu_row(host: str, d: dict[str, Any], pids: int) -> tuple[str, ...]:
 
 def cmd_remote_logs(args: argparse.Namespace) -> int:
     """``gpumon logs RUN --host H [--follow]``: the host's own ``gpumon logs`` through ssh, its output as it comes."""
+    words = ["logs", args.run, "--lines", str(args.lines)]
+    words += ["--launcher"] if args.launcher else ([] if args.rank is None else ["--rank", str(args.rank)])
+    return passthrough(args, words + (["--follow"] if args.follow else []))
+
+
+def cmd_remote_doctor(args: argparse.Namespace) -> int:
+    """``gpumon doctor RUN --host H [--json] [--census]``: the host's own ``gpumon doctor`` through ssh."""
+    words = ["doctor", args.run, *(["--json"] if args.json else [])]
+    return passthrough(args, words + (["--census", "--gap", str(args.gap)] if args.census else []))
+
+
+def passthrough(args: argparse.Namespace, words: list[str]) -> int:
+    """``gpumon WORDS`` on ``args.host`` through ssh, its stdout as it comes and its own errors as they are;
+    ssh's failures (and a host without gpumon) are one line with the reason and exit 2."""
     import subprocess
 
     from gpumon.core.fleet.link import stop_process
@@ -216,12 +230,9 @@ def cmd_remote_logs(args: argparse.Namespace) -> int:
         ssh, gpumon = reach(args, load_fleet_config())
     except HostError as err:
         return fail(str(err))
-    remote = [*gpumon, "logs", args.run, "--lines", str(args.lines)]
-    remote += ["--launcher"] if args.launcher else ([] if args.rank is None else ["--rank", str(args.rank)])
-    remote += ["--follow"] if args.follow else []
     sys.stdout.flush()
     proc = subprocess.Popen(
-        ssh_argv(ssh, host, remote), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        ssh_argv(ssh, host, [*gpumon, *words]), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )
     try:
         _, errors = proc.communicate()

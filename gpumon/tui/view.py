@@ -28,6 +28,7 @@ class AppContext:
     snapshot: Snapshot | None = None  # the latest GPU/host sample
     runs: dict[str, RunSummary] = field(default_factory=dict)  # the latest run summaries
     selected_run: str | None = None  # the run selected in the Runs view
+    selected_host: str | None = None  # that run's fleet host when it is another host's (None: this machine's)
     run_pids: dict[int, str] = field(default_factory=dict)  # PID -> run id of live gpumon runs
     run_ranks: dict[int, int] = field(default_factory=dict)  # PID -> rank, for the ranks among them
     run_leaks: dict[str, LeakState] = field(default_factory=dict)  # run id -> warning of live runs that warn

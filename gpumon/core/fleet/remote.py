@@ -10,6 +10,8 @@ from __future__ import annotations
 import shlex
 import signal
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gpumon.core.fleet.hosts import Host, ssh_argv
 from gpumon.core.fleet.reasons import classify
@@ -21,7 +23,7 @@ TIMEOUT_S = 20.0
 INSTALL = "pip install gpumon there, or set [fleet] gpumon to its path"
 
 
-def remote_command(gpumon: str | list[str]) -> list[str]:
+def remote_command(gpumon: str | Sequence[str]) -> list[str]:
     """The remote gpumon as words: ``[fleet] gpumon = "~/venv/bin/gpumon"`` is split as a shell would."""
     return shlex.split(gpumon) if isinstance(gpumon, str) else list(gpumon)
 
@@ -29,6 +31,41 @@ def remote_command(gpumon: str | list[str]) -> list[str]:
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the host's gpumon answered, or why it could not be asked (``failure``, in words)."""
+
+    code: int | None
+    out: str = ""
+    said: str = ""  # the last line the remote gpumon wrote on stderr, without "gpumon: error: "
+    failure: str | None = None  # ssh's or the host's failure: the remote gpumon never answered
+    timed_out: bool = False
+
+
+def ask(
+    ssh: Sequence[str], host: Host, gpumon: str | Sequence[str], words: list[str], timeout: float = TIMEOUT_S
+) -> Answer:
+    """Run ``gpumon WORDS`` on ``host`` through ssh and wait at most ``timeout`` seconds for it."""
+    try:
+        done = subprocess.run(
+            ssh_argv(list(ssh), host, [*remote_command(gpumon), *words]),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+    except FileNotFoundError:
+        return Answer(None, failure=f"ssh program {ssh[0]!r} not found: install OpenSSH or set --ssh / GPUMON_SSH")
+    except subprocess.TimeoutExpired:
+        return Answer(None, failure=f"{host.name}: no answer in {timeout:g} s", timed_out=True)
+    except OSError as err:
+        return Answer(None, failure=f"{host.name}: cannot start ssh ({err})")
+    said = last_line(done.stderr).removeprefix("gpumon: ").removeprefix("error: ")
+    if done.returncode == 255:
+        reason, _ = classify(255, done.stderr.splitlines())  # the same words as the host's link
+        return Answer(255, done.stdout, said, f"{host.name}: {reason}")
+    if done.returncode in (126, 127):
+        return Answer(done.returncode, done.stdout, said, f"{host.name}: gpumon is not installed there ({INSTALL})")
+    return Answer(done.returncode, done.stdout, said)
 
 
 def signal_remote(
@@ -42,30 +79,18 @@ def signal_remote(
 ) -> SignalOutcome:
     """Run ``gpumon signal PID SIG --create-time T`` on ``host``; the outcome's message says what happened there."""
     name = signal.Signals(sig).name
-    words = [*remote_command(gpumon), "signal", str(pid), name]
+    words = ["signal", str(pid), name]
     if create_time is not None:
         words += ["--create-time", repr(float(create_time))]  # repr: the exact float the snapshot read
-    try:
-        done = subprocess.run(
-            ssh_argv(ssh, host, words), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
-        )
-    except FileNotFoundError:
-        return SignalOutcome(False, f"ssh program {ssh[0]!r} not found: install OpenSSH or set --ssh / GPUMON_SSH")
-    except subprocess.TimeoutExpired:
-        return SignalOutcome(False, f"{host.name}: no answer in {timeout:g} s; {name} to PID {pid} may not have gone")
-    except OSError as err:
-        return SignalOutcome(False, f"{host.name}: cannot start ssh ({err})")
-    said = last_line(done.stderr).removeprefix("gpumon: ").removeprefix("error: ")
-    if done.returncode == 0:
-        return SignalOutcome(True, f"{last_line(done.stdout) or f'Sent {name} to PID {pid}'} on {host.name}")
-    if done.returncode == 255:
-        reason, _ = classify(255, done.stderr.splitlines())  # the same words as the host's link
-        return SignalOutcome(False, f"{host.name}: {reason}; {name} not sent")
-    if done.returncode in (126, 127):
-        return SignalOutcome(False, f"{host.name}: gpumon is not installed there ({INSTALL}); {name} not sent")
-    if "invalid choice: 'signal'" in said:
+    answer = ask(ssh, host, gpumon, words, timeout)
+    if answer.failure is not None:
+        after = f"{name} to PID {pid} may not have gone" if answer.timed_out else f"{name} not sent"
+        return SignalOutcome(False, f"{answer.failure}; {after}")
+    if answer.code == 0:
+        return SignalOutcome(True, f"{last_line(answer.out) or f'Sent {name} to PID {pid}'} on {host.name}")
+    if "invalid choice: 'signal'" in answer.said:
         return SignalOutcome(False, f"{host.name}: its gpumon is too old to send signals; upgrade it there")
-    return SignalOutcome(False, f"{host.name}: {said or f'exit code {done.returncode}'}")
+    return SignalOutcome(False, f"{host.name}: {answer.said or f'exit code {answer.code}'}")
 
 
 def signal_process(ssh: list[str], host: Host, gpumon: str | list[str], proc: GpuProcess, sig: int) -> SignalOutcome:

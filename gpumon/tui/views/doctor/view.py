@@ -4,7 +4,8 @@ The same content and order as ``gpumon doctor RUN`` (gpumon.cli.doctor.render), 
 scrollable styled text. A thread worker runs ``diagnose`` when the view opens
 on a run and every ``REFRESH_S`` while it shows a live run; the event loop
 never reads run files. The run's telemetry is kept between refreshes, so a
-refresh reads only the events that arrived since.
+refresh reads only the events that arrived since. A run of another fleet host
+(selected in Runs) shows that host's own ``gpumon doctor RUN`` text, read through ssh.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import Diagnosis, diagnose
+from gpumon.core.fleet.remote_runs import remote_doctor
 from gpumon.core.runs.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
 from gpumon.telemetry.census import DEFAULT_GAP, request_census
@@ -44,6 +46,16 @@ class DoctorReady(Message):
     def __init__(self, wanted: Path | None, found: Found | None) -> None:
         self.wanted = wanted
         self.found = found
+        super().__init__()
+
+
+class RemoteDoctorRead(Message):
+    """Another host's ``gpumon doctor RUN`` text, or why it could not be read."""
+
+    def __init__(self, key: tuple[str, str], text: str, reason: str | None) -> None:
+        self.key = key
+        self.text = text
+        self.reason = reason
         super().__init__()
 
 
@@ -71,6 +83,7 @@ class DoctorView(View, VerticalScroll):
         self._again = False
         self._failed: str | None = None
         self._shown: str | None = None
+        self.remote: tuple[str, str] | None = None  # (host, run) while showing another host's run
 
     def compose(self) -> ComposeResult:
         yield Static(Text("diagnosing…", style="dim"), id="doctor-text")
@@ -81,6 +94,10 @@ class DoctorView(View, VerticalScroll):
 
     def shown(self) -> None:
         """Diagnose the run selected in the Runs view, else the newest run."""
+        host, run_id = self.context.selected_host, self.context.selected_run
+        if host is not None and run_id is not None and self.context.fleet is not None:
+            self.open_remote(host, run_id)
+            return
         runs = self.context.runs
         summary = runs.get(self.context.selected_run or "")
         if summary is None and runs:
@@ -97,12 +114,41 @@ class DoctorView(View, VerticalScroll):
     def open(self, record: RunRecord | None) -> None:
         """Diagnose ``record`` (None: the newest run) now."""
         wanted = record.dir if record is not None else None
+        if self.remote is not None:
+            self.remote, self.found = None, None
         if wanted != self.wanted or self.found is None:
             self.wanted = wanted
             if self.found is not None and self.found.record.dir != wanted:
                 self.found = None
                 self._draw(Text("diagnosing…", style="dim"))
         self.poll()
+
+    def open_remote(self, host: str, run_id: str) -> None:
+        """Show ``gpumon doctor RUN`` as the run's host says it, read through ssh in a worker."""
+        self.remote, self.found, self.wanted = (host, run_id), None, None
+        self.border_title = f"doctor · {run_id} on {host}"
+        self._draw(Text(f"asking {host} for its doctor of {run_id} through ssh…", style="dim"))
+        fleet = self.context.fleet
+        state = next((h for h in fleet.state().hosts if h.host.name == host), None)
+        if state is None:
+            self._draw(Text(f"{host} is no longer in the fleet", style="red"))
+            return
+
+        def read() -> None:
+            text, reason = remote_doctor(fleet.ssh, state.host, fleet.gpumon, run_id)
+            self.post_message(RemoteDoctorRead((host, run_id), text, reason))
+
+        self.run_worker(read, thread=True, group="doctor-remote", exit_on_error=False, description="remote doctor")
+
+    def on_remote_doctor_read(self, message: RemoteDoctorRead) -> None:
+        if message.key != self.remote:
+            return
+        host, run_id = message.key
+        if message.reason is not None:
+            self._draw(Text(f"could not read the doctor of {run_id}: {message.reason}", style="red"))
+            return
+        text = Text(f"{host} · its own gpumon doctor {run_id}, read through ssh when opened\n\n", style="dim")
+        self._draw(text + Text.from_ansi(message.text))
 
     def _tick(self) -> None:
         if self.display and self.found is not None and self.found.record.live:
@@ -148,7 +194,7 @@ class DoctorView(View, VerticalScroll):
     def on_doctor_ready(self, message: DoctorReady) -> None:
         self._busy = False
         self._failed = None
-        if message.wanted == self.wanted:
+        if message.wanted == self.wanted and self.remote is None:
             self.found = message.found
             if message.found is None:
                 self.border_title = "doctor"
@@ -180,6 +226,10 @@ class DoctorView(View, VerticalScroll):
 
     def action_census(self) -> None:
         if self.refused("no census is asked for"):
+            return
+        if self.remote is not None:
+            host, run_id = self.remote
+            self.notify(f"A run on {host}: gpumon doctor {run_id} --host {host} --census", timeout=8)
             return
         record = self.record
         if record is None:

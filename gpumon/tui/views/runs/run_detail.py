@@ -11,12 +11,13 @@ from textual.widgets import Static
 
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.tui.views.runs.reading import LAUNCHER
+from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
 
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
-LAUNCHER = None  # the log choice that is torchrun's own output (launcher.log)
 
 
 def log_name(choice: int | None) -> str:
@@ -165,6 +166,7 @@ class RunDetail(Vertical):
         self.summary: RunSummary | None = None
         self._ended = False
         self._fit: tuple[object, Series | None] | None = None  # (what it was fitted from, the line)
+        self._remote: str | None = None  # the key of the remote run (or host note) shown
 
     def compose(self) -> ComposeResult:
         yield Static(info_text(None), id="run-info")
@@ -184,6 +186,9 @@ class RunDetail(Vertical):
             return  # drawn as ended: the summary object changes only when the run's files do
         self.summary = summary
         self._ended = summary is not None and not summary.record.live
+        if self._remote is not None:  # back from another host's run: its charts again
+            self._remote = None
+            self.query_one("#run-charts").display = True
         self.query_one("#run-info", Static).update(info_text(summary))
         self.query_one("#loss-chart", Chart).show(loss_series(summary))
         warning = memory_line(summary, (self.content_size.width or self.app.size.width) - 2)
@@ -233,3 +238,23 @@ class RunDetail(Vertical):
             log.border_title = title
         if log.border_subtitle != subtitle:
             log.border_subtitle = subtitle
+
+    def show_remote(self, run: RemoteRun | None, note: HostNote | None) -> None:
+        """Another host's run (its ``gpumon runs --json`` fields; the log comes through ssh), or a host's note."""
+        self.summary, self._ended = None, False
+        key = run.key if run is not None else note.key if note is not None else None
+        if run is not None:
+            info = remote_info(run)
+        else:
+            info = Text(f"{note.host.name}: {note.text}" if note is not None else "", style="red")
+        self.query_one("#run-info", Static).update(info)
+        self.query_one("#run-memory", Static).set_class(False, "-warning")
+        if key != self._remote:
+            self._remote = key
+            self.query_one("#run-charts").display = False  # no series come through ssh: the log gets the room
+            log = self.query_one("#run-log", LogView)
+            log.show((), "reading its log through ssh…" if run is not None else "")
+            log.border_title, log.border_subtitle = ("log · rank 0 · through ssh" if run else "log"), ""
+
+    def show_remote_log(self, lines: tuple[str, ...], reason: str | None) -> None:
+        self.query_one("#run-log", LogView).show(lines, f"log not read: {reason}" if reason else "no output yet")

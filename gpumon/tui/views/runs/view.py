@@ -4,6 +4,7 @@ A thread worker reads the state dir every second, shown or not (``RunsMonitor.re
 the pid map, the selected log) and posts one ``RunsRefreshed``, which the app also
 hands on as the runs feed; the event loop never touches run files. Launch and stop
 run in thread workers too; both ask first (n opens the form; T stop, K kill).
+With a fleet, other hosts' runs are rows too, read and acted on through ssh (remote.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Key, Resize
-from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Input
 from textual.worker import Worker, WorkerState
@@ -26,12 +26,12 @@ from gpumon.core.runs.launcher import SpecError, launch, stop
 from gpumon.core.runs.monitor import RunsMonitor, RunSummary
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, disk_note
-from gpumon.core.runs.telemetry import tail_lines
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
-from gpumon.tui.views.runs.run_detail import LAUNCHER, RunDetail
+from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log
+from gpumon.tui.views.runs.remote import RemoteLogRead, RemoteRuns
+from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
-from gpumon.tui.widgets.log_view import LogTail
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -40,35 +40,6 @@ if TYPE_CHECKING:
 REFRESH_S = 1.0
 PAGE = 500  # rows in the table at most: the newest that match the filter
 READONLY = "no runs are started or stopped"
-LOG_LINES = 200
-
-
-class RunActionDone(Message):
-    """A launch or stop finished in its worker: tell the user, maybe select a run."""
-
-    def __init__(self, text: str, severity: SeverityLevel, select: str | None = None) -> None:
-        self.text = text
-        self.severity = severity
-        self.select = select
-        super().__init__()
-
-
-def matches(summary: RunSummary, query: str) -> bool:
-    """Every word of ``query`` in the run's id, kind, status or program (case-insensitive)."""
-    record = summary.record
-    text = f"{summary.id} {record.spec.kind} {summary.state} {record.spec.label()} {record.spec.name or ''}".lower()
-    return all(word in text for word in query.lower().split())
-
-
-def read_log(record: RunRecord, choice: int | None) -> LogTail:
-    """The tail of one of a run's logs; an unknown choice falls back to the first log there is."""
-    choices: tuple[int | None, ...] = tuple(record.log_ranks())
-    if record.log_path(LAUNCHER).exists():
-        choices = (*choices, LAUNCHER)
-    if choices and choice not in choices:
-        choice = choices[0]
-    lines = tuple(tail_lines(record.log_path(choice), LOG_LINES, max_bytes=64 * 1024)) if choices else ()
-    return LogTail(record.id, choices, choice, lines)
 
 
 class RunsView(View, Vertical):
@@ -115,6 +86,7 @@ class RunsView(View, Vertical):
         self._again = False
         self._select_next: str | None = None
         self._failed: str | None = None
+        self.remote = RemoteRuns(self, context.fleet)
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -138,6 +110,7 @@ class RunsView(View, Vertical):
         self._busy = True
         summary = self.summaries.get(self.selected_id or "")
         self._read(summary.record if summary is not None and self.display else None, self.log_choice)
+        self.remote.poll_log(self.selected_id)
 
     @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
     def _read(self, record: RunRecord | None, choice: int | None) -> None:
@@ -179,7 +152,7 @@ class RunsView(View, Vertical):
             self._live = sum(1 for s in message.summaries if s.record.live)
         if not self.display:
             self._stale = True  # hidden: drawn when shown again, not every second for nobody
-        elif changed or self._live or self._stale:  # a live run's elapsed time moves every second
+        elif changed or self._live or self._stale or self.remote.changed():  # a live run's time moves
             self._stale = False
             self._show(message.summaries)
         elif new_detail:  # the selected run's series arrived
@@ -201,13 +174,27 @@ class RunsView(View, Vertical):
     def _show(self, summaries: list[RunSummary]) -> None:
         table = self.query_one(RunTable)
         matched = [s for s in summaries if matches(s, self.filter)] if self.filter else summaries
-        table.show(matched[-PAGE:], self.app.size.width, len(summaries), len(matched), self.filter, self._live)
+        remote = self.remote.listing(self.filter)
+        local = self.remote.local_name()
+        table.show(
+            matched[-PAGE:], self.app.size.width, len(summaries), len(matched), self.filter, self._live, remote, local
+        )
         if self._select_next is not None and table.select_run(self._select_next):
             self._select_next = None
         self._selection_changed(table.selected_id())
 
     def _selection_changed(self, run_id: str | None) -> None:
         detail = self.query_one(RunDetail)
+        remote, note = self.remote.get(run_id), self.remote.note(run_id)
+        if remote is not None or note is not None:  # another host's run, or why a host's runs are missing
+            self.context.selected_run = remote.id if remote is not None else None
+            self.context.selected_host = remote.host.name if remote is not None else None
+            if run_id != self.selected_id:
+                self.selected_id = run_id
+                self.remote.poll_log(run_id, now=True)
+            detail.show_remote(remote, note)
+            return
+        self.context.selected_host = None
         if run_id != self.selected_id:
             self.selected_id = self.context.selected_run = run_id
             self.log_choice, self.log_choices = 0, ()
@@ -228,7 +215,7 @@ class RunsView(View, Vertical):
         self._selection_changed(str(event.row_key.value))
 
     def on_resize(self, event: Resize) -> None:
-        if self.summaries:
+        if self.summaries or self.remote.runs:
             self.call_after_refresh(self._show, list(self.summaries.values()))
 
     def selected(self) -> RunSummary | None:
@@ -257,7 +244,15 @@ class RunsView(View, Vertical):
         self.query_one("#run-filter").display = bool(text)
         self._show(self._listed or [])
 
+    def on_remote_log_read(self, message: RemoteLogRead) -> None:
+        if message.key == self.selected_id:
+            self.query_one(RunDetail).show_remote_log(message.lines, message.reason)
+
     def cycle_log(self, step: int) -> None:
+        run = self.remote.get(self.selected_id)
+        if run is not None:
+            self.notify(f"Rank 0's log here; any other: gpumon logs {run.id} --host {run.host.name} --rank N")
+            return
         choices = self.log_choices
         if len(choices) < 2:
             self.notify("This run has one log" if choices else "No log yet", timeout=3)
@@ -338,6 +333,10 @@ class RunsView(View, Vertical):
 
     def action_stop_run(self, kill: bool) -> None:
         if self.refused(READONLY):
+            return
+        remote = self.remote.get(self.selected_id)
+        if remote is not None:
+            self.remote.ask_stop(remote, kill)
             return
         summary = self.selected()
         if summary is None:

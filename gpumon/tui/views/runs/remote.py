@@ -1,0 +1,236 @@
+"""Other hosts' runs in the Runs view: the rows of each fleet host's ``gpumon runs --json`` (HostState.runs).
+
+Each row is keyed ``HOST:RUN`` in the table; a host whose runs cannot be read is one line, keyed ``HOST:``.
+Everything about a remote run is asked of the host's own gpumon through ssh, in thread workers:
+its log tail every few seconds while it is selected, and stop/kill (core/fleet/remote_runs.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.message import Message
+from textual.widget import Widget
+
+from gpumon.core.fleet.hosts import Host
+from gpumon.core.fleet.model import FleetState, HostState
+from gpumon.core.fleet.remote_runs import remote_log, stop_remote
+from gpumon.core.format import duration, size
+from gpumon.core.runs.store import LIVE_STATES
+from gpumon.tui.views.runs.reading import RunActionDone
+from gpumon.tui.widgets.render import STATE_STYLE, number
+from gpumon.tui.widgets.screens import ConfirmScreen
+
+LOCAL = "local"  # the HOST of this machine's runs when the fleet has no host of its own for it
+LOG_EVERY_S = 3.0  # a selected remote run's log tail: each read starts ssh and a gpumon on the host
+LOG_LINES = 200
+
+
+@dataclass(frozen=True, eq=True)
+class RemoteRun:
+    """One row of a host's ``gpumon runs --json``."""
+
+    host: Host
+    row: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.row.get("id", "?"))
+
+    @property
+    def key(self) -> str:
+        return f"{self.host.name}:{self.id}"
+
+    @property
+    def state(self) -> str:
+        return str(self.row.get("status") or "unknown")
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def elapsed(self, now: float | None = None) -> float | None:
+        started, ended = self.row.get("started"), self.row.get("ended")
+        if not isinstance(started, (int, float)):
+            return None
+        end = ended if isinstance(ended, (int, float)) else (now or time.time())
+        return max(0.0, end - started)  # the host's clock against ours while live: as good as NTP
+
+    def program(self) -> str:
+        label = str(self.row.get("program") or self.row.get("kind") or "?")
+        if self.row.get("group"):
+            return f"n{self.row.get('node_rank')}/{self.row.get('nnodes')} {label}"
+        return label
+
+
+@dataclass(frozen=True)
+class HostNote:
+    """Why a host's runs are not shown (or may be old): its link is down, or ``gpumon runs`` failed there."""
+
+    host: Host
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.host.name}:"
+
+
+Remote = tuple[list[RemoteRun], list[HostNote]]
+
+
+def host_note(state: HostState) -> HostNote | None:
+    if state.link == "down":
+        return HostNote(state.host, f"down: {state.reason or 'unreachable'}")
+    if state.runs_reason:
+        return HostNote(state.host, f"runs not read: {state.runs_reason}")
+    return None
+
+
+def remote_listing(fleet: FleetState, query: str = "") -> Remote:
+    """Every other host's runs (``local`` is the view's own) and a note per host that cannot be read."""
+    runs: list[RemoteRun] = []
+    notes: list[HostNote] = []
+    words = query.lower().split()
+    for state in fleet.hosts:
+        if state.host.local:
+            continue
+        note = host_note(state)
+        if note is not None:
+            notes.append(note)
+        for row in state.runs:
+            run = RemoteRun(state.host, row)
+            text = f"{state.host.name} {run.id} {row.get('kind')} {run.state} {run.program()}".lower()
+            if all(word in text for word in words):
+                runs.append(run)
+    return runs, notes
+
+
+def local_name(fleet: FleetState) -> str:
+    """What the HOST column calls this machine: the fleet's own name for it, else ``local``."""
+    return next((h.host.name for h in fleet.hosts if h.host.local), LOCAL)
+
+
+def remote_info(run: RemoteRun) -> Text:
+    """The detail's lines for a remote run: what its host's ``gpumon runs --json`` says of it."""
+    row = run.row
+    line = Text.assemble((run.id, "bold"), " · ", (run.state, STATE_STYLE.get(run.state, "")), f" on {run.host.name}")
+    if row.get("exit_code") is not None:
+        line.append(f" (exit {row['exit_code']})")
+    line.append(f" · {duration(run.elapsed())} · ")
+    line.append(run.program(), style="bold")
+    line.append(f" · {row.get('nproc', '?')} proc")
+    if row.get("gpus") is not None:
+        line.append(f" · GPUs {row['gpus']}")
+    if row.get("step") is not None:
+        line.append(f" · step {row['step']} · loss {number(row.get('loss'))}")
+    if row.get("memory_bytes") is not None:
+        line.append(f" · memory {size(row['memory_bytes'])} {row.get('memory_kind') or ''}".rstrip())
+    error = row.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    if message:
+        line.append(f"\n✗ {str(message).strip().splitlines()[0]}", style="red")
+    for alert in list(row.get("alerts") or [])[-2:]:
+        line.append(f"\n• {alert}", style="dim")
+    line.append(f"\nread on {run.host.name} through ssh · d: its doctor · T/K: stop/kill there", style="dim")
+    return line
+
+
+class RemoteLogRead(Message):
+    """A remote run's log tail, or why it could not be read."""
+
+    def __init__(self, key: str, lines: tuple[str, ...], reason: str | None) -> None:
+        self.key = key
+        self.lines = lines
+        self.reason = reason
+        super().__init__()
+
+
+class RemoteRuns:
+    """The Runs view's part for other hosts' runs: the listing, the selected run's log, stop and kill."""
+
+    def __init__(self, view: Widget, fleet: Any) -> None:
+        """``view``: the Runs view (its workers, messages and notifications); ``fleet``: a FleetMonitor or None."""
+        self.view = view
+        self.fleet = fleet
+        self.runs: dict[str, RemoteRun] = {}
+        self._hosts: tuple[HostState, ...] | None = None  # the fleet's states last listed
+        self._log_at = 0.0
+        self._log_busy = False
+
+    def listing(self, query: str) -> Remote | None:
+        """The remote rows and notes for the table (None without a fleet: no HOST column)."""
+        if self.fleet is None:
+            return None
+        state = self.fleet.state()
+        self._hosts = state.hosts
+        runs, notes = remote_listing(state, query)
+        self.runs = {run.key: run for run in runs}
+        return runs, notes
+
+    def changed(self) -> bool:
+        """The table needs drawing again: a host's state changed, or a remote run is live (its time moves)."""
+        if self.fleet is None:
+            return False
+        hosts = self.fleet.state().hosts
+        same = self._hosts is not None and len(hosts) == len(self._hosts)
+        same = same and all(a is b for a, b in zip(hosts, self._hosts or (), strict=False))
+        return not same or any(run.live for run in self.runs.values())
+
+    def local_name(self) -> str:
+        return local_name(self.fleet.state()) if self.fleet is not None else LOCAL
+
+    def get(self, key: str | None) -> RemoteRun | None:
+        return self.runs.get(key or "")
+
+    def note(self, key: str | None) -> HostNote | None:
+        if self.fleet is None or not key or not key.endswith(":"):
+            return None
+        for state in self.fleet.state().hosts:
+            if f"{state.host.name}:" == key:
+                return host_note(state) or HostNote(state.host, "its runs are read again")
+        return None
+
+    # -- the selected run's log ------------------------------------------------------
+    def poll_log(self, key: str | None, now: bool = False) -> None:
+        """Read the selected remote run's log tail in a worker, at most every LOG_EVERY_S."""
+        run = self.get(key)
+        if run is None or self._log_busy or not self.view.display:
+            return
+        if not now and time.monotonic() - self._log_at < LOG_EVERY_S:
+            return
+        self._log_busy, self._log_at = True, time.monotonic()
+        fleet, view = self.fleet, self.view
+
+        def read() -> None:
+            try:
+                lines, reason = remote_log(fleet.ssh, run.host, fleet.gpumon, run.id, LOG_LINES)
+            finally:
+                self._log_busy = False
+            view.post_message(RemoteLogRead(run.key, lines, reason))
+
+        view.run_worker(read, thread=True, group="runs-remote-log", exit_on_error=False, description="remote log")
+
+    # -- stop and kill ---------------------------------------------------------------
+    def ask_stop(self, run: RemoteRun, kill: bool) -> None:
+        """Confirm, then ``gpumon stop RUN [--kill]`` on the run's host in a worker."""
+        if not run.live:
+            self.view.notify(f"{run.id} is not running on {run.host.name} ({run.state})", severity="warning")
+            return
+        what = "SIGKILL now" if kill else "SIGTERM, SIGKILL after 10 s"
+        question = f"{'Kill' if kill else 'Stop'} run {run.id} on {run.host.name}?\n{what}, through ssh."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.view.run_worker(
+                    lambda: self._stop(run, kill), thread=True, group="runs-action", exit_on_error=False
+                )
+
+        self.view.app.push_screen(ConfirmScreen(question), answered)
+
+    def _stop(self, run: RemoteRun, kill: bool) -> None:
+        outcome = stop_remote(self.fleet.ssh, run.host, self.fleet.gpumon, run.id, kill)
+        self.fleet.refresh_runs(run.host.name)
+        self.view.post_message(RunActionDone(outcome.message, "information" if outcome.ok else "error"))
