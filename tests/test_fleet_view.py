@@ -200,3 +200,14 @@ async def test_an_open_host_screen_follows_the_hosts_new_states() -> None:
         await pilot.pause()
         assert screen.state is states[1].hosts[0]
         assert len(screen.history.tail(("gpu", 0, "util"))) == 2  # its panels' history grows as samples come
+
+
+async def test_switching_view_at_once_keeps_the_new_views_focus() -> None:
+    """`r` pressed before the Fleet view's first refresh: its deferred focus must not pull focus back."""
+    from gpumon.tui.views.runs.view import RunsView
+
+    app = fleet_app(StandInFleet([mixed_fleet()], interval=0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert app.focused is not None and any(isinstance(w, RunsView) for w in app.focused.ancestors_with_self)

@@ -137,7 +137,12 @@ class FleetView(View, Vertical):
         if self.selected not in self._blocks:
             self.selected = names[0] if names else None
         if self.display:
-            self.call_after_refresh(self.focus_first)
+            self.call_after_refresh(self._focus_if_shown)
+
+    def _focus_if_shown(self) -> None:
+        """Deferred: the user may have switched views since (``r`` pressed at start), and keeps that focus."""
+        if self.display:
+            self.focus_first()
 
     # -- selection --------------------------------------------------------------------
     def focus_first(self) -> None:
