@@ -32,7 +32,8 @@ CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
 CHECK_EVERY_S = 0.25
 MAX_GROUPS = 50  # the event holds at most this many groups (by bytes, then by count and graph size)
-MAX_NODES = 12_000  # graph nodes walked per census (~12 us each, wrappers made): ~0.15 s at most
+MAX_NODES = 12_000  # graph nodes walked per census, at most
+MAX_WALK_S = 0.15  # and at most this long: ages (not the walk) tell how big a kept graph is
 DESCENT_BUDGET = 200_000  # hops of the oldest-node descent, over all roots (~1 us each)
 MAX_DESCENT = 100_000  # hops from one root
 LEAF_SEQ = 2**63  # AccumulateGrad and other leaves are numbered UINT64_MAX
@@ -99,6 +100,18 @@ def _read_gap(path: str) -> int:
 
 def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int = MAX_NODES) -> dict[str, Any]:
     """The live tensors of this process, grouped; a dict ready to be a ``census`` event's fields."""
+    # The walk makes thousands of wrapper objects: a collection of a big heap in the middle of it
+    # would be part of the pause. Nothing here makes garbage cycles that must go at once.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _take_census(torch, max_groups, max_nodes)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _take_census(torch: ModuleType, max_groups: int, max_nodes: int) -> dict[str, Any]:
     started = time.perf_counter()
     # Exact types against the set of Tensor subclasses: twice as fast as isinstance over ~10^5
     # objects, and type() never runs a proxy's __class__ property.
@@ -117,13 +130,19 @@ def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int 
             grads.add(id(t.grad))
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     found: list[tuple[Any, dict[str, Any], Any]] = []  # (tensor, its group, grad_fn)
+    names: dict[Any, str] = {}  # dtype or device -> its text: str() of each costs more than the rest of a key
     for t in tensors:
         if issubclass(type(t), param_type):
             continue
         try:
             grad_fn = t.grad_fn
             name = type(grad_fn).__name__ if grad_fn is not None else None
-            key = (tuple(t.shape), str(t.dtype).removeprefix("torch."), str(t.device), name, t.requires_grad)
+            dtype, device = t.dtype, t.device
+            if dtype not in names:
+                names[dtype] = str(dtype).removeprefix("torch.")
+            if device not in names:
+                names[device] = str(device)
+            key = (tuple(t.shape), names[dtype], names[device], name, t.requires_grad)
         except Exception:  # noqa: BLE001 - odd subclasses (fake, functorch) are skipped
             continue
         found.append((t, groups.get(key) or groups.setdefault(key, _group(*key)), grad_fn))
@@ -293,15 +312,17 @@ NodeInfo = tuple[list[Any], bool, list[Any]]  # (saved tensors still held, backw
 
 
 def _walk(roots: list[Any], budget: int) -> tuple[dict[Any, NodeInfo], bool]:
-    """Every node reachable from ``roots``, once, root by root in order, until ``budget`` nodes."""
+    """Every node reachable from ``roots``, once, root by root in order, until ``budget`` nodes or
+    ``MAX_WALK_S`` (a node costs 5-45 us: more when millions are alive and memory is cold)."""
     nodes: dict[Any, NodeInfo] = {}
+    deadline = time.perf_counter() + MAX_WALK_S
     for root in roots:
         stack = [root]
         while stack:
             node = stack.pop()
             if node in nodes:
                 continue
-            if len(nodes) >= budget:
+            if len(nodes) >= budget or (not len(nodes) % 256 and time.perf_counter() > deadline):
                 return nodes, True
             try:
                 kids = [n for n, _ in node.next_functions if n is not None]
