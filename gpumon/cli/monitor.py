@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -48,9 +49,14 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"gpumon: error: {err}", file=sys.stderr)
         return 2
+    fleet = _fleet(args)
+    if isinstance(fleet, int):
+        return fleet
     # NVML starts and the first sample is taken while Textual imports.
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     sampler.start()
+    if fleet is not None:
+        fleet.start()  # Ray's driver joins the cluster while Textual imports
     try:
         from gpumon.core.config import keymap_path
         from gpumon.tui.app import GpumonApp, keymap_problems
@@ -59,7 +65,24 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         if problems:
             print(f"gpumon: error: {keymap_path()}: {problems[0]}", file=sys.stderr)
             return 2
-        GpumonApp(sampler, readonly=args.readonly, keymap=keymap).run()
+        GpumonApp(sampler, readonly=args.readonly, keymap=keymap, fleet=fleet).run()
     finally:
+        if fleet is not None:
+            fleet.stop()
         sampler.stop()
     return 0
+
+
+def _fleet(args: argparse.Namespace) -> Any:
+    """The fleet the app shows (None: this machine only), or the exit code of a user's mistake."""
+    from gpumon.cli.ray_fleet import build_ray_fleet, ray_problem
+
+    if not getattr(args, "ray", None):
+        return None
+    problem = ray_problem(args.ray)
+    if problem:
+        print(f"gpumon: error: {problem}", file=sys.stderr)
+        return 2
+    from gpumon.core.fleet.combined import CombinedFleet
+
+    return CombinedFleet([build_ray_fleet(args)])

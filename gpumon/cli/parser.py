@@ -6,7 +6,8 @@ import argparse
 from typing import NoReturn
 
 from gpumon import __version__
-from gpumon.cli import doctor, launch, runs, tune
+from gpumon.cli import doctor, fleet, launch, runs, tune
+from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.core.sampler import MIN_INTERVAL
 
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"sampling interval in seconds (default 1, min {MIN_INTERVAL})",
     )
     parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
+    add_ray_option(parser, in_command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser(
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
@@ -78,4 +80,5 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print a stable JSON document instead of a table")
     for module in (launch, runs, tune, doctor):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
+    fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: the nodes' simulated GPUs
     return parser

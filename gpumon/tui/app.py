@@ -72,6 +72,7 @@ class GpumonApp(App[None]):
         readonly: bool = False,
         keymap: dict[str, str] | None = None,
         store: RunStore | None = None,
+        fleet: Any = None,
     ) -> None:
         super().__init__()
         self.keymap = dict(keymap or {})
@@ -79,7 +80,7 @@ class GpumonApp(App[None]):
             self.set_keymap(self.keymap)
         self.sampler = sampler
         self.readonly = readonly
-        self.context = AppContext(readonly=readonly, store=store)
+        self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
         self.view = VIEWS[0].NAME
         self._feed_pids: dict[int, str] = {}
         self._top_bar: Text | None = None
