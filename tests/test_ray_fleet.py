@@ -49,7 +49,7 @@ def gpu_ids(snapshot: dict) -> list[str]:
 
 
 def agents() -> list[psutil.Process]:
-    """The gpumon actors' worker processes (Ray titles them ray::NodeAgent...)."""
+    """The gpumon actors' worker processes (Ray titles them ray::NodeAgent)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         if any("NodeAgent" in part for part in proc.info["cmdline"] or ()):
@@ -83,6 +83,15 @@ def test_a_node_that_leaves_is_down_with_its_reason_while_the_others_stay_live(c
         assert [h.link for h in states] == ["live"] * 3, [(h.host.name, h.link, h.reason) for h in states]
         assert len({gpu_ids(h.snapshot)[0] for h in states if h.snapshot}) == 3
         assert wait_until(lambda: len(agents()) == 3, timeout=30)  # one actor per node, nothing else started
+
+        agents()[0].kill()  # an actor that dies: its node is down with the reason, then gets a new actor
+        states = fleet.wait(lambda s: any(h.link == "down" for h in s), 30)
+        failed = [h for h in states if h.link == "down"]
+        assert len(failed) == 1 and (failed[0].reason or "").startswith("its gpumon actor failed: The actor died")
+        assert [h.link for h in states].count("live") == 2
+        states = fleet.wait(lambda s: all(h.link == "live" for h in s), 30)
+        assert [h.link for h in states] == ["live"] * 3
+
         before = {h.host.name: h.snapshot["time"] for h in states if h.snapshot}
 
         cluster.remove_node(extra)

@@ -46,15 +46,18 @@ class Node:
 
 
 def why(err: BaseException) -> str:
-    """Ray's error in one line: its first line, and the worker's exit detail where it says one."""
-    text = str(err).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    first = lines[0] if lines else type(err).__name__
+    """Ray's error in one line: its first sentence, and the first of the worker's exit detail where it says one."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    first = _sentence(lines[0]) if lines else type(err).__name__
     for line in lines:
         _, found, detail = line.partition("Worker exit detail:")
         if found and detail.strip():
-            return f"{first.rstrip('.')}: {detail.strip()}"
+            return f"{first}: {_sentence(detail.strip())}"
     return first
+
+
+def _sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".")
 
 
 class Poller:

@@ -148,8 +148,8 @@ class RayFleet:
                 if isinstance(doc, dict) and isinstance(doc.get("fatal"), str):
                     fatal = doc["fatal"]
                 elif isinstance(doc, dict) and isinstance(doc.get("nodes"), list):
+                    self._apply(doc["nodes"], fresh=not had_nodes)
                     had_nodes = True
-                    self._apply(doc["nodes"])
         return fatal, had_nodes
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
@@ -168,7 +168,10 @@ class RayFleet:
         return f"the Ray driver ended ({how})" + (f": {last[-200:]}" if last else "")
 
     # -- states ---------------------------------------------------------------------------
-    def _apply(self, nodes: list[Any]) -> None:
+    def _apply(self, nodes: list[Any], fresh: bool = False) -> None:
+        if fresh:  # a new driver: a cluster that came back has new node ids, the old ones are history
+            reported = {item.get("id") for item in nodes if isinstance(item, dict)}
+            self._nodes = {key: state for key, state in self._nodes.items() if key in reported}
         for item in nodes:
             if not isinstance(item, dict) or not isinstance(item.get("id"), str):
                 continue
