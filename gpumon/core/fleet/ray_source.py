@@ -97,6 +97,14 @@ class RayFleet:
 
     # -- the driver ----------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._drive()
+        except Exception as err:  # noqa: BLE001 - a bug here must show as a reason, never end gpumon
+            self._lost(f"gpumon's Ray reader failed: {err!r}")
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.kill()
+
+    def _drive(self) -> None:
         failures = 0
         while not self._stop.is_set():
             env = dict(os.environ)
