@@ -13,8 +13,12 @@ import gpumon
 
 ROOT = Path(gpumon.__file__).parent
 UI_PACKAGES = ("gpumon.tui",)
-# Ray is imported in these and nowhere else: the callback and stopper subclass Tune's, the runner drives Tune.
-RAY_MODULES = ("gpumon.tune.callback", "gpumon.tune.stopper", "gpumon.tune.runner")
+# Ray is imported in these and nowhere else: the callback and stopper subclass Tune's, the runner drives Tune;
+# gpumon --ray's driver (a child process of its own), its poller and the agent it pins to each node.
+RAY_MODULES = (
+    *("gpumon.tune.callback", "gpumon.tune.stopper", "gpumon.tune.runner"),
+    *("gpumon.core.fleet.ray_driver", "gpumon.core.fleet.ray_nodes", "gpumon.core.fleet.ray_agent"),
+)
 
 
 def core_modules() -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import textwrap
@@ -155,6 +156,9 @@ def test_an_unmodified_tune_script_feeds_the_trials_with_its_metric_mode_and_num
     assert len(results) == 6  # 2 trials x 3 reports, none twice
     assert all(set(r["metrics"]) >= {"loss", "acc", "n"} for r in results)
     assert {type(v) for r in results for v in r["metrics"].values()} <= {int, float}
+    # Where each trial's worker runs: its pid means something only on that node (the Trials view's GPU memory).
+    assert all(isinstance(r["trial_pid"], int) and r["trial_hostname"] == socket.gethostname() for r in results)
+    assert all(isinstance(r["trial_node_ip"], str) and r["trial_node_ip"] for r in results)
 
 
 SLOW_SEARCH = textwrap.dedent(

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpumon import __version__
 from gpumon.cli.common import fail, print_table
+from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.core import format as fmt
 from gpumon.core.fleet.hosts import (
     SSH_ENV,
@@ -60,6 +61,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         epilog="example: gpumon fleet --hosts local,gpu1,alice@gpu2:2222 --json",
     )
     add_fleet_options(fleet, in_command=True)
+    add_ray_option(fleet, in_command=True)
     fleet.add_argument("--json", action="store_true", help="print a JSON document (JSON Lines with --watch)")
     fleet.add_argument("--watch", action="store_true", help="print again every interval until Ctrl-C")
 
@@ -105,12 +107,16 @@ def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
 def cmd_fleet(args: argparse.Namespace) -> int:
     from gpumon.core.fleet.monitor import FleetMonitor, settled
 
+    if getattr(args, "ray", None):
+        from gpumon.cli.ray_fleet import cmd_fleet_ray
+
+        return cmd_fleet_ray(args)
     try:
         fleet = settings(args)
     except HostError as err:
         return fail(str(err))
     if fleet is None:
-        return fail('no hosts: give --hosts gpu1,gpu2 or list them in [fleet] hosts = ["gpu1", "gpu2"]')
+        return fail('no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, or [fleet] hosts = ["gpu1"] in config.toml')
     runs_every = 0.0 if not args.json else 5.0  # the table shows no runs: read them only for JSON
     monitor = FleetMonitor(
         fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every

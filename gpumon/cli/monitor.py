@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from gpumon.cli.common import fail
 
@@ -97,16 +98,24 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from gpumon.cli.fleet import build_monitor
     from gpumon.core.fleet.hosts import HostError
 
+    ray = _fleet(args)
+    if isinstance(ray, int):
+        return ray
     # NVML starts and the first sample is taken while Textual imports.
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     try:
-        fleet = build_monitor(args, sampler)  # None without hosts; `local` reads this sampler
+        ssh_fleet = build_monitor(args, sampler)  # None without hosts; `local` reads this sampler
     except HostError as err:
         sampler.gpu.close()
         return fail(str(err))
+    fleet: Any = ssh_fleet
+    if ray is not None:
+        from gpumon.core.fleet.combined import CombinedFleet
+
+        fleet = CombinedFleet([p for p in (ssh_fleet, ray) if p is not None])
     sampler.start()
     if fleet is not None:
-        fleet.start()  # ssh links connect while Textual imports
+        fleet.start()  # ssh links connect and Ray's driver joins while Textual imports
     try:
         from gpumon.core.config import keymap_path
         from gpumon.tui.app import GpumonApp, keymap_problems
@@ -121,3 +130,16 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             fleet.stop()
         sampler.stop()
     return 0
+
+
+def _fleet(args: argparse.Namespace) -> Any:
+    """The Ray cluster's fleet (None without --ray), or the exit code of a user's mistake."""
+    from gpumon.cli.ray_fleet import build_ray_fleet, ray_problem
+
+    if not getattr(args, "ray", None):
+        return None
+    problem = ray_problem(args.ray)
+    if problem:
+        print(f"gpumon: error: {problem}", file=sys.stderr)
+        return 2
+    return build_ray_fleet(args)

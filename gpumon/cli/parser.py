@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from gpumon import __version__
 from gpumon.cli import doctor, fleet, launch, runs, signals, tune
+from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.core.fleet.stream import FIELDS
 from gpumon.core.sampler import MIN_INTERVAL
 
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
     fleet.add_fleet_options(parser, in_command=False)
+    add_ray_option(parser, in_command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser(
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"
@@ -87,5 +89,5 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for module in (launch, runs, tune, doctor, signals):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
-    fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: the `local` host's GPUs
+    fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: `local`'s or Ray nodes' GPUs
     return parser

@@ -32,7 +32,7 @@ class AppContext:
     run_pids: dict[int, str] = field(default_factory=dict)  # PID -> run id of live gpumon runs
     run_ranks: dict[int, int] = field(default_factory=dict)  # PID -> rank, for the ranks among them
     run_leaks: dict[str, LeakState] = field(default_factory=dict)  # run id -> warning of live runs that warn
-    fleet: Any = None  # the FleetMonitor (its state() -> FleetState) when hosts are configured; None: this machine
+    fleet: Any = None  # the fleet (its state() -> FleetState) with --hosts or --ray; None: this machine
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,8 @@ class GpumonCallback(Callback):
             iteration=result.get("training_iteration"),
             time_total_s=result.get("time_total_s"),
             trial_pid=result.get("pid"),
+            trial_hostname=result.get("hostname"),
+            trial_node_ip=result.get("node_ip"),
             metrics=metrics,
         )
 

@@ -97,4 +97,7 @@ def signal_process(ssh: list[str], host: Host, gpumon: str | list[str], proc: Gp
     """A process of a fleet host's snapshot: simulated ones refused, the local machine's signalled here."""
     if proc.simulated or host.local:
         return send_signal(proc, sig)
+    if host.name.startswith("ray:"):  # reached through Ray, not ssh: its name is no ssh target
+        return SignalOutcome(False, f"{host.name} is a Ray node: signal it with `ssh {host.address} gpumon signal "
+                             f"{proc.pid} {signal.Signals(sig).name}`, or list it in --hosts")  # fmt: skip
     return signal_remote(ssh, host, gpumon, proc.pid, sig, proc.create_time)

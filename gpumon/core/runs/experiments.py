@@ -53,6 +53,8 @@ class TrialRow:
     best: float | None  # this trial's best value of the experiment's metric
     error: str | None
     stopping: bool = False  # a stop was asked for and the trial has not ended yet
+    hostname: str | None = None  # where the worker runs (Tune's hostname, node_ip): its pid is that node's
+    node_ip: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,8 @@ def _row(trial: Trial, stopping: bool, over: str | None) -> TrialRow:
         best=trial.best,
         error=trial.error,
         stopping=stopping and over is None,
+        hostname=trial.hostname,
+        node_ip=trial.node_ip,
     )
 
 

@@ -43,6 +43,8 @@ class Trial:
     iteration: int | None = None
     time_total_s: float | None = None
     pid: int | None = None
+    hostname: str | None = None  # the node the trial's worker runs on, as Tune names it
+    node_ip: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)  # latest
     curve: Series = field(default_factory=Series)  # the experiment's metric per iteration
     best: float | None = None  # this trial's best value of the experiment's metric
@@ -118,6 +120,10 @@ class Experiment:
             trial.time_total_s = float(event["time_total_s"])
         if isinstance(event.get("trial_pid"), int):
             trial.pid = event["trial_pid"]
+        if isinstance(event.get("trial_hostname"), str):
+            trial.hostname = event["trial_hostname"]
+        if isinstance(event.get("trial_node_ip"), str):
+            trial.node_ip = event["trial_node_ip"]
         metrics = event.get("metrics")
         if not isinstance(metrics, dict):
             return
@@ -157,6 +163,8 @@ class Experiment:
                     "iteration": t.iteration,
                     "time_total_s": t.time_total_s,
                     "pid": t.pid,
+                    "hostname": t.hostname,
+                    "node_ip": t.node_ip,
                     "metrics": t.metrics,
                     "best": t.best,
                     "error": t.error,

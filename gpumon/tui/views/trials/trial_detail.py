@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -15,6 +17,7 @@ from gpumon.tui.widgets.charts import Chart, Series
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.render import STATE_STYLE, number
 
+HERE = socket.gethostname()  # a trial on another node names it beside its pid
 EMPTY = Text.assemble(
     ("No Ray Tune experiments yet: ", "bold"),
     "start one with ",
@@ -70,7 +73,8 @@ def trial_text(row: TrialRow | None, gpu: int | None) -> Text:
     if row.time_total_s is not None:
         line.append(f" · {duration(row.time_total_s)}")
     if row.pid is not None:
-        line.append(f"\npid {row.pid} · GPU {size(gpu) if gpu is not None else NONE}")
+        where = f" on {row.hostname or row.node_ip}" if row.hostname not in (None, HERE) else ""
+        line.append(f"\npid {row.pid}{where} · GPU {size(gpu) if gpu is not None else NONE}")
     params = params_text(row.params, tuple(sorted(row.params)))
     if params:
         line.append(f"\n{params}")

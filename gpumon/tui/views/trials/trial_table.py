@@ -31,13 +31,13 @@ class TrialTable(KeyedTable):
         self.sort_key = "id"
         self.sort_reverse = False
         self.status_filter: str | None = None
-        self._gpu: dict[int, int] = {}
+        self._gpu: dict[str, int] = {}
         self._shown: dict[str, tuple[TrialRow, int | None, bool, dict[str, SortCell]]] = {}
         self.border_title = "trials"
 
     # -- showing --------------------------------------------------------------
-    def show(self, snap: ExperimentSnapshot, gpu: dict[int, int], width: int) -> None:
-        """Show ``snap``; ``gpu`` maps PIDs to GPU memory. Rebuilds only when the columns change."""
+    def show(self, snap: ExperimentSnapshot, gpu: dict[str, int], width: int) -> None:
+        """Show ``snap``; ``gpu`` maps trial ids to GPU memory. Rebuilds only when the columns change."""
         columns = trial_columns(snap, width)
         same_run = self.snapshot is not None and self.snapshot.info.run_id == snap.info.run_id
         self.snapshot, self._gpu = snap, gpu
@@ -71,7 +71,7 @@ class TrialTable(KeyedTable):
                     self.remove_row(row.id)
                     del self._shown[row.id]
                 continue
-            gpu = self._gpu.get(row.pid) if row.pid is not None else None
+            gpu = self._gpu.get(row.id)
             best = row.id == best_id
             if old is not None and old[0] is row and old[1] == gpu and old[2] == best:
                 continue  # unchanged: the common case for most of a big experiment

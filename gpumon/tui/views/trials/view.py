@@ -22,6 +22,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
+from gpumon.core.fleet.trial_gpu import trial_gpu_memory
 from gpumon.core.runs.experiments import ExperimentInfo, ExperimentsMonitor, ExperimentSnapshot, TrialRow
 from gpumon.core.runs.store import RunStore
 from gpumon.tui.view import AppContext, Command, View
@@ -181,7 +182,7 @@ class TrialsView(View, Vertical):
                 self._header = header
                 self.query_one("#trials-header", Static).update(header)
             table = self.table
-            table.show(snapshot, gpu_memory(self.context.snapshot), width)
+            table.show(snapshot, self.trial_memory(snapshot), width)
             self.selection_changed(table.selected_id())
 
     def selection_changed(self, trial_id: str | None) -> None:
@@ -193,8 +194,15 @@ class TrialsView(View, Vertical):
             self.poll()  # fetch its curves
         row = snap.by_id.get(trial_id or "")
         curves = snap.curves if snap.curves is not None and snap.curves.trial_id == trial_id else None
-        gpu = gpu_memory(self.context.snapshot).get(row.pid) if row and row.pid else None
+        gpu = self.trial_memory(snap, row).get(row.id) if row and row.pid else None
         self.query_one(TrialDetail).show(row, snap, curves, chart_metric(snap, self.metric), gpu)
+
+    def trial_memory(self, snap: ExperimentSnapshot, row: TrialRow | None = None) -> dict[str, int]:
+        """Trial id -> its process's GPU memory, on this machine or (with a fleet) on its own node."""
+        fleet = self.context.fleet
+        state = fleet.state() if fleet is not None else ()
+        hosts = getattr(state, "hosts", state)  # a FleetState, or a RayFleet's tuple of host states
+        return trial_gpu_memory((row,) if row else snap.trials, gpu_memory(self.context.snapshot), hosts)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

@@ -1,0 +1,39 @@
+"""Several fleet sources as the one fleet the app reads: ssh hosts (``FleetMonitor``) and Ray clusters
+(``RayFleet``), started and stopped together, their hosts in the order given."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gpumon.core.fleet.model import FleetState, HostState
+
+
+def hosts_of(state: Any) -> tuple[HostState, ...]:
+    """A source's hosts: a ``FleetState``'s, or the tuple a ``RayFleet`` gives."""
+    return tuple(getattr(state, "hosts", state))
+
+
+class CombinedFleet:
+    def __init__(self, parts: Sequence[Any]) -> None:
+        self.parts = tuple(parts)
+        # The ssh program and remote gpumon of the ssh part, for views that reach a host through ssh.
+        self.ssh = next((p.ssh for p in self.parts if getattr(p, "ssh", None)), None)
+        self.gpumon = next((p.gpumon for p in self.parts if getattr(p, "gpumon", None)), None)
+
+    def start(self) -> None:
+        for part in self.parts:
+            part.start()
+
+    def stop(self) -> None:
+        for part in self.parts:
+            part.stop()
+
+    def refresh_runs(self, name: str | None = None) -> None:
+        for part in self.parts:
+            if hasattr(part, "refresh_runs"):
+                part.refresh_runs(name)
+
+    def state(self) -> FleetState:
+        return FleetState(tuple(h for part in self.parts for h in hosts_of(part.state())), time.time())
