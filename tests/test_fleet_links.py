@@ -63,7 +63,7 @@ def test_each_host_shows_its_gpus_or_its_reason_and_the_others_stay_live(tmp_pat
     assert all(h.retry_at is None or h.retry_at > state.time - 60 for h in state.hosts)
     idle, total = state.totals()
     assert total == 6 and 0 <= idle <= total  # the down hosts count no GPU
-    # each live remote host has its own state dir, read by its own `gpumon runs --json`
+    # each live remote host has its own state dir, its runs sent in its own stream
     state = monitor.wait(lambda s: all(h.runs_at for h in s.hosts if h.link == "live"), timeout=30)
     assert [h.runs_reason for h in live] == [None] * 3
     assert (tmp_path / "gpu1" / "state").is_dir() and (tmp_path / "gpu2" / "state").is_dir()
@@ -139,17 +139,18 @@ def test_the_app_keeps_the_fleet_for_its_views(tmp_path: Path) -> None:
     assert app.context.fleet is monitor
 
 
-def test_refresh_runs_reads_a_run_just_started_on_a_host_at_once(tmp_path: Path, fleet) -> None:
+def test_a_run_just_started_on_a_host_comes_with_its_stream_unasked(tmp_path: Path, fleet) -> None:
     import shlex
     import subprocess
 
-    monitor = start(fleet, tmp_path, "gpu1", interval=0.5, runs_every=600)  # on its own: not for 10 minutes
+    monitor = start(fleet, tmp_path, "gpu1", interval=0.5)
     monitor.wait(lambda s: s.hosts[0].runs_at is not None, timeout=30)
+    ssh = monitor.links["gpu1"].pid  # type: ignore[attr-defined]
     assert monitor.state().hosts[0].runs == ()
     script = tmp_path / "hi.py"
     script.write_text("print('hi')\n")
     argv = [*stand_in(tmp_path), "gpu1", shlex.join(["gpumon", "launch", "script", str(script)])]
     run_id = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()[-1]
-    monitor.refresh_runs("gpu1")
     state = monitor.wait(lambda s: bool(s.hosts[0].runs), timeout=30)
     assert [row["id"] for row in state.hosts[0].runs] == [run_id]
+    assert monitor.links["gpu1"].pid == ssh  # type: ignore[attr-defined]  # one ssh carried GPUs and runs

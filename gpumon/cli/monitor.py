@@ -16,6 +16,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     import json
     import time
 
+    if getattr(args, "runs", None) is not None and not getattr(args, "watch", False):
+        return fail("--runs goes with the stream: gpumon snapshot --json --watch --runs N")
     if getattr(args, "watch", False) or getattr(args, "fields", None):
         if not args.json:
             return fail("--watch and --fields print JSON Lines: add --json (gpumon snapshot --json --watch)")
@@ -53,6 +55,7 @@ def _watch(args: argparse.Namespace) -> int:
     import os
     import time
 
+    from gpumon.core.fleet.runs_delta import RunsDelta
     from gpumon.core.fleet.stream import encode_line, stream_doc
     from gpumon.core.gpu import open_gpu_source
     from gpumon.core.host import HostSource
@@ -62,6 +65,7 @@ def _watch(args: argparse.Namespace) -> int:
     fields = args.fields or "full"
     host = HostSource()
     source = open_gpu_source(args.simulate, args.seed)
+    runs: RunsDelta | None = None
     next_at = time.monotonic() + 0.1  # host CPU percent is a rate: the first line waits for a short window
     try:
         while True:
@@ -69,7 +73,14 @@ def _watch(args: argparse.Namespace) -> int:
             if delay > 0:
                 time.sleep(delay)
             snap = Snapshot(gpu=source.sample(), host=host.sample())
-            sys.stdout.write(encode_line(stream_doc(snap, fields)) + "\n")
+            doc = stream_doc(snap, fields)
+            if runs is not None:
+                changed = runs.next()
+                if changed is not None:
+                    doc["runs"] = changed
+            elif args.runs is not None:  # from the second line: the first (the fleet's first frame) waits for nothing
+                runs = RunsDelta(args.runs)
+            sys.stdout.write(encode_line(doc) + "\n")
             sys.stdout.flush()
             next_at += interval
             if next_at < time.monotonic():  # fell behind (a slow GPU read): skip ticks, never burst

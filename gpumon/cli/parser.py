@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from gpumon import __version__
 from gpumon.cli import doctor, fleet, launch, runs, signals, tune
+from gpumon.cli.common import whole
 from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.core.fleet.stream import FIELDS
 from gpumon.core.sampler import MIN_INTERVAL
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     snap.add_argument(
         "--fields", choices=FIELDS, help="with --json: 'full' (default) or 'fleet', the compact form a fleet reads"
+    )
+    snap.add_argument(
+        "--runs",
+        type=whole(0),
+        metavar="N",
+        help="with --watch: also the runs (live ones and the newest N ended), sent when they change",
     )
     for module in (launch, runs, tune, doctor, signals):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))

@@ -1,7 +1,8 @@
-"""One host's link: its ``gpumon snapshot --json --watch`` stream through the user's ssh, and its runs.
+"""One host's link: its ``gpumon snapshot --json --watch --runs N`` stream through the user's ssh.
 
-Each host has its own threads and its own ssh processes, so a dead or slow host never holds up
-another. The stream thread waits on the ssh process's stdout and stderr together (a selector with a
+One ssh connection per host carries its GPUs every interval and its runs when they change
+(runs_delta.py). Each host has its own thread and its own ssh process, so a dead or slow host never
+holds up another. The stream thread waits on the ssh process's stdout and stderr together (a selector with a
 short timeout), which also lets it notice a silent stream: no line for 2 intervals is ``stale``.
 When ssh ends, the reason is read from its exit status and stderr (reasons.py) and the link tries
 again after 1 s, doubling to 30 s; the first good line resets the wait. ``local`` needs no ssh.
@@ -10,7 +11,6 @@ again after 1 s, doubling to 30 s; the first good line resets the wait. ``local`
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -25,16 +25,14 @@ from typing import Any
 from gpumon.core.fleet.hosts import Host, ssh_argv
 from gpumon.core.fleet.model import HostState
 from gpumon.core.fleet.reasons import classify
+from gpumon.core.fleet.runs_delta import merge_runs, ordered
 from gpumon.core.fleet.stream import StreamError, decode_line
-from gpumon.core.runs.store import LIVE_STATES
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 STALE_INTERVALS = 2
-RUNS_EVERY_S = 5.0
-RUNS_IDLE_FACTOR = 6  # a host with no live run and the same GPU processes: its runs every 30 s
+RUNS_EVERY_S = 5.0  # the local host's runs: read in this process this often
 RUNS_RECENT = 20  # ended runs read per host, besides the live ones
-RUNS_TIMEOUT_S = 30.0
 _MAX_LINE = 1 << 20  # a line longer than this is not ours: dropped
 
 Publish = Callable[[HostState], None]
@@ -64,7 +62,7 @@ class BaseLink:
         self._lock = threading.Lock()
         self._state = HostState(host, since=time.time())
         self._stop = threading.Event()
-        self._poke = threading.Event()  # refresh_runs(): read the runs now
+        self._poke = threading.Event()  # refresh_runs(): read the runs now (the local host)
         self._threads: list[threading.Thread] = []
 
     @property
@@ -90,7 +88,8 @@ class BaseLink:
         raise NotImplementedError
 
     def refresh_runs(self) -> None:
-        """Read the host's runs at once (a run was just started or stopped there), not at the next poll."""
+        """Read the host's runs at once (a run was just started or stopped here), not at the next poll.
+        A remote host needs no asking: its stream sends a new or ended run with its next line."""
         self._poke.set()
 
     def stop(self) -> None:
@@ -118,39 +117,34 @@ class HostLink(BaseLink):
         self.ssh = list(ssh)
         self.gpumon = list(gpumon)
         self.fields = fields
-        self.runs_every = runs_every
+        self.runs_every = runs_every  # 0: no runs asked for (only a positive value matters for a remote host)
         self.recent = recent
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}  # "stream" / "runs": the ssh process running now
-        self._reachable = threading.Event()  # set while the stream is live or stale: runs are worth reading
+        self._proc: subprocess.Popen[bytes] | None = None  # the stream's ssh process, while one runs
+        self._runs: dict[str, dict[str, Any]] = {}  # id -> row, as the stream's runs deltas left them
 
     @property
     def pid(self) -> int | None:
         """The stream's ssh process, while one runs."""
-        proc = self._procs.get("stream")
+        proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def start(self) -> None:
         self._spawn(self._stream_loop, "stream")
-        if self.runs_every > 0:
-            self._spawn(self._runs_loop, "runs")
 
     def stop(self) -> None:
         self._stop.set()
-        self._reachable.set()  # wakes the runs thread
-        self._poke.set()
         with self._lock:
-            procs = list(self._procs.values())
-        for proc in procs:
-            stop_process(proc)
+            proc = self._proc
+        stop_process(proc)
         super().stop()
 
-    def _popen(self, kind: str, remote: list[str]) -> subprocess.Popen[bytes] | None:
+    def _popen(self, remote: list[str]) -> subprocess.Popen[bytes] | None:
         argv = ssh_argv(self.ssh, self.host, [*self.gpumon, *remote])
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
         )
         with self._lock:
-            self._procs[kind] = proc
+            self._proc = proc
             stopping = self._stop.is_set()
         if stopping:  # stop() ran between the check and the start: it could not see this one
             stop_process(proc, grace=0.5)
@@ -162,7 +156,6 @@ class HostLink(BaseLink):
         backoff = BACKOFF_FIRST_S
         while not self._stop.is_set():
             got_line = self._stream_once()
-            self._reachable.clear()
             if self._stop.is_set():
                 break
             if got_line:
@@ -175,8 +168,10 @@ class HostLink(BaseLink):
     def _stream_once(self) -> bool:
         """Run one ssh stream until it ends; True if it gave at least one good line."""
         remote = ["snapshot", "--json", "--watch", "--interval", f"{self.interval:g}", "--fields", self.fields]
+        if self.runs_every > 0:
+            remote += ["--runs", str(self.recent)]
         try:
-            proc = self._popen("stream", remote)
+            proc = self._popen(remote)
         except OSError as err:
             self._set(link="down", reason=f"cannot start {self.ssh[0]}: {err.strerror or err}", detail=None)
             return False
@@ -259,61 +254,11 @@ class HostLink(BaseLink):
         sent = doc.get("sent")
         # One way, sample written to line read: exact on one machine, as good as NTP between two.
         latency = max(0.0, (now - sent) * 1000) if isinstance(sent, (int, float)) else None
-        self._set(link="live", reason=None, detail=None, snapshot=doc, latency_ms=latency, version=doc.get("version"))
-        self._reachable.set()
-
-    # -- runs -----------------------------------------------------------------------
-    def _runs_loop(self) -> None:
-        read_pids: frozenset[int] = frozenset()
-        while not self._stop.is_set():
-            if not self._reachable.wait(timeout=1.0) or self._stop.is_set():
-                continue
-            if self._runs_due(read_pids):
-                self._poke.clear()
-                read_pids = _gpu_pids(self._state)
-                self._read_runs()
-            self._poke.wait(min(1.0, self.runs_every))
-
-    def _runs_due(self, read_pids: frozenset[int]) -> bool:
-        """Every ``runs_every`` while the host has a live run or its GPU processes changed since the last
-        read; else every ``RUNS_IDLE_FACTOR`` times that: each read starts a gpumon on the host."""
-        state = self._state
-        if state.runs_at is None or self._poke.is_set():
-            return True
-        age = time.time() - state.runs_at
-        if age >= self.runs_every * RUNS_IDLE_FACTOR:
-            return True
-        live = any(row.get("status") in LIVE_STATES for row in state.runs)
-        return age >= self.runs_every and (live or _gpu_pids(state) != read_pids)
-
-    def _read_runs(self) -> None:
-        try:
-            proc = self._popen("runs", ["runs", "--json", "--recent", str(self.recent)])
-        except OSError as err:
-            self._set(runs_reason=f"cannot start {self.ssh[0]}: {err.strerror or err}")
-            return
-        if proc is None:
-            return
-        try:
-            out, errors = proc.communicate(timeout=RUNS_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            stop_process(proc, grace=0.5)
-            self._set(runs_reason=f"gpumon runs took over {RUNS_TIMEOUT_S:g} s")
-            return
-        if self._stop.is_set():
-            return
-        if proc.returncode != 0:
-            self._set(runs_reason=classify(proc.returncode, errors.decode(errors="replace").splitlines())[0])
-            return
-        try:
-            rows = json.loads(out)["runs"]
-            if not isinstance(rows, list):
-                raise TypeError("runs is not a list")
-        except (ValueError, KeyError, TypeError) as error:
-            self._set(runs_reason=f"gpumon runs --json printed no runs list ({error})")
-            return
-        self._set(runs=tuple(r for r in rows if isinstance(r, dict)), runs_reason=None, runs_at=time.time())
-
-
-def _gpu_pids(state: HostState) -> frozenset[int]:
-    return frozenset(p.get("pid") for p in (state.snapshot or {}).get("processes", []) if isinstance(p.get("pid"), int))
+        changes: dict[str, Any] = {}
+        runs = doc.pop("runs", None)
+        if isinstance(runs, dict):
+            self._runs, error = merge_runs(self._runs, runs)
+            changes = {"runs_reason": error} if error else {"runs": ordered(self._runs), "runs_reason": None}
+            changes["runs_at"] = now
+        changes.update(link="live", reason=None, detail=None, snapshot=doc, latency_ms=latency)
+        self._set(version=doc.get("version"), **changes)
