@@ -117,6 +117,43 @@ async def test_a_new_state_updates_only_what_changed_and_keeps_the_widgets() -> 
         assert "gpu5  live 7 ms" in text and "1 of 9 GPUs idle · 5 hosts (3 live)" in text
 
 
+def _with_util(state: FleetState, host: int, gpu: int, util: float) -> FleetState:
+    """``state`` with one GPU's utilisation changed (a new snapshot document, as a new line brings)."""
+    hosts = list(state.hosts)
+    doc = dict(hosts[host].snapshot or {})
+    doc["devices"] = [dict(d, gpu_util=util) if d["index"] == gpu else d for d in doc["devices"]]
+    hosts[host] = dataclasses.replace(hosts[host], snapshot=doc)
+    return FleetState(tuple(hosts), state.time + 1)
+
+
+async def test_one_gpu_that_changes_repaints_its_row_only_and_hosts_off_screen_catch_up_when_shown() -> None:
+    first = live_fleet(16, 8, ticks=1)[0]
+    fleet = StandInFleet([first], interval=0)
+    app = fleet_app(fleet)
+    async with app.run_test(size=(120, 24)) as pilot:
+        await pilot.pause()
+        top, last = blocks(app)["gpu01"], blocks(app)["gpu16"]
+        assert top.in_view and not last.in_view
+        rows = [top.render_line(y) for y in range(9)]
+        fleet.states = [_with_util(_with_util(first, 0, 2, 97.0), 15, 0, 3.0)]
+        app.query_one(FleetView).poll()
+        await pilot.pause()
+        now = [top.render_line(y) for y in range(9)]
+        assert [y for y in range(9) if now[y] is not rows[y]] == [3]  # GPU 2's row, nothing else made again
+        assert "97%" in now[3].text and now[3].text != rows[3].text
+        view = app.query_one(FleetView)
+        for _ in range(15):  # the arrows move the selection (the list follows), not just the scroll
+            await pilot.press("down")
+        await pilot.pause()
+        assert view.selected == "gpu16" and last.has_focus
+        assert last.in_view and " 3% " in last.render_line(1).text  # the state it got while off screen
+        await pilot.press("home")
+        await pilot.pause()
+        assert view.selected == "gpu01" and top.in_view and not last.in_view
+        await pilot.press("end")
+        assert view.selected == "gpu16"
+
+
 async def test_signals_on_a_remote_host_are_confirmed_and_refused_for_simulated_processes() -> None:
     app = fleet_app(StandInFleet([mixed_fleet()], interval=0, ssh=STANDIN_SSH))
     async with app.run_test(size=(120, 40)) as pilot:

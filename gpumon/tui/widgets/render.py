@@ -21,12 +21,17 @@ def level_style(value: float | None, warn: float, crit: float) -> str:
 
 def bar(percent: float | None, width: int, style: str) -> Text:
     """A horizontal bar; '·' marks the empty part so it reads without colour too."""
+    return Text.assemble(*bar_pieces(percent, width, style))
+
+
+def bar_pieces(percent: float | None, width: int, style: str) -> list[tuple[str, str]]:
+    """The bar as (text, style) pieces, for a line built from pieces."""
     if width <= 0:
-        return Text()
+        return []
     if percent is None:
-        return Text("N/A".center(width), style="dim")
+        return [("N/A".center(width), "dim")]
     filled = round(max(0.0, min(100.0, percent)) / 100 * width)
-    return Text.assemble(("█" * filled, style), ("·" * (width - filled), "bright_black"))
+    return [("█" * filled, style), ("·" * (width - filled), "bright_black")]
 
 
 def sparkline(values: list[float], width: int, style: str, top: float = 100.0) -> Text:

@@ -20,7 +20,7 @@ from textual.events import DescendantFocus
 from textual.widgets import Static
 
 from gpumon.core.fleet.hosts import LOCAL, Host, fleet_config_path
-from gpumon.core.fleet.lines import fleet_line, host_lines
+from gpumon.core.fleet.lines import fleet_line
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
@@ -37,6 +37,16 @@ def local_state(snapshot: Snapshot) -> FleetState:
     return FleetState((HostState(host, "live", since=snapshot.gpu.time, snapshot=snapshot.to_dict()),), time.time())
 
 
+class HostList(VerticalScroll, can_focus=False, inherit_bindings=False):
+    """The host blocks, scrolled: up/down and home/end are the view's (they move the selection, and the
+    list follows it); only the page keys scroll the list itself."""
+
+    BINDINGS = [
+        Binding("pageup", "page_up", "page up", show=False),
+        Binding("pagedown", "page_down", "page down", show=False),
+    ]
+
+
 class FleetView(View, Vertical):
     NAME = "fleet"
     TITLE = "Fleet"
@@ -46,6 +56,8 @@ class FleetView(View, Vertical):
     BINDINGS = [
         Binding("up,k", "step(-1)", "prev host", show=False, id="host_prev", tooltip="previous host"),
         Binding("down,j", "step(1)", "next host", show=False, id="host_next", tooltip="next host"),
+        Binding("home", "edge(0)", "first host", show=False, id="host_first", tooltip="first host"),
+        Binding("end", "edge(-1)", "last host", show=False, id="host_last", tooltip="last host"),
         Binding("enter", "open_host", "open host", id="open_host", tooltip="the selected host's GPUs and processes"),
     ]
 
@@ -68,7 +80,7 @@ class FleetView(View, Vertical):
             (str(fleet_config_path()).replace(str(fleet_config_path().home()), "~"), "bold"),
         )
         yield Static(hint, id="fleet-hint")
-        yield VerticalScroll(id="fleet-hosts")
+        yield HostList(id="fleet-hosts")
 
     def on_mount(self) -> None:
         self.query_one("#fleet-hint").display = self.context.fleet is None
@@ -108,16 +120,12 @@ class FleetView(View, Vertical):
 
     # -- drawing ----------------------------------------------------------------------
     def draw(self, state: FleetState) -> None:
-        previous, self.state, self._stale = self.state, state, False
+        self.state, self._stale = state, False
         names = tuple(h.host.name for h in state.hosts)
         if names != self._names:
             self._rebuild(names)
-        old = {h.host.name: h for h in previous.hosts} if previous is not None and names == self._names else {}
         for host in state.hosts:
-            block = self._blocks[host.host.name]
-            if old.get(host.host.name) is host and block.host is not None and not host.host.local:
-                continue  # the same object: nothing moved (the local host's runs may have)
-            block.show(host_lines(host, self.context.run_pids if host.host.local else None))
+            self._blocks[host.host.name].show(host, self.context.run_pids if host.host.local else None)
         total = fleet_line(state)
         if total != self._total:
             self._total = total
@@ -129,7 +137,7 @@ class FleetView(View, Vertical):
                     screen.show(host)
 
     def _rebuild(self, names: tuple[str, ...]) -> None:
-        hosts = self.query_one("#fleet-hosts", VerticalScroll)
+        hosts = self.query_one("#fleet-hosts", HostList)
         hosts.remove_children()
         self._names = names
         self._blocks = {name: HostBlock(name, id=f"host-{i}") for i, name in enumerate(names)}
@@ -164,9 +172,16 @@ class FleetView(View, Vertical):
         if not names:
             return
         position = names.index(self.selected) if self.selected in names else 0
-        self.selected = names[(position + step) % len(names)]
-        self._blocks[self.selected].focus()
-        self._blocks[self.selected].scroll_visible(animate=False)
+        self._select(names[(position + step) % len(names)])
+
+    def _select(self, name: str) -> None:
+        self.selected = name
+        self._blocks[name].focus()
+        self._blocks[name].scroll_visible(animate=False)
+
+    def action_edge(self, index: int) -> None:
+        if self._names:
+            self._select(self._names[index])
 
     async def action_open_host(self) -> None:
         host = next((h for h in (self.state.hosts if self.state else ()) if h.host.name == self.selected), None)
