@@ -15,7 +15,7 @@ from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.tui.views.fleet.host_block import HostBlock
 from gpumon.tui.views.fleet.host_screen import HostScreen
-from gpumon.tui.views.fleet.view import FleetView
+from gpumon.tui.views.fleet.view import FleetView, HostList
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app, wait_until
@@ -117,11 +117,12 @@ async def test_a_new_state_updates_only_what_changed_and_keeps_the_widgets() -> 
         assert "gpu5  live 7 ms" in text and "1 of 9 GPUs idle · 5 hosts (3 live)" in text
 
 
-def _with_util(state: FleetState, host: int, gpu: int, util: float) -> FleetState:
-    """``state`` with one GPU's utilisation changed (a new snapshot document, as a new line brings)."""
+def _with_util(state: FleetState, host: int, gpu: int, util: float, name: str | None = None) -> FleetState:
+    """``state`` with one GPU's utilisation (and name) changed (a new snapshot document, as a new line brings)."""
     hosts = list(state.hosts)
     doc = dict(hosts[host].snapshot or {})
-    doc["devices"] = [dict(d, gpu_util=util) if d["index"] == gpu else d for d in doc["devices"]]
+    new = {"gpu_util": util, **({"name": name} if name else {})}
+    doc["devices"] = [dict(d, **new) if d["index"] == gpu else d for d in doc["devices"]]
     hosts[host] = dataclasses.replace(hosts[host], snapshot=doc)
     return FleetState(tuple(hosts), state.time + 1)
 
@@ -132,24 +133,37 @@ async def test_one_gpu_that_changes_repaints_its_row_only_and_hosts_off_screen_c
     app = fleet_app(fleet)
     async with app.run_test(size=(120, 24)) as pilot:
         await pilot.pause()
+        view = app.query_one(FleetView)
         top, last = blocks(app)["gpu01"], blocks(app)["gpu16"]
         assert top.in_view and not last.in_view
+        await pilot.press(*["down"] * 15)  # the arrows move the selection (the list follows), not just the scroll
+        await pilot.pause()
+        assert view.selected == "gpu16" and last.has_focus and last.in_view  # drawn once
+        await pilot.press("home")
+        await pilot.pause()
+        assert view.selected == "gpu01" and top.in_view and not last.in_view
         rows = [top.render_line(y) for y in range(9)]
         fleet.states = [_with_util(_with_util(first, 0, 2, 97.0), 15, 0, 3.0)]
-        app.query_one(FleetView).poll()
+        view.poll()
         await pilot.pause()
         now = [top.render_line(y) for y in range(9)]
         assert [y for y in range(9) if now[y] is not rows[y]] == [3]  # GPU 2's row, nothing else made again
         assert "97%" in now[3].text and now[3].text != rows[3].text
-        view = app.query_one(FleetView)
-        for _ in range(15):  # the arrows move the selection (the list follows), not just the scroll
-            await pilot.press("down")
+        hosts = view.query_one(HostList)
+        hosts.scroll_end(animate=False, immediate=True)  # scrolled (no focus moves): the last host drawn with 3%
         await pilot.pause()
-        assert view.selected == "gpu16" and last.has_focus
-        assert last.in_view and " 3% " in last.render_line(1).text  # the state it got while off screen
-        await pilot.press("home")
+        assert last.in_view and view.selected == "gpu01"
+        hosts.scroll_home(animate=False, immediate=True)
         await pilot.pause()
-        assert view.selected == "gpu01" and top.in_view and not last.in_view
+        assert not last.in_view
+        fleet.states = [_with_util(fleet.states[0], 15, 0, 4.0, "NVIDIA Z9 TEST")]  # another while away
+        view.poll()
+        await pilot.pause()
+        await pilot.press("pagedown")  # the page keys scroll the list
+        assert hosts.scroll_y > 0
+        hosts.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert " 0 Z9 TEST " in screen_text(app)  # its last state, not the one drawn before
         await pilot.press("end")
         assert view.selected == "gpu16"
 

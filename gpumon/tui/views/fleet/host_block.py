@@ -115,6 +115,7 @@ class HostBlock(Widget):
         self._pids: Mapping[int, str] | None = None
         self._host: HostLines | None = None  # made from ``state`` when needed
         self._rows: list[Strip | None] = []  # this width's strips; None: to be made
+        self._waiting = False  # marked for a repaint that has not been drawn yet (off screen)
         self._width = 0
 
     @property
@@ -133,8 +134,10 @@ class HostBlock(Widget):
             self.styles.height = rows
         old = self._host
         if old is None or not self.in_view:  # made when it scrolls into view
-            self._host = None
-            self.repaint_all()
+            self._host, self._rows = None, []
+            if not self._waiting:  # once: Textual keeps it marked for repaint until it is drawn
+                self._waiting = True
+                self.refresh()
             return
         new = self._host = host_lines(state, pids)
         changed = _changed_rows(old, new)
@@ -174,6 +177,7 @@ class HostBlock(Widget):
         self.post_message(self.Clicked(self))
 
     def render_line(self, y: int) -> Strip:
+        self._waiting = False
         width = self.content_size.width
         if width != self._width or not self._rows:
             self._width = width
