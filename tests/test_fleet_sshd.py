@@ -19,7 +19,7 @@ import pytest
 
 from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.monitor import FleetMonitor, settled
-from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, UNREACHABLE
+from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, OLD_REMOTE, UNREACHABLE
 from gpumon.core.fleet.remote import ask
 from gpumon.core.runs.nodes import NodeError, Reach
 from tests.conftest import wait_until
@@ -167,6 +167,10 @@ def test_a_multi_node_launch_and_the_fleet_give_the_same_reasons_through_real_ss
         link.stop()
     assert down.link == "down" and down.reason == HOST_KEY and "Host key verification failed" in (down.detail or "")
     assert Reach(tuple(sshd.ssh()), (GPUMON,)).call(here, ["--version"]).startswith("gpumon ")
+    older = (sys.executable, "-c", "import argparse; argparse.ArgumentParser(prog='gpumon').parse_args()")
+    with pytest.raises(NodeError) as caught:  # a gpumon there without the option asked for
+        Reach(tuple(sshd.ssh()), older).call(here, ["--version"])
+    assert caught.value.reason == f"{OLD_REMOTE} (unrecognized arguments: --version)"
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here: apt-get install -y openssh-client")

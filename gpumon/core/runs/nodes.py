@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from gpumon.core.fleet.hosts import Host
-from gpumon.core.fleet.reasons import describe
+from gpumon.core.fleet.reasons import OLD_REMOTE, classify, describe
 from gpumon.core.fleet.remote import ask, gpumon_argv
 
 T = TypeVar("T")
@@ -47,7 +47,9 @@ class Reach:
         if answer.reason is not None:
             raise NodeError(host.name, describe(answer.reason, answer.detail))
         if answer.code != 0:
-            raise NodeError(host.name, answer.said or f"gpumon there exited with code {answer.code}")
+            reason, detail = classify(answer.code, [answer.said])  # an older gpumon there: the fleet's words
+            said = describe(reason, detail) if reason == OLD_REMOTE else answer.said
+            raise NodeError(host.name, said or f"gpumon there exited with code {answer.code}")
         return answer.out
 
     def call_json(self, host: Host, words: list[str], timeout: float = 60.0) -> dict[str, Any]:
