@@ -19,7 +19,9 @@ import pytest
 
 from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.monitor import FleetMonitor, settled
-from gpumon.core.fleet.reasons import AUTH, UNREACHABLE
+from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, OLD_REMOTE, UNREACHABLE
+from gpumon.core.fleet.remote import ask
+from gpumon.core.runs.nodes import NodeError, Reach
 from tests.conftest import wait_until
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -137,3 +139,48 @@ def test_a_remote_stream_killed_mid_way_reads_down_then_live_again(sshd: Sshd) -
     finally:
         monitor.stop()
     assert wait_until(lambda: _marked(marker) == [], timeout=20)
+
+
+def test_a_multi_node_launch_and_the_fleet_give_the_same_reasons_through_real_ssh(sshd: Sshd) -> None:
+    """One classifier: the nodes of ``launch --hosts`` (Reach), the Fleet's signals (ask) and its links."""
+    here = parse_host(f"127.0.0.1:{sshd.port}")
+    closed = parse_host(f"127.0.0.1:{_free_port()}")
+    strict = [*sshd.ssh()[:-6], "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={sshd.home}-none"]
+    cases = [  # (ssh, host, gpumon, reason, a piece of ssh's or the shell's own line)
+        (sshd.ssh(sshd.wrong_key), here, [GPUMON], AUTH, "Permission denied"),
+        (sshd.ssh(), closed, [GPUMON], UNREACHABLE, "Connection refused"),
+        (strict, here, [GPUMON], HOST_KEY, "Host key verification failed"),
+        (sshd.ssh(), here, ["/nowhere/gpumon"], NOT_INSTALLED, "/nowhere/gpumon"),
+        (sshd.ssh(), here, [str(sshd.key)], NOT_INSTALLED, "Permission denied"),  # a file that cannot run: 126
+    ]
+    for ssh, host, gpumon, reason, line in cases:
+        answer = ask(ssh, host, gpumon, ["--version"])
+        assert (answer.reason, answer.host) == (reason, host.name) and line in (answer.detail or ""), answer
+        with pytest.raises(NodeError) as caught:
+            Reach(tuple(ssh), tuple(gpumon)).call(host, ["--version"])
+        assert str(caught.value) == f"{host.name}: {reason} ({answer.detail})"
+    link = FleetMonitor([here], strict, 0.5, _remote_gpumon(1), runs_every=0)
+    link.start()
+    try:
+        down = link.wait(settled, timeout=60).hosts[0]
+    finally:
+        link.stop()
+    assert down.link == "down" and down.reason == HOST_KEY and "Host key verification failed" in (down.detail or "")
+    assert Reach(tuple(sshd.ssh()), (GPUMON,)).call(here, ["--version"]).startswith("gpumon ")
+    older = (sys.executable, "-c", "import argparse; argparse.ArgumentParser(prog='gpumon').parse_args()")
+    with pytest.raises(NodeError) as caught:  # a gpumon there without the option asked for
+        Reach(tuple(sshd.ssh()), older).call(here, ["--version"])
+    assert caught.value.reason == f"{OLD_REMOTE} (unrecognized arguments: --version)"
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh here: apt-get install -y openssh-client")
+def test_an_ssh_failure_without_words_of_its_own_says_ssh_failed_and_its_line() -> None:
+    """A mistake in the user's --ssh: ssh's own line, marked as ssh's, for the fleet and a multi-node launch alike."""
+    ssh = ["ssh", "-o", "NoSuchOption=1"]
+    answer = ask(ssh, parse_host("127.0.0.1:1"), [GPUMON], ["--version"])
+    assert answer.code == 255 and answer.failure == (
+        "127.0.0.1:1: ssh failed: command-line: line 0: Bad configuration option: nosuchoption"
+    )
+    with pytest.raises(NodeError) as caught:
+        Reach(tuple(ssh), (GPUMON,)).call(parse_host("127.0.0.1:1"), ["--version"])
+    assert str(caught.value) == answer.failure

@@ -197,7 +197,8 @@ def test_a_failing_node_ends_the_group_naming_the_node_its_rank_and_error(fleet:
 def test_an_unreachable_host_starts_nothing_and_says_which_and_why(fleet: Fleet) -> None:
     fleet.env["STANDIN_DOWN"] = "gpu9"
     assert error_line(fleet.launch("ddp", "--hosts", "n0,gpu9", "--nproc", "1")) == (
-        "gpumon: error: gpu9: ssh failed: ssh: connect to host gpu9 port 22: Connection refused; nothing was started"
+        "gpumon: error: gpu9: host unreachable (ssh: connect to host gpu9 port 22: Connection refused); "
+        "nothing was started"
     )
     assert not (fleet.root / "hosts" / "n0" / "state" / "runs").exists()
     assert not fleet.processes()

@@ -47,5 +47,7 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
                 break
             await pilot.pause(0.1)
         (text,) = [m for m in messages if "gpu9" in m]
-        assert text.endswith("Connection refused; nothing was started")
+        assert text.endswith(
+            "host unreachable (ssh: connect to host gpu9 port 22: Connection refused); nothing was started"
+        )
     assert not (home / "hosts" / "n0" / "state" / "runs").exists()

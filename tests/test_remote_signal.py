@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from gpumon.core.fleet.hosts import parse_host
+from gpumon.core.fleet.reasons import NOT_INSTALLED
 from gpumon.core.fleet.remote import signal_process, signal_remote
 from gpumon.core.model import GpuProcess
 
@@ -83,7 +84,7 @@ def test_remote_signal_refuses_a_reused_pid_and_says_so(child: subprocess.Popen[
 
 def test_remote_signal_failures_are_words(monkeypatch: pytest.MonkeyPatch) -> None:
     missing = signal_remote(STANDIN, HOST, "gpumon-is-not-here", 4242, signal.SIGTERM, None)
-    assert not missing.ok and "gpumon is not installed there (pip install gpumon there" in missing.message
+    assert missing.message == f"alice@gpu7:2222: {NOT_INSTALLED}; SIGTERM not sent"  # the words of its Fleet link
     no_ssh = signal_remote(["no-such-ssh-program"], HOST, GPUMON, 4242, signal.SIGTERM, None)
     assert not no_ssh.ok and no_ssh.message.startswith("ssh program 'no-such-ssh-program' not found")
     monkeypatch.setenv("FAKE_SSH_EXIT", "255")

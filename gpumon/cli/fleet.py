@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -26,11 +24,10 @@ from gpumon.core.fleet.hosts import (
     FleetConfig,
     Host,
     HostError,
+    fleet_reach,
     load_fleet_config,
     parse_host,
     parse_hosts,
-    ssh_argv,
-    ssh_program,
 )
 
 SETTLE_S = 15.0  # ssh's ConnectTimeout (10 s) and a remote gpumon's start
@@ -79,19 +76,7 @@ def settings(args: argparse.Namespace) -> FleetSettings | None:
 
 def reach(args: argparse.Namespace, config: FleetConfig, need_ssh: bool = True) -> tuple[list[str], list[str]]:
     """(the ssh argv, the gpumon command on the hosts), checked. Raises HostError."""
-    explicit = getattr(args, "ssh", None)
-    if explicit is None and not os.environ.get(SSH_ENV) and config.ssh:
-        explicit = config.ssh
-    ssh = ssh_program(explicit)
-    if need_ssh and shutil.which(ssh[0]) is None:
-        raise HostError(f"ssh program {ssh[0]!r} not found: install OpenSSH or give --ssh 'PATH/TO/ssh'")
-    try:
-        gpumon = shlex.split(config.gpumon)
-    except ValueError as err:
-        raise HostError(f'[fleet] gpumon = {config.gpumon!r}: {err}; e.g. gpumon = "~/venv/bin/gpumon"') from None
-    if not gpumon:
-        raise HostError('[fleet] gpumon is empty: give the command on the hosts, e.g. gpumon = "gpumon"')
-    return ssh, gpumon
+    return fleet_reach(getattr(args, "ssh", None), config, need_ssh)
 
 
 def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
@@ -229,7 +214,8 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
     import subprocess
 
     from gpumon.core.fleet.link import stop_process
-    from gpumon.core.fleet.reasons import OLD_REMOTE, classify
+    from gpumon.core.fleet.reasons import NEVER_RAN, OLD_REMOTE, classify, describe
+    from gpumon.core.fleet.remote import gpumon_argv
 
     try:
         host = parse_host(args.host)
@@ -238,7 +224,7 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
         return fail(str(err))
     sys.stdout.flush()
     proc = subprocess.Popen(
-        ssh_argv(ssh, host, [*gpumon, *words]), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        gpumon_argv(ssh, host, gpumon, words), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )
     try:
         _, errors = proc.communicate()
@@ -247,7 +233,7 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
         return 0
     text = errors.decode(errors="replace")
     reason, detail = classify(proc.returncode, text.splitlines())
-    if proc.returncode in (255, 127) or reason == OLD_REMOTE:
-        return fail(f"{host.name}: {reason}" + (f" ({detail})" if detail else ""))
+    if proc.returncode in NEVER_RAN or reason == OLD_REMOTE:
+        return fail(f"{host.name}: {describe(reason, detail)}")
     sys.stderr.write(text)
     return proc.returncode

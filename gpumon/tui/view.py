@@ -44,7 +44,25 @@ class Command:
     callback: Any
 
 
-class View:
+#: What --readonly turns off when a process would be signalled (the GPUs view, a fleet host's screen).
+SIGNALS_OFF = "signals are off"
+
+
+class Refuses:
+    """The --readonly refusal, in the same words in every view and screen that can act."""
+
+    context: AppContext
+
+    def refused(self, what: str) -> bool:
+        """True (and say so) when --readonly forbids ``what``."""
+        if not self.context.readonly:
+            return False
+        assert isinstance(self, Widget)
+        self.notify(f"Read-only mode (--readonly): {what}", severity="warning")
+        return True
+
+
+class View(Refuses):
     """Mixed into a container widget. Bindings go in the view's BINDINGS: they act while focus is inside it."""
 
     NAME: ClassVar[str]  # the view('...') action's parameter
@@ -76,11 +94,3 @@ class View:
 
     def commands(self) -> Iterable[Command]:
         return ()
-
-    def refused(self, what: str) -> bool:
-        """True (and say so) when --readonly forbids ``what``."""
-        if not self.context.readonly:
-            return False
-        assert isinstance(self, Widget)
-        self.notify(f"Read-only mode (--readonly): {what}", severity="warning")
-        return True

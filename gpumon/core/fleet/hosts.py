@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,24 @@ class FleetConfig:
     hosts: tuple[Host, ...] = ()
     ssh: str | None = None  # as the user wrote it; split by ssh_program
     gpumon: str = "gpumon"  # the remote command (a login shell's PATH may lack a venv)
+
+
+def fleet_reach(ssh: str | None, config: FleetConfig, need_ssh: bool = True) -> tuple[list[str], list[str]]:
+    """(the ssh argv, the gpumon command on the hosts), checked: the ssh is ``ssh`` (--ssh), else
+    ``$GPUMON_SSH``, else ``[fleet] ssh``, else ssh; ``need_ssh``: it must be installed. Raises HostError."""
+    explicit = ssh
+    if explicit is None and not os.environ.get(SSH_ENV) and config.ssh:
+        explicit = config.ssh
+    argv = ssh_program(explicit)
+    if need_ssh and shutil.which(argv[0]) is None:
+        raise HostError(f"ssh program {argv[0]!r} not found: install OpenSSH or give --ssh 'PATH/TO/ssh'")
+    try:
+        gpumon = shlex.split(config.gpumon)
+    except ValueError as err:
+        raise HostError(f'[fleet] gpumon = {config.gpumon!r}: {err}; e.g. gpumon = "~/venv/bin/gpumon"') from None
+    if not gpumon:
+        raise HostError('[fleet] gpumon is empty: give the command on the hosts, e.g. gpumon = "gpumon"')
+    return argv, gpumon
 
 
 def fleet_config_path() -> Path:

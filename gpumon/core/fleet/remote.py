@@ -1,4 +1,5 @@
-"""Acting on another host's processes through the user's ssh: ``gpumon signal`` run there.
+"""Acting on another host through the user's ssh: ``ask`` runs a gpumon command there (the fleet's signals,
+stops and logs, a multi-node run's nodes), and ``gpumon signal`` run there signals its processes.
 
 The remote gpumon does the checking (simulated, PID reuse through the start time its own
 snapshot read, permissions), so a signal from the Fleet is as safe as one on the machine
@@ -10,22 +11,29 @@ from __future__ import annotations
 import shlex
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpumon.core.fleet.hosts import Host, ssh_argv
-from gpumon.core.fleet.reasons import classify
+from gpumon.core.fleet.reasons import NEVER_RAN, classify
 from gpumon.core.model import GpuProcess
 from gpumon.core.signals import SignalOutcome, send_signal
 
 #: Seconds to wait for ssh and the remote gpumon (ssh's own ConnectTimeout is 10).
 TIMEOUT_S = 20.0
-INSTALL = "pip install gpumon there, or set [fleet] gpumon to its path"
 
 
 def remote_command(gpumon: str | Sequence[str]) -> list[str]:
     """The remote gpumon as words: ``[fleet] gpumon = "~/venv/bin/gpumon"`` is split as a shell would."""
     return shlex.split(gpumon) if isinstance(gpumon, str) else list(gpumon)
+
+
+def gpumon_argv(ssh: Sequence[str], host: Host, gpumon: str | Sequence[str], words: list[str]) -> list[str]:
+    """The argv that runs ``gpumon WORDS`` on ``host``: through ssh, or for ``local`` the gpumon running now."""
+    if host.local:
+        return [sys.executable, "-m", "gpumon", *words]
+    return ssh_argv(list(ssh), host, [*remote_command(gpumon), *words])
 
 
 def last_line(text: str) -> str:
@@ -35,36 +43,41 @@ def last_line(text: str) -> str:
 
 @dataclass(frozen=True)
 class Answer:
-    """What the host's gpumon answered, or why it could not be asked (``failure``, in words)."""
+    """What the host's gpumon answered, or why it could not be asked (``reason``, in words)."""
 
     code: int | None
     out: str = ""
     said: str = ""  # the last line the remote gpumon wrote on stderr, without "gpumon: error: "
-    failure: str | None = None  # ssh's or the host's failure: the remote gpumon never answered
+    reason: str | None = None  # ssh's or the host's failure: the remote gpumon never answered
+    detail: str | None = None  # the ssh or shell line the reason came from
+    host: str | None = None  # the host the reason is about (None: a failure here, e.g. no ssh program)
     timed_out: bool = False
+
+    @property
+    def failure(self) -> str | None:
+        """The reason as one line of a message, the host's name first."""
+        if self.reason is None:
+            return None
+        return f"{self.host}: {self.reason}" if self.host else self.reason
 
 
 def ask(
     ssh: Sequence[str], host: Host, gpumon: str | Sequence[str], words: list[str], timeout: float = TIMEOUT_S
 ) -> Answer:
     """Run ``gpumon WORDS`` on ``host`` through ssh and wait at most ``timeout`` seconds for it."""
+    argv = gpumon_argv(ssh, host, gpumon, words)
     try:
-        done = subprocess.run(
-            ssh_argv(list(ssh), host, [*remote_command(gpumon), *words]),
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     except FileNotFoundError:
-        return Answer(None, failure=f"ssh program {ssh[0]!r} not found: install OpenSSH or set --ssh / GPUMON_SSH")
+        return Answer(None, reason=f"ssh program {argv[0]!r} not found: install OpenSSH or set --ssh / GPUMON_SSH")
     except subprocess.TimeoutExpired:
-        return Answer(None, failure=f"{host.name}: no answer in {timeout:g} s", timed_out=True)
+        return Answer(None, reason=f"no answer in {timeout:g} s", host=host.name, timed_out=True)
     except OSError as err:
-        return Answer(None, failure=f"{host.name}: cannot start ssh ({err})")
+        return Answer(None, reason=f"cannot start {argv[0]} ({err})", host=host.name)
     said = last_line(done.stderr).removeprefix("gpumon: ").removeprefix("error: ")
-    if done.returncode == 255:
-        reason, _ = classify(255, done.stderr.splitlines())  # the same words as the host's link
-        return Answer(255, done.stdout, said, f"{host.name}: {reason}")
-    if done.returncode in (126, 127):
-        return Answer(done.returncode, done.stdout, said, f"{host.name}: gpumon is not installed there ({INSTALL})")
+    if done.returncode in NEVER_RAN:
+        reason, detail = classify(done.returncode, done.stderr.splitlines())  # the same words as the host's link
+        return Answer(done.returncode, done.stdout, said, reason, detail, host.name)
     return Answer(done.returncode, done.stdout, said)
 
 

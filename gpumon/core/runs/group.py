@@ -137,18 +137,14 @@ def group_of(root: Path, run_id: str) -> Group | None:
 
 def configured_reach(ssh: str | None) -> Reach:
     """The user's ssh (``ssh``: --ssh, else $GPUMON_SSH, else [fleet] ssh, else ssh) and remote gpumon
-    ([fleet] gpumon); GroupError when a setting cannot be used."""
-    import os
-    import shlex
-
-    from gpumon.core.fleet.hosts import SSH_ENV, HostError, load_fleet_config, ssh_program
+    ([fleet] gpumon), as the fleet reads them; GroupError when a setting cannot be used."""
+    from gpumon.core.fleet.hosts import HostError, fleet_reach, load_fleet_config
 
     try:
-        config = load_fleet_config()
-        explicit = ssh if ssh is not None else (None if os.environ.get(SSH_ENV) else config.ssh)
-        return Reach(tuple(ssh_program(explicit)), tuple(shlex.split(config.gpumon) or ["gpumon"]))
-    except (HostError, ValueError) as err:
+        argv, gpumon = fleet_reach(ssh, load_fleet_config(), need_ssh=False)  # a missing ssh fails per host
+    except HostError as err:
         raise GroupError(str(err)) from None
+    return Reach(tuple(argv), tuple(gpumon))
 
 
 def rendezvous_host(first: Host, rdzv_host: str | None) -> str:

@@ -2,23 +2,22 @@
 
 Every call has a time limit and turns every way of failing (ssh cannot connect or
 authenticate, gpumon missing there, a remote error, no answer) into a reason in
-words; nothing here raises to its caller but ``NodeError``.
+words; nothing here raises to its caller but ``NodeError``. The call itself is the fleet's (core/fleet/remote.py
+``ask``) and so are the reasons (core/fleet/reasons.py): a host fails with the same words everywhere.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gpumon.core.fleet.hosts import Host, ssh_argv
+from gpumon.core.fleet.hosts import Host
+from gpumon.core.fleet.reasons import OLD_REMOTE, classify, describe
+from gpumon.core.fleet.remote import ask, gpumon_argv
 
-SSH_FAILED = 255  # ssh's own exit code: it could not reach or log in to the host
-NOT_FOUND = 127  # the remote shell found no such command
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -40,26 +39,18 @@ class Reach:
     gpumon: tuple[str, ...] = ("gpumon",)
 
     def argv(self, host: Host, words: list[str]) -> list[str]:
-        if host.local:  # this machine: the same gpumon that is running now, no ssh
-            return [sys.executable, "-m", "gpumon", *words]
-        return ssh_argv(list(self.ssh), host, [*self.gpumon, *words])
+        return gpumon_argv(self.ssh, host, self.gpumon, words)
 
     def call(self, host: Host, words: list[str], timeout: float = 60.0) -> str:
-        """Run ``gpumon WORDS`` on ``host``; its stdout, or NodeError with the reason."""
-        argv = self.argv(host, words)
-        try:
-            done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except FileNotFoundError:
-            raise NodeError(host.name, f"no program {argv[0]!r}: install OpenSSH or give --ssh") from None
-        except subprocess.TimeoutExpired:
-            raise NodeError(host.name, f"no answer in {timeout:.0f} s") from None
-        except OSError as err:
-            raise NodeError(host.name, f"cannot run {argv[0]}: {err}") from None
-        if done.returncode != 0:
-            raise NodeError(host.name, self.reason(done.returncode, done.stderr))
-        return done.stdout
+        """Run ``gpumon WORDS`` on ``host``; its stdout, or NodeError with the reason (and ssh's line)."""
+        answer = ask(self.ssh, host, self.gpumon, words, timeout)
+        if answer.reason is not None:
+            raise NodeError(host.name, describe(answer.reason, answer.detail))
+        if answer.code != 0:
+            reason, detail = classify(answer.code, [answer.said])  # an older gpumon there: the fleet's words
+            said = describe(reason, detail) if reason == OLD_REMOTE else answer.said
+            raise NodeError(host.name, said or f"gpumon there exited with code {answer.code}")
+        return answer.out
 
     def call_json(self, host: Host, words: list[str], timeout: float = 60.0) -> dict[str, Any]:
         out = self.call(host, words, timeout)
@@ -74,17 +65,6 @@ class Reach:
         if not isinstance(data, dict):
             raise NodeError(host.name, "gpumon there answered JSON of another shape (a different version?)")
         return data
-
-    def reason(self, code: int, stderr: str) -> str:
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        last = lines[-1] if lines else ""
-        if code == NOT_FOUND or "command not found" in last or "No such file" in last:
-            return f"{self.gpumon[0]} not found there: install gpumon on it, or set [fleet] gpumon to its path"
-        if code == SSH_FAILED:
-            return f"ssh failed: {last or 'exit code 255'}"
-        if last.startswith("gpumon: error: "):
-            return last[len("gpumon: error: ") :]
-        return last or f"gpumon there exited with code {code}"
 
 
 def each(items: Iterable[T], work: Callable[[T], R]) -> list[R | NodeError]:

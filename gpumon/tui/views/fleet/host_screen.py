@@ -28,7 +28,7 @@ from gpumon.core.history import History
 from gpumon.core.model import GpuProcess, Snapshot
 from gpumon.core.sampler import record
 from gpumon.core.signals import SignalOutcome
-from gpumon.tui.view import AppContext
+from gpumon.tui.view import SIGNALS_OFF, AppContext, Refuses
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ask_signal
@@ -52,7 +52,7 @@ def ssh_and_gpumon(fleet: Any) -> tuple[list[str], str]:
         return ["ssh"], gpumon or "gpumon"
 
 
-class HostScreen(Screen[None]):
+class HostScreen(Refuses, Screen[None]):
     BINDINGS = [
         Binding("escape,backspace", "close", "back to the fleet", id="host_close", tooltip="back to the Fleet view"),
         Binding("T", "signal('SIGTERM')", "SIGTERM", id="remote_terminate", tooltip="SIGTERM to the process (ssh)"),
@@ -134,8 +134,7 @@ class HostScreen(Screen[None]):
         self.dismiss(None)
 
     def action_signal(self, name: str) -> None:
-        if self.context.readonly:
-            self.notify("Read-only mode (--readonly): signals are off", severity="warning")
+        if self.refused(SIGNALS_OFF):
             return
         proc = self.query_one(ProcessTable).selected()
         if proc is None:

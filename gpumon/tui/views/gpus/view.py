@@ -21,7 +21,7 @@ from gpumon.core.format import size
 from gpumon.core.history import History
 from gpumon.core.model import GpuDevice, Snapshot
 from gpumon.core.signals import send_signal
-from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.view import SIGNALS_OFF, AppContext, Command, View
 from gpumon.tui.views.gpus.gpu_list import GpuList, no_gpu_text
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import SORT_KEYS, ProcessTable
@@ -179,7 +179,7 @@ class GpusView(View, Vertical):
         self._show_processes()
 
     def action_signal(self, name: str) -> None:
-        if self.refused("signals are off"):
+        if self.refused(SIGNALS_OFF):
             return
         proc = self.query_one(ProcessTable).selected()
         if proc is None:
