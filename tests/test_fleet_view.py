@@ -262,3 +262,20 @@ async def test_switching_view_at_once_keeps_the_new_views_focus() -> None:
         await pilot.press("r")
         await pilot.pause(0.3)
         assert app.focused is not None and any(isinstance(w, RunsView) for w in app.focused.ancestors_with_self)
+
+
+def test_a_fleet_without_its_own_ssh_signals_with_the_users_fleet_config(tmp_path: Path, monkeypatch) -> None:
+    from gpumon.core.fleet.hosts import HostError
+    from gpumon.tui.views.fleet.host_screen import ssh_and_gpumon
+
+    class RayLike:  # a Ray cluster's fleet: no ssh of its own
+        ssh = None
+        gpumon = None
+
+    monkeypatch.setenv("GPUMON_CONFIG_DIR", str(tmp_path))
+    monkeypatch.delenv("GPUMON_SSH", raising=False)
+    (tmp_path / "config.toml").write_text('[fleet]\nssh = "ssh -J bastion"\ngpumon = "~/venv/bin/gpumon"\n')
+    assert ssh_and_gpumon(RayLike()) == (["ssh", "-J", "bastion"], ["~/venv/bin/gpumon"])
+    (tmp_path / "config.toml").write_text('[fleet]\ngpumon = ""\n')
+    with pytest.raises(HostError, match="gpumon is empty"):
+        ssh_and_gpumon(RayLike())

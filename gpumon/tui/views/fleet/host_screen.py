@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from gpumon.core.fleet.hosts import HostError, load_fleet_config, ssh_program
+from gpumon.core.fleet.hosts import HostError, fleet_reach, load_fleet_config
 from gpumon.core.fleet.lines import link_words, run_pids
 from gpumon.core.fleet.model import HostState
 from gpumon.core.fleet.remote import signal_process
@@ -42,14 +42,15 @@ class SignalDone(Message):
         super().__init__()
 
 
-def ssh_and_gpumon(fleet: Any) -> tuple[list[str], str]:
-    """The fleet's ssh argv and remote gpumon command (its ``ssh``/``gpumon``), else the user's defaults."""
+def ssh_and_gpumon(fleet: Any) -> tuple[list[str], str | list[str]]:
+    """The fleet's ssh argv and remote gpumon command (its ``ssh``/``gpumon``), else the user's own
+    (--ssh, $GPUMON_SSH, [fleet] ssh and gpumon, as the links use). Raises HostError for a bad config."""
     ssh = getattr(fleet, "ssh", None)
     gpumon = getattr(fleet, "gpumon", None)
-    try:
-        return list(ssh) if ssh else ssh_program(), gpumon or load_fleet_config().gpumon
-    except HostError:
-        return ["ssh"], gpumon or "gpumon"
+    if ssh and gpumon:
+        return list(ssh), gpumon
+    argv, command = fleet_reach(None, load_fleet_config(), need_ssh=False)
+    return (list(ssh) if ssh else argv), (gpumon or command)
 
 
 class HostScreen(Refuses, Screen[None]):
@@ -149,7 +150,11 @@ class HostScreen(Refuses, Screen[None]):
 
     @work(thread=True, exit_on_error=False, group="remote-signal")
     def send(self, proc: GpuProcess, sig: signal.Signals) -> None:
-        ssh, gpumon = ssh_and_gpumon(self.context.fleet)
+        try:
+            ssh, gpumon = ssh_and_gpumon(self.context.fleet)
+        except HostError as err:
+            self.post_message(SignalDone(SignalOutcome(False, f"{err}; nothing was sent")))
+            return
         self.post_message(SignalDone(signal_process(ssh, self.state.host, gpumon, proc, sig)))
 
     def on_signal_done(self, message: SignalDone) -> None:
