@@ -213,11 +213,11 @@ class HostLink(BaseLink):
         last = time.monotonic()
         try:
             while selector.get_map() and not self._stop.is_set():
-                # Wake exactly when a live stream turns stale (2 intervals after its last line), else twice
-                # a second to notice stop(); a line or the end of the stream wakes it sooner.
-                timeout = 0.5
+                # Wake on a line, on the end of the stream (stop() ends ssh, which closes both pipes), and
+                # when a live stream turns stale (2 intervals after its last line): no polling in between.
+                timeout = None
                 if self._state.link == "live":
-                    timeout = min(timeout, max(0.005, last + STALE_INTERVALS * self.interval - time.monotonic()))
+                    timeout = max(0.005, last + STALE_INTERVALS * self.interval - time.monotonic())
                 for key, _ in selector.select(timeout=timeout):
                     fd = int(key.fd)
                     try:
