@@ -144,7 +144,7 @@ async def test_one_gpu_that_changes_repaints_its_row_only_and_hosts_off_screen_c
         assert view.selected == "gpu01" and top.in_view and not last.in_view
         rows = [top.render_line(y) for y in range(9)]
         fleet.states = [_with_util(_with_util(first, 0, 2, 97.0), 15, 0, 3.0)]
-        view.poll()
+        view.draw(fleet.state())
         await pilot.pause()
         now = [top.render_line(y) for y in range(9)]
         assert [y for y in range(9) if now[y] is not rows[y]] == [3]  # GPU 2's row, nothing else made again
@@ -157,7 +157,7 @@ async def test_one_gpu_that_changes_repaints_its_row_only_and_hosts_off_screen_c
         await pilot.pause()
         assert not last.in_view
         fleet.states = [_with_util(fleet.states[0], 15, 0, 4.0, "NVIDIA Z9 TEST")]  # another while away
-        view.poll()
+        view.draw(fleet.state())
         await pilot.pause()
         await pilot.press("pagedown")  # the page keys scroll the list
         assert hosts.scroll_y > 0
@@ -247,7 +247,7 @@ async def test_an_open_host_screen_follows_the_hosts_new_states() -> None:
         screen = app.screen
         assert isinstance(screen, HostScreen) and len(screen.history.tail(("gpu", 0, "util"))) == 1
         fleet.states = states[1:]
-        app.query_one(FleetView).poll()
+        app.query_one(FleetView).draw(fleet.state())
         await pilot.pause()
         assert screen.state is states[1].hosts[0]
         assert len(screen.history.tail(("gpu", 0, "util"))) == 2  # its panels' history grows as samples come

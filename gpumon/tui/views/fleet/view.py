@@ -1,7 +1,8 @@
 """The Fleet view: every host's GPUs, a compact line each, under a header per host and the fleet's total.
 
-With a fleet (``context.fleet``, a FleetMonitor), a timer reads ``fleet.state()`` each second while the
-view shows: it returns the latest FleetState at once (its links read ssh on their own threads), so the
+With a fleet (``context.fleet``, a FleetMonitor), a timer reads ``fleet.state()`` while the view shows
+and draws it each second, or at once when a host's link changed (5 times a second it looks): ``state()``
+returns the latest FleetState at once (its links read ssh on their own threads), so the
 event loop never waits on a host. Without a fleet it shows this machine from the sampler's feed and
 says how to add hosts. Hosts and GPU lines are widgets updated by diff (host_block.py); enter opens a
 host's full GPU view (host_screen.py), or the GPUs view for this machine.
@@ -29,6 +30,7 @@ from gpumon.tui.views.fleet.host_block import HostBlock
 from gpumon.tui.views.fleet.host_screen import HostScreen
 
 REFRESH_S = 1.0
+LOOK_S = 0.2  # how often the view looks for a host whose link changed (drawn at once, not at the next second)
 
 
 def local_state(snapshot: Snapshot) -> FleetState:
@@ -70,6 +72,8 @@ class FleetView(View, Vertical):
         self._blocks: dict[str, HostBlock] = {}
         self._total: str | None = None
         self._stale = False
+        self._links: tuple[str, ...] = ()
+        self._drawn_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-total")
@@ -85,7 +89,7 @@ class FleetView(View, Vertical):
     def on_mount(self) -> None:
         self.query_one("#fleet-hint").display = self.context.fleet is None
         if self.context.fleet is not None:
-            self.set_interval(REFRESH_S, self.poll)
+            self.set_interval(LOOK_S, self.poll)
             self.poll()
         elif self.context.snapshot is not None:
             self.draw(local_state(self.context.snapshot))
@@ -97,7 +101,9 @@ class FleetView(View, Vertical):
             self._stale = True
             return
         state = self.context.fleet.state()
-        if state is not self.state or self._stale:
+        links = tuple(h.link for h in state.hosts)
+        due = time.monotonic() - self._drawn_at >= REFRESH_S - LOOK_S / 2
+        if self._stale or due or links != self._links:  # a host came live, went stale or down: show it now
             self.draw(state)
 
     def sample(self, snapshot: Snapshot, history: History) -> None:
@@ -121,6 +127,7 @@ class FleetView(View, Vertical):
     # -- drawing ----------------------------------------------------------------------
     def draw(self, state: FleetState) -> None:
         self.state, self._stale = state, False
+        self._links, self._drawn_at = tuple(h.link for h in state.hosts), time.monotonic()
         names = tuple(h.host.name for h in state.hosts)
         if names != self._names:
             self._rebuild(names)
