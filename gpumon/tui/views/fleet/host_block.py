@@ -211,9 +211,9 @@ class HostBlock(Widget):
         if used > width:  # cut with an ellipsis, as any other line
             return self._text_strip(gpu_text(g, width, dim), width)
         base = self.rich_style
-        segments = [Segment(text, base + _style(name, dim)) for text, name in pieces if text]
+        segments = [Segment(text, _style(base, name, dim)) for text, name in pieces if text]
         if used < width:
-            segments.append(Segment(" " * (width - used), base + _style("", False)))
+            segments.append(Segment(" " * (width - used), _style(base, "", False)))
         return Strip(segments, width)
 
 
@@ -237,8 +237,8 @@ def _changed_rows(old: HostLines, new: HostLines) -> list[int] | None:
     return [y for y, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
 
 
-@lru_cache(maxsize=64)
-def _style(name: str, dim: bool) -> Style:
-    """``bold`` (the line's own style), then the piece's, then ``dim`` for a host not live."""
-    style = Style.parse("bold") + (Style.parse(name) if name else Style())
+@lru_cache(maxsize=256)
+def _style(base: Style, name: str, dim: bool) -> Style:
+    """The widget's style, then ``bold`` (the line's own), the piece's, and ``dim`` for a host not live."""
+    style = base + Style.parse("bold") + (Style.parse(name) if name else Style())
     return style + Style.parse("dim") if dim else style
