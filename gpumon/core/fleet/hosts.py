@@ -13,7 +13,6 @@ import os
 import re
 import shlex
 import shutil
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +149,8 @@ def fleet_config_path() -> Path:
 
 def load_fleet_config(path: Path | None = None) -> FleetConfig:
     """``[fleet] hosts = [...]``, ``ssh = "..."``, ``gpumon = "..."``; a missing file is an empty fleet."""
+    import tomllib  # here: `gpumon snapshot --watch` on each host never reads a config
+
     path = path or fleet_config_path()
     try:
         data = tomllib.loads(path.read_text())
