@@ -17,7 +17,8 @@ BINDING_IDS = (
     "view_gpus", "view_runs", "new_run", "stop_run", "kill_run", "log_next", "log_prev", "run_filter",
     "view_trials", "trial_sort", "trial_reverse", "trial_filter", "experiment_next", "experiment_prev",
     "trial_metric", "stop_trial", "stop_experiment", "view_doctor", "census",
-    "view_fleet", "host_prev", "host_next", "open_host", "host_close", "remote_terminate", "remote_kill",
+    "view_fleet", "host_prev", "host_next", "host_first", "host_last", "open_host", "host_close",
+    "remote_terminate", "remote_kill",
 )  # fmt: skip
 
 
