@@ -116,6 +116,9 @@ def bench_many(idle: float) -> None:
         wall, peak, out = gpumon("runs")
         print(f"  gpumon runs: {wall:.3f} s, peak RSS {peak / 1e6:.0f} MB ({len(out.splitlines()) - 1} runs)")
     print(f"  Runs view, r to the first page of 500 rows: {asyncio.run(first_paint(500)):.3f} s")
+    wall, _, out = gpumon("runs", "--json", "--recent", "20")
+    print(f"  gpumon runs --json --recent 20 (the fleet's runs poll before the stream): {wall:.3f} s, {len(out):,} B")
+    stream_runs(20.0)
     if idle:
         idle_cpu(idle, "10,000 ended + 5 live")
     for record in live:
@@ -123,6 +126,35 @@ def bench_many(idle: float) -> None:
     if idle:
         os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-empty-")
         idle_cpu(idle, "an empty state dir")
+
+
+def stream_runs(seconds: float) -> None:
+    """What a fleet's stream costs this host with its runs (``snapshot --watch --runs 20``, 1 s): the time
+    to the first runs object, then CPU per line and bytes per line over ``seconds``."""
+    import json
+
+    argv = [sys.executable, "-m", "gpumon", "--simulate", "8", "snapshot", "--json", "--watch", "--fields", "fleet"]
+    proc = subprocess.Popen([*argv, "--runs", "20"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        started = time.perf_counter()
+        while "runs" not in json.loads(proc.stdout.readline()):
+            pass
+        first = time.perf_counter() - started
+        watched = psutil.Process(proc.pid)
+        before, lines, sizes, with_runs = watched.cpu_times(), 0, [], 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines, with_runs = lines + 1, with_runs + ("runs" in json.loads(line))
+            sizes.append(len(line))
+        after = watched.cpu_times()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    cpu = (after.user + after.system - before.user - before.system) / lines * 1000
+    print(f"  snapshot --watch --runs 20 (8 GPUs, 1 s): first runs object after {first:.2f} s; then {cpu:.1f} ms CPU")
+    print(f"    and {sum(sizes) / lines:,.0f} B per line over {lines} lines ({with_runs} carried runs, 5 live runs)")
 
 
 def idle_cpu(seconds: float, label: str) -> None:

@@ -131,3 +131,31 @@ def test_runs_without_the_stream_is_a_one_line_mistake() -> None:
     assert result.returncode == 2
     said = "gpumon: error: --runs goes with the stream: gpumon snapshot --json --watch --runs N"
     assert result.stderr.strip() == said
+
+
+def test_the_monitors_recent_runs_are_what_gpumon_runs_recent_lists(tmp_path: Path, monkeypatch) -> None:
+    """The stream's fast walk from the newest end gives the rows `gpumon runs --json --recent N` gives."""
+    from gpumon.core.runs.launcher import launch
+    from gpumon.core.runs.listing import recent
+    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from tests.test_run_cost import write_run
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    store = RunStore()
+    for _ in range(12):
+        write_run(store, 100)
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    live = launch(RunSpec(kind="script", program=str(script)), store, 0)
+    try:
+        write_run(store, 100)  # an ended run newer than the live one
+        monitor = RunsMonitor()
+        every = monitor.refresh()
+        for n in (0, 3, 20):
+            assert [s.id for s in monitor.recent(n)] == [s.id for s in recent(every, n)]
+        assert len(recent(every, 20)) == 14  # fewer ended runs than asked for: all of them (it cut 6 before)
+        assert live.id in {s.id for s in monitor.recent(0)}
+    finally:
+        subprocess.run([sys.executable, "-m", "gpumon", "stop", live.id, "--kill"], capture_output=True, timeout=60)

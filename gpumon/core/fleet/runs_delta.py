@@ -33,10 +33,14 @@ class RunsDelta:
         self._docs: dict[str, tuple[Any, dict[str, Any]]] = {}  # id -> (summary object, its row): rows made once
         self._error: str | None = None
         self._first = True
+        self._listed: object = None  # the monitor's list when the rows were last made
+        self._made_at = 0.0
 
     def next(self) -> dict[str, Any] | None:
         try:
             rows = self._rows()
+            if rows is None:
+                return None
         except Exception as err:  # noqa: BLE001 - an unreadable state dir must not end the GPU stream
             text = f"cannot read the runs there: {err}"
             if text == self._error:
@@ -65,16 +69,24 @@ class RunsDelta:
         first, self._first = self._first, False
         return {"full": first, "rows": changed, "gone": gone}
 
-    def _rows(self) -> list[dict[str, Any]]:
-        from gpumon.core.runs.listing import recent, run_doc
+    def _rows(self) -> list[dict[str, Any]] | None:
+        """The rows now, or None when the monitor handed out the same runs as last time."""
+        from gpumon.core.runs.listing import run_doc
 
         if self._monitor is None:
             from gpumon.core.runs.monitor import RunsMonitor
 
             self._monitor = RunsMonitor(adopt=True)  # as `gpumon runs` does: no run escapes its supervisor
+        listed = self._monitor.refresh()
+        now = time.monotonic()
+        # The same list object: no run came, went or changed. A live run's state also depends on its
+        # supervisor being alive (asked through psutil), so the rows are made again every live_every.
+        if listed is self._listed and now - self._made_at < self.live_every:
+            return None
+        self._listed, self._made_at = listed, now
         rows = []
         docs: dict[str, tuple[Any, dict[str, Any]]] = {}
-        for summary in recent(self._monitor.refresh(), self.recent):
+        for summary in self._monitor.recent(self.recent):
             cached = self._docs.get(summary.id)
             # The monitor hands out the same summary object while a run is unchanged: its row is reused.
             doc = cached[1] if cached is not None and cached[0] is summary else run_doc(summary)

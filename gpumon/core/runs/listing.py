@@ -30,5 +30,5 @@ def recent(summaries: Sequence[RunSummary], ended: int | None) -> list[RunSummar
     if ended is None:
         return list(summaries)
     finished = [s for s in summaries if not s.record.live]
-    keep = {id(s) for s in finished[len(finished) - ended :]} if ended else set()
+    keep = {id(s) for s in finished[max(0, len(finished) - ended) :]} if ended else set()
     return [s for s in summaries if s.record.live or id(s) in keep]

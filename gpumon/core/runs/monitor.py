@@ -149,6 +149,19 @@ class RunsMonitor:
                 return replace(record, status=read_json(record.dir / "status.json"))
         return record
 
+    def recent(self, ended: int) -> list[RunSummary]:
+        """After ``refresh()``: the runs not ended yet and the newest ``ended`` ended ones, oldest first.
+        Costs what it returns, not the state dir's size: the sorted list is walked from its newest end."""
+        runs = self._sorted if self._sorted is not None else self.refresh()
+        keep = [self._summaries[run_id] for run_id in self._live if run_id in self._summaries]
+        newest: list[RunSummary] = []
+        for summary in reversed(runs):
+            if len(newest) >= ended:
+                break
+            if summary.id not in self._live:
+                newest.append(summary)
+        return sorted(keep + newest, key=lambda s: (s.record.created, s.id))
+
     def summary(self, run_id: str) -> RunSummary | None:
         """One run with its downsampled series (what the run's detail draws)."""
         known = self._summaries.get(run_id)
