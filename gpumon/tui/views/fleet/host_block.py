@@ -14,8 +14,6 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.dom import NoScreen
-from textual.errors import NoWidget
 from textual.events import Click, Resize
 from textual.geometry import Region
 from textual.message import Message
@@ -124,16 +122,17 @@ class HostBlock(Widget):
             self._host = host_lines(self.state, self._pids)
         return self._host
 
-    def show(self, state: HostState, pids: Mapping[int, str] | None = None) -> None:
-        """The host's newest state; only the rows whose values changed are repainted (all, later, off screen)."""
+    def show(self, state: HostState, pids: Mapping[int, str] | None = None, in_view: bool = True) -> None:
+        """The host's newest state; only the rows whose values changed are repainted. ``in_view``: the
+        block shows in its list's window (the list knows; asking Textual would lay out every widget)."""
         if state is self.state and pids == self._pids:
             return
         self.state, self._pids = state, pids
-        rows = max(2, 1 + len(state.gpus))  # a header and a line per GPU, or the note why none
+        rows = host_rows(state)
         if self.styles.height is None or self.styles.height.value != rows:
             self.styles.height = rows
         old = self._host
-        if old is None or not self.in_view:  # made when it scrolls into view
+        if old is None or not in_view:  # made when it scrolls into view
             self._host, self._rows = None, []
             if not self._waiting:  # once: Textual keeps it marked for repaint until it is drawn
                 self._waiting = True
@@ -149,16 +148,6 @@ class HostBlock(Widget):
         if changed:
             width = self.size.width
             self.refresh(*(Region(0, y, width, 1) for y in changed))
-
-    @property
-    def in_view(self) -> bool:
-        """Some of it shows: inside its scroll container's window (Textual's ``is_on_screen`` says only
-        that it is laid out, scrolled away or not)."""
-        try:
-            where = self.screen.find_widget(self)
-        except (NoScreen, NoWidget):
-            return False
-        return where.region.overlaps(where.clip)
 
     def repaint_all(self) -> None:
         self._rows = []
@@ -215,6 +204,11 @@ class HostBlock(Widget):
         if used < width:
             segments.append(Segment(" " * (width - used), _style(base, "", False)))
         return Strip(segments, width)
+
+
+def host_rows(state: HostState) -> int:
+    """A block's height: a header and a line per GPU, or the header and the note why there is none."""
+    return max(2, 1 + len(state.gpus))
 
 
 def _row_keys(h: HostLines | None) -> list[object]:

@@ -26,7 +26,7 @@ from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
 from gpumon.tui.view import AppContext, Command, View
-from gpumon.tui.views.fleet.host_block import HostBlock
+from gpumon.tui.views.fleet.host_block import HostBlock, host_rows
 from gpumon.tui.views.fleet.host_screen import HostScreen
 
 REFRESH_S = 1.0
@@ -131,8 +131,13 @@ class FleetView(View, Vertical):
         names = tuple(h.host.name for h in state.hosts)
         if names != self._names:
             self._rebuild(names)
-        for host in state.hosts:
-            self._blocks[host.host.name].show(host, self.context.run_pids if host.host.local else None)
+        hosts = self.query_one(HostList)
+        top, low, high = 0, hosts.scroll_y, hosts.scroll_y + hosts.scrollable_content_region.height
+        for host in state.hosts:  # stacked in order, each as high as host_rows says: which ones show
+            rows = host_rows(host)
+            pids = self.context.run_pids if host.host.local else None
+            self._blocks[host.host.name].show(host, pids, in_view=top < high and top + rows > low)
+            top += rows
         total = fleet_line(state)
         if total != self._total:
             self._total = total
