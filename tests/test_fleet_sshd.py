@@ -137,3 +137,37 @@ def test_a_remote_stream_killed_mid_way_reads_down_then_live_again(sshd: Sshd) -
     finally:
         monitor.stop()
     assert wait_until(lambda: _marked(marker) == [], timeout=20)
+
+
+def _following(run_id: str) -> list[psutil.Process]:
+    """The host's ``gpumon logs RUN --follow`` processes (under sshd: this machine plays the host)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "logs" in cmd and run_id in cmd and "--follow" in cmd:
+            found.append(proc)
+    return found
+
+
+def test_a_followed_log_through_real_ssh_leaves_no_gpumon_on_the_host_once_stopped(sshd: Sshd, tmp_path: Path) -> None:
+    from gpumon.core.fleet.hosts import ssh_argv
+    from gpumon.core.fleet.log_follow import RemoteLogFollow
+
+    host = parse_host(f"127.0.0.1:{sshd.port}")
+    script = tmp_path / "quiet.py"
+    script.write_text("print('started', flush=True)\nimport time\ntime.sleep(600)\n")  # then nothing to write
+    launched = subprocess.run(
+        ssh_argv(sshd.ssh(), host, [GPUMON, "launch", "script", str(script)]), capture_output=True, text=True
+    )
+    assert launched.returncode == 0, launched.stderr
+    run_id = launched.stdout.split()[-1]
+    follow = RemoteLogFollow(sshd.ssh(), host, [GPUMON], run_id, 10).start()
+    try:
+        assert wait_until(lambda: "started" in follow.lines, timeout=60), follow.reason
+        assert len(_following(run_id)) == 1 and follow.reason is None
+        follow.stop()
+        # ssh gone, the host's follow notices its reader left although the run writes nothing more
+        assert wait_until(lambda: _following(run_id) == [], timeout=20)
+    finally:
+        follow.stop()
+        subprocess.run(ssh_argv(sshd.ssh(), host, [GPUMON, "stop", run_id, "--kill"]), capture_output=True)

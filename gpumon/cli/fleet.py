@@ -212,9 +212,9 @@ def _gpu_row(host: str, d: dict[str, Any], pids: int) -> tuple[str, ...]:
 
 def cmd_remote_logs(args: argparse.Namespace) -> int:
     """``gpumon logs RUN --host H [--follow]``: the host's own ``gpumon logs`` through ssh, its output as it comes."""
-    words = ["logs", args.run, "--lines", str(args.lines)]
-    words += ["--launcher"] if args.launcher else ([] if args.rank is None else ["--rank", str(args.rank)])
-    return passthrough(args, words + (["--follow"] if args.follow else []))
+    from gpumon.core.fleet.log_follow import log_words
+
+    return passthrough(args, log_words(args.run, args.lines, args.rank, args.launcher, args.follow))
 
 
 def cmd_remote_doctor(args: argparse.Namespace) -> int:
@@ -229,7 +229,7 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
     import subprocess
 
     from gpumon.core.fleet.link import stop_process
-    from gpumon.core.fleet.reasons import OLD_REMOTE, classify
+    from gpumon.core.fleet.remote import ssh_failure
 
     try:
         host = parse_host(args.host)
@@ -246,8 +246,9 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
         stop_process(proc, grace=1.0)
         return 0
     text = errors.decode(errors="replace")
-    reason, detail = classify(proc.returncode, text.splitlines())
-    if proc.returncode in (255, 127) or reason == OLD_REMOTE:
+    failed = ssh_failure(proc.returncode, text.splitlines())
+    if failed is not None:
+        reason, detail = failed
         return fail(f"{host.name}: {reason}" + (f" ({detail})" if detail else ""))
     sys.stderr.write(text)
     return proc.returncode
