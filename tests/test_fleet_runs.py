@@ -210,3 +210,26 @@ async def test_readonly_never_asks_to_stop_a_remote_run_and_the_filter_knows_hos
         assert any("Read-only mode (--readonly)" in n for n in notes(app))
         await pilot.press("slash", *"gpu8", "enter")
         await until(pilot, lambda: row_keys(table) == [])
+
+
+async def test_a_remote_log_that_cannot_be_followed_says_why_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "here"))
+    with loop_runs(tmp_path, ("gpu1",)) as (root, runs):
+        row = {"id": runs["gpu1"], "kind": "script", "status": "running", "program": "loop.py"}
+        state = FleetState((HostState(parse_host("gpu1"), "live", runs=(row,)),), 0.0)
+        (root / "gpu1" / "down").touch()  # its ssh is refused from now on
+        app = fleet_app(StandInFleet([state], interval=0, ssh=stand_in(root)))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("r")
+            table = app.query_one(RunTable)
+            key = f"gpu1:{runs['gpu1']}"
+            await until(pilot, lambda: key in row_keys(table))
+            table.select_run(key)
+            log = app.query_one("#run-log", LogView)
+            await until(pilot, lambda: "host unreachable" in log.note, timeout=30)
+            assert log.note == "log not followed: gpu1: host unreachable · again in 1 s"
+            await until(pilot, lambda: "again in 2 s" in log.note, timeout=30)  # tried again: it waits longer
+            (root / "gpu1" / "down").unlink()
+            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=60)
+            assert log.note == "" and log.border_subtitle == "following"

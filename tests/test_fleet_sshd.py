@@ -3,15 +3,11 @@ sshd cannot start: ``apt-get install -y openssh-server``)."""
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -21,61 +17,20 @@ from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.monitor import FleetMonitor, settled
 from gpumon.core.fleet.reasons import AUTH, UNREACHABLE
 from tests.conftest import wait_until
+from tests.sshd_host import Sshd, free_port, start_sshd
 
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 GPUMON = str(Path(sys.executable).with_name("gpumon"))
-
-
-@dataclass
-class Sshd:
-    port: int
-    key: Path
-    wrong_key: Path
-    known_hosts: Path
-    home: Path  # GPUMON_HOME of the sessions
-
-    def ssh(self, key: Path | None = None) -> list[str]:
-        return [
-            *("ssh", "-F", "/dev/null", "-i", str(key or self.key), "-o", "IdentitiesOnly=yes"),
-            *("-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR"),
-        ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
-        pytest.skip("no OpenSSH server here: apt-get install -y openssh-server")
-    tmp = tmp_path_factory.mktemp("sshd")
-    for name in ("host_key", "user_key", "wrong_key"):
-        _keygen(tmp / name)
-    (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
-    port = _free_port()
-    config = tmp / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
-        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
-        f"PidFile {tmp / 'sshd.pid'}\nSetEnv GPUMON_HOME={tmp / 'state'}\n"
-    )
-    os.makedirs("/run/sshd", exist_ok=True)
-    started = subprocess.run([SSHD, "-f", str(config), "-E", str(tmp / "sshd.log")], capture_output=True, text=True)
-    if started.returncode != 0 or not wait_until(lambda: (tmp / "sshd.pid").exists(), timeout=10):
-        pytest.skip(f"sshd did not start: {started.stderr.strip() or (tmp / 'sshd.log').read_text()[-300:]}")
-    pid = int((tmp / "sshd.pid").read_text())
+    started = start_sshd(tmp_path_factory.mktemp("sshd"))
+    if isinstance(started, str):
+        pytest.skip(started)
     try:
-        yield Sshd(port, tmp / "user_key", tmp / "wrong_key", tmp / "known_hosts", tmp / "state")
+        yield started
     finally:
-        os.kill(pid, 15)
+        started.stop()
 
 
 def _remote_gpumon(marker: int) -> list[str]:
@@ -97,7 +52,7 @@ def test_a_live_host_through_real_ssh_a_wrong_key_and_a_closed_port(sshd: Sshd) 
     here = f"127.0.0.1:{sshd.port}"
     monitor = FleetMonitor([parse_host(here)], sshd.ssh(), 0.5, _remote_gpumon(marker), runs_every=1.0)
     wrong = FleetMonitor([parse_host(here)], sshd.ssh(sshd.wrong_key), 0.5, _remote_gpumon(marker))
-    closed = FleetMonitor([parse_host(f"127.0.0.1:{_free_port()}")], sshd.ssh(), 0.5, _remote_gpumon(marker))
+    closed = FleetMonitor([parse_host(f"127.0.0.1:{free_port()}")], sshd.ssh(), 0.5, _remote_gpumon(marker))
     monitors = (monitor, wrong, closed)
     for m in monitors:
         m.start()
