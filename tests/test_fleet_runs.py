@@ -3,7 +3,9 @@ with real runs on stand-in hosts (tests/fleet_ssh.py: a folder per host, its own
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, wait_until
 from tests.fleet_data import StandInFleet, fleet_app
 from tests.test_fleet_cli import gpumon
 from tests.test_fleet_links import stand_in
@@ -40,16 +42,27 @@ def launch_on(root: Path, host: str, script: Path) -> str:
     return done.stdout.split()[-1]
 
 
-@pytest.fixture
-def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A looping run on each of gpu1 and gpu2, killed afterwards whatever the test did."""
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "here"))  # this machine: no run
+@contextlib.contextmanager
+def loop_runs(tmp_path: Path, hosts: tuple[str, ...]) -> Iterator[tuple[Path, dict[str, str]]]:
+    """(the hosts' root, host -> run id): a looping run on each host, killed afterwards whatever the test did."""
     root, script = tmp_path / "hosts", tmp_path / "loop.py"
     script.write_text(LOOP)
-    runs = {host: launch_on(root, host, script) for host in ("gpu1", "gpu2")}
-    yield root, runs
-    for host, run_id in runs.items():
-        subprocess.run([*stand_in(root), host, f"gpumon stop {run_id} --kill"], capture_output=True, check=False)
+    runs: dict[str, str] = {}
+    try:
+        for host in hosts:
+            runs[host] = launch_on(root, host, script)
+        yield root, runs
+    finally:
+        for host, run_id in runs.items():
+            subprocess.run([*stand_in(root), host, f"gpumon stop {run_id} --kill"], capture_output=True, check=False)
+
+
+@pytest.fixture
+def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A looping run on each of gpu1 and gpu2."""
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "here"))  # this machine: no run
+    with loop_runs(tmp_path, ("gpu1", "gpu2")) as made:
+        yield made
 
 
 def pids_of(monitor: FleetMonitor, host: str, run_id: str) -> list[int]:
@@ -66,6 +79,18 @@ def gone(pids: list[int]) -> bool:
             return False
 
     return not any(alive(pid) for pid in pids)
+
+
+def in_group(pgid: int) -> list[psutil.Process]:
+    """Live processes of the process group ``pgid`` (the follow's ssh started it, with its own session)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                found.append(proc)
+        except (psutil.Error, ProcessLookupError):
+            continue
+    return found
 
 
 async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts: tuple[Path, dict[str, str]]) -> None:
@@ -88,12 +113,32 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             why = " ".join(str(cell.text) for cell in table.get_row("denied:")[1:])
             assert "down: authentication refused" in why
 
-            # the selected remote run's log tail, read on its host through ssh
+            # the selected remote run's log, followed on its host through one ssh: new lines are appended
             key = f"gpu1:{runs['gpu1']}"
             table.select_run(key)
             log = app.query_one("#run-log", LogView)
             await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
             assert runs["gpu1"] in str(app.query_one("#run-info").render())
+            follower = app.query_one(RunsView).remote.log
+            first, last = follower.follow, log.lines[-1]
+            assert first is not None and first.pid is not None and log.border_subtitle == "following"
+            await until(pilot, lambda: log.lines[-1] != last and last in log.lines, timeout=30)
+            assert follower.follow is first
+
+            # another run selected: the first follow and its ssh are gone, the log is the other run's
+            table.select_run(f"gpu2:{runs['gpu2']}")
+            await until(pilot, lambda: any("on gpu2" in line for line in log.lines), timeout=30)
+            assert not any("on gpu1" in line for line in log.lines) and first.done and first.pid is None
+            assert first.argv[-1].split()[2] == runs["gpu1"] and follower.follow is not first
+            # the Runs view hidden (the Fleet view): no follow; shown again: one again
+            second = follower.follow
+            assert second is not None and second.pid is not None
+            await pilot.press("h")
+            await until(pilot, lambda: follower.follow is None and second.done, timeout=10)
+            await pilot.press("r")
+            await until(pilot, lambda: follower.follow is not None)
+            table.select_run(key)
+            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
 
             # T asks, then `gpumon stop RUN` on gpu1: its processes end there
             await pilot.press("T")
@@ -102,6 +147,9 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             await until(pilot, lambda: gone(pids), timeout=40)
             await until(pilot, lambda: any("on gpu1" in n and runs["gpu1"] in n for n in notes(app)), timeout=20)
             await until(pilot, lambda: str(table.get_cell(key, "status").text) == "stopped", timeout=30)
+            # its follow ends with the run: complete, its last line how the run ended, not an error
+            await until(pilot, lambda: log.border_subtitle == "complete: the run ended", timeout=30)
+            assert log.lines[-1].startswith(f"[{runs['gpu1']} stopped") and not log.note
             assert str(table.get_cell(f"gpu2:{runs['gpu2']}", "status").text) == "running"
 
             # d on gpu2's run: the Doctor view shows gpu2's own doctor of it
@@ -112,6 +160,11 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             text = lambda: str(doctor.query_one("#doctor-text").render())  # noqa: E731
             await until(pilot, lambda: "its own gpumon doctor" in text(), timeout=30)
             assert f"{runs['gpu2']}  running" in text() and "on gpu2" in str(doctor.border_title)
+            await pilot.press("r")
+            await until(pilot, lambda: follower.follow is not None and follower.follow.pid is not None)
+            third, pid = follower.follow, follower.follow.pid
+        # quitting stops the follow: no ssh of it is left
+        assert third.done and wait_until(lambda: not in_group(pid), timeout=20)
     finally:
         monitor.stop()
 
@@ -157,3 +210,26 @@ async def test_readonly_never_asks_to_stop_a_remote_run_and_the_filter_knows_hos
         assert any("Read-only mode (--readonly)" in n for n in notes(app))
         await pilot.press("slash", *"gpu8", "enter")
         await until(pilot, lambda: row_keys(table) == [])
+
+
+async def test_a_remote_log_that_cannot_be_followed_says_why_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "here"))
+    with loop_runs(tmp_path, ("gpu1",)) as (root, runs):
+        row = {"id": runs["gpu1"], "kind": "script", "status": "running", "program": "loop.py"}
+        state = FleetState((HostState(parse_host("gpu1"), "live", runs=(row,)),), 0.0)
+        (root / "gpu1" / "down").touch()  # its ssh is refused from now on
+        app = fleet_app(StandInFleet([state], interval=0, ssh=stand_in(root)))
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("r")
+            table = app.query_one(RunTable)
+            key = f"gpu1:{runs['gpu1']}"
+            await until(pilot, lambda: key in row_keys(table))
+            table.select_run(key)
+            log = app.query_one("#run-log", LogView)
+            await until(pilot, lambda: "host unreachable" in log.note, timeout=30)
+            assert log.note == "log not followed: gpu1: host unreachable · again in 1 s"
+            await until(pilot, lambda: "again in 2 s" in log.note, timeout=30)  # tried again: it waits longer
+            (root / "gpu1" / "down").unlink()
+            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=60)
+            assert log.note == "" and log.border_subtitle == "following"

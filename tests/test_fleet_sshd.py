@@ -3,15 +3,12 @@ sshd cannot start: ``apt-get install -y openssh-server``)."""
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -23,61 +20,20 @@ from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, OLD_REMOTE,
 from gpumon.core.fleet.remote import ask
 from gpumon.core.runs.nodes import NodeError, Reach
 from tests.conftest import wait_until
+from tests.sshd_host import Sshd, free_port, start_sshd
 
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 GPUMON = str(Path(sys.executable).with_name("gpumon"))
-
-
-@dataclass
-class Sshd:
-    port: int
-    key: Path
-    wrong_key: Path
-    known_hosts: Path
-    home: Path  # GPUMON_HOME of the sessions
-
-    def ssh(self, key: Path | None = None) -> list[str]:
-        return [
-            *("ssh", "-F", "/dev/null", "-i", str(key or self.key), "-o", "IdentitiesOnly=yes"),
-            *("-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR"),
-        ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
-        pytest.skip("no OpenSSH server here: apt-get install -y openssh-server")
-    tmp = tmp_path_factory.mktemp("sshd")
-    for name in ("host_key", "user_key", "wrong_key"):
-        _keygen(tmp / name)
-    (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
-    port = _free_port()
-    config = tmp / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
-        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
-        f"PidFile {tmp / 'sshd.pid'}\nSetEnv GPUMON_HOME={tmp / 'state'}\n"
-    )
-    os.makedirs("/run/sshd", exist_ok=True)
-    started = subprocess.run([SSHD, "-f", str(config), "-E", str(tmp / "sshd.log")], capture_output=True, text=True)
-    if started.returncode != 0 or not wait_until(lambda: (tmp / "sshd.pid").exists(), timeout=10):
-        pytest.skip(f"sshd did not start: {started.stderr.strip() or (tmp / 'sshd.log').read_text()[-300:]}")
-    pid = int((tmp / "sshd.pid").read_text())
+    started = start_sshd(tmp_path_factory.mktemp("sshd"))
+    if isinstance(started, str):
+        pytest.skip(started)
     try:
-        yield Sshd(port, tmp / "user_key", tmp / "wrong_key", tmp / "known_hosts", tmp / "state")
+        yield started
     finally:
-        os.kill(pid, 15)
+        started.stop()
 
 
 def _remote_gpumon(marker: int) -> list[str]:
@@ -99,7 +55,7 @@ def test_a_live_host_through_real_ssh_a_wrong_key_and_a_closed_port(sshd: Sshd) 
     here = f"127.0.0.1:{sshd.port}"
     monitor = FleetMonitor([parse_host(here)], sshd.ssh(), 0.5, _remote_gpumon(marker), runs_every=1.0)
     wrong = FleetMonitor([parse_host(here)], sshd.ssh(sshd.wrong_key), 0.5, _remote_gpumon(marker))
-    closed = FleetMonitor([parse_host(f"127.0.0.1:{_free_port()}")], sshd.ssh(), 0.5, _remote_gpumon(marker))
+    closed = FleetMonitor([parse_host(f"127.0.0.1:{free_port()}")], sshd.ssh(), 0.5, _remote_gpumon(marker))
     monitors = (monitor, wrong, closed)
     for m in monitors:
         m.start()
@@ -144,7 +100,7 @@ def test_a_remote_stream_killed_mid_way_reads_down_then_live_again(sshd: Sshd) -
 def test_a_multi_node_launch_and_the_fleet_give_the_same_reasons_through_real_ssh(sshd: Sshd) -> None:
     """One classifier: the nodes of ``launch --hosts`` (Reach), the Fleet's signals (ask) and its links."""
     here = parse_host(f"127.0.0.1:{sshd.port}")
-    closed = parse_host(f"127.0.0.1:{_free_port()}")
+    closed = parse_host(f"127.0.0.1:{free_port()}")
     strict = [*sshd.ssh()[:-6], "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={sshd.home}-none"]
     cases = [  # (ssh, host, gpumon, reason, a piece of ssh's or the shell's own line)
         (sshd.ssh(sshd.wrong_key), here, [GPUMON], AUTH, "Permission denied"),
@@ -184,3 +140,37 @@ def test_an_ssh_failure_without_words_of_its_own_says_ssh_failed_and_its_line() 
     with pytest.raises(NodeError) as caught:
         Reach(tuple(ssh), (GPUMON,)).call(parse_host("127.0.0.1:1"), ["--version"])
     assert str(caught.value) == answer.failure
+
+
+def _following(run_id: str) -> list[psutil.Process]:
+    """The host's ``gpumon logs RUN --follow`` processes (under sshd: this machine plays the host)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "logs" in cmd and run_id in cmd and "--follow" in cmd:
+            found.append(proc)
+    return found
+
+
+def test_a_followed_log_through_real_ssh_leaves_no_gpumon_on_the_host_once_stopped(sshd: Sshd, tmp_path: Path) -> None:
+    from gpumon.core.fleet.hosts import ssh_argv
+    from gpumon.core.fleet.log_follow import RemoteLogFollow
+
+    host = parse_host(f"127.0.0.1:{sshd.port}")
+    script = tmp_path / "quiet.py"
+    script.write_text("print('started', flush=True)\nimport time\ntime.sleep(600)\n")  # then nothing to write
+    launched = subprocess.run(
+        ssh_argv(sshd.ssh(), host, [GPUMON, "launch", "script", str(script)]), capture_output=True, text=True
+    )
+    assert launched.returncode == 0, launched.stderr
+    run_id = launched.stdout.split()[-1]
+    follow = RemoteLogFollow(sshd.ssh(), host, [GPUMON], run_id, 10).start()
+    try:
+        assert wait_until(lambda: "started" in follow.lines, timeout=60), follow.reason
+        assert len(_following(run_id)) == 1 and follow.reason is None
+        follow.stop()
+        # ssh gone, the host's follow notices its reader left although the run writes nothing more
+        assert wait_until(lambda: _following(run_id) == [], timeout=20)
+    finally:
+        follow.stop()
+        subprocess.run(ssh_argv(sshd.ssh(), host, [GPUMON, "stop", run_id, "--kill"]), capture_output=True)

@@ -6,6 +6,7 @@ Imports nothing from the other command modules, so each of them can import it.
 from __future__ import annotations
 
 import argparse
+import select
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -79,5 +80,17 @@ def follow(run_id: str, rank: int | None, first: int) -> int:
         elif not live:
             print(f"[{record.id} {record.state}, exit code {record.exit_code}]")
             return 0
+        elif _reader_gone():  # ssh went away: a quiet run's follower would otherwise stay until the run ends
+            return 0
         time.sleep(0.2)
         record = store.load(record.dir) or record
+
+
+def _reader_gone() -> bool:
+    """stdout is a pipe or socket whose reader closed its end (seen without writing to it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # no events asked: hang-up and error are always reported
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout): never gone
+        return False

@@ -197,9 +197,9 @@ def _gpu_row(host: str, d: dict[str, Any], pids: int) -> tuple[str, ...]:
 
 def cmd_remote_logs(args: argparse.Namespace) -> int:
     """``gpumon logs RUN --host H [--follow]``: the host's own ``gpumon logs`` through ssh, its output as it comes."""
-    words = ["logs", args.run, "--lines", str(args.lines)]
-    words += ["--launcher"] if args.launcher else ([] if args.rank is None else ["--rank", str(args.rank)])
-    return passthrough(args, words + (["--follow"] if args.follow else []))
+    from gpumon.core.fleet.log_follow import log_words
+
+    return passthrough(args, log_words(args.run, args.lines, args.rank, args.launcher, args.follow))
 
 
 def cmd_remote_doctor(args: argparse.Namespace) -> int:
@@ -214,8 +214,8 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
     import subprocess
 
     from gpumon.core.fleet.link import stop_process
-    from gpumon.core.fleet.reasons import NEVER_RAN, OLD_REMOTE, classify, describe
-    from gpumon.core.fleet.remote import gpumon_argv
+    from gpumon.core.fleet.reasons import describe
+    from gpumon.core.fleet.remote import gpumon_argv, ssh_failure
 
     try:
         host = parse_host(args.host)
@@ -232,8 +232,8 @@ def passthrough(args: argparse.Namespace, words: list[str]) -> int:
         stop_process(proc, grace=1.0)
         return 0
     text = errors.decode(errors="replace")
-    reason, detail = classify(proc.returncode, text.splitlines())
-    if proc.returncode in NEVER_RAN or reason == OLD_REMOTE:
-        return fail(f"{host.name}: {describe(reason, detail)}")
+    failed = ssh_failure(proc.returncode, text.splitlines())
+    if failed is not None:
+        return fail(f"{host.name}: {describe(*failed)}")
     sys.stderr.write(text)
     return proc.returncode

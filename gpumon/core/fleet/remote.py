@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpumon.core.fleet.hosts import Host, ssh_argv
-from gpumon.core.fleet.reasons import NEVER_RAN, classify
+from gpumon.core.fleet.reasons import NEVER_RAN, OLD_REMOTE, classify
 from gpumon.core.model import GpuProcess
 from gpumon.core.signals import SignalOutcome, send_signal
 
@@ -39,6 +39,15 @@ def gpumon_argv(ssh: Sequence[str], host: Host, gpumon: str | Sequence[str], wor
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def ssh_failure(returncode: int | None, stderr: Sequence[str]) -> tuple[str, str | None] | None:
+    """(reason, detail) when ssh or the host failed (ssh's own 255, no gpumon there, an older gpumon), else
+    None: the host's gpumon ran, and its own exit status and words stand."""
+    reason, detail = classify(returncode, stderr)
+    if returncode in NEVER_RAN or reason == OLD_REMOTE:
+        return reason, detail
+    return None
 
 
 @dataclass(frozen=True)

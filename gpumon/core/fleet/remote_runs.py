@@ -1,6 +1,6 @@
-"""A fleet host's runs through the user's ssh: their log tail, their doctor, and stopping them.
+"""A fleet host's runs through the user's ssh: their doctor, and stopping them (their log: log_follow.py).
 
-Each is the host's own gpumon (``gpumon logs|doctor|stop RUN``) run through ssh, so what it reads and
+Each is the host's own gpumon (``gpumon doctor|stop RUN``) run through ssh, so what it reads and
 does is the host's; a failure of ssh or of the host comes back as one line in words, never an exception.
 """
 
@@ -12,7 +12,6 @@ from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.remote import ask, last_line
 from gpumon.core.signals import SignalOutcome
 
-LOG_TIMEOUT_S = 20.0
 #: ``gpumon stop`` waits for the run to end: SIGTERM, SIGKILL after 10 s, then up to 10 s more; ssh on top.
 STOP_TIMEOUT_S = 45.0
 DOCTOR_TIMEOUT_S = 30.0
@@ -31,19 +30,6 @@ def stop_remote(
         return SignalOutcome(True, f"{last_line(answer.out) or f'stopped {run_id}'} on {host.name}")
     said = answer.said or last_line(answer.out) or f"exit code {answer.code}"
     return SignalOutcome(False, f"{host.name}: {said}")
-
-
-def remote_log(
-    ssh: Sequence[str], host: Host, gpumon: str | Sequence[str], run_id: str, lines: int = 200,
-    timeout: float = LOG_TIMEOUT_S,
-) -> tuple[tuple[str, ...], str | None]:  # fmt: skip
-    """(the newest ``lines`` of rank 0's log, None) or ((), why not) from ``gpumon logs RUN --lines N`` there."""
-    answer = ask(ssh, host, gpumon, ["logs", run_id, "--lines", str(lines)], timeout)
-    if answer.failure is not None:
-        return (), answer.failure
-    if answer.code != 0:
-        return (), answer.said or f"gpumon logs exited with {answer.code}"
-    return tuple(answer.out.splitlines()[-lines:] if lines else ()), None
 
 
 def remote_doctor(

@@ -1,4 +1,5 @@
-"""What the Runs view's workers hand back, and the pure reads behind them: the filter, a run's log tail."""
+"""What the Runs view's workers hand back, and the pure reads behind them: the filter, a run's log tail,
+what stopping a run asks."""
 
 from __future__ import annotations
 
@@ -40,3 +41,10 @@ def read_log(record: RunRecord, choice: int | None) -> LogTail:
         choice = choices[0]
     lines = tuple(tail_lines(record.log_path(choice), LOG_LINES, max_bytes=64 * 1024)) if choices else ()
     return LogTail(record.id, choices, choice, lines)
+
+
+def stop_question(record: RunRecord, kill: bool) -> str:
+    """What T (stop) or K (kill) asks before it signals a run of this machine."""
+    if kill:
+        return f"Kill run {record.id} now?\nSIGKILL to all its processes ({record.spec.label()})."
+    return f"Stop run {record.id}?\nSIGTERM to all its processes ({record.spec.label()}), SIGKILL after 10 s."

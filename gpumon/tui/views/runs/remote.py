@@ -1,8 +1,8 @@
 """Other hosts' runs in the Runs view: the rows of each fleet host's ``gpumon runs --json`` (HostState.runs).
 
 Each row is keyed ``HOST:RUN`` in the table; a host whose runs cannot be read is one line, keyed ``HOST:``.
-Everything about a remote run is asked of the host's own gpumon through ssh, in thread workers:
-its log tail every few seconds while it is selected, and stop/kill (core/fleet/remote_runs.py).
+Everything about a remote run is asked of the host's own gpumon through ssh: its log, followed through
+one ssh while it is selected (remote_log.py), and stop/kill in thread workers (core/fleet/remote_runs.py).
 """
 
 from __future__ import annotations
@@ -12,21 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.message import Message
 from textual.widget import Widget
 
 from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.model import FleetState, HostState
-from gpumon.core.fleet.remote_runs import remote_log, stop_remote
+from gpumon.core.fleet.remote_runs import stop_remote
 from gpumon.core.format import duration, size
 from gpumon.core.runs.store import LIVE_STATES
 from gpumon.tui.views.runs.reading import RunActionDone
+from gpumon.tui.views.runs.remote_log import LogFollower
 from gpumon.tui.widgets.render import STATE_STYLE, number
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 LOCAL = "local"  # the HOST of this machine's runs when the fleet has no host of its own for it
-LOG_EVERY_S = 3.0  # a selected remote run's log tail: each read starts ssh and a gpumon on the host
-LOG_LINES = 200
 
 
 @dataclass(frozen=True, eq=True)
@@ -138,16 +136,6 @@ def remote_info(run: RemoteRun) -> Text:
     return line
 
 
-class RemoteLogRead(Message):
-    """A remote run's log tail, or why it could not be read."""
-
-    def __init__(self, key: str, lines: tuple[str, ...], reason: str | None) -> None:
-        self.key = key
-        self.lines = lines
-        self.reason = reason
-        super().__init__()
-
-
 class RemoteRuns:
     """The Runs view's part for other hosts' runs: the listing, the selected run's log, stop and kill."""
 
@@ -157,8 +145,7 @@ class RemoteRuns:
         self.fleet = fleet
         self.runs: dict[str, RemoteRun] = {}
         self._hosts: tuple[HostState, ...] | None = None  # the fleet's states last listed
-        self._log_at = 0.0
-        self._log_busy = False
+        self.log = LogFollower(view, fleet, self.get)
 
     def listing(self, query: str) -> Remote | None:
         """The remote rows and notes for the table (None without a fleet: no HOST column)."""
@@ -194,24 +181,9 @@ class RemoteRuns:
         return None
 
     # -- the selected run's log ------------------------------------------------------
-    def poll_log(self, key: str | None, now: bool = False) -> None:
-        """Read the selected remote run's log tail in a worker, at most every LOG_EVERY_S."""
-        run = self.get(key)
-        if run is None or self._log_busy or not self.view.display:
-            return
-        if not now and time.monotonic() - self._log_at < LOG_EVERY_S:
-            return
-        self._log_busy, self._log_at = True, time.monotonic()
-        fleet, view = self.fleet, self.view
-
-        def read() -> None:
-            try:
-                lines, reason = remote_log(fleet.ssh, run.host, fleet.gpumon, run.id, LOG_LINES)
-            finally:
-                self._log_busy = False
-            view.post_message(RemoteLogRead(run.key, lines, reason))
-
-        view.run_worker(read, thread=True, group="runs-remote-log", exit_on_error=False, description="remote log")
+    def follow_log(self, key: str | None) -> None:
+        """Follow the log of the run keyed ``key`` if it is another host's, and while the view shows; else none."""
+        self.log.want(key if self.fleet is not None and self.view.display else None)
 
     # -- stop and kill ---------------------------------------------------------------
     def ask_stop(self, run: RemoteRun, kill: bool) -> None:

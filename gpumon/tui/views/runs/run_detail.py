@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.tui.views.runs.reading import LAUNCHER
+from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series
 from gpumon.tui.widgets.log_view import LogTail, LogView
@@ -186,9 +186,10 @@ class RunDetail(Vertical):
             return  # drawn as ended: the summary object changes only when the run's files do
         self.summary = summary
         self._ended = summary is not None and not summary.record.live
-        if self._remote is not None:  # back from another host's run: its charts again
+        if self._remote is not None:  # back from another host's run: its charts again, no note of its log
             self._remote = None
             self.query_one("#run-charts").display = True
+            self.query_one("#run-log", LogView).set_note("")
         self.query_one("#run-info", Static).update(info_text(summary))
         self.query_one("#loss-chart", Chart).show(loss_series(summary))
         warning = memory_line(summary, (self.content_size.width or self.app.size.width) - 2)
@@ -254,7 +255,21 @@ class RunDetail(Vertical):
             self.query_one("#run-charts").display = False  # no series come through ssh: the log gets the room
             log = self.query_one("#run-log", LogView)
             log.show((), "reading its log through ssh…" if run is not None else "")
+            log.set_note("")
             log.border_title, log.border_subtitle = ("log · rank 0 · through ssh" if run else "log"), ""
 
-    def show_remote_log(self, lines: tuple[str, ...], reason: str | None) -> None:
-        self.query_one("#run-log", LogView).show(lines, f"log not read: {reason}" if reason else "no output yet")
+    def remote_log_lines(self, lines: tuple[str, ...], replace: bool) -> None:
+        """A followed remote log's new lines: appended, or all of them when they ``replace`` what is shown."""
+        log = self.query_one("#run-log", LogView)
+        if replace:
+            log.show(lines, "no output yet")
+        else:
+            log.append(lines, LOG_LINES)
+
+    def remote_log_note(self, note: str | None, following: bool) -> None:
+        """Why the remote log stopped coming (None: it comes, or it is complete), and whether it is followed."""
+        log = self.query_one("#run-log", LogView)
+        log.set_note(note or "")
+        subtitle = "following" if following else "" if note else "complete: the run ended"
+        if log.border_subtitle != subtitle:
+            log.border_subtitle = subtitle

@@ -28,8 +28,9 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
-from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log
-from gpumon.tui.views.runs.remote import RemoteLogRead, RemoteRuns
+from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log, stop_question
+from gpumon.tui.views.runs.remote import RemoteRuns
+from gpumon.tui.views.runs.remote_log import RemoteLogChanged
 from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.screens import ConfirmScreen
@@ -110,7 +111,7 @@ class RunsView(View, Vertical):
         self._busy = True
         summary = self.summaries.get(self.selected_id or "")
         self._read(summary.record if summary is not None and self.display else None, self.log_choice)
-        self.remote.poll_log(self.selected_id)
+        self.remote.follow_log(self.selected_id)  # hidden: none (a poll comes each second, shown or not)
 
     @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
     def _read(self, record: RunRecord | None, choice: int | None) -> None:
@@ -186,12 +187,11 @@ class RunsView(View, Vertical):
     def _selection_changed(self, run_id: str | None) -> None:
         detail = self.query_one(RunDetail)
         remote, note = self.remote.get(run_id), self.remote.note(run_id)
+        self.remote.follow_log(run_id)  # the one follow: of this run if it is another host's, else none
         if remote is not None or note is not None:  # another host's run, or why a host's runs are missing
             self.context.selected_run = remote.id if remote is not None else None
             self.context.selected_host = remote.host.name if remote is not None else None
-            if run_id != self.selected_id:
-                self.selected_id = run_id
-                self.remote.poll_log(run_id, now=True)
+            self.selected_id = run_id
             detail.show_remote(remote, note)
             return
         self.context.selected_host = None
@@ -244,9 +244,11 @@ class RunsView(View, Vertical):
         self.query_one("#run-filter").display = bool(text)
         self._show(self._listed or [])
 
-    def on_remote_log_read(self, message: RemoteLogRead) -> None:
-        if message.key == self.selected_id:
-            self.query_one(RunDetail).show_remote_log(message.lines, message.reason)
+    def on_remote_log_changed(self, message: RemoteLogChanged) -> None:
+        self.remote.log.changed(message.follow, self.query_one(RunDetail))
+
+    def on_unmount(self) -> None:
+        self.remote.log.stop()  # quitting: no ssh of the follow is left
 
     def cycle_log(self, step: int) -> None:
         run = self.remote.get(self.selected_id)
@@ -346,18 +348,12 @@ class RunsView(View, Vertical):
             self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4)
             return
         record = summary.record
-        if kill:
-            question = f"Kill run {record.id} now?\nSIGKILL to all its processes ({record.spec.label()})."
-        else:
-            question = (
-                f"Stop run {record.id}?\nSIGTERM to all its processes ({record.spec.label()}), SIGKILL after 10 s."
-            )
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.stop(record, kill)
 
-        self.app.push_screen(ConfirmScreen(question), answered)
+        self.app.push_screen(ConfirmScreen(stop_question(record, kill)), answered)
 
     def action_log_rank(self, step: int) -> None:
         self.cycle_log(step)

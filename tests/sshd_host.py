@@ -1,0 +1,71 @@
+"""A real sshd on 127.0.0.1 with keys made for the occasion: for the tests through real OpenSSH and the benches.
+
+``start_sshd(DIR)`` writes the keys and the config into DIR and starts sshd as a daemon (it needs root and
+openssh-server); the sessions' ``GPUMON_HOME`` is DIR/state. It returns why not, in words, where it cannot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import wait_until
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+@dataclass
+class Sshd:
+    port: int
+    key: Path
+    wrong_key: Path
+    known_hosts: Path
+    home: Path  # GPUMON_HOME of the sessions
+    pid: int = 0
+
+    def ssh(self, key: Path | None = None) -> list[str]:
+        return [
+            *("ssh", "-F", "/dev/null", "-i", str(key or self.key), "-o", "IdentitiesOnly=yes"),
+            *("-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "LogLevel=ERROR"),
+        ]
+
+    def stop(self) -> None:
+        os.kill(self.pid, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def start_sshd(tmp: Path) -> Sshd | str:
+    """A started sshd, or why none could start."""
+    if not os.path.exists(SSHD) or not shutil.which("ssh") or not shutil.which("ssh-keygen"):
+        return "no OpenSSH server here: apt-get install -y openssh-server"
+    for name in ("host_key", "user_key", "wrong_key"):
+        _keygen(tmp / name)
+    (tmp / "authorized_keys").write_text((tmp / "user_key.pub").read_text())
+    port = free_port()
+    config = tmp / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp / 'authorized_keys'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nStrictModes no\nUsePAM no\n"
+        f"PidFile {tmp / 'sshd.pid'}\nSetEnv GPUMON_HOME={tmp / 'state'}\n"
+    )
+    os.makedirs("/run/sshd", exist_ok=True)
+    started = subprocess.run([SSHD, "-f", str(config), "-E", str(tmp / "sshd.log")], capture_output=True, text=True)
+    if started.returncode != 0 or not wait_until(lambda: (tmp / "sshd.pid").exists(), timeout=10):
+        return f"sshd did not start: {started.stderr.strip() or (tmp / 'sshd.log').read_text()[-300:]}"
+    pid = int((tmp / "sshd.pid").read_text())
+    return Sshd(port, tmp / "user_key", tmp / "wrong_key", tmp / "known_hosts", tmp / "state", pid)
