@@ -70,9 +70,14 @@ class GpusView(View, Vertical):
         self._pending: Snapshot | None = None
 
     def on_mount(self) -> None:
+        self.shown()
+
+    def on_show(self) -> None:  # the switcher showed it (at start, or a view key)
+        self.shown()
+
+    def shown(self) -> None:
         if self._pending is not None and self.history is not None:
             self.sample(self._pending, self.history)
-            self._pending = None
 
     def compose(self) -> ComposeResult:
         yield HostPanel()
@@ -82,9 +87,12 @@ class GpusView(View, Vertical):
     # -- the feeds ---------------------------------------------------------------
     def sample(self, snapshot: Snapshot, history: History) -> None:
         self.history = history
-        if not self.is_mounted or not self.children:
-            self._pending = snapshot  # before the panels exist (or as the app closes): drawn on mount
+        if not self.is_mounted or not self.children or not self.display:
+            # before the panels exist, as the app closes, or while another view shows: drawn on mount or
+            # when shown (the history is the sampler's, so the sparklines lose nothing)
+            self._pending = snapshot
             return
+        self._pending = None
         try:
             self._draw(snapshot, history)
         except NoMatches:  # a sample that lands while the app closes: nothing left to draw on
