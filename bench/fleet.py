@@ -5,7 +5,7 @@ host: the stand-in, ``sh -c`` and ``gpumon snapshot --json --watch --fields flee
   - time from start() to the first full fleet state (every host live with a snapshot);
   - over ``--seconds`` (default 30): this process's CPU (the FleetMonitor's threads only: the main
     thread sleeps) and, separately, the CPU of every process of the hosts, as percent of one core;
-    once with the runs poll off and once at its default period (each poll is an ssh + ``gpumon runs``);
+    once without the hosts' runs and once with them (each host's stream then carries its runs, ``--runs 20``);
   - freeze-to-stale: a host's process group gets SIGSTOP at a random moment; the time until its
     link reads ``stale`` (goal: within 2 intervals), ``--freezes`` times (default 5).
 
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace, runs_every: float, root: Path) -> FleetMonitor
     print(f"first full fleet state: {took:.2f} s ({live}/{args.hosts} hosts live, {state.totals()[1]} GPUs)")
     time.sleep(3)  # past the start-up of every host's stream
     own, hosts_cpu = window(monitor, args.seconds)
-    what = "off" if not runs_every else f"on its default schedule ({runs_every:g} s busy, {runs_every * 6:g} s idle)"
-    print(f"runs poll {what}: FleetMonitor (this process) {own:.2f}% of one core; hosts' processes {hosts_cpu:.1f}%")
+    what = "without the hosts' runs" if not runs_every else "with the hosts' runs in their streams"
+    print(f"{what}: FleetMonitor (this process) {own:.2f}% of one core; hosts' processes {hosts_cpu:.1f}%")
     return monitor
 
 

@@ -146,7 +146,9 @@ class HostBlock(Widget):
             return
         for y in changed:
             self._rows[y] = None
-        if changed:
+        if len(changed) * 3 >= len(self._rows):  # most rows: one refresh costs Textual less than many regions
+            self.refresh()  # (the unchanged rows keep their strips: render_line hands them back)
+        elif changed:
             width = self.size.width
             self.refresh(*(Region(0, y, width, 1) for y in changed))
 
