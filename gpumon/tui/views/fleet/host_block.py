@@ -27,6 +27,7 @@ from gpumon.tui.widgets.render import bar_pieces, level_style, short_run_id
 
 LINK_STYLE = {"live": "green", "connecting": "cyan", "stale": "yellow", "down": "bold red"}
 WIDE = 110  # content columns from which the bars and names get room
+MARGIN = 1  # blank columns at a block's right, before the list's scrollbar
 
 
 def _gib(used: int | None, total: int | None, wide: bool) -> str:
@@ -193,6 +194,12 @@ class HostBlock(Widget):
         return strip
 
     def _make_row(self, y: int, width: int) -> Strip:
+        """A row's strip: its content, then the block's right margin (drawn here: Textual's padding would
+        cost a pass over every line's segments)."""
+        strip = self._content_row(y, width - MARGIN)
+        return Strip([*strip, Segment(" " * MARGIN, self.base_style)], width)
+
+    def _content_row(self, y: int, width: int) -> Strip:
         h = self.host
         if h is None:
             return self._text_strip(Text(f"  {self.host_name}  waiting…", style="dim"), width)
