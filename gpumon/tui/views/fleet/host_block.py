@@ -97,8 +97,9 @@ def header_text(h: HostLines, width: int, selected: bool) -> Text:
 class HostBlock(Widget):
     """A host's header and GPU lines; focus selects it (enter then opens it).
 
-    Each row keeps its strip until its value changes, and only changed rows are marked for repaint, so
-    Textual re-renders the few lines that moved. A block off screen makes no lines until scrolled to."""
+    Each row keeps its strip until its value changes; a few changed rows are marked for repaint one by
+    one, most of them as the whole block (cheaper for Textual), and either way only the changed rows are
+    made again. A block off screen makes no lines until scrolled to."""
 
     can_focus = True
 
