@@ -159,3 +159,37 @@ def test_the_monitors_recent_runs_are_what_gpumon_runs_recent_lists(tmp_path: Pa
         assert live.id in {s.id for s in monitor.recent(0)}
     finally:
         subprocess.run([sys.executable, "-m", "gpumon", "stop", live.id, "--kill"], capture_output=True, timeout=60)
+
+
+def test_a_live_run_whose_supervisor_dies_is_sent_as_such(tmp_path: Path, monkeypatch) -> None:
+    """The stream tells a host's live run from one whose supervisor died (nothing adopts it here)."""
+    import signal
+    import time
+
+    from gpumon.core.fleet.runs_delta import RunsDelta
+    from gpumon.core.runs.launcher import launch
+    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from tests.conftest import wait_until
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    run = launch(RunSpec(kind="script", program=str(script)), RunStore(), 0)
+    delta = RunsDelta(5, RunsMonitor(adopt=False), live_every=0.2)  # adopt=False: nobody takes it over
+    try:
+        assert wait_until(lambda: (p := delta.next()) is not None and p["rows"] and p["rows"][0]["status"] == "running"
+                          , timeout=30)  # fmt: skip
+        os.kill(RunStore().load(run.dir).status["supervisor_pid"], signal.SIGKILL)
+        seen: list[str] = []
+
+        def status() -> bool:
+            time.sleep(0.05)
+            payload = delta.next()
+            seen.extend(r["status"] for r in (payload or {}).get("rows", []))
+            return "unsupervised" in seen
+
+        assert wait_until(status, timeout=30), seen
+    finally:
+        subprocess.run([sys.executable, "-m", "gpumon", "stop", run.id, "--kill"], capture_output=True, timeout=60)

@@ -72,6 +72,7 @@ class RunsDelta:
     def _rows(self) -> list[dict[str, Any]] | None:
         """The rows now, or None when the monitor handed out the same runs as last time."""
         from gpumon.core.runs.listing import run_doc
+        from gpumon.core.runs.store import END_STATES
 
         if self._monitor is None:
             from gpumon.core.runs.monitor import RunsMonitor
@@ -88,8 +89,10 @@ class RunsDelta:
         docs: dict[str, tuple[Any, dict[str, Any]]] = {}
         for summary in self._monitor.recent(self.recent):
             cached = self._docs.get(summary.id)
-            # The monitor hands out the same summary object while a run is unchanged: its row is reused.
-            doc = cached[1] if cached is not None and cached[0] is summary else run_doc(summary)
+            # An ended run's row is final: reused while the monitor hands out the same summary. A live
+            # run's row is made again (its state says whether its supervisor still lives).
+            ended = cached is not None and cached[0] is summary and cached[1].get("status") in END_STATES
+            doc = cached[1] if cached is not None and ended else run_doc(summary)
             docs[summary.id] = (summary, doc)
             rows.append(doc)
         self._docs = docs
