@@ -3,7 +3,9 @@ renders them to its current width; none reads a source itself."""
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.events import Click, Resize
 from textual.message import Message
@@ -37,6 +39,12 @@ def _meter(label: str, pct: float | None, value: str, history: list[float], widt
     return line
 
 
+def text_strip(line: Text, width: int, console: Console, base: Style) -> Strip:
+    """One line of a line-API widget: cut with an ellipsis or padded to ``width``, on the widget's style."""
+    line.truncate(width, overflow="ellipsis", pad=True)
+    return Strip(Segment.apply_style(line.render(console), base), width)
+
+
 class LinePanel(Widget):
     """Renders a few fixed lines through Textual's line API: no wrapping or
     markup pass, strips cached until the data or the width change. This keeps
@@ -65,11 +73,7 @@ class LinePanel(Widget):
         if self._strips is None or (self._strips and self._strips[0].cell_length != width):  # a width change
             # that came without a Resize (a scrollbar appearing in the parent) must not leave lines cut short
             console, base = self.app.console, self.rich_style
-            strips = []
-            for line in self.lines(width):
-                line.truncate(width, overflow="ellipsis", pad=True)
-                strips.append(Strip(Segment.apply_style(line.render(console), base), width))
-            self._strips = strips
+            self._strips = [text_strip(line, width, console, base) for line in self.lines(width)]
         return self._strips[y] if y < len(self._strips) else Strip.blank(width, self.rich_style)
 
 

@@ -23,6 +23,7 @@ from textual.widget import Widget
 from gpumon.core.fleet.lines import GpuLine, HostLines, host_lines
 from gpumon.core.fleet.model import HostState
 from gpumon.core.format import NA, elide, num, percent
+from gpumon.tui.widgets.gpu_panels import text_strip
 from gpumon.tui.widgets.render import bar_pieces, level_style, short_run_id
 
 LINK_STYLE = {"live": "green", "connecting": "cyan", "stale": "yellow", "down": "bold red"}
@@ -212,8 +213,7 @@ class HostBlock(Widget):
         return self._text_strip(Text(f"   {h.note}", style=style), width)
 
     def _text_strip(self, line: Text, width: int) -> Strip:
-        line.truncate(width, overflow="ellipsis", pad=True)
-        return Strip(Segment.apply_style(line.render(self.app.console), self.base_style), width)
+        return text_strip(line, width, self.app.console, self.base_style)
 
     def _gpu_strip(self, g: GpuLine, width: int, dim: bool) -> Strip:
         """Segments straight from the pieces (no Text to lay out), styled as ``gpu_text`` would style them."""
