@@ -17,7 +17,7 @@ from tests.conftest import make_app
 
 
 def test_keymap_ids_are_exactly_the_tui_binding_ids() -> None:
-    owners = [w for v in VIEWS for w in (v, *v.HELP_WIDGETS)]
+    owners = [w for v in VIEWS for w in (v, *v.HELP_WIDGETS, *(screen for _, screen in v.HELP_SCREENS))]
     bindings = [*GLOBAL_BINDINGS, *(b for w in owners for b in w.BINDINGS)]  # type: ignore[attr-defined]
     declared = {b.id for b in bindings if b.id}  # type: ignore[union-attr]
     assert declared == set(BINDING_IDS)

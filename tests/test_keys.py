@@ -19,6 +19,8 @@ def scopes() -> dict[str, list[Binding]]:
     for view in VIEWS:
         owners = (view, *view.HELP_WIDGETS)
         out[view.NAME] = [b for w in owners for b in w.BINDINGS if isinstance(b, Binding)]  # type: ignore[attr-defined]
+        for title, screen in view.HELP_SCREENS:  # a full screen's keys act only there: a scope of its own
+            out[title] = [b for b in screen.BINDINGS if isinstance(b, Binding)]
     return out
 
 

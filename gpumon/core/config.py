@@ -19,6 +19,9 @@ BINDING_IDS = (
     "trial_metric", "stop_trial", "stop_experiment", "view_doctor", "census",
     "view_fleet", "host_prev", "host_next", "host_first", "host_last", "open_host", "host_close",
     "remote_terminate", "remote_kill",
+    "log_open", "run_mark", "run_compare", "loss_log_scale", "log_close", "log_search", "log_match_next",
+    "log_match_prev", "log_follow", "log_rank_next", "log_rank_prev", "log_up", "log_down", "log_page_up",
+    "log_page_down", "log_start", "log_end", "compare_close", "compare_log_scale",
 )  # fmt: skip
 
 

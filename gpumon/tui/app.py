@@ -52,6 +52,7 @@ def help_sections() -> list[tuple[str, str, list[BindingType]]]:
     for view in VIEWS:
         owners = (view, *view.HELP_WIDGETS)
         sections.append((view.TITLE, view.HELP_NOTE, [b for w in owners for b in w.BINDINGS]))  # type: ignore[attr-defined]
+        sections += [(title, "", list(screen.BINDINGS)) for title, screen in view.HELP_SCREENS]
     return sections
 
 

@@ -70,6 +70,8 @@ class View(Refuses):
     KEYS: ClassVar[str]  # the global keys that show it, e.g. "g,f2"
     HELP_NOTE: ClassVar[str] = ""  # a line beside its title in the help screen
     HELP_WIDGETS: ClassVar[tuple[type[Widget], ...]] = ()  # parts whose own keys the help lists too
+    # full screens it opens (a log, a comparison): their keys act only there, so each is its own help section
+    HELP_SCREENS: ClassVar[tuple[tuple[str, type[Any]], ...]] = ()  # (title, screen class)
 
     context: AppContext
 

@@ -43,6 +43,7 @@ class RunSummary:
     rss: int | None = None  # bytes: the CPU ranks' largest resident set (``memory`` is their live heap)
     alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
+    loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
 
     @property
     def leak(self) -> LeakState | None:
@@ -260,6 +261,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         skipped=tele.skipped,
         loss_steps=tuple(tele.loss.steps),
         loss_values=tuple(tele.loss.values),
+        loss_best=min(tele.loss.lows) if tele.loss.lows else None,
         memory_series={r: (tuple(m.used.steps), tuple(m.used.values)) for r, m in sorted(tele.memory.items())},
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
         notes=tuple(tele.notes[-20:]),

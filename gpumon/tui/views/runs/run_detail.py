@@ -13,7 +13,7 @@ from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
-from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series
+from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
 
@@ -192,6 +192,7 @@ class RunDetail(Vertical):
             self.query_one("#run-log", LogView).set_note("")
         self.query_one("#run-info", Static).update(info_text(summary))
         self.query_one("#loss-chart", Chart).show(loss_series(summary))
+        self._loss_titles()
         warning = memory_line(summary, (self.content_size.width or self.app.size.width) - 2)
         line = self.query_one("#run-memory", Static)
         line.set_class(warning is not None, "-warning")
@@ -208,6 +209,21 @@ class RunDetail(Vertical):
             memory.border_subtitle = legend
         if summary is None:
             self.show_log(None)
+
+    def set_log_scale(self, log: bool) -> None:
+        """The loss chart's y axis: log10 or linear (``y``)."""
+        self.query_one("#loss-chart", Chart).set_log(log)
+        self._loss_titles()
+
+    def _loss_titles(self) -> None:
+        chart = self.query_one("#loss-chart", Chart)
+        title = "loss / step · log y" if chart.log_y else "loss / step"
+        skipped = nonpositive(chart.series) if chart.log_y else 0
+        subtitle = f"{skipped} value(s) <= 0 not drawn" if skipped else ""
+        if chart.border_title != title:
+            chart.border_title = title
+        if chart.border_subtitle != subtitle:
+            chart.border_subtitle = subtitle
 
     def _fitted(self, summary: RunSummary | None) -> list[Series]:
         """The fitted line, the same Series object while its inputs are (so the chart need not redraw)."""

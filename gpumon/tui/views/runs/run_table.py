@@ -151,6 +151,20 @@ def row_cells(item: Row, columns: Columns, id_width: int, local: str) -> dict[st
     return run_cells(item, id_width, local)
 
 
+MARK = "● "  # a run marked for comparison (space), as htop's tagged processes
+MARK_STYLE = "bold yellow"
+
+
+def marked_cell(cell: SortCell, marked: bool) -> SortCell:
+    """The id cell with the comparison mark, or without it."""
+    plain = cell.text.plain.removeprefix(MARK)
+    if not marked:
+        return cell if plain == cell.text.plain else SortCell(cell.key, cell.text[len(MARK) :])
+    if plain != cell.text.plain:
+        return cell
+    return SortCell(cell.key, Text.assemble((MARK, MARK_STYLE), cell.text))
+
+
 def row_key(item: Row) -> str:
     return item.id if isinstance(item, RunSummary) else item.key
 
@@ -170,6 +184,7 @@ class RunTable(KeyedTable):
         self.column_set: Columns = ()
         self._reselect: str | None = None
         self._ended: set[str] = set()  # rows last drawn with an ended state
+        self.marked: set[str] = set()  # runs marked for comparison
         self.border_title = "runs"
 
     def _set_columns(self, columns: Columns) -> None:
@@ -212,6 +227,8 @@ class RunTable(KeyedTable):
             if (old is summary or (not isinstance(old, RunSummary) and old == summary)) and key in self._ended:
                 continue  # shown as ended: its summary object changes only when its files do
             cells = row_cells(summary, self.column_set, id_width, local)
+            if key in self.marked:
+                cells["id"] = marked_cell(cells["id"], True)
             if old is None:
                 self.add_row(*(cells[c] for c in columns), key=key)
                 added = True
@@ -239,6 +256,15 @@ class RunTable(KeyedTable):
             title += f" · newest {len(summaries):,} shown (/ filters)"
         if title != self.border_title:
             self.border_title = title
+
+    def mark(self, run_id: str, marked: bool) -> None:
+        """Show or clear the comparison mark in the run's row."""
+        if marked:
+            self.marked.add(run_id)
+        else:
+            self.marked.discard(run_id)
+        if run_id in self.shown:
+            self.update_cell(run_id, "id", marked_cell(self.get_cell(run_id, "id"), marked))
 
     def select_run(self, run_id: str) -> bool:
         return self.select_key(run_id)

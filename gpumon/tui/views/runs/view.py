@@ -28,11 +28,14 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen
+from gpumon.tui.views.runs.log_screen import LogScreen, StreamedLog
 from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
 from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -65,7 +68,13 @@ class RunsView(View, Vertical):
             id="run_filter",
             tooltip="filter runs: words matching id, kind, status, program",
         ),
+        # the log full screen, comparing runs, the loss chart's scale (log_screen.py, compare.py)
+        Binding("o", "open_log", "open log", id="log_open", tooltip="the log full screen: / search, f follow, l/L"),
+        Binding("space", "mark", "mark", id="run_mark", tooltip="mark / unmark the run for comparison (c)"),
+        Binding("c", "compare", "compare", id="run_compare", tooltip="compare the marked runs: loss curves overlaid"),
+        Binding("y", "log_scale", "log y", id="loss_log_scale", tooltip="the loss chart's y axis: linear / log"),
     ]
+    HELP_SCREENS = (("Runs · full-screen log (o)", LogScreen), ("Runs · comparison (c)", CompareScreen))
 
     def __init__(self, context: AppContext) -> None:
         super().__init__(id="runs")
@@ -88,6 +97,10 @@ class RunsView(View, Vertical):
         self._select_next: str | None = None
         self._failed: str | None = None
         self.remote = RemoteRuns(self, context.fleet)
+        self.marked: list[str] = []  # runs marked for comparison, in marking order
+        self.log_scale = False  # the loss charts' y axis is log10
+        self._compare: CompareScreen | None = None
+        self._compared: dict[str, RunSummary] = {}  # ended runs read with their series (they never change)
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -110,11 +123,12 @@ class RunsView(View, Vertical):
             return
         self._busy = True
         summary = self.summaries.get(self.selected_id or "")
-        self._read(summary.record if summary is not None and self.display else None, self.log_choice)
+        record = summary.record if summary is not None and self.display else None
+        self._read(record, self.log_choice, self._to_compare())
         self.remote.follow_log(self.selected_id)  # hidden: none (a poll comes each second, shown or not)
 
     @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
-    def _read(self, record: RunRecord | None, choice: int | None) -> None:
+    def _read(self, record: RunRecord | None, choice: int | None, compare: tuple[str, ...] = ()) -> None:
         if self._monitor is None:
             self.store = self.store or RunStore()
             self._monitor = RunsMonitor(self.store, adopt=not self.context.readonly)
@@ -125,6 +139,8 @@ class RunsView(View, Vertical):
         detail = self._monitor.summary(record.id) if record is not None else None
         disk = disk_note(self._monitor.store.root, {s.id: s.step for s in summaries if s.record.live})
         self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks, detail, disk))
+        if compare:  # the same worker: the monitor is never read from two threads
+            self.post_message(ComparedRuns(tuple(s for s in map(self._monitor.summary, compare) if s is not None)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
@@ -364,3 +380,64 @@ class RunsView(View, Vertical):
             "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (T)", lambda: self.action_stop_run(False)
         )
         yield Command("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
+
+    # -- the full-screen log, comparing runs, the loss chart's scale ---------------------
+    def action_open_log(self) -> None:
+        remote = self.remote.get(self.selected_id)
+        if remote is not None:
+            pane = self.query_one(RunDetail).query_one("#run-log", LogView)
+            self.app.push_screen(LogScreen(StreamedLog(remote.id, remote.host.name, lambda: pane.lines)))
+            return
+        summary = self.selected()
+        if summary is None:
+            self.notify("Select a run first", severity="warning", timeout=3)
+            return
+        self.app.push_screen(LogScreen(summary.record, self.log_choice, follow=summary.record.live))
+
+    def action_mark(self) -> None:
+        run_id = self.selected_id
+        if run_id is None or run_id not in self.summaries:
+            self.notify("Only this machine's runs can be compared" if run_id else "Select a run first", timeout=3)
+            return
+        marked = run_id not in self.marked
+        if marked:
+            self.marked.append(run_id)
+        else:
+            self.marked.remove(run_id)
+        self.query_one(RunTable).mark(run_id, marked)
+
+    def action_compare(self) -> None:
+        marked = [run_id for run_id in self.marked if run_id in self.summaries]
+        if len(marked) < MIN_RUNS:
+            self.notify(f"Mark two or more runs with space to compare them ({len(marked)} marked)", timeout=4)
+            return
+        screen = CompareScreen(marked, self.log_scale)
+
+        def closed(log: bool | None) -> None:
+            self._compare = None
+            if log is not None and log != self.log_scale:
+                self.action_log_scale()
+
+        self._compare = screen
+        self.app.push_screen(screen, closed)
+        self.poll()
+
+    def _to_compare(self) -> tuple[str, ...]:
+        """The compared runs the worker must read: not read yet, or live (their curves grow)."""
+        if self._compare is None:
+            return ()
+        return tuple(
+            run_id
+            for run_id in self._compare.run_ids
+            if run_id not in self._compared or self._compared[run_id].record.live
+        )
+
+    def on_compared_runs(self, message: ComparedRuns) -> None:
+        for summary in message.summaries:
+            self._compared[summary.id] = summary
+        if self._compare is not None:
+            self._compare.show([self._compared[i] for i in self._compare.run_ids if i in self._compared])
+
+    def action_log_scale(self) -> None:
+        self.log_scale = not self.log_scale
+        self.query_one(RunDetail).set_log_scale(self.log_scale)

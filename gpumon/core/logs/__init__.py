@@ -1,0 +1,1 @@
+"""Logs of any size read in bounded chunks: a window of lines (window.py) and a search (search.py)."""

@@ -1,0 +1,424 @@
+"""The selected run's log, full screen (``o`` in the Runs view): search, follow, rank switching.
+
+Every read is a core call on a thread worker (core/logs/): the log opens at its tail, scrolling reads one
+bounded chunk past the window's edge, follow reads what was appended from the last offset, and a search
+scans the file from its end backwards a chunk at a time, so a 2 GB log costs what a 2 KB one does until
+it is searched. Another host's run shows the lines streamed through ssh (the newest 200): search and
+scrolling cover only those, and the header says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from gpumon.core.format import size
+from gpumon.core.logs.search import Needle, ScanStep, scan
+from gpumon.core.logs.window import LogPage, LogWindow
+from gpumon.core.runs.store import RunRecord
+from gpumon.tui.views.runs.log_pane import LogPane
+from gpumon.tui.views.runs.reading import LAUNCHER
+
+POLL_S = 0.5  # follow reads this often
+PROGRESS_S = 0.1  # a search posts its progress at most this often
+
+
+def log_name(choice: int | None) -> str:
+    return "launcher" if choice is LAUNCHER else f"rank {choice}"
+
+
+def log_choices(record: RunRecord) -> tuple[int | None, ...]:
+    """The run's logs as the Runs view's ``l`` cycles them: rank 0, 1, …, then torchrun's launcher.log."""
+    choices: tuple[int | None, ...] = tuple(record.log_ranks())
+    if record.log_path(LAUNCHER).exists():
+        choices = (*choices, LAUNCHER)
+    return choices
+
+
+@dataclass(frozen=True)
+class StreamedLog:
+    """Another host's run: ``lines()`` gives what its ssh follow has brought (no file here to read)."""
+
+    run_id: str
+    host: str
+    lines: Callable[[], tuple[str, ...]]
+
+
+class PageRead(Message):
+    def __init__(self, page: LogPage, generation: int) -> None:
+        self.page = page
+        self.generation = generation
+        super().__init__()
+
+
+class SearchProgress(Message):
+    def __init__(self, found: tuple[int, ...], step: ScanStep | None, done: bool, generation: int) -> None:
+        self.found = found
+        self.step = step
+        self.done = done
+        self.generation = generation
+        super().__init__()
+
+
+class LogScreen(Screen[None]):
+    """One log at a time of one run; ``l``/``L`` switch logs, ``escape`` goes back to the Runs view."""
+
+    DEFAULT_CSS = """
+    LogScreen #log-head { height: 1; background: $panel; padding: 0 1; }
+    LogScreen #log-status { height: 1; padding: 0 1; color: $text-muted; }
+    LogScreen #log-search { display: none; }
+    LogScreen #log-search.-open { display: block; }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "back", id="log_close", tooltip="back to the Runs view (or close the search box)"),
+        Binding("slash", "search", "search", id="log_search", tooltip="search the log (literal; capitals: exact case)"),
+        Binding("n", "match(1)", "next match", id="log_match_next", tooltip="next match (further down)"),
+        Binding("N", "match(-1)", "previous match", id="log_match_prev", tooltip="previous match (further up)"),
+        Binding("f", "follow", "follow", id="log_follow", tooltip="follow on/off: new lines show, the end stays shown"),
+        Binding("l", "log_rank(1)", "next log", id="log_rank_next", tooltip="next log: rank 0, 1, …, the launcher"),
+        Binding("L", "log_rank(-1)", "previous log", show=False, id="log_rank_prev", tooltip="previous log"),
+        Binding("up,k", "scroll(-1)", "up", show=False, id="log_up", tooltip="one line up (follow stops)"),
+        Binding("down,j", "scroll(1)", "down", show=False, id="log_down", tooltip="one line down"),
+        Binding("pageup", "page(-1)", "page up", show=False, id="log_page_up", tooltip="a page up (follow stops)"),
+        Binding("pagedown,space", "page(1)", "page down", show=False, id="log_page_down", tooltip="a page down"),
+        Binding("home", "start", "start", show=False, id="log_start", tooltip="the log's first lines"),
+        Binding("end", "end", "end", show=False, id="log_end", tooltip="the log's last lines"),
+    ]
+
+    def __init__(self, source: RunRecord | StreamedLog, choice: int | None = 0, follow: bool = True) -> None:
+        super().__init__()
+        self.source = source
+        self.choices: tuple[int | None, ...] = () if isinstance(source, StreamedLog) else log_choices(source)
+        self.choice = choice if choice in self.choices else (self.choices[0] if self.choices else 0)
+        self.following = follow
+        self.window: LogWindow | None = None
+        self.generation = 0
+        self._busy = False
+        self._wanted: str | tuple[str, int] | None = None
+        self.needle: Needle | None = None
+        self.matches: list[int] = []  # offsets of the matching lines, ascending
+        self.current: int | None = None  # index into matches
+        self.scan: ScanStep | None = None
+        self.scanning = False
+        self.jumped = False  # the first match near the view was shown
+        self._searches = 0  # which search a progress message belongs to
+        self._target: int | None = None  # an offset to show once the window around it is read
+
+    @property
+    def run_id(self) -> str:
+        return self.source.run_id if isinstance(self.source, StreamedLog) else self.source.id
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="log-head")
+        yield LogPane(id="log-lines")
+        yield Input(placeholder="search: enter finds, escape closes (n/N: next/previous match)", id="log-search")
+        yield Static(id="log-status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._open()
+        self.set_interval(POLL_S, self._poll)
+        self.query_one(LogPane).focus()
+
+    # -- reading ---------------------------------------------------------------------
+    def _open(self) -> None:
+        self.generation += 1
+        pane = self.query_one(LogPane)
+        pane.pinned, pane.top = True, 0
+        if isinstance(self.source, StreamedLog):
+            self._show_streamed()
+        else:
+            self.window = LogWindow(self._path())
+            pane.empty = f"{log_name(self.choice)}: no output yet" if self.choices else "no log yet"
+            self._want("tail")
+        self._head()
+        if self.needle is not None:
+            self._search(self.needle)
+
+    def _path(self) -> Path:
+        assert isinstance(self.source, RunRecord)
+        return self.source.log_path(self.choice)
+
+    def _show_streamed(self) -> None:
+        assert isinstance(self.source, StreamedLog)
+        lines = self.source.lines()
+        pane = self.query_one(LogPane)
+        if lines is not pane.page.lines:
+            n = len(lines)
+            pane.show(LogPage(lines, tuple(range(n)), 0, n, n))
+            if self.needle is not None:
+                self._search(self.needle)
+            self._status()
+
+    def _want(self, op: str | tuple[str, int]) -> None:
+        """Read ``op`` on the worker now, or once the read in flight is done (only the newest wish waits)."""
+        if self._busy:
+            self._wanted = op
+            return
+        if self.window is None:
+            return
+        self._busy = True
+        self._read(self.window, op, self.generation)
+
+    @work(thread=True, exit_on_error=False, group="log-read")
+    def _read(self, window: LogWindow, op: str | tuple[str, int], generation: int) -> None:
+        if isinstance(op, tuple):
+            page = window.around(op[1])
+        else:
+            page = {"tail": window.tail, "older": window.older, "newer": window.newer, "follow": window.follow}[op]()
+        self.post_message(PageRead(page, generation))
+
+    def on_page_read(self, message: PageRead) -> None:
+        self._busy = False
+        if message.generation == self.generation:
+            pane = self.query_one(LogPane)
+            pane.show(message.page)
+            target = self._target
+            if target is not None and message.page.offsets and message.page.offsets[0] <= target <= message.page.end:
+                self._target = None
+                pane.go_to(target)
+            self._status()
+            self._more()
+        if self._wanted is not None:
+            op, self._wanted = self._wanted, None
+            self._want(op)
+
+    def _more(self) -> None:
+        """Near the window's edge: the next chunk that way."""
+        pane = self.query_one(LogPane)
+        if pane.near_start() and (not pane.pinned or len(pane.page.lines) < pane.rows):
+            self._want("older")
+        elif pane.near_end() and not pane.pinned:
+            self._want("newer")
+
+    def _poll(self) -> None:
+        if not self.following:
+            return
+        if isinstance(self.source, StreamedLog):
+            self._show_streamed()
+        elif not self._busy:
+            self._want("follow")
+
+    # -- search ----------------------------------------------------------------------
+    def _search(self, needle: Needle) -> None:
+        self.needle, self.matches, self.current, self.scan, self.jumped = needle, [], None, None, False
+        self._searches += 1
+        if isinstance(self.source, StreamedLog):
+            self.matches = needle.in_lines(self.query_one(LogPane).page.lines)
+            self.scanning = False
+            self._jump_near()
+        else:
+            self.scanning = True
+            self._scan(self._path(), needle, self._searches)
+        self._status()
+
+    @work(thread=True, exit_on_error=False, group="log-search", exclusive=True)
+    def _scan(self, path: Path, needle: Needle, generation: int) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        found: list[int] = []
+        last: ScanStep | None = None
+        posted = time.monotonic()
+        for step in scan(path, needle):
+            if worker.is_cancelled:
+                return
+            found[:0] = step.found
+            last = step
+            if time.monotonic() - posted >= PROGRESS_S:
+                self.post_message(SearchProgress(tuple(found), step, False, generation))
+                found, posted = [], time.monotonic()
+        self.post_message(SearchProgress(tuple(found), last, True, generation))
+
+    def on_search_progress(self, message: SearchProgress) -> None:
+        if message.generation != self._searches:
+            return
+        self.matches[:0] = message.found  # each batch is older than the ones before it
+        if self.current is not None:
+            self.current += len(message.found)
+        self.scan = message.step or self.scan
+        self.scanning = not message.done
+        if not self.jumped:
+            self._jump_near(final=message.done)
+        self._status()
+
+    def _jump_near(self, final: bool = True) -> None:
+        """The newest match at or above the view's last line (the first below it if none is above)."""
+        if not self.matches:
+            return
+        pane = self.query_one(LogPane)
+        bottom = pane.shown_range()[1] if not pane.pinned else pane.page.size
+        above = [i for i, offset in enumerate(self.matches) if offset <= bottom]
+        if not above and not final:
+            return  # the scan has not reached the lines above the view yet
+        self.jumped = True
+        self._go(above[-1] if above else 0)
+
+    def _go(self, index: int) -> None:
+        self.current = index
+        offset = self.matches[index]
+        pane = self.query_one(LogPane)
+        if self.following:
+            self.following = False
+            self._head()
+        pane.set_search(self.needle, offset)
+        if pane.page.offsets and pane.page.offsets[0] <= offset <= pane.page.offsets[-1]:
+            pane.go_to(offset)
+        else:
+            pane.pinned = False
+            self._target = offset
+            self._want(("around", offset))
+        self._status()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        box = self.query_one("#log-search", Input)
+        box.remove_class("-open")
+        self.query_one(LogPane).focus()
+        text = event.value
+        if text:
+            self._search(Needle(text))
+        else:
+            self.needle, self.matches, self.current = None, [], None
+            self.query_one(LogPane).set_search(None, None)
+            self._status()
+
+    # -- what shows ------------------------------------------------------------------
+    def _head(self) -> None:
+        head = Text.assemble((self.run_id, "bold"), " · ")
+        if isinstance(self.source, StreamedLog):
+            head.append(f"rank 0 through ssh from {self.source.host}: the newest lines only; ")
+            head.append("search covers them", style="yellow")
+        else:
+            for choice in self.choices:
+                name = f" {log_name(choice)} "
+                head.append(name, style="b reverse" if choice == self.choice else "")
+            if len(self.choices) > 1:
+                head.append(" l/L", style="dim")
+        head.append(" · ")
+        head.append("following" if self.following else "follow off (f)", style="green" if self.following else "dim")
+        self.query_one("#log-head", Static).update(head)
+
+    def _status(self) -> None:
+        pane = self.query_one(LogPane)
+        page = pane.page
+        line = Text()
+        if isinstance(self.source, StreamedLog):
+            line.append(f"{len(page.lines)} lines streamed")
+        elif page.size:
+            first, _ = pane.shown_range()
+            line.append(f"{100 * first // max(1, page.size)}% of {size(page.size)}")
+        if page.note:
+            line.append(f" · {page.note}", style="yellow")
+        if self.needle is not None:
+            line.append(" · ")
+            line.append(f"/{self.needle.text}", style="bold")
+            line.append(": " + self._count())
+        pane.set_search(self.needle, self.matches[self.current] if self.current is not None else None)
+        self.query_one("#log-status", Static).update(line)
+
+    def _count(self) -> str:
+        total = len(self.matches)
+        limited = self.scan is not None and self.scan.limited
+        more = "+" if self.scanning or limited else ""
+        scanning = ""
+        if self.scanning and self.scan is not None and self.scan.total:
+            scanning = f" · searching {100 * self.scan.scanned // self.scan.total}%"
+        if not total:
+            return "searching…" + scanning if self.scanning else "no match"
+        where = f"match {self.current + 1:,} of " if self.current is not None else ""
+        noun = "line" if total == 1 else "lines"
+        return f"{where}{total:,}{more} {noun} (n/N){scanning}"
+
+    # -- actions (keys in BINDINGS) --------------------------------------------------------
+    def action_close(self) -> None:
+        box = self.query_one("#log-search", Input)
+        if box.has_class("-open"):
+            box.remove_class("-open")
+            self.query_one(LogPane).focus()
+            return
+        self.workers.cancel_group(self, "log-search")
+        self.dismiss(None)
+
+    def action_search(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def action_match(self, step: int) -> None:
+        if self.needle is None:
+            self.notify("Search first: /", timeout=3)
+            return
+        if not self.matches:
+            self.notify(f"No line holds {self.needle.text!r}" + (" yet" if self.scanning else ""), timeout=3)
+            return
+        if self.current is None:
+            self._jump_near()
+            return
+        index = self.current + step
+        if not 0 <= index < len(self.matches):
+            index %= len(self.matches)
+            self.notify("Search wrapped to the " + ("first" if step > 0 else "last") + " match", timeout=2)
+        self._go(index)
+
+    def action_follow(self) -> None:
+        self.following = not self.following
+        if self.following:
+            self._to_end()
+        self._head()
+
+    def action_log_rank(self, step: int) -> None:
+        if isinstance(self.source, StreamedLog):
+            self.notify(f"Rank 0's log here; any other: gpumon logs {self.run_id} --host {self.source.host} --rank N")
+            return
+        if len(self.choices) < 2:
+            self.notify("This run has one log" if self.choices else "No log yet", timeout=3)
+            return
+        index = self.choices.index(self.choice) if self.choice in self.choices else 0
+        self.choice = self.choices[(index + step) % len(self.choices)]
+        self._open()
+
+    def on_log_pane_scrolled(self, message: LogPane.Scrolled) -> None:
+        if message.up and self.following:  # as less +F: looking back stops following
+            self.following = False
+            self._head()
+        self._status()
+        self._more()
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(LogPane).scroll_by(lines)
+
+    def action_page(self, pages: int) -> None:
+        pane = self.query_one(LogPane)
+        pane.scroll_by(pages * max(1, pane.rows - 1))
+
+    def action_start(self) -> None:
+        self.following = False
+        self._head()
+        pane = self.query_one(LogPane)
+        pane.pinned = False
+        if pane.page.at_start:
+            pane.go_to(0)
+        else:
+            self._target = 0
+            self._want(("around", 0))
+
+    def action_end(self) -> None:
+        self._to_end()
+
+    def _to_end(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.pin()
+        if not pane.page.at_end and not isinstance(self.source, StreamedLog):
+            self._want("tail")
+        self._status()
