@@ -19,7 +19,7 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.runs.compare import CompareScreen
 from gpumon.tui.views.runs.log_pane import LogPane
-from gpumon.tui.views.runs.log_screen import LogScreen
+from gpumon.tui.views.runs.log_screen import LogScreen, StreamedLog
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
@@ -258,3 +258,21 @@ def test_a_log_axis_skips_values_that_are_not_positive() -> None:
     assert lines[0].startswith("4.2000") and lines[-2].startswith("0.0200") and "log" in lines[-1]
     empty = [line.plain for line in line_chart([Series((1,), (-3.0,))], 60, 5, number, log=True)]
     assert any("no value above 0" in line for line in empty)
+
+
+async def test_another_hosts_log_shows_its_streamed_lines_and_searches_only_those(home: Path) -> None:
+    streamed = [f"remote step {i}" for i in range(150)] + ["remote [error] at step 150"]
+    app = make_app(gpus=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.push_screen(LogScreen(StreamedLog("ddp-1121-120000-r3r3", "gpu2", lambda: tuple(streamed))))
+        await until(pilot, lambda: "remote [error] at step 150" in screen_text(app))
+        assert "through ssh from gpu2" in head(app) and "search covers them" in head(app)
+        assert "151 lines streamed" in status_line(app)
+        streamed.append("remote step 151 [error] again")
+        await until(pilot, lambda: "remote step 151 [error] again" in screen_text(app))  # followed
+        await search(pilot, "[error]")
+        await until(pilot, lambda: "match 2 of 2 lines" in status_line(app))
+        await pilot.press("N")
+        await until(pilot, lambda: "match 1 of 2" in status_line(app))
+        await pilot.press("l")
+        await until(pilot, lambda: any("--host gpu2 --rank N" in n for n in notes(app)))

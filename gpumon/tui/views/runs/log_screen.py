@@ -92,7 +92,7 @@ class LogScreen(Screen[None]):
         Binding("pageup", "page(-1)", "page up", show=False, id="log_page_up", tooltip="a page up (follow stops)"),
         Binding("pagedown,space", "page(1)", "page down", show=False, id="log_page_down", tooltip="a page down"),
         Binding("home", "start", "start", show=False, id="log_start", tooltip="the log's first lines"),
-        Binding("end", "end", "end", show=False, id="log_end", tooltip="the log's last lines"),
+        Binding("end,G", "end", "end", show=False, id="log_end", tooltip="the log's last lines"),
     ]
 
     def __init__(self, source: RunRecord | StreamedLog, choice: int | None = 0, follow: bool = True) -> None:

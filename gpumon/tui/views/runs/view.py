@@ -380,6 +380,8 @@ class RunsView(View, Vertical):
             "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (T)", lambda: self.action_stop_run(False)
         )
         yield Command("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
+        yield Command("Runs: the selected run's log, full screen", "search, follow, ranks (o)", self.action_open_log)
+        yield Command("Runs: compare the marked runs", "loss curves overlaid (space marks, c)", self.action_compare)
 
     # -- the full-screen log, comparing runs, the loss chart's scale ---------------------
     def action_open_log(self) -> None:
