@@ -55,9 +55,10 @@ class StreamedLog:
 
 
 class PageRead(Message):
-    def __init__(self, page: LogPage, generation: int) -> None:
+    def __init__(self, page: LogPage, generation: int, choices: tuple[int | None, ...]) -> None:
         self.page = page
         self.generation = generation
+        self.choices = choices  # the run's logs now (a rank's log may appear after the screen opened)
         super().__init__()
 
 
@@ -98,8 +99,8 @@ class LogScreen(Screen[None]):
     def __init__(self, source: RunRecord | StreamedLog, choice: int | None = 0, follow: bool = True) -> None:
         super().__init__()
         self.source = source
-        self.choices: tuple[int | None, ...] = () if isinstance(source, StreamedLog) else log_choices(source)
-        self.choice = choice if choice in self.choices else (self.choices[0] if self.choices else 0)
+        self.choices: tuple[int | None, ...] = ()  # the worker lists them (with each read)
+        self.choice = choice
         self.following = follow
         self.window: LogWindow | None = None
         self.generation = 0
@@ -168,18 +169,27 @@ class LogScreen(Screen[None]):
         if self.window is None:
             return
         self._busy = True
-        self._read(self.window, op, self.generation)
+        assert isinstance(self.source, RunRecord)
+        self._read(self.window, op, self.generation, self.source)
 
     @work(thread=True, exit_on_error=False, group="log-read")
-    def _read(self, window: LogWindow, op: str | tuple[str, int], generation: int) -> None:
+    def _read(self, window: LogWindow, op: str | tuple[str, int], generation: int, record: RunRecord) -> None:
         if isinstance(op, tuple):
             page = window.around(op[1])
         else:
             page = {"tail": window.tail, "older": window.older, "newer": window.newer, "follow": window.follow}[op]()
-        self.post_message(PageRead(page, generation))
+        self.post_message(PageRead(page, generation, log_choices(record)))
 
     def on_page_read(self, message: PageRead) -> None:
         self._busy = False
+        if message.choices != self.choices:
+            self.choices = message.choices
+            if self.choice not in self.choices and self.choices:  # no such log (yet): the first there is
+                self.choice = self.choices[0]
+                self._wanted = None
+                self._open()
+                return
+            self._head()
         if message.generation == self.generation:
             pane = self.query_one(LogPane)
             pane.show(message.page)
@@ -419,6 +429,6 @@ class LogScreen(Screen[None]):
     def _to_end(self) -> None:
         pane = self.query_one(LogPane)
         pane.pin()
-        if not pane.page.at_end and not isinstance(self.source, StreamedLog):
-            self._want("tail")
+        if not isinstance(self.source, StreamedLog):
+            self._want("follow")  # what was appended since the last read too (or the tail, when far behind)
         self._status()
