@@ -276,3 +276,33 @@ async def test_another_hosts_log_shows_its_streamed_lines_and_searches_only_thos
         await until(pilot, lambda: "match 1 of 2" in status_line(app))
         await pilot.press("l")
         await until(pilot, lambda: any("--host gpu2 --rank N" in n for n in notes(app)))
+
+
+async def test_paging_up_through_chunks_keeps_the_lines_in_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpumon.tui.views.runs.log_screen.KEEP_LINES", 200)  # the window slides every few pages
+    run_dir = record_run(
+        home,
+        FINISHED,
+        RunSpec("ddp", nproc=1, cwd="/tmp"),
+        {"state": "finished", "created": T0, "started": T0 + 1, "ended": T0 + 9},
+        ranks=1,
+        steps=5,
+    )
+    (run_dir / "logs" / "rank0.log").write_text("".join(f"{i}\n" for i in range(120_000)))  # chunks of ~37k lines
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_log(pilot, 1, FINISHED)
+        pane = screen.query_one(LogPane)
+
+        def shown() -> list[int]:
+            return [int(line) for line in pane.page.lines[pane.top : pane.top + pane.rows]]
+
+        await until(pilot, lambda: shown() and shown()[-1] == 119_999)
+        step = pane.rows - 1
+        for presses in range(1, 30):  # past the 200 lines held at first: older reads come, newer lines go
+            await pilot.press("pageup")
+            await until(pilot, lambda: not screen._busy)
+            lines = shown()
+            assert lines == list(range(lines[0], lines[0] + pane.rows)), "consecutive"
+            assert lines[-1] == 119_999 - presses * step
+        assert screen.window is not None and screen.window.bytes_read < 2 * 1024 * 1024

@@ -10,6 +10,7 @@ one row of it anyway), so no read ever grows with a line's length. ``bytes_read`
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +46,6 @@ class LogPage:
 
     def index_of(self, offset: int) -> int:
         """The index of the line holding byte ``offset`` (0 before the window, the last after it)."""
-        from bisect import bisect_right
-
         return max(0, bisect_right(self.offsets, offset) - 1)
 
 
@@ -152,7 +151,7 @@ class LogWindow:
         """One chunk before the window added to it (the newest lines dropped past ``keep``)."""
         if self._start <= 0:
             return self.page()
-        base = max(0, self._start - self.chunk)
+        base = max(0, self._start - self._span())
         try:
             data = self._read(base, self._start - base)
         except OSError as err:
@@ -160,13 +159,19 @@ class LogWindow:
         offsets, raw, _ = split_lines(data, base, cut_first=base > 0, cut_last=False)
         if not offsets and data:  # the chunk is inside one long line: held as a piece, so the window moves
             offsets, raw = _pieces(data, base), _cut(data)
+        half = self.keep // 2  # the lines next to the window: those it held before stay (the view is there)
+        offsets, raw = offsets[-half:], raw[-half:]
         self._offsets[:0], self._lines[:0] = offsets, [decode_line(r) for r in raw]
         self._start = offsets[0] if offsets else self._start
         self._trim(keep_end=False)
         return self.page()
 
     def newer(self) -> LogPage:
-        """One chunk after the window added to it (the oldest lines dropped past ``keep``)."""
+        """One chunk after the window added to it, at most ``keep // 2`` lines of it (so the lines the window
+        held next to them stay); the oldest lines dropped past ``keep``."""
+        return self._newer(bounded=True)
+
+    def _newer(self, bounded: bool) -> LogPage:
         stat = self._stat()
         if stat is None:
             return self.page("the log is gone")
@@ -182,11 +187,15 @@ class LogWindow:
             self._size = stat.st_size
             return self.page()
         try:
-            data = self._read(self._end, self.chunk)
+            data = self._read(self._end, self._span() if bounded else self.chunk)
         except OSError as err:
             return self.page(f"cannot read it: {err.strerror or err}")
         whole = self._end + len(data) >= self._size
         offsets, raw, end = split_lines(data, self._end, cut_first=False, cut_last=not whole)
+        half = self.keep // 2
+        if bounded and len(offsets) > half:
+            end, whole = offsets[half], False
+            offsets, raw = offsets[:half], raw[:half]
         self._offsets += offsets
         self._lines += [decode_line(r) for r in raw]
         self._end = end
@@ -205,9 +214,9 @@ class LogWindow:
         behind = stat.st_size - self._end
         if behind > FOLLOW_JUMP:
             return self.tail(f"follow skipped {behind - self.chunk:,} bytes written faster than shown")
-        page = self.newer()
+        page = self._newer(bounded=False)  # following: the newest lines matter, the oldest may go
         while not page.at_end and not page.note:
-            page = self.newer()
+            page = self._newer(bounded=False)
         return page
 
     def around(self, offset: int) -> LogPage:
@@ -221,11 +230,23 @@ class LogWindow:
             return self.page(f"cannot read it: {err.strerror or err}")
         whole = base + len(data) >= self._size
         offsets, raw, end = split_lines(data, base, cut_first=base > 0, cut_last=not whole)
+        low = max(0, bisect_right(offsets, offset) - 1 - self.keep // 2)  # at most keep lines, the target mid
+        if low + self.keep < len(offsets):
+            end, whole = offsets[low + self.keep], False
+        offsets, raw = offsets[low : low + self.keep], raw[low : low + self.keep]
         self._offsets, self._lines = offsets, [decode_line(r) for r in raw]
         self._start = offsets[0] if offsets else base
         self._end = end
         self._partial = whole and bool(data) and not data.endswith(b"\n")
         return self.page()
+
+    def _span(self) -> int:
+        """Bytes for about ``keep // 2`` lines at the held lines' mean length (a chunk at most): short
+        lines are not read a chunk at a time only to be dropped."""
+        if len(self._lines) < 10:
+            return self.chunk
+        mean = (self._end - self._start) / len(self._lines)
+        return int(min(self.chunk, max(4096, mean * self.keep // 2 * 1.25)))
 
     def _trim(self, keep_end: bool) -> None:
         extra = len(self._lines) - self.keep

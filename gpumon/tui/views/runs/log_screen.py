@@ -24,13 +24,14 @@ from textual.widgets import Footer, Input, Static
 
 from gpumon.core.format import size
 from gpumon.core.logs.search import Needle, ScanStep, scan
-from gpumon.core.logs.window import LogPage, LogWindow
+from gpumon.core.logs.window import KEEP, LogPage, LogWindow
 from gpumon.core.runs.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.reading import LAUNCHER
 
 POLL_S = 0.5  # follow reads this often
 PROGRESS_S = 0.1  # a search posts its progress at most this often
+KEEP_LINES = KEEP  # lines the window holds (the rest is read again when scrolled to)
 
 
 def log_name(choice: int | None) -> str:
@@ -139,7 +140,7 @@ class LogScreen(Screen[None]):
         if isinstance(self.source, StreamedLog):
             self._show_streamed()
         else:
-            self.window = LogWindow(self._path())
+            self.window = LogWindow(self._path(), keep=KEEP_LINES)
             pane.empty = f"{log_name(self.choice)}: no output yet" if self.choices else "no log yet"
             self._want("tail")
         self._head()
