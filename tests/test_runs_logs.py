@@ -306,3 +306,10 @@ async def test_paging_up_through_chunks_keeps_the_lines_in_order(home: Path, mon
             assert lines == list(range(lines[0], lines[0] + pane.rows)), "consecutive"
             assert lines[-1] == 119_999 - presses * step
         assert screen.window is not None and screen.window.bytes_read < 2 * 1024 * 1024
+        for presses in range(28, -1, -1):  # and back down: newer reads come, the older lines go
+            await pilot.press("pagedown")
+            await until(pilot, lambda: not screen._busy)
+            lines = shown()
+            assert lines == list(range(lines[0], lines[0] + pane.rows)), "consecutive"
+            assert lines[-1] == 119_999 - presses * step
+        assert pane.pinned  # at the end again
