@@ -19,7 +19,8 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.runs.compare import CompareScreen
 from gpumon.tui.views.runs.log_pane import LogPane
-from gpumon.tui.views.runs.log_screen import LogScreen, StreamedLog
+from gpumon.tui.views.runs.log_parts import StreamedLog
+from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart

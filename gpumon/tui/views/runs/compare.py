@@ -33,6 +33,36 @@ class ComparedRuns(Message):
         super().__init__()
 
 
+class Comparison:
+    """The Runs view's marked runs (in marking order), the comparison open, and the runs read for it."""
+
+    def __init__(self) -> None:
+        self.marked: list[str] = []
+        self.screen: CompareScreen | None = None
+        self._read: dict[str, RunSummary] = {}  # with their series; an ended run's never change
+
+    def toggle(self, run_id: str) -> bool:
+        """Mark or unmark ``run_id``; True when it is marked now."""
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+            return False
+        self.marked.append(run_id)
+        return True
+
+    def wanted(self) -> tuple[str, ...]:
+        """The compared runs the worker must read: not read yet, or live (their curves grow)."""
+        if self.screen is None:
+            return ()
+        read = self._read
+        return tuple(i for i in self.screen.run_ids if i not in read or read[i].record.live)
+
+    def got(self, summaries: Sequence[RunSummary]) -> None:
+        for summary in summaries:
+            self._read[summary.id] = summary
+        if self.screen is not None:
+            self.screen.show([self._read[i] for i in self.screen.run_ids if i in self._read])
+
+
 def run_label(summary: RunSummary) -> str:
     name = summary.record.spec.name
     return f"{summary.id} ({name})" if name else summary.id

@@ -10,15 +10,12 @@ scrolling cover only those, and the header says so.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -27,49 +24,11 @@ from gpumon.core.logs.search import Needle, ScanStep, scan
 from gpumon.core.logs.window import KEEP, LogPage, LogWindow
 from gpumon.core.runs.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
-from gpumon.tui.views.runs.reading import LAUNCHER
+from gpumon.tui.views.runs.log_parts import Matches, PageRead, SearchProgress, StreamedLog, log_choices, log_name
 
 POLL_S = 0.5  # follow reads this often
 PROGRESS_S = 0.1  # a search posts its progress at most this often
 KEEP_LINES = KEEP  # lines the window holds (the rest is read again when scrolled to)
-
-
-def log_name(choice: int | None) -> str:
-    return "launcher" if choice is LAUNCHER else f"rank {choice}"
-
-
-def log_choices(record: RunRecord) -> tuple[int | None, ...]:
-    """The run's logs as the Runs view's ``l`` cycles them: rank 0, 1, …, then torchrun's launcher.log."""
-    choices: tuple[int | None, ...] = tuple(record.log_ranks())
-    if record.log_path(LAUNCHER).exists():
-        choices = (*choices, LAUNCHER)
-    return choices
-
-
-@dataclass(frozen=True)
-class StreamedLog:
-    """Another host's run: ``lines()`` gives what its ssh follow has brought (no file here to read)."""
-
-    run_id: str
-    host: str
-    lines: Callable[[], tuple[str, ...]]
-
-
-class PageRead(Message):
-    def __init__(self, page: LogPage, generation: int, choices: tuple[int | None, ...]) -> None:
-        self.page = page
-        self.generation = generation
-        self.choices = choices  # the run's logs now (a rank's log may appear after the screen opened)
-        super().__init__()
-
-
-class SearchProgress(Message):
-    def __init__(self, found: tuple[int, ...], step: ScanStep | None, done: bool, generation: int) -> None:
-        self.found = found
-        self.step = step
-        self.done = done
-        self.generation = generation
-        super().__init__()
 
 
 class LogScreen(Screen[None]):
@@ -107,12 +66,7 @@ class LogScreen(Screen[None]):
         self.generation = 0
         self._busy = False
         self._wanted: str | tuple[str, int] | None = None
-        self.needle: Needle | None = None
-        self.matches: list[int] = []  # offsets of the matching lines, ascending
-        self.current: int | None = None  # index into matches
-        self.scan: ScanStep | None = None
-        self.scanning = False
-        self.jumped = False  # the first match near the view was shown
+        self.found = Matches()
         self._searches = 0  # which search a progress message belongs to
         self._target: int | None = None  # an offset to show once the window around it is read
 
@@ -144,8 +98,8 @@ class LogScreen(Screen[None]):
             pane.empty = f"{log_name(self.choice)}: no output yet" if self.choices else "no log yet"
             self._want("tail")
         self._head()
-        if self.needle is not None:
-            self._search(self.needle)
+        if self.found.needle is not None:
+            self._search(self.found.needle)
 
     def _path(self) -> Path:
         assert isinstance(self.source, RunRecord)
@@ -158,8 +112,8 @@ class LogScreen(Screen[None]):
         if lines is not pane.page.lines:
             n = len(lines)
             pane.show(LogPage(lines, tuple(range(n)), 0, n, n))
-            if self.needle is not None:
-                self._search(self.needle)
+            if self.found.needle is not None:
+                self._search(self.found.needle)
             self._status()
 
     def _want(self, op: str | tuple[str, int]) -> None:
@@ -222,14 +176,13 @@ class LogScreen(Screen[None]):
 
     # -- search ----------------------------------------------------------------------
     def _search(self, needle: Needle) -> None:
-        self.needle, self.matches, self.current, self.scan, self.jumped = needle, [], None, None, False
         self._searches += 1
-        if isinstance(self.source, StreamedLog):
-            self.matches = needle.in_lines(self.query_one(LogPane).page.lines)
-            self.scanning = False
+        streamed = isinstance(self.source, StreamedLog)
+        self.found.start(needle, scanning=not streamed)
+        if streamed:
+            self.found.add(needle.in_lines(self.query_one(LogPane).page.lines), None, done=True)
             self._jump_near()
         else:
-            self.scanning = True
             self._scan(self._path(), needle, self._searches)
         self._status()
 
@@ -254,35 +207,27 @@ class LogScreen(Screen[None]):
     def on_search_progress(self, message: SearchProgress) -> None:
         if message.generation != self._searches:
             return
-        self.matches[:0] = message.found  # each batch is older than the ones before it
-        if self.current is not None:
-            self.current += len(message.found)
-        self.scan = message.step or self.scan
-        self.scanning = not message.done
-        if not self.jumped:
+        self.found.add(message.found, message.step, message.done)
+        if not self.found.jumped:
             self._jump_near(final=message.done)
         self._status()
 
     def _jump_near(self, final: bool = True) -> None:
         """The newest match at or above the view's last line (the first below it if none is above)."""
-        if not self.matches:
-            return
         pane = self.query_one(LogPane)
-        bottom = pane.shown_range()[1] if not pane.pinned else pane.page.size
-        above = [i for i, offset in enumerate(self.matches) if offset <= bottom]
-        if not above and not final:
-            return  # the scan has not reached the lines above the view yet
-        self.jumped = True
-        self._go(above[-1] if above else 0)
+        index = self.found.nearest(pane.page.size if pane.pinned else pane.shown_range()[1], final)
+        if index is not None:
+            self.found.jumped = True
+            self._go(index)
 
     def _go(self, index: int) -> None:
-        self.current = index
-        offset = self.matches[index]
+        self.found.current = index
+        offset = self.found.offsets[index]
         pane = self.query_one(LogPane)
         if self.following:
             self.following = False
             self._head()
-        pane.set_search(self.needle, offset)
+        pane.set_search(self.found.needle, offset)
         if pane.page.offsets and pane.page.offsets[0] <= offset <= pane.page.offsets[-1]:
             pane.go_to(offset)
         else:
@@ -300,8 +245,7 @@ class LogScreen(Screen[None]):
         if text:
             self._search(Needle(text))
         else:
-            self.needle, self.matches, self.current = None, [], None
-            self.query_one(LogPane).set_search(None, None)
+            self.found.start(None)
             self._status()
 
     # -- what shows ------------------------------------------------------------------
@@ -331,25 +275,12 @@ class LogScreen(Screen[None]):
             line.append(f"{100 * first // max(1, page.size)}% of {size(page.size)}")
         if page.note:
             line.append(f" · {page.note}", style="yellow")
-        if self.needle is not None:
+        if self.found.needle is not None:
             line.append(" · ")
-            line.append(f"/{self.needle.text}", style="bold")
-            line.append(": " + self._count())
-        pane.set_search(self.needle, self.matches[self.current] if self.current is not None else None)
+            line.append(f"/{self.found.needle.text}", style="bold")
+            line.append(": " + self.found.count())
+        pane.set_search(self.found.needle, self.found.current_offset)
         self.query_one("#log-status", Static).update(line)
-
-    def _count(self) -> str:
-        total = len(self.matches)
-        limited = self.scan is not None and self.scan.limited
-        more = "+" if self.scanning or limited else ""
-        scanning = ""
-        if self.scanning and self.scan is not None and self.scan.total:
-            scanning = f" · searching {100 * self.scan.scanned // self.scan.total}%"
-        if not total:
-            return "searching…" + scanning if self.scanning else "no match"
-        where = f"match {self.current + 1:,} of " if self.current is not None else ""
-        noun = "line" if total == 1 else "lines"
-        return f"{where}{total:,}{more} {noun} (n/N){scanning}"
 
     # -- actions (keys in BINDINGS) --------------------------------------------------------
     def action_close(self) -> None:
@@ -367,18 +298,18 @@ class LogScreen(Screen[None]):
         box.focus()
 
     def action_match(self, step: int) -> None:
-        if self.needle is None:
+        found = self.found
+        if found.needle is None:
             self.notify("Search first: /", timeout=3)
             return
-        if not self.matches:
-            self.notify(f"No line holds {self.needle.text!r}" + (" yet" if self.scanning else ""), timeout=3)
+        if not found.offsets:
+            self.notify(f"No line holds {found.needle.text!r}" + (" yet" if found.scanning else ""), timeout=3)
             return
-        if self.current is None:
+        if found.current is None:
             self._jump_near()
             return
-        index = self.current + step
-        if not 0 <= index < len(self.matches):
-            index %= len(self.matches)
+        index, wrapped = found.moved(step)
+        if wrapped:
             self.notify("Search wrapped to the " + ("first" if step > 0 else "last") + " match", timeout=2)
         self._go(index)
 

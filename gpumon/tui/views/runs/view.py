@@ -28,8 +28,9 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
-from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen
-from gpumon.tui.views.runs.log_screen import LogScreen, StreamedLog
+from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
+from gpumon.tui.views.runs.log_parts import StreamedLog
+from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
@@ -97,10 +98,8 @@ class RunsView(View, Vertical):
         self._select_next: str | None = None
         self._failed: str | None = None
         self.remote = RemoteRuns(self, context.fleet)
-        self.marked: list[str] = []  # runs marked for comparison, in marking order
-        self.log_scale = False  # the loss charts' y axis is log10
-        self._compare: CompareScreen | None = None
-        self._compared: dict[str, RunSummary] = {}  # ended runs read with their series (they never change)
+        self.comparison = Comparison()  # the runs marked (space) and compared (c)
+        self.log_scale = False  # the loss charts' y axis is log10 (y)
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -124,7 +123,7 @@ class RunsView(View, Vertical):
         self._busy = True
         summary = self.summaries.get(self.selected_id or "")
         record = summary.record if summary is not None and self.display else None
-        self._read(record, self.log_choice, self._to_compare())
+        self._read(record, self.log_choice, self.comparison.wanted())
         self.remote.follow_log(self.selected_id)  # hidden: none (a poll comes each second, shown or not)
 
     @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
@@ -385,60 +384,39 @@ class RunsView(View, Vertical):
 
     # -- the full-screen log, comparing runs, the loss chart's scale ---------------------
     def action_open_log(self) -> None:
-        remote = self.remote.get(self.selected_id)
-        if remote is not None:
+        remote, summary = self.remote.get(self.selected_id), self.selected()
+        if remote is not None:  # another host's run: the lines its ssh follow has brought
             pane = self.query_one(RunDetail).query_one("#run-log", LogView)
             self.app.push_screen(LogScreen(StreamedLog(remote.id, remote.host.name, lambda: pane.lines)))
-            return
-        summary = self.selected()
-        if summary is None:
+        elif summary is not None:
+            self.app.push_screen(LogScreen(summary.record, self.log_choice, follow=summary.record.live))
+        else:
             self.notify("Select a run first", severity="warning", timeout=3)
-            return
-        self.app.push_screen(LogScreen(summary.record, self.log_choice, follow=summary.record.live))
 
     def action_mark(self) -> None:
         run_id = self.selected_id
         if run_id is None or run_id not in self.summaries:
             self.notify("Only this machine's runs can be compared" if run_id else "Select a run first", timeout=3)
             return
-        marked = run_id not in self.marked
-        if marked:
-            self.marked.append(run_id)
-        else:
-            self.marked.remove(run_id)
-        self.query_one(RunTable).mark(run_id, marked)
+        self.query_one(RunTable).mark(run_id, self.comparison.toggle(run_id))
 
     def action_compare(self) -> None:
-        marked = [run_id for run_id in self.marked if run_id in self.summaries]
+        marked = [run_id for run_id in self.comparison.marked if run_id in self.summaries]
         if len(marked) < MIN_RUNS:
             self.notify(f"Mark two or more runs with space to compare them ({len(marked)} marked)", timeout=4)
             return
-        screen = CompareScreen(marked, self.log_scale)
 
-        def closed(log: bool | None) -> None:
-            self._compare = None
+        def closed(log: bool | None) -> None:  # the loss chart keeps the scale chosen there
+            self.comparison.screen = None
             if log is not None and log != self.log_scale:
                 self.action_log_scale()
 
-        self._compare = screen
-        self.app.push_screen(screen, closed)
+        self.comparison.screen = CompareScreen(marked, self.log_scale)
+        self.app.push_screen(self.comparison.screen, closed)
         self.poll()
 
-    def _to_compare(self) -> tuple[str, ...]:
-        """The compared runs the worker must read: not read yet, or live (their curves grow)."""
-        if self._compare is None:
-            return ()
-        return tuple(
-            run_id
-            for run_id in self._compare.run_ids
-            if run_id not in self._compared or self._compared[run_id].record.live
-        )
-
     def on_compared_runs(self, message: ComparedRuns) -> None:
-        for summary in message.summaries:
-            self._compared[summary.id] = summary
-        if self._compare is not None:
-            self._compare.show([self._compared[i] for i in self._compare.run_ids if i in self._compared])
+        self.comparison.got(message.summaries)
 
     def action_log_scale(self) -> None:
         self.log_scale = not self.log_scale
