@@ -13,6 +13,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
@@ -45,6 +46,10 @@ def runs_view_on(run_id: str) -> Callable[[Pilot[None]], Awaitable[None]]:
         table.select_run(run_id)
         while app.query_one(RunsView).selected_id != run_id or not log.lines:  # a new selection clears the log first
             assert time.monotonic() < deadline, "the run's log never showed"
+            await pilot.pause(0.05)
+        command = app.query_one(RunCommand)
+        while not str(command.render()):  # read on a thread
+            assert time.monotonic() < deadline, "the run's command never showed"
             await pilot.pause(0.05)
         await pilot.pause(0.2)
 
