@@ -57,7 +57,7 @@ async def test_enter_on_the_kind_list_opens_it_and_launches_nothing(home: Path) 
         assert kind.expanded and app.screen is form
         await pilot.press("down", "enter")  # picks the next kind in the open list
         assert kind.value == "dp" and not kind.expanded and app.screen is form
-        assert "enter launches from a text field or Launch" in screen_text(app)
+        assert "enter launches from a text field or Launch; on a list it opens the list" in screen_text(app)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
     assert runs(home) == []

@@ -62,3 +62,14 @@ def test_runs_view_failed_run_120x40(snap_compare, home: Path) -> None:
 
 def test_runs_view_two_ranks_80x24(snap_compare, home: Path) -> None:
     assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=runs_view_on(FINISHED))
+
+
+def test_launch_form_80x24(snap_compare, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the GPUs field's hint reads the same on any machine
+    monkeypatch.setattr("os.cpu_count", lambda: 8)  # and ddp's processes on a CPU: 2
+
+    async def open_form(pilot: Pilot[None]) -> None:
+        await pilot.press("r", "n")
+        await pilot.pause(0.2)
+
+    assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=open_form)

@@ -63,13 +63,13 @@ PLACEHOLDERS = {
 PROGRAM_LABEL = {"script": "script", "tune": "search"}
 HELP = Text.assemble(
     ("enter", "bold"),
-    " launches from a text field or Launch; on a list (kind, preset) it opens the list\n",
+    " launches from a text field or Launch; on a list it opens the list\n",
     ("tab", "bold"),
     " / ",
     ("shift+tab", "bold"),
-    " next / previous field · ",
+    ": next / previous field · ",
     ("escape", "bold"),
-    " cancel",
+    ": cancel",
 )
 
 
