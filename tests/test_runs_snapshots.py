@@ -13,6 +13,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
@@ -69,7 +70,12 @@ def test_launch_form_80x24(snap_compare, home: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("os.cpu_count", lambda: 8)  # and ddp's processes on a CPU: 2
 
     async def open_form(pilot: Pilot[None]) -> None:
-        await pilot.press("r", "n")
+        await runs_view_on(FINISHED)(pilot)
+        await pilot.press("n")
+        deadline = time.monotonic() + 10
+        while not isinstance(pilot.app.screen, LaunchForm) or not pilot.app.screen.query("#program-hint"):
+            assert time.monotonic() < deadline, "the form never showed"
+            await pilot.pause(0.05)
         await pilot.pause(0.2)
 
     assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=open_form)
