@@ -93,6 +93,8 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
             focused = form.focused
             assert focused is not None and focused.id == field
             assert box.contains_region(focused.region), field  # the cursor is where the user looks
+            lit = [label.id for label in form.query(".form-row Label") if label.rich_style.bold]
+            assert lit == [f"label-{field}"]  # and its label lights up
             if keys is not None:
                 await pilot.press(*keys)
                 assert form.query_one(f"#{field}", Input).value == keys

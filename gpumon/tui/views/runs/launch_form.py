@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -190,6 +191,11 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
         if nproc.value == self._nproc_default and new != nproc.value:
             nproc.value = new
         self._nproc_default = new
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The focused field's label lights up: the user sees where typing goes."""
+        for row in self.query(".form-row"):
+            row.set_class(row in event.widget.ancestors, "-current")
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "kind":
