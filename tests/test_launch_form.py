@@ -276,3 +276,18 @@ async def test_e_is_refused_read_only_and_without_a_run(home: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "e")
         assert not isinstance(app.screen, LaunchForm) and "Select a run first" in notes(app)
+
+
+async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path) -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(80, 14)) as pilot:
+        await pilot.press("r", "n")
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        scroll = form.query_one("#launch-form")
+        for _ in range(11):  # down to Launch, below the fold at 14 rows
+            await pilot.press("tab")
+            focused = form.focused
+            assert focused is not None
+            await until(pilot, lambda f=focused: scroll.content_region.contains_region(f.region))
+        assert form.focused is form.query_one("#launch") and scroll.scroll_y > 0
