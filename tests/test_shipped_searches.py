@@ -42,6 +42,10 @@ def test_a_plain_install_carries_the_searches_and_gpumon_tune_finds_them_by_name
     assert rows == [[name[:-5], str(target / "trainers" / "searches" / name)] for name in SHIPPED]
     checked = gpumon("tune", "digits-asha", "--check")
     assert checked.returncode == 0 and checked.stdout.strip() == "digits-asha: ok", checked
+    bare = gpumon("tune")
+    assert bare.returncode == 2 and bare.stderr.strip() == (
+        "gpumon: error: name a search file or a shipped search, e.g. gpumon tune digits-asha (gpumon tune --list)"
+    )
     wrong = gpumon("tune", "digits-ashaa", "--check")
     assert wrong.returncode == 2
     assert wrong.stderr.strip() == (
