@@ -31,6 +31,7 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
         form = app.screen
         assert isinstance(form, LaunchForm)
         hosts = form.query_one("#hosts", Input)
+        hosts.focus()  # enter launches from a text field (on the kind list it opens the list)
         hosts.value = "gpu1"
         await pilot.press("enter")
         error = form.query_one("#form-error")

@@ -13,6 +13,8 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
@@ -46,6 +48,10 @@ def runs_view_on(run_id: str) -> Callable[[Pilot[None]], Awaitable[None]]:
         while app.query_one(RunsView).selected_id != run_id or not log.lines:  # a new selection clears the log first
             assert time.monotonic() < deadline, "the run's log never showed"
             await pilot.pause(0.05)
+        command = app.query_one(RunCommand)
+        while not str(command.render()):  # read on a thread
+            assert time.monotonic() < deadline, "the run's command never showed"
+            await pilot.pause(0.05)
         await pilot.pause(0.2)
 
     return run_before
@@ -57,3 +63,19 @@ def test_runs_view_failed_run_120x40(snap_compare, home: Path) -> None:
 
 def test_runs_view_two_ranks_80x24(snap_compare, home: Path) -> None:
     assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=runs_view_on(FINISHED))
+
+
+def test_launch_form_80x24(snap_compare, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the GPUs field's hint reads the same on any machine
+    monkeypatch.setattr("os.cpu_count", lambda: 8)  # and ddp's processes on a CPU: 2
+
+    async def open_form(pilot: Pilot[None]) -> None:
+        await runs_view_on(FINISHED)(pilot)
+        await pilot.press("n")
+        deadline = time.monotonic() + 10
+        while not isinstance(pilot.app.screen, LaunchForm) or not pilot.app.screen.query("#program-hint"):
+            assert time.monotonic() < deadline, "the form never showed"
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+
+    assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=open_form)

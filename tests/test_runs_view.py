@@ -329,6 +329,7 @@ async def test_launch_form_shows_bad_values_inline_and_starts_nothing(home: Path
         assert isinstance(form, LaunchForm)
         assert form.query_one("#nproc", Input).value == "2"  # ddp on a CPU machine: 2 processes
         form.query_one("#nproc", Input).value = "x"
+        form.query_one("#nproc", Input).focus()
         await pilot.press("enter")
         assert app.screen is form
         error = form.query_one("#form-error")
@@ -474,7 +475,7 @@ def test_form_spec_passes_the_preset_and_splits_extra_args(tmp_path: Path) -> No
     assert script.program == "train.py" and script.args == ()  # no preset for a plain script
     with pytest.raises(SpecError, match="dp runs in one process"):
         build_spec("dp", None, "", "2", "", "", visible=0, cwd=str(tmp_path))
-    with pytest.raises(SpecError, match="extra args"):
+    with pytest.raises(SpecError, match="arguments: No closing quotation"):
         build_spec("ddp", None, "", "2", "", "--name 'unclosed", visible=0, cwd=str(tmp_path))
     with pytest.raises(SpecError, match=r"program not found: nope\.py"):
         build_spec("script", None, "nope.py", "1", "", "", visible=0, cwd=str(tmp_path))

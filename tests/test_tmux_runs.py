@@ -52,9 +52,11 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path,
     tmux.keys("r")
     tmux.wait_for("runs · 0", "No run selected", "n new run")
     tmux.keys("n")
-    tmux.wait_for("New run", "extra args")
+    tmux.wait_for("New run", "arguments")
     if HAS_DDP_TRAINER:  # the defaults: ddp on digits, 2 processes on a CPU
         kind = "ddp"
+        tmux.keys("Tab", "Tab")  # to the program field: enter on the kind list would open it
+        assert wait_until(lambda: "blank: the kind's own trainer" in tmux.screen(), timeout=5), tmux.screen()
     else:  # pick 'script' in the kind list, then type the path
         kind = "script"
         (tmp_path / "tiny.py").write_text(SCRIPT)

@@ -182,8 +182,8 @@ def test_the_launch_form_starts_a_search_from_a_search_file(tmp_path: Path) -> N
     )
     (tmp_path / "bad.toml").write_text("mode = 'up'\n" + SPACE)
     for script, extra, message in [
-        ("", "", "tune needs a search file in the script field"),
-        ("trainers/searches/digits-asha.toml", "--lr 1", "extra args: a search takes none"),
+        ("", "", "tune needs a search: a shipped one's name"),
+        ("trainers/searches/digits-asha.toml", "--lr 1", "arguments: a search takes none"),
         ("bad.toml", "", "bad.toml: mode: must be 'min' or 'max', got 'up'"),
     ]:
         with pytest.raises(SpecError) as err:

@@ -17,9 +17,10 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="start a Ray Tune search from a search file (prints its run id last)",
         description="Start a hyper-parameter search in the background, as a run of kind tune. "
         "The search file is checked before Ray starts; see docs/tune.md.",
-        epilog="example: gpumon tune examples/search.toml --follow",
+        epilog="examples: gpumon tune digits-asha --follow | gpumon tune my-search.toml | gpumon tune --list",
     )
-    tune.add_argument("search", help="the search file (TOML)")
+    tune.add_argument("search", nargs="?", help="the search file (TOML), or the name of one gpumon ships (see --list)")
+    tune.add_argument("--list", action="store_true", help="list the search files gpumon ships, by name")
     tune.add_argument("--name", help="a label shown beside the id (default: the file's name)")
     tune.add_argument("--gpus", metavar="IDS", help="GPU indexes for CUDA_VISIBLE_DEVICES, e.g. 0,1")
     tune.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment")
@@ -37,6 +38,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
     from gpumon.core.runs.store import RunStore
 
+    if args.list:
+        return list_shipped()
+    if not args.search:
+        return fail("name a search file or a shipped search, e.g. gpumon tune digits-asha (gpumon tune --list)")
     visible = visible_gpu_count()
     try:
         spec = RunSpec(
@@ -57,6 +62,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return fail(f"could not start the search: {err}")
     print(f"trials:  gpumon trials {record.id}   (or F4 in gpumon)")
     return announce_start(record, "search", args.follow)
+
+
+def list_shipped() -> int:
+    """``gpumon tune --list``: each shipped search's name and file."""
+    from gpumon.tune.shipped import shipped_searches
+
+    found = shipped_searches()
+    if not found:
+        return fail("no shipped search files found: reinstall gpumon (they come with its trainers package)")
+    print_table([["NAME", "FILE"], *([name, str(path)] for name, path in found.items())])
+    return 0
 
 
 def stop_trial(record: Any, trial_id: str) -> int:

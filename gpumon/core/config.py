@@ -15,6 +15,7 @@ BINDING_IDS = (
     "quit", "help", "gpu_prev", "gpu_next", "gpu_up", "gpu_down", "sort", "reverse", "all_gpus",
     "terminate", "kill", "interrupt", *(f"gpu_{i}" for i in range(10)),
     "view_gpus", "view_runs", "new_run", "stop_run", "kill_run", "log_next", "log_prev", "run_filter",
+    "clone_run",
     "view_trials", "trial_sort", "trial_reverse", "trial_filter", "experiment_next", "experiment_prev",
     "trial_metric", "stop_trial", "stop_experiment", "view_doctor", "census",
     "view_fleet", "host_prev", "host_next", "host_first", "host_last", "open_host", "host_close",

@@ -220,10 +220,16 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         raise SpecError(f"--group takes an id of letters, digits, '.', '_' and '-', not {spec.group!r}")
     if spec.max_restarts < 0:
         raise SpecError(f"--max-restarts must be at least 0, got {spec.max_restarts}")
+    if spec.max_restarts and not spec.uses_torchrun:  # else it would be ignored without a word
+        raise SpecError("--max-restarts is torchrun's: it needs ddp, pipeline, or script with 2 processes or more")
     _check_imports(spec)
     if spec.on_alert and shutil.which(spec.on_alert[0]) is None:
         raise SpecError(f"--on-alert: no program {spec.on_alert[0]!r} on PATH (give its full path, or install it)")
     if spec.kind == "tune":
+        if spec.search:  # a shipped search's name, where no such file is here
+            from gpumon.tune.shipped import resolve_search
+
+            spec = replace(spec, search=resolve_search(spec.search, spec.cwd))
         name = _check_search(spec, visible_gpus)
         if spec.name is None and name:
             spec = replace(spec, name=name)
@@ -245,10 +251,13 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
 def _check_search(spec: RunSpec, visible_gpus: int) -> str | None:
     """Check the search file like `gpumon tune` will; returns its name."""
     from gpumon.tune.search_file import SearchFileError, load  # no ray import: it only reads TOML
+    from gpumon.tune.shipped import shipped_names
 
     if not spec.search:
-        raise SpecError("tune needs a search file: gpumon tune SEARCH.toml")
+        raise SpecError(f"tune needs a search file, or a shipped search's name ({shipped_names()})")
     path = Path(spec.cwd, spec.search)
+    if not path.is_file():
+        raise SpecError(f"{spec.search}: no such search file (or a shipped search's name: {shipped_names()})")
     try:
         return load(path, visible_gpus, cwd=spec.cwd).name
     except SearchFileError as err:

@@ -1,145 +1,201 @@
-"""The new-run form: kind, preset, script (or search file), processes, GPUs, extra args; Enter anywhere launches.
+"""The new-run form (n), or a run cloned into it (e): one labelled field per line, top to bottom.
 
-The form checks everything the launcher would (``build_spec``) and shows the
-first mistake in one red line; only a valid spec leaves it. Launching itself
-happens in the Runs view's thread worker.
+Only the fields the kind uses show, so tab goes exactly through what the user sees. Enter launches from a
+text field or the Launch button; on a list (kind, preset) it opens the list. The line under the program
+says where a relative path leads (from the directory gpumon started in, or the cloned run's) and whether
+it exists. The form checks everything the launcher would (``form_spec.build_spec``, the CLI's SpecError)
+and shows the first mistake in one red line; only a valid spec leaves it. Launching itself happens in the
+Runs view's thread worker.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import dataclass
 
+from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Select, Static
 
-from gpumon.core.fleet.hosts import Host, HostError, parse_hosts
-from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, default_nproc, parse_gpus, parse_int, validate
+from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, default_nproc
+from gpumon.tui.views.runs.form_spec import (
+    HOST_KINDS,
+    PRESETS,
+    TRAINER_KINDS,
+    FormValues,
+    GroupLaunch,
+    build_spec,
+    kept_options,
+    parse_form_hosts,
+    program_hint,
+    spec_values,
+    values_from_spec,
+)
 
-PRESETS = ("tiny", "small", "medium", "resnet50")  # the trainers' --preset choices (trainers/model.py)
-DEFAULT_KIND = "ddp"
+__all__ = ["GroupLaunch", "LaunchForm", "build_spec", "parse_form_hosts"]  # the form's parts, where tests look
+
+# field -> (widget id, label); the order on screen and of tab
+ROWS = {
+    "kind": ("kind", "kind"),
+    "preset": ("preset", "preset"),
+    "program": ("script", "program"),
+    "args": ("args", "arguments"),
+    "nproc": ("nproc", "processes"),
+    "gpus": ("gpus", "GPUs"),
+    "hosts": ("hosts", "hosts"),
+    "name": ("name", "name"),
+    "env": ("env", "env"),
+    "max_restarts": ("max-restarts", "max restarts"),
+    "on_alert": ("on-alert", "on alert"),
+}
+PLACEHOLDERS = {
+    "args": "e.g. --epochs 1 --lr 0.1",
+    "nproc": "processes per node",
+    "hosts": "blank: here; gpu1,gpu2: a node on each (ssh)",
+    "name": "blank: the program's name",
+    "env": "NAME=VALUE …",
+    "max_restarts": "0 (torchrun restarts after a failure)",
+    "on_alert": "a command run with each alert's text, e.g. notify-send",
+}
+PROGRAM_LABEL = {"script": "script", "tune": "search"}
+HELP = Text.assemble(
+    ("enter", "bold"),
+    " launches from a text field or Launch; on a list it opens the list\n",
+    ("tab", "bold"),
+    " / ",
+    ("shift+tab", "bold"),
+    ": next / previous field · ",
+    ("escape", "bold"),
+    ": cancel",
+)
 
 
-def build_spec(
-    kind: str,
-    preset: str | None,
-    script: str,
-    nproc: str,
-    gpus: str,
-    extra: str,
-    visible: int,
-    cwd: str | None = None,
-) -> RunSpec:
-    """The RunSpec the form describes, validated; SpecError names the first mistake."""
-    gpu_ids = parse_gpus(gpus, visible)
-    count = parse_int(nproc, "processes", 1) if nproc.strip() else default_nproc(kind, gpu_ids, visible)
-    try:
-        args = shlex.split(extra)
-    except ValueError as err:
-        raise SpecError(f"extra args: {err}") from None
-    program: str | None = None
+class FormScroll(VerticalScroll, can_focus=False):
+    """Scrolls to the focused field (at 80x24 all fit); tab never stops on the scroll itself."""
+
+
+def shown_rows(kind: str) -> set[str]:
+    """The fields a kind uses."""
+    hidden = set()
+    if kind not in TRAINER_KINDS:
+        hidden.add("preset")
     if kind == "tune":
-        return _search_spec(script, args, gpu_ids, visible, cwd or os.getcwd())
-    if kind == "script":
-        text = script.strip()
-        program = (text if text.startswith("-m ") else os.path.expanduser(text)) if text else None
-    elif preset:
-        args = ["--preset", preset, *args]
-    spec = RunSpec(kind=kind, program=program, args=tuple(args), nproc=count, gpus=gpu_ids, cwd=cwd or os.getcwd())
-    return validate(spec, visible)
-
-
-def _search_spec(path: str, args: list[str], gpus: str | None, visible: int, cwd: str) -> RunSpec:
-    if not path.strip():
-        raise SpecError("tune needs a search file in the script field, e.g. trainers/searches/digits-asha.toml")
-    if args:
-        raise SpecError("extra args: a search takes none (fixed values go in its [space])")
-    search = os.path.expanduser(path.strip())
-    return validate(RunSpec(kind="tune", search=search, gpus=gpus, cwd=cwd), visible)  # named by its file
-
-
-@dataclass(frozen=True)
-class GroupLaunch:
-    """A multi-node run: the spec of each node, and the hosts (node 0 on the first)."""
-
-    spec: RunSpec
-    hosts: tuple[Host, ...]
-
-
-def parse_form_hosts(kind: str, text: str) -> tuple[Host, ...]:
-    """The hosts field: blank for this machine, else a comma list (ssh), checked like ``--hosts``."""
-    if not text.strip():
-        return ()
-    if kind not in ("ddp", "pipeline", "script"):
-        raise SpecError(f"hosts: {kind} runs on one node; leave hosts blank (or choose ddp, pipeline or script)")
-    try:
-        hosts = tuple(parse_hosts(text))
-    except HostError as err:
-        raise SpecError(f"hosts: {err}") from None
-    if len(hosts) < 2:
-        raise SpecError("hosts: name two hosts or more, e.g. gpu1,gpu2 (blank: this machine)")
-    return hosts
+        hidden |= {"args", "nproc"}  # a search takes no arguments; Ray places the trials
+    if kind not in HOST_KINDS:
+        hidden |= {"hosts", "max_restarts"}
+    return set(ROWS) - hidden
 
 
 class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
     """Returns the spec to launch (or a GroupLaunch with hosts), or None when cancelled."""
 
-    BINDINGS = [
-        Binding("enter", "launch", "launch", priority=True),  # also from a Select or an Input
-        Binding("escape", "cancel", "cancel"),
-    ]
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, visible_gpus: int, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        visible_gpus: int,
+        cwd: str | None = None,
+        initial: FormValues | None = None,
+        keep: RunSpec | None = None,
+        title: str = "New run",
+        note: str = "",
+    ) -> None:
         super().__init__()
         self.visible_gpus = visible_gpus
-        self.cwd = cwd
-        self._nproc_default = str(default_nproc(DEFAULT_KIND, None, visible_gpus))
-        self._error_values: tuple[object, ...] | None = None
+        self.cwd = cwd or os.getcwd()  # where relative paths lead: shown under the program
+        self.initial = initial or FormValues()
+        self.keep = keep
+        self.title_text = title
+        self.note = note  # a clone's: what it carries without a field, what it leaves
+        self._nproc_default = str(default_nproc(self.initial.kind, self.initial.gpus or None, visible_gpus))
+        self._error_values: FormValues | None = None
+
+    @classmethod
+    def clone(cls, spec: RunSpec, run_id: str, visible_gpus: int) -> LaunchForm:
+        """The form filled from a run's spec, resolving paths from the directory that run started in."""
+        notes = [f"kept from the run: {kept_options(spec)}"] if kept_options(spec) else []
+        if spec.nnodes > 1:
+            notes.append(f"a node of a {spec.nnodes}-node run: name the hosts to run on several again")
+        title = f"Clone of {run_id}"
+        return cls(visible_gpus, spec.cwd, values_from_spec(spec), keep=spec, title=title, note="\n".join(notes))
 
     def compose(self) -> ComposeResult:
-        gpu_hint = f"0-{self.visible_gpus - 1}; blank: all" if self.visible_gpus else "blank: CPU (no GPU here)"
-        with Vertical(id="launch-form"):
-            with Grid(id="form-grid"):
-                yield Label("kind")
-                yield Select([(k, k) for k in KINDS], value=DEFAULT_KIND, allow_blank=False, id="kind", compact=True)
-                yield Label("preset")
-                yield Select([(p, p) for p in PRESETS], prompt="trainer default", id="preset", compact=True)
-                yield Label("script")
-                yield Input(placeholder="train.py, -m module, or a search file (kind tune)", id="script", compact=True)
-                yield Label("processes")
-                yield Input(self._nproc_default, placeholder="processes per node", id="nproc", compact=True)
-                yield Label("GPUs")
-                yield Input(placeholder=f"e.g. 0,1 ({gpu_hint})", id="gpus", compact=True)
-                yield Label("extra args")
-                yield Input(placeholder="--epochs 1 --lr 0.1", id="args", compact=True)
-                yield Label("hosts")
-                yield Input(placeholder="blank: here; gpu1,gpu2: a node on each (ssh)", id="hosts", compact=True)
+        start = self.initial
+        widgets: dict[str, Widget] = {
+            "kind": Select([(k, k) for k in KINDS], value=start.kind, allow_blank=False, compact=True),
+            "preset": Select(
+                [(p, p) for p in PRESETS], prompt="trainer default", value=start.preset or Select.NULL, compact=True
+            ),
+            **{
+                field: Input(getattr(start, field), placeholder=PLACEHOLDERS.get(field, ""), compact=True)
+                for field in ROWS
+                if field not in ("kind", "preset")
+            },
+        }
+        widgets["nproc"].value = start.nproc or self._nproc_default  # type: ignore[attr-defined]
+        gpus = f"0-{self.visible_gpus - 1}; blank: all" if self.visible_gpus else "blank: CPU (no GPU here)"
+        widgets["gpus"].placeholder = f"e.g. 0,1 ({gpus})"  # type: ignore[attr-defined]
+        with FormScroll(id="launch-form"):
+            for field, (widget_id, label) in ROWS.items():
+                widget = widgets[field]
+                widget.id = widget_id
+                with Horizontal(classes="form-row", id=f"row-{widget_id}"):
+                    yield Label(label, id=f"label-{widget_id}")
+                    yield widget
+                if field == "program":
+                    yield Static("", id="program-hint")
+            yield Static(Text(self.note, style="dim"), id="form-note")
             yield Static("", id="form-error")
-            yield Static("[b]enter[/b] launch  [b]escape[/b] cancel  [b]tab[/b] next field", id="form-help")
+            with Horizontal(id="form-buttons"):
+                yield Button("Launch", variant="primary", id="launch", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+            yield Static(HELP, id="form-help")
 
     def on_mount(self) -> None:
-        self.query_one("#launch-form").border_title = "New run"
-        self._kind_changed(DEFAULT_KIND)
+        self.query_one("#launch-form").border_title = self.title_text
+        self.query_one("#form-note").display = bool(self.note)
+        self._kind_changed(self.initial.kind)
         self.query_one("#kind", Select).focus()
 
+    # -- what shows ------------------------------------------------------------------
+    def kind(self) -> str:
+        return str(self.query_one("#kind", Select).value)
+
     def _kind_changed(self, kind: str) -> None:
-        self.query_one("#script", Input).disabled = kind not in ("script", "tune")
-        self.query_one("#preset", Select).disabled = kind in ("script", "tune")
-        self.query_one("#nproc", Input).disabled = kind == "tune"  # Ray places the trials
+        shown = shown_rows(kind)
+        for field, (widget_id, _label) in ROWS.items():
+            self.query_one(f"#row-{widget_id}").display = field in shown
+        self.query_one("#label-script", Label).update(PROGRAM_LABEL.get(kind, "program"))
+        placeholder = {
+            "script": "train.py or -m module",
+            "tune": "a shipped search's name or a search file (.toml)",
+        }.get(kind, "optional: train.py or -m module")
+        self.query_one("#script", Input).placeholder = placeholder
         self._update_nproc_default()
+        self._update_hint()
+
+    def _update_hint(self) -> None:
+        self.query_one("#program-hint", Static).update(
+            program_hint(self.kind(), self.query_one("#script", Input).value, self.cwd)
+        )
 
     def _update_nproc_default(self) -> None:
         """A processes value the user did not type follows the kind and the GPUs."""
         nproc = self.query_one("#nproc", Input)
         gpus = self.query_one("#gpus", Input).value.strip() or None
-        new = str(default_nproc(str(self.query_one("#kind", Select).value), gpus, self.visible_gpus))
+        new = str(default_nproc(self.kind(), gpus, self.visible_gpus))
         if nproc.value == self._nproc_default and new != nproc.value:
             nproc.value = new
         self._nproc_default = new
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The focused field's label lights up: the user sees where typing goes."""
+        for row in self.query(".form-row"):
+            row.set_class(row in event.widget.ancestors, "-current")
 
     def on_select_changed(self, event: Select.Changed) -> None:
         if event.select.id == "kind":
@@ -149,45 +205,61 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "gpus":
             self._update_nproc_default()
+        elif event.input.id == "script":
+            self._update_hint()
         self._edited()
 
-    def _values(self) -> tuple[object, ...]:
-        return tuple(w.value for w in self.query("#form-grid Input, #form-grid Select"))  # type: ignore[attr-defined]
+    # -- values and mistakes ------------------------------------------------------------
+    def values(self) -> FormValues:
+        """The fields as typed; a field the kind does not show counts as blank."""
+        kind = self.kind()
+        shown = shown_rows(kind)
+        typed: dict[str, str] = {"kind": kind}
+        for field, (widget_id, _label) in ROWS.items():
+            if field == "kind":
+                continue
+            widget = self.query_one(f"#{widget_id}")
+            if field not in shown:
+                typed[field] = ""
+            elif isinstance(widget, Select):
+                typed[field] = "" if widget.is_blank() else str(widget.value)
+            else:
+                assert isinstance(widget, Input)
+                typed[field] = widget.value
+        return FormValues(**typed)
 
     def _edited(self) -> None:
         """An error stays until a value differs from the values it was about."""
-        if self._error_values is not None and self._values() != self._error_values:
+        if self._error_values is not None and self.values() != self._error_values:
             self.show_error("")
 
     def show_error(self, message: str) -> None:
         error = self.query_one("#form-error", Static)
-        error.update(message)
+        error.update(Text(message))  # the message quotes what the user typed: never markup
         error.display = bool(message)
-        self._error_values = self._values() if message else None
+        self._error_values = self.values() if message else None
+        if message:
+            error.scroll_visible()
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Enter picks the option in an open list
-        return not (action == "launch" and any(select.expanded for select in self.query(Select)))
+    # -- launching ---------------------------------------------------------------------
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_launch()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "launch":
+            self.action_launch()
+        else:
+            self.action_cancel()
 
     def action_launch(self) -> None:
-        preset = self.query_one("#preset", Select).value
-        kind = str(self.query_one("#kind", Select).value)
         try:
-            hosts = parse_form_hosts(kind, self.query_one("#hosts", Input).value)
-            spec = build_spec(
-                kind=kind,
-                preset=preset if isinstance(preset, str) else None,
-                script=self.query_one("#script", Input).value,
-                nproc=self.query_one("#nproc", Input).value,
-                gpus=self.query_one("#gpus", Input).value,
-                extra=self.query_one("#args", Input).value,
-                visible=self.visible_gpus,
-                cwd=self.cwd,
-            )
+            chosen = spec_values(self.values(), self.visible_gpus, self.cwd, self.keep)
         except SpecError as err:
             self.show_error(str(err))
             return
-        self.dismiss(GroupLaunch(spec, hosts) if hosts else spec)
+        self.dismiss(chosen)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -13,6 +13,7 @@ from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
+from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
@@ -170,6 +171,7 @@ class RunDetail(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(info_text(None), id="run-info")
+        yield RunCommand()
         yield Static("", id="run-memory")
         with Horizontal(id="run-charts"):
             yield Chart(number, "no loss reported yet", id="loss-chart")
@@ -191,6 +193,7 @@ class RunDetail(Vertical):
             self.query_one("#run-charts").display = True
             self.query_one("#run-log", LogView).set_note("")
         self.query_one("#run-info", Static).update(info_text(summary))
+        self.query_one(RunCommand).show(summary)
         self.query_one("#loss-chart", Chart).show(loss_series(summary))
         self._loss_titles()
         warning = memory_line(summary, (self.content_size.width or self.app.size.width) - 2)
@@ -265,6 +268,7 @@ class RunDetail(Vertical):
         else:
             info = Text(f"{note.host.name}: {note.text}" if note is not None else "", style="red")
         self.query_one("#run-info", Static).update(info)
+        self.query_one(RunCommand).hide()
         self.query_one("#run-memory", Static).set_class(False, "-warning")
         if key != self._remote:
             self._remote = key

@@ -55,7 +55,7 @@ class RunsView(View, Vertical):
     KEYS = "r,f3"
     HELP_NOTE = "training runs started by gpumon, newest on top (▲: memory grows per step)"
     BINDINGS = [
-        Binding("n", "new_run", "new run", id="new_run", tooltip="new run: a form; enter launches, escape cancels"),
+        Binding("n", "new_run", "new run", id="new_run", tooltip="new run: a form; enter in a field launches"),
         Binding(
             "T", "stop_run(False)", "stop", id="stop_run", tooltip="stop the selected run: SIGTERM, SIGKILL after 10 s"
         ),
@@ -76,6 +76,15 @@ class RunsView(View, Vertical):
         Binding("y", "log_scale", "log y", id="loss_log_scale", tooltip="the loss chart's y axis: linear / log"),
     ]
     HELP_SCREENS = (("Runs · full-screen log (o)", LogScreen), ("Runs · comparison (c)", CompareScreen))
+    BINDINGS += [  # clone (e): the launch form filled from the selected run
+        Binding(
+            "e",
+            "clone_run",
+            "clone",
+            id="clone_run",
+            tooltip="clone the selected run into the launch form: its kind, program, args and options, to edit",
+        ),
+    ]
 
     def __init__(self, context: AppContext) -> None:
         super().__init__(id="runs")
@@ -373,12 +382,29 @@ class RunsView(View, Vertical):
     def action_log_rank(self, step: int) -> None:
         self.cycle_log(step)
 
+    # -- clone (e) ------------------------------------------------------------------
+    def action_clone_run(self) -> None:
+        if self.refused(READONLY):
+            return
+        if self.remote.get(self.selected_id) is not None:
+            self.notify("Another host's run: clone it in gpumon on that host", severity="warning", timeout=4)
+            return
+        summary = self.selected()
+        if summary is None:
+            self.notify("Select a run first", severity="warning")
+            return
+        from gpumon.tui.views.runs.launch_form import LaunchForm
+
+        visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
+        self.app.push_screen(LaunchForm.clone(summary.record.spec, summary.id, visible), self._launch)
+
     def commands(self) -> Iterable[Command]:
         yield Command("Runs: new run…", "Open the launch form (n in the Runs view)", self.action_new_run)
         yield Command(
             "Runs: stop the selected run", "SIGTERM, then SIGKILL after 10 s (T)", lambda: self.action_stop_run(False)
         )
         yield Command("Runs: kill the selected run", "SIGKILL now (K)", lambda: self.action_stop_run(True))
+        yield Command("Runs: clone the selected run…", "The launch form, filled from it (e)", self.action_clone_run)
         yield Command("Runs: the selected run's log, full screen", "search, follow, ranks (o)", self.action_open_log)
         yield Command("Runs: compare the marked runs", "loss curves overlaid (space marks, c)", self.action_compare)
 
