@@ -140,6 +140,11 @@ class RunsMonitor:
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.runs.launcher import adopt, record_end
 
+        # The supervisor may have written the end and exited since status.json was read: read it again,
+        # or a run that just finished would be taken for one whose supervisor died.
+        record = replace(record, status=read_json(record.dir / "status.json"))
+        if record.status.get("state") in END_STATES:
+            return record
         state = record.state
         with contextlib.suppress(OSError):  # another user's run: shown as it is
             if state == "unsupervised" and record.id not in self._adopted:
