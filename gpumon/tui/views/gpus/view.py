@@ -114,6 +114,7 @@ class GpusView(View, Vertical):
         yield Input(
             placeholder="filter processes: words of the PID, user or command (enter applies, escape clears)",
             id="process-filter",
+            select_on_focus=False,  # the filter shown again: typing adds words
         )
         yield ProcessTable()
 
@@ -225,6 +226,7 @@ class GpusView(View, Vertical):
         box.value = self.query_one(ProcessTable).filter_text
         box.display = True
         box.focus()
+        box.cursor_position = len(box.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
