@@ -45,7 +45,7 @@ class GpusView(View, Vertical):
     NAME = "gpus"
     TITLE = "GPUs"
     KEYS = "g,f2"
-    HELP_NOTE = "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process; p: under its parents)"
+    HELP_NOTE = "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process)"
     HELP_WIDGETS = (GpuList,)
     BINDINGS = [
         Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev", tooltip="previous GPU"),
@@ -81,9 +81,14 @@ class GpusView(View, Vertical):
             tooltip="filter the processes by words of their PID, user or command",
         ),
         Binding(
-            "p", "tree", "tree", id="process_tree", tooltip="show each process under its parent processes (on/off)"
+            "p",
+            "tree",
+            "tree",
+            show=False,
+            id="process_tree",
+            tooltip="show each process under its parent processes (on/off)",
         ),
-        Binding("c", "compact", "compact", id="compact", tooltip="one line per GPU (on/off)"),
+        Binding("c", "compact", "compact", show=False, id="compact", tooltip="one line per GPU (on/off)"),
         Binding("T", "signal('SIGTERM')", "SIGTERM", id="terminate", tooltip="send SIGTERM to the selected process"),
         Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill", tooltip="send SIGKILL to the selected process"),
         Binding("I", "signal('SIGINT')", "SIGINT", show=False, id="interrupt", tooltip="send SIGINT (ctrl+c)"),

@@ -46,20 +46,38 @@ HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
 
-def fit_for(width: int, hosts: bool = False) -> tuple[Columns, tuple[str, ...]]:
+def fit_for(
+    width: int, hosts: bool = False, kind_width: int = KIND_WIDTH, status_width: int = STATUS_WIDTH
+) -> tuple[Columns, tuple[str, ...]]:
     """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
-    headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet)."""
+    headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
+    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed."""
     first = HOST if hosts else ()
+    sized = {"kind": kind_width, "status": status_width}
     room = width - 3
     for columns in (WIDE, MEDIUM):
-        fitted, _ = fit_columns(first + columns, room, "program", PROGRAM_MIN)
+        wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
+        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN)
         if sum(w + 2 for _, _, w in fitted) <= room:
             return fitted, tuple(label for key, label, _ in WIDE if key not in {c[0] for c in fitted})
-    return first + COMPACT, ("KIND", "PROGRAM")
+    return tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT), ("KIND", "PROGRAM")
 
 
 def columns_for(width: int, hosts: bool = False) -> Columns:
     return fit_for(width, hosts)[0]
+
+
+def value_widths(items: list[Row]) -> tuple[int, int]:
+    """The widths of KIND and STATUS for these rows: their longest kind and state, at least their headers'."""
+    kinds, states = [len("KIND")], [len("STATUS")]
+    for item in items:
+        if isinstance(item, RunSummary):
+            kinds.append(len(item.record.spec.kind))
+            states.append(len(item.state))
+        elif isinstance(item, RemoteRun):
+            kinds.append(len(str(item.row.get("kind") or "")))
+            states.append(len(item.state))
+    return min(max(kinds), KIND_WIDTH), max(states)
 
 
 def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
@@ -207,12 +225,12 @@ class RunTable(KeyedTable):
         ``total``, ``live``: every run and the live ones (the title counts them); ``matched``: how many the
         filter ``query`` kept. ``remote``: other hosts' runs and notes (with a fleet: a HOST column, this
         machine's runs named ``local``)."""
-        fitted, self.hidden = fit_for(width, remote is not None)
+        items: list[Row] = [*summaries, *(remote[0] if remote else ()), *(remote[1] if remote else ())]
+        fitted, self.hidden = fit_for(width, remote is not None, *value_widths(items))
         if fitted != self.column_set:
             self._set_columns(fitted)
         columns = [c for c, _, _ in self.column_set]
         id_width = next(w for c, _, w in self.column_set if c == "id")
-        items: list[Row] = [*summaries, *(remote[0] if remote else ()), *(remote[1] if remote else ())]
         wanted = {row_key(item): item for item in items}
         selected = self._reselect or self.selected_id()
         added = False
