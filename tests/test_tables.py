@@ -25,7 +25,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel
 from gpumon.tui.widgets.process_table import ProcessTable
-from tests.conftest import make_app
+from tests.conftest import make_app, wait_until
 from tests.test_app import screen_text
 from tests.test_runs_view import T0, record_run
 from tests.trials_data import record_done
@@ -197,16 +197,22 @@ def grandchild() -> Iterator[tuple[int, int]]:
         yield middle.pid, pid
     finally:
         os.kill(pid, 9)
-        middle.kill()
-        middle.wait()
+        if middle.returncode is None:
+            middle.kill()
+            middle.wait()
 
 
-def test_the_core_hands_the_parent_chain(grandchild: tuple[int, int]) -> None:
+def test_the_core_hands_the_parent_chain_and_follows_a_reparenting(grandchild: tuple[int, int]) -> None:
     middle, pid = grandchild
-    parents = ProcessInfoCache().lookup(pid)[3]
+    cache = ProcessInfoCache()
+    parents = cache.lookup(pid)[3]
     assert [p for p, _ in parents[:2]] == [middle, os.getpid()]
     assert "subprocess.Popen" in parents[0][1]  # its command line
     assert all(p > 1 for p, _ in parents)  # init left out
+    os.kill(middle, 9)  # its parent dies: it re-parents (to init or a subreaper), and the chain follows
+    os.waitpid(middle, 0)
+    assert wait_until(lambda: middle not in [p for p, _ in cache.lookup(pid)[3]])
+    assert cache.lookup(pid)[1] is not None and "time.sleep(60)" in str(cache.lookup(pid)[1])
 
 
 async def test_p_shows_each_process_under_its_parents(grandchild: tuple[int, int]) -> None:

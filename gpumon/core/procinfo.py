@@ -19,22 +19,28 @@ class ProcessInfoCache:
     """NVML gives PIDs only. In a container they are host PIDs that psutil cannot
     see: those read as N/A rather than as an error.
 
-    The parent chain is read again only when the process's parent changes (it
-    re-parents when its parent dies): one read of /proc/PID/stat per sample."""
+    Each sample reads /proc/PID/stat once (parent and start time, a fifth of what
+    psutil costs); user, command and the parent chain are read again only when
+    those change: another process under a reused PID, or a new parent (a process
+    re-parents when its parent dies)."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[ProcInfo, int]] = {}  # pid -> (info, its parent pid then)
+        self._cache: dict[int, tuple[ProcInfo, tuple[int, float]]] = {}  # pid -> (info, (ppid, start) then)
 
     def lookup(self, pid: int) -> ProcInfo:
+        stat = _stat(pid)
+        cached = self._cache.get(pid)
+        if stat is not None and cached is not None and cached[1] == stat:
+            return cached[0]
         try:
             proc = psutil.Process(pid)
-            created = proc.create_time()
-            ppid = proc.ppid()
+            with proc.oneshot():
+                created = proc.create_time()
+                stat = stat or (proc.ppid(), created)  # no /proc (not Linux): psutil's reading
         except (psutil.Error, OSError):
             self._cache.pop(pid, None)
             return _UNKNOWN
-        cached = self._cache.get(pid)
-        if cached is not None and cached[0][2] == created and cached[1] == ppid:
+        if cached is not None and cached[1] == stat:
             return cached[0]
         try:
             with proc.oneshot():
@@ -43,12 +49,23 @@ class ProcessInfoCache:
         except (psutil.Error, OSError):
             user, command = None, None
         info = (user, command, created, _parents(proc))
-        self._cache[pid] = (info, ppid)
+        self._cache[pid] = (info, stat)
         return info
 
     def forget_others(self, live: set[int]) -> None:
         for pid in [p for p in self._cache if p not in live]:
             del self._cache[pid]
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, start time in clock ticks since boot) from /proc/PID/stat; None without /proc or the PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rfind(b")") + 2 :].split()  # after the command name, which may hold spaces
+        return int(fields[1]), float(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _parents(proc: psutil.Process) -> Parents:

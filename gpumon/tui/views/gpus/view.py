@@ -269,9 +269,12 @@ class GpusView(View, Vertical):
     def action_signal(self, name: str) -> None:
         if self.refused(SIGNALS_OFF):
             return
-        proc = self.query_one(ProcessTable).selected()
+        table = self.query_one(ProcessTable)
+        proc = table.selected()
         if proc is None:
-            self.notify("Select a process first (tab to the process table)", severity="warning")
+            parent = table.tree_mode and table.selected_key() is not None  # a parent row of the tree
+            what = "Signals go to GPU processes: select one, not a parent" if parent else "Select a process first"
+            self.notify(f"{what} (tab to the process table)", severity="warning")
             return
         sig = signal.Signals[name]
 
