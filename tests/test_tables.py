@@ -206,12 +206,11 @@ def test_the_core_hands_the_parent_chain_and_follows_a_reparenting(grandchild: t
     middle, pid = grandchild
     cache = ProcessInfoCache()
     parents = cache.lookup(pid)[3]
-    assert [p for p, _ in parents[:2]] == [middle, os.getpid()]
+    assert [p for p, _ in parents[:2]] == [middle, os.getpid()], parents
     assert "subprocess.Popen" in parents[0][1]  # its command line
     assert all(p > 1 for p, _ in parents)  # init left out
     os.kill(middle, 9)  # its parent dies: it re-parents (to init or a subreaper), and the chain follows
-    os.waitpid(middle, 0)
-    assert wait_until(lambda: middle not in [p for p, _ in cache.lookup(pid)[3]])
+    assert wait_until(lambda: middle not in [p for p, _ in cache.lookup(pid)[3]], timeout=30), cache.lookup(pid)
     assert cache.lookup(pid)[1] is not None and "time.sleep(60)" in str(cache.lookup(pid)[1])
 
 

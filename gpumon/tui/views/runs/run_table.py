@@ -68,8 +68,9 @@ def columns_for(width: int, hosts: bool = False) -> Columns:
 
 
 def value_widths(items: list[Row]) -> tuple[int, int]:
-    """The widths of KIND and STATUS for these rows: their longest kind and state, at least their headers'."""
-    kinds, states = [len("KIND")], [len("STATUS")]
+    """The widths of KIND and STATUS for these rows: their longest kind and state, at least 8 ("pipeline",
+    "finished"; a host's note is laid over these cells too)."""
+    kinds, states = [8], [8]
     for item in items:
         if isinstance(item, RunSummary):
             kinds.append(len(item.record.spec.kind))
