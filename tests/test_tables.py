@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from textual.pilot import Pilot
 
@@ -193,6 +194,8 @@ def grandchild() -> Iterator[tuple[int, int]]:
     middle = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert middle.stdout is not None
     pid = int(middle.stdout.readline())
+    # the sleeper's own command line, not its parent's copied at fork
+    assert wait_until(lambda: psutil.Process(pid).cmdline()[-1:] == ["import time; time.sleep(60)"], timeout=30)
     try:
         yield middle.pid, pid
     finally:
@@ -219,13 +222,13 @@ async def test_p_shows_each_process_under_its_parents(grandchild: tuple[int, int
     app = make_app(ChildSource(pid), ticks=2)
     async with app.run_test(size=(160, 40)) as pilot:
         table = app.query_one(ProcessTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: table.row_count == 3, timeout=30)
         await pilot.press("p")
-        await until(pilot, lambda: f"^{middle}" in [str(r.key.value) for r in table.ordered_rows])
+        await until(pilot, lambda: f"^{middle}" in [str(r.key.value) for r in table.ordered_rows], timeout=30)
         rows = [str(r.key.value) for r in table.ordered_rows]
-        assert rows.index(f"^{os.getpid()}") < rows.index(f"^{middle}") < rows.index(f"0:{pid}")
+        assert rows.index(f"^{os.getpid()}") < rows.index(f"^{middle}") < rows.index(f"0:{pid}"), rows
         command = table.get_cell(f"0:{pid}", "command").text.plain
-        assert command.lstrip(" │").startswith("└─ ") and "time.sleep(60)" in command
+        assert command.lstrip(" │").startswith("└─ ") and "time.sleep(60)" in command, command
         assert table.get_cell(f"^{middle}", "pid").text.plain == str(middle)
         assert "tree" in str(table.border_subtitle)
         simulated = [r for r in rows if r.startswith("0:") and r != f"0:{pid}"]
