@@ -6,7 +6,7 @@ reason, when known, sits in the device's ``na`` map (field name -> reason).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 #: Bumped whenever a key of ``Snapshot.to_dict`` changes meaning or disappears.
@@ -24,6 +24,7 @@ class GpuProcess:
     command: str | None = None
     create_time: float | None = None  # guards signals against PID reuse
     simulated: bool = False
+    parents: tuple[tuple[int, str], ...] = ()  # (pid, command) of its parent, grandparent... (init left out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,8 @@ class Snapshot:
         procs: dict[int, list[GpuProcess]] = {}
         for p in doc.get("processes") or ():
             proc = _known(GpuProcess, p)
+            if not isinstance(proc.parents, tuple):  # JSON lists: tuples again, so samples compare equal
+                proc = replace(proc, parents=tuple((int(pid), str(cmd)) for pid, cmd in proc.parents))
             procs.setdefault(proc.gpu_index, []).append(proc)
         devices = []
         for d in doc.get("devices") or ():

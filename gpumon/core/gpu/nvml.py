@@ -239,7 +239,7 @@ class NvmlSource:
                 if pid in seen:
                     continue
                 used = getattr(p, "usedGpuMemory", None)
-                user, command, created = self._procinfo.lookup(pid)
+                user, command, created, parents = self._procinfo.lookup(pid)
                 seen[pid] = GpuProcess(
                     gpu_index=index,
                     pid=pid,
@@ -249,6 +249,7 @@ class NvmlSource:
                     user=user,
                     command=command,
                     create_time=created,
+                    parents=parents,
                 )
         return tuple(seen.values()), None
 

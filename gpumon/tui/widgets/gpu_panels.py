@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gpumon.core.format import NA, gib_pair, num, percent
+from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
 from gpumon.tui.widgets.render import bar, level_style, sparkline
 
@@ -92,6 +92,7 @@ class GpuPanel(LinePanel):
         self.util_history: list[float] = []
         self.mem_history: list[float] = []
         self.warning: tuple[str, str] | None = None  # (leak state, note) of a run on this GPU whose memory warns
+        self.compact = False  # one line: index, name, util and memory bars, temperature, power
         self._title = f"GPU {index}"
         self.border_title = self._title
         if simulated:
@@ -107,6 +108,11 @@ class GpuPanel(LinePanel):
             self.set_class(device.state != "ok", "-down")
         self.refresh_lines()
 
+    def set_compact(self, compact: bool) -> None:
+        if compact != self.compact:
+            self.compact = compact
+            self.refresh_lines()
+
     def set_warning(self, warning: tuple[str, str] | None) -> None:
         """(state, note) of a run on this GPU whose memory grows, or None; only a change repaints."""
         if warning == self.warning:
@@ -116,6 +122,8 @@ class GpuPanel(LinePanel):
         self.set_class(state == "growing", "-growing")
         self.set_class(state == "leak", "-leak")
         self._set_title()
+        if self.compact:  # the line carries the warning (no border to show it)
+            self.refresh_lines()
 
     def _set_title(self) -> None:
         title = self._title if self.warning is None else f"{self._title} · {self.warning[1]}"
@@ -130,7 +138,10 @@ class GpuPanel(LinePanel):
         if d is None:
             return [Text("sampling…", style="dim")]
         if d.state != "ok":
-            return [Text(f"{d.state.upper()}: {d.reason}", style="bold red")]
+            where = f"{d.index:>2} " if self.compact else ""
+            return [Text(f"{where}{d.state.upper()}: {d.reason}", style="bold red")]
+        if self.compact:
+            return [compact_line(d, width, self.warning)]
         mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
         mem_style = level_style(d.mem_percent, 80, 95)
         return [
@@ -161,6 +172,30 @@ class GpuPanel(LinePanel):
                 text.append("  ")
             text.append(label, style=style)
         return text
+
+
+def compact_line(d: GpuDevice, width: int, warning: tuple[str, str] | None = None) -> Text:
+    """A GPU in one line (nvitop's compact mode): index, name, util and memory bars, temperature, power."""
+    power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
+    mem = gib_pair(d.mem_used, d.mem_total)
+    tail = [
+        (f" {percent(d.mem_percent):>4} {mem:<15}", level_style(d.mem_percent, 80, 95)),
+        (f" {num(d.temperature, '°C'):>5}", level_style(d.temperature, 80, 90)),
+        (f" {num(d.power_draw, ' W'):>6}", level_style(power_pct, 90, 98)),
+    ]
+    if warning is not None:
+        tail.append((" ▲", "bold red" if warning[0] == "leak" else "yellow"))
+    fixed = 3 + 5 + sum(len(text) for text, _ in tail) + 2  # index, util %, the tail, the gaps
+    name_width = max(6, min(len(d.name or NA), width // 4))
+    bar_width = max(4, (width - fixed - name_width - 1) // 2)
+    line = Text(f"{d.index:>2} ", style="bold")
+    line.append(elide(d.name or NA, name_width).ljust(name_width) + " ")
+    line.append_text(bar(d.gpu_util, bar_width, "cyan"))
+    line.append(f" {percent(d.gpu_util):>4} ")
+    line.append_text(bar(d.mem_percent, bar_width, level_style(d.mem_percent, 80, 95)))
+    for text, style in tail:
+        line.append(text, style=style)
+    return line
 
 
 class HostPanel(LinePanel):

@@ -16,6 +16,10 @@ class SortCell:
     key: Any
     text: Text
 
+    def __post_init__(self) -> None:
+        if self.text.overflow is None:  # a value wider than its column ends in "…", never cut silently
+            self.text.overflow = "ellipsis"
+
     def __rich__(self) -> Text:
         return self.text
 
@@ -38,3 +42,41 @@ class KeyedTable(DataTable[SortCell]):
             return False
         self.move_cursor(row=row, animate=False)
         return True
+
+
+Column = tuple[str, str, int]  # key, header, width
+PADDING = 2  # a DataTable cell's padding, one each side
+
+
+def fit_columns(
+    columns: tuple[Column, ...], room: int, flexible: str | None = None, minimum: int = 8, drop: tuple[str, ...] = ()
+) -> tuple[tuple[Column, ...], tuple[str, ...]]:
+    """The columns that fit ``room`` cells, and the headers of those left out.
+
+    ``flexible``'s width in ``columns`` is the most it wants (its longest value); it takes what the others leave,
+    at least ``minimum``. When even that does not fit, the columns in ``drop`` are left out, in that order, and
+    named, so that a table says what it hides instead of losing a column silently."""
+    shown = list(columns)
+
+    def need() -> int:
+        return sum((min(w, minimum) if key == flexible else w) + PADDING for key, _, w in shown)
+
+    hidden: list[str] = []
+    for key in drop:
+        if need() <= room:
+            break
+        column = next((c for c in shown if c[0] == key), None)
+        if column is not None:
+            shown.remove(column)
+            hidden.append(column[1])
+    spare = room - sum(w + PADDING for key, _, w in shown if key != flexible) - PADDING
+    fitted = tuple((k, h, max(min(w, minimum), min(w, spare)) if k == flexible else w) for k, h, w in shown)
+    return fitted, tuple(hidden)
+
+
+def hidden_note(hidden: tuple[str, ...]) -> str:
+    """' · 2 columns hidden: acc, lr — widen the terminal' for a table's title; '' when none is."""
+    if not hidden:
+        return ""
+    count = f"{len(hidden)} column{'s' if len(hidden) != 1 else ''}"
+    return f" · {count} hidden: {', '.join(hidden)} — widen the terminal"

@@ -1,42 +1,72 @@
-"""The GPU process table, updated by diff so the cursor and scroll stay put."""
+"""The GPU process table, updated by diff so the cursor and scroll stay put.
+
+COMMAND takes the width the other columns leave (cut with "…" only when it is
+longer); too narrow for every column, RUN, SM% and USER go in that order and
+the title names them. ``/`` filters by words, ``p`` shows each process under
+its parents (process_tree.py)."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 from rich.text import Text
+from textual.events import Resize
 from textual.widgets import DataTable
 
 from gpumon.core.format import NA, elide, num, size
 from gpumon.core.model import GpuDevice, GpuProcess
-from gpumon.tui.widgets.keyed_table import SortCell
+from gpumon.tui.widgets.keyed_table import Column, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.process_tree import TreeRow, tree_rows
 from gpumon.tui.widgets.render import short_run_id
 
-# column key, header, width (None: the command column takes the room left)
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+COMMAND_MIN = 12
+COLUMNS: tuple[Column, ...] = (
     ("gpu", "GPU", 3),
     ("pid", "PID", 8),
     ("user", "USER", 10),
     ("mem", "GPU MEM", 10),
     ("sm", "SM%", 4),
     ("run", "RUN", 11),
-    ("command", "COMMAND", None),
+    ("command", "COMMAND", 10_000),  # the room left
 )
+DROP = ("run", "sm", "user")  # left out in this order when the terminal is too narrow for every column
 SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command", "run")
 _NUMERIC = {"gpu", "pid", "mem", "sm"}
 
 
-def _cells(p: GpuProcess, command_width: int, run: str | None = None, label: str = "") -> dict[str, SortCell]:
-    def right(value: str) -> Text:
-        return Text(value, justify="right")
+def _right(value: str, style: str = "") -> Text:
+    return Text(value, style=style, justify="right")
 
+
+def _cells(
+    p: GpuProcess, command_width: int, run: str | None = None, label: str = "", prefix: str = ""
+) -> dict[str, SortCell]:
     user = p.user or NA
     return {
-        "gpu": SortCell(p.gpu_index, right(str(p.gpu_index))),
-        "pid": SortCell(p.pid, right(str(p.pid))),
+        "gpu": SortCell(p.gpu_index, _right(str(p.gpu_index))),
+        "pid": SortCell(p.pid, _right(str(p.pid))),
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
-        "mem": SortCell(p.used_memory if p.used_memory is not None else -1, right(size(p.used_memory))),
-        "sm": SortCell(p.sm_util if p.sm_util is not None else -1, right(num(p.sm_util))),
+        "mem": SortCell(p.used_memory if p.used_memory is not None else -1, _right(size(p.used_memory))),
+        "sm": SortCell(p.sm_util if p.sm_util is not None else -1, _right(num(p.sm_util))),
         "run": SortCell(run or "", Text(label, style="bold cyan")),
-        "command": SortCell(p.command or "", Text(elide(p.command, command_width))),
+        "command": SortCell(
+            p.command or "", Text.assemble((prefix, "dim"), elide(p.command, command_width - len(prefix)))
+        ),
+    }
+
+
+def _parent_cells(row: TreeRow, command_width: int) -> dict[str, SortCell]:
+    """A parent process in the tree: its PID and command, dim; it uses no GPU."""
+    blank = SortCell("", Text(""))
+    return {
+        "gpu": blank,
+        "pid": SortCell(row.pid, _right(str(row.pid), "dim")),
+        "user": blank,
+        "mem": blank,
+        "sm": blank,
+        "run": blank,
+        "command": SortCell(row.command, Text(row.prefix + elide(row.command, command_width - len(row.prefix)), "dim")),
     }
 
 
@@ -47,6 +77,12 @@ def _run_label(run: str | None, rank: int | None) -> str:
     return short_run_id(run) + (f" r{rank}" if rank is not None else "")
 
 
+def matches(p: GpuProcess, words: list[str]) -> bool:
+    """Every word in the process's PID, user or command (case-insensitive)."""
+    text = f"{p.pid} {p.user or ''} {p.command or ''}".lower()
+    return all(word in text for word in words)
+
+
 class ProcessTable(DataTable[SortCell]):
     """Processes of the selected GPU (or of all GPUs), sortable by any column."""
 
@@ -55,20 +91,43 @@ class ProcessTable(DataTable[SortCell]):
         self.sort_key = "mem"
         self.sort_reverse = True
         self.show_all = False
+        self.tree_mode = False
+        self.filter_text = ""  # the filter's words
+        self._reselect: str | None = None  # the row to select again after a rebuild
         self.gpu_index: int | None = None
         self.processes: dict[str, GpuProcess] = {}
         self.labels: dict[str, str] = {}  # row key -> what its RUN cell says
-        self._command_chars = 0
+        self.column_set: tuple[Column, ...] = ()
+        self.hidden: tuple[str, ...] = ()
+        self._tree_keys: list[str] = []
+        self._last: tuple[tuple[GpuDevice, ...], int | None, dict[int, str], dict[int, int]] = ((), None, {}, {})
         self.border_title = "processes"
 
-    def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
+    # -- columns ---------------------------------------------------------------
+    def _fit(self) -> None:
+        """Columns for the current width; a change rebuilds the table (a resize, never a tick)."""
+        room = (self.content_size.width or 80) - self.styles.scrollbar_size_vertical
+        columns, hidden = fit_columns(COLUMNS, room, "command", COMMAND_MIN, DROP)
+        if columns == self.column_set:
+            return
+        selected = self.selected_key()
+        self.clear(columns=True)
+        for key, label, width in columns:
             self.add_column(label, key=key, width=width)
+        self.column_set, self.hidden = columns, hidden
+        self.processes, self._tree_keys = {}, []
+        if self.sort_key not in {c[0] for c in columns}:
+            self.sort_key, self.sort_reverse = "mem", True
+        self._reselect = selected
 
     def _command_width(self) -> int:
-        fixed = sum(w for _, _, w in COLUMNS if w) + 2 * len(COLUMNS)  # cell padding
-        return max(16, (self.content_size.width or 80) - fixed - 3)  # room for a scrollbar
+        return next((w for key, _, w in self.column_set if key == "command"), COMMAND_MIN)
 
+    def on_resize(self, event: Resize) -> None:
+        if self.column_set:
+            self.show(*self._last)
+
+    # -- showing ---------------------------------------------------------------
     def show(
         self,
         devices: tuple[GpuDevice, ...],
@@ -78,47 +137,104 @@ class ProcessTable(DataTable[SortCell]):
     ) -> None:
         """Show the processes of ``gpu_index`` (or all); ``run_pids`` marks those of gpumon runs (``ranks``: their
         rank processes)."""
-        self.gpu_index = gpu_index
         run_pids, ranks = run_pids or {}, ranks or {}
-        wanted = {
-            f"{p.gpu_index}:{p.pid}": p for d in devices if self.show_all or d.index == gpu_index for p in d.processes
-        }
+        self._last = (devices, gpu_index, run_pids, ranks)
+        self._reselect = None
+        self._fit()
+        self.gpu_index = gpu_index
+        words = self.filter_text.lower().split()
+        scoped = [p for d in devices if self.show_all or d.index == gpu_index for p in d.processes]
+        wanted = {f"{p.gpu_index}:{p.pid}": p for p in scoped if matches(p, words)}
+        labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid)) for key, p in wanted.items()}
+        if self.tree_mode:
+            self._show_tree(wanted, labels, run_pids)
+        else:
+            self._show_flat(wanted, labels, run_pids)
+        self.processes, self.labels = wanted, labels
+        if self._reselect is not None:
+            self.select_key(self._reselect)
+        self._titles(len(scoped))
+
+    def _show_flat(self, wanted: dict[str, GpuProcess], labels: dict[str, str], run_pids: dict[int, str]) -> None:
+        if self._tree_keys:  # from the tree: its parent rows go
+            self.clear()
+            self._tree_keys, self.processes = [], {}
         width = self._command_width()
-        resized, self._command_chars = width != self._command_chars, width
         changed = False
         for key in [k for k in self.processes if k not in wanted]:
             self.remove_row(key)
             changed = True
-        labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid)) for key, p in wanted.items()}
         for key, proc in wanted.items():
             cells = _cells(proc, width, run_pids.get(proc.pid), labels[key])
             old = self.processes.get(key)
             if old is None:
-                self.add_row(*(cells[c] for c, _, _ in COLUMNS), key=key)
+                self.add_row(*(cells[c] for c, _, _ in self.column_set), key=key)
                 changed = True
-            elif old != proc or resized or self.labels.get(key) != labels[key]:
-                for column, cell in cells.items():
-                    if self.get_cell(key, column) != cell:
-                        self.update_cell(key, column, cell)
-                        changed = changed or column == self.sort_key
-        self.processes = wanted
-        self.labels = labels
-        scope = "all GPUs" if self.show_all else f"GPU {gpu_index}" if gpu_index is not None else "no GPU"
-        title = f"processes · {scope} · {len(wanted)}"
-        if title != self.border_title:  # each assignment repaints the border
-            self.border_title = title
+            elif old != proc or self.labels.get(key) != labels[key]:
+                changed = self._update(key, cells) or changed
         if changed:
             self.apply_sort()
 
-    def apply_sort(self) -> None:
-        column = self.get_column_index(self.sort_key)
-        current = [row.key for row in self.ordered_rows]
-        keyed = sorted(current, key=lambda r: self.get_row(r)[column].key, reverse=self.sort_reverse)
-        if keyed != current:  # sorting repaints the whole table: only when the order changes
-            self.sort(self.sort_key, key=lambda cell: cell.key, reverse=self.sort_reverse)
-        subtitle = f"sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
+    def _show_tree(self, wanted: dict[str, GpuProcess], labels: dict[str, str], run_pids: dict[int, str]) -> None:
+        """Rows in tree order: rebuilt when the order changes, else changed cell by cell."""
+        width = self._command_width()
+        ordered = sorted(wanted.values(), key=lambda p: self._sort_value(_cells(p, width)), reverse=self.sort_reverse)
+        rows = tree_rows(ordered)
+        keys = [row.key for row in rows]
+        rebuild = keys != self._tree_keys
+        if rebuild:
+            self._reselect = self._reselect or self.selected_key()
+            self.clear()
+        for row in rows:
+            if row.proc is None:
+                cells = _parent_cells(row, width)
+            else:
+                cells = _cells(row.proc, width, run_pids.get(row.pid), labels[row.key], row.prefix)
+            if rebuild:
+                self.add_row(*(cells[c] for c, _, _ in self.column_set), key=row.key)
+            else:
+                self._update(row.key, cells)
+        self._tree_keys = keys
+        self._set_subtitle()
+
+    def _update(self, key: str, cells: dict[str, SortCell]) -> bool:
+        """Changes the cells that differ; True when the sort column did."""
+        sorted_changed = False
+        for column, _, _ in self.column_set:
+            if self.get_cell(key, column) != cells[column]:
+                self.update_cell(key, column, cells[column])
+                sorted_changed = sorted_changed or column == self.sort_key
+        return sorted_changed
+
+    def _sort_value(self, cells: dict[str, SortCell]) -> Any:
+        return cells[self.sort_key].key
+
+    def _titles(self, scoped: int) -> None:
+        scope = "all GPUs" if self.show_all else f"GPU {self.gpu_index}" if self.gpu_index is not None else "no GPU"
+        title = f"processes · {scope} · {scoped}"
+        if self.filter_text:
+            title = f"processes · {scope} · filter '{self.filter_text}': {len(self.processes)} of {scoped}"
+        title += hidden_note(self.hidden)
+        if title != self.border_title:  # each assignment repaints the border
+            self.border_title = title
+
+    def _set_subtitle(self) -> None:
+        subtitle = f"{'tree · ' if self.tree_mode else ''}sort {self.sort_key} {'↓' if self.sort_reverse else '↑'}"
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
+
+    # -- sorting ---------------------------------------------------------------
+    def apply_sort(self) -> None:
+        if self.tree_mode:
+            self.show(*self._last)  # the tree orders siblings by the sort
+            return
+        if self.sort_key in self.columns:
+            column = self.get_column_index(self.sort_key)
+            current = [row.key for row in self.ordered_rows]
+            keyed = sorted(current, key=lambda r: self.get_row(r)[column].key, reverse=self.sort_reverse)
+            if keyed != current:  # sorting repaints the whole table: only when the order changes
+                self.sort(self.sort_key, key=lambda cell: cell.key, reverse=self.sort_reverse)
+        self._set_subtitle()
 
     def sort_by(self, key: str) -> None:
         if key == self.sort_key:
@@ -129,8 +245,17 @@ class ProcessTable(DataTable[SortCell]):
         self.apply_sort()
 
     def cycle_sort(self) -> None:
-        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
+        shown = [k for k in SORT_KEYS if k in self.columns] or list(SORT_KEYS)
+        self.sort_key = shown[(shown.index(self.sort_key) + 1) % len(shown)] if self.sort_key in shown else shown[0]
         self.sort_reverse = self.sort_key in _NUMERIC  # biggest first for numbers
+        self.apply_sort()
+
+    def step_sort(self, step: int) -> None:
+        """Sort by the column left (-1) or right (1) of the sort column, as htop's and nvitop's < and >."""
+        keys = [key for key, _, _ in self.column_set] or [key for key, _, _ in COLUMNS]
+        position = keys.index(self.sort_key) if self.sort_key in keys else 0
+        self.sort_key = keys[(position + step) % len(keys)]
+        self.sort_reverse = self.sort_key in _NUMERIC
         self.apply_sort()
 
     def reverse_sort(self) -> None:
@@ -141,11 +266,32 @@ class ProcessTable(DataTable[SortCell]):
         event.stop()
         self.sort_by(str(event.column_key.value))
 
-    def selected(self) -> GpuProcess | None:
+    # -- filter and tree -------------------------------------------------------
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self.show(*self._last)
+
+    def toggle_tree(self) -> None:
+        self.tree_mode = not self.tree_mode
+        selected = self.selected_key()
+        self.show(*self._last)
+        if selected is not None:
+            self.select_key(selected)
+
+    # -- selection -------------------------------------------------------------
+    def selected_key(self) -> str | None:
         if not self.row_count:
             return None
         try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
         except Exception:  # noqa: BLE001 - cursor outside the rows
             return None
-        return self.processes.get(str(key))
+
+    def select_key(self, key: str) -> None:
+        with contextlib.suppress(Exception):  # no such row (filtered out)
+            self.move_cursor(row=self.get_row_index(key), animate=False)
+
+    def selected(self) -> GpuProcess | None:
+        """The selected GPU process; None on a parent row of the tree."""
+        key = self.selected_key()
+        return self.processes.get(key) if key is not None else None

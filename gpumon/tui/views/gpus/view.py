@@ -14,7 +14,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Static
+from textual.events import Key
+from textual.widgets import Input, Static
 
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.format import size
@@ -55,7 +56,39 @@ class GpusView(View, Vertical):
         ),
         Binding("s", "sort", "sort", id="sort", tooltip="sort the processes by the next column (or click a header)"),
         Binding("R", "reverse", "reverse", show=False, id="reverse", tooltip="reverse the sort"),
+        Binding(
+            "less_than_sign",
+            "sort_step(-1)",
+            "sort ←",
+            show=False,
+            id="sort_prev",
+            tooltip="sort by the column to the left",
+        ),
+        Binding(
+            "greater_than_sign",
+            "sort_step(1)",
+            "sort →",
+            show=False,
+            id="sort_next",
+            tooltip="sort by the column to the right",
+        ),
         Binding("a", "toggle_all", "all GPUs", id="all_gpus", tooltip="processes of all GPUs / of the selected GPU"),
+        Binding(
+            "slash",
+            "filter",
+            "filter",
+            id="process_filter",
+            tooltip="filter the processes by words of their PID, user or command",
+        ),
+        Binding(
+            "p",
+            "tree",
+            "tree",
+            show=False,
+            id="process_tree",
+            tooltip="show each process under its parent processes (on/off)",
+        ),
+        Binding("c", "compact", "compact", show=False, id="compact", tooltip="one line per GPU (on/off)"),
         Binding("T", "signal('SIGTERM')", "SIGTERM", id="terminate", tooltip="send SIGTERM to the selected process"),
         Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill", tooltip="send SIGKILL to the selected process"),
         Binding("I", "signal('SIGINT')", "SIGINT", show=False, id="interrupt", tooltip="send SIGINT (ctrl+c)"),
@@ -70,6 +103,7 @@ class GpusView(View, Vertical):
         self._pending: Snapshot | None = None
 
     def on_mount(self) -> None:
+        self.query_one("#process-filter").display = False
         self.shown()
 
     def on_show(self) -> None:  # the switcher showed it (at start, or a view key)
@@ -82,6 +116,11 @@ class GpusView(View, Vertical):
     def compose(self) -> ComposeResult:
         yield HostPanel()
         yield GpuList(id="gpus")
+        yield Input(
+            placeholder="filter processes: words of the PID, user or command (enter applies, escape clears)",
+            id="process-filter",
+            select_on_focus=False,  # the filter shown again: typing adds words
+        )
         yield ProcessTable()
 
     # -- the feeds ---------------------------------------------------------------
@@ -134,7 +173,10 @@ class GpusView(View, Vertical):
             gpus.mount(Static(no_gpu_text(snapshot.gpu.reason), id="no-gpu"))
             self.selected = None
             return
-        gpus.mount_all([GpuPanel(d.index, snapshot.gpu.simulated) for d in snapshot.gpu.devices])
+        panels = [GpuPanel(d.index, snapshot.gpu.simulated) for d in snapshot.gpu.devices]
+        for panel in panels:
+            panel.compact = self.has_class("-compact")
+        gpus.mount_all(panels)
         if self.selected not in self._indexes:
             self.selected = self._indexes[0]
         self._mark_selected()
@@ -181,6 +223,44 @@ class GpusView(View, Vertical):
     def action_reverse(self) -> None:
         self.query_one(ProcessTable).reverse_sort()
 
+    def action_sort_step(self, step: int) -> None:
+        self.query_one(ProcessTable).step_sort(step)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#process-filter", Input)
+        box.value = self.query_one(ProcessTable).filter_text
+        box.display = True
+        box.focus()
+        box.cursor_position = len(box.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._set_filter(event.value)
+
+    def on_key(self, event: Key) -> None:
+        box = self.query_one("#process-filter", Input)
+        if event.key == "escape" and box.has_focus:
+            event.stop()
+            box.value = ""
+            self._set_filter("")
+
+    def _set_filter(self, text: str) -> None:
+        table = self.query_one(ProcessTable)
+        table.set_filter(text)
+        self.query_one("#process-filter").display = False  # the table's title shows the filter
+        table.focus()
+
+    def action_tree(self) -> None:
+        self.query_one(ProcessTable).toggle_tree()
+
+    def action_compact(self) -> None:
+        compact = not self.has_class("-compact")
+        self.set_class(compact, "-compact")
+        for panel in self.query(GpuPanel):
+            panel.set_compact(compact)
+        self.query_one(GpuList).border_title = "GPUs" if compact else None
+        self._mark_selected()
+
     def action_toggle_all(self) -> None:
         table = self.query_one(ProcessTable)
         table.show_all = not table.show_all
@@ -189,9 +269,12 @@ class GpusView(View, Vertical):
     def action_signal(self, name: str) -> None:
         if self.refused(SIGNALS_OFF):
             return
-        proc = self.query_one(ProcessTable).selected()
+        table = self.query_one(ProcessTable)
+        proc = table.selected()
         if proc is None:
-            self.notify("Select a process first (tab to the process table)", severity="warning")
+            parent = table.tree_mode and table.selected_key() is not None  # a parent row of the tree
+            what = "Signals go to GPU processes: select one, not a parent" if parent else "Select a process first"
+            self.notify(f"{what} (tab to the process table)", severity="warning")
             return
         sig = signal.Signals[name]
 

@@ -11,28 +11,31 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.spec import KINDS, RunSpec
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
-from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
 MEMORY_WIDTH = 13  # room for a memory warning: "▲+15.2 KiB/it"
+KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
+STATUS_WIDTH = len("unsupervised")  # the longest state
+PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
     ("id", "ID", 25),
-    ("kind", "KIND", 8),
-    ("status", "STATUS", 8),
+    ("kind", "KIND", KIND_WIDTH),
+    ("status", "STATUS", STATUS_WIDTH),
     ("elapsed", "ELAPSED", 7),
     ("step", "STEP", 7),
     ("loss", "LOSS", 8),
     ("rate", "SAMPLES/S", 9),
     ("memory", "MEMORY", MEMORY_WIDTH),
-    ("program", "PROGRAM", 14),
+    ("program", "PROGRAM", 60),
 )
 MEDIUM: Columns = WIDE[:-1]
 COMPACT: Columns = (
     ("id", "ID", 11),  # the short id: kind and random part
-    ("status", "STATUS", 8),
+    ("status", "STATUS", STATUS_WIDTH),
     ("elapsed", "TIME", 6),
     ("step", "STEP", 6),
     ("loss", "LOSS", 7),
@@ -43,14 +46,39 @@ HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
 
-def columns_for(width: int, hosts: bool = False) -> Columns:
-    """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar);
-    ``hosts``: a HOST column first (the app watches a fleet)."""
+def fit_for(
+    width: int, hosts: bool = False, kind_width: int = KIND_WIDTH, status_width: int = STATUS_WIDTH
+) -> tuple[Columns, tuple[str, ...]]:
+    """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
+    headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
+    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed."""
     first = HOST if hosts else ()
+    sized = {"kind": kind_width, "status": status_width}
+    room = width - 3
     for columns in (WIDE, MEDIUM):
-        if sum(w + 2 for _, _, w in first + columns) + 3 <= width:
-            return first + columns
-    return first + COMPACT
+        wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
+        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN)
+        if sum(w + 2 for _, _, w in fitted) <= room:
+            return fitted, tuple(label for key, label, _ in WIDE if key not in {c[0] for c in fitted})
+    return tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT), ("KIND", "PROGRAM")
+
+
+def columns_for(width: int, hosts: bool = False) -> Columns:
+    return fit_for(width, hosts)[0]
+
+
+def value_widths(items: list[Row]) -> tuple[int, int]:
+    """The widths of KIND and STATUS for these rows: their longest kind and state, at least 8 ("pipeline",
+    "finished"; a host's note is laid over these cells too)."""
+    kinds, states = [8], [8]
+    for item in items:
+        if isinstance(item, RunSummary):
+            kinds.append(len(item.record.spec.kind))
+            states.append(len(item.state))
+        elif isinstance(item, RemoteRun):
+            kinds.append(len(str(item.row.get("kind") or "")))
+            states.append(len(item.state))
+    return min(max(kinds), KIND_WIDTH), max(states)
 
 
 def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
@@ -101,7 +129,7 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
         "id": SortCell((record.created, s.id), Text.assemble((shown_id(s.id, id_width), warn))),
         **common_cells(record.spec.kind, s.state, record.elapsed(), s.step, s.loss, s.samples_per_s),
         "memory": SortCell(s.memory or -1, memory),
-        "program": SortCell(program_label(record.spec), Text(elide(program_label(record.spec), 14))),
+        "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
         "host": SortCell(host, Text(elide(host, 10))),
     }
     return cells
@@ -122,7 +150,7 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
         **common_cells(str(row.get("kind") or ""), run.state, run.elapsed(), None if step is None else int(step),
                        num("loss"), num("samples_per_s")),
         "memory": SortCell(memory or -1, right("" if memory is None else size(int(memory)))),
-        "program": SortCell(run.program(), Text(elide(run.program(), 14))),
+        "program": SortCell(run.program(), Text(run.program())),
         "host": SortCell(run.host.name, Text(elide(run.host.name, 10), style="bold")),
     }  # fmt: skip
 
@@ -182,6 +210,7 @@ class RunTable(KeyedTable):
         super().__init__(id="run-table", cursor_type="row", zebra_stripes=False)
         self.shown: dict[str, Row] = {}
         self.column_set: Columns = ()
+        self.hidden: tuple[str, ...] = ()  # headers of the columns the width leaves out
         self._reselect: str | None = None
         self._ended: set[str] = set()  # rows last drawn with an ended state
         self.marked: set[str] = set()  # runs marked for comparison
@@ -212,11 +241,12 @@ class RunTable(KeyedTable):
         ``total``, ``live``: every run and the live ones (the title counts them); ``matched``: how many the
         filter ``query`` kept. ``remote``: other hosts' runs and notes (with a fleet: a HOST column, this
         machine's runs named ``local``)."""
-        if columns_for(width, remote is not None) != self.column_set:
-            self._set_columns(columns_for(width, remote is not None))
+        items: list[Row] = [*summaries, *(remote[0] if remote else ()), *(remote[1] if remote else ())]
+        fitted, self.hidden = fit_for(width, remote is not None, *value_widths(items))
+        if fitted != self.column_set:
+            self._set_columns(fitted)
         columns = [c for c, _, _ in self.column_set]
         id_width = next(w for c, _, w in self.column_set if c == "id")
-        items: list[Row] = [*summaries, *(remote[0] if remote else ()), *(remote[1] if remote else ())]
         wanted = {row_key(item): item for item in items}
         selected = self._reselect or self.selected_id()
         added = False
@@ -254,6 +284,7 @@ class RunTable(KeyedTable):
             title += f" · '{query}': {kept:,}"
         if kept > len(summaries):
             title += f" · newest {len(summaries):,} shown (/ filters)"
+        title += hidden_note(self.hidden)
         if title != self.border_title:
             self.border_title = title
 

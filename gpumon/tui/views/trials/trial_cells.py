@@ -10,10 +10,10 @@ from gpumon.core.format import duration, elide, size
 from gpumon.core.format import value as value_text
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.tui.widgets.keyed_table import SortCell
+from gpumon.tui.widgets.keyed_table import Column, SortCell, fit_columns
 from gpumon.tui.widgets.render import number
 
-Column = tuple[str, str, int]  # key, header, width
+ID_MIN = 12  # a trial id shorter than this is never cut
 STATUS_STYLE = {
     "RUNNING": "bold green",
     "STOPPING": "yellow",
@@ -55,8 +55,10 @@ def shown_status(row: TrialRow) -> str:
     return "STOPPING" if row.stopping else row.status
 
 
-def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[Column, ...]:
-    """The columns for ``width`` terminal columns: every parameter, then as many metrics as fit (one at least)."""
+def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[tuple[Column, ...], tuple[str, ...]]:
+    """The columns for ``width`` terminal columns, and the headers of those that do not fit: every parameter,
+    then the metrics (the experiment's first always; the others while they fit, else named as hidden).
+    TRIAL takes the room left up to its longest id, cut with "…" below that."""
     sample = snap.trials[:50]
     id_width = min(24, max([8, *(len(r.id) for r in sample)]))
     columns: list[Column] = [("id", "TRIAL", id_width), ("status", "STATUS", 10)]
@@ -64,14 +66,10 @@ def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[Column, ...]:
         widest = max([len(name), *(len(value_text(r.params.get(name))) for r in sample)])
         columns.append((f"p:{name}", name, min(14, max(5, widest))))
     columns.append(("iter", "ITER", 5))
-    room = width - sum(w + 2 for _, _, w in (*columns, *FIXED_TAIL)) - 4  # border and scrollbar
-    for i, name in enumerate(snap.metrics):
-        metric_width = min(12, max(8, len(name)))
-        if i and metric_width + 2 > room:
-            break
-        columns.append((f"m:{name}", name, metric_width))
-        room -= metric_width + 2
-    return (*columns, *FIXED_TAIL)
+    metrics = [(f"m:{name}", name, min(12, max(8, len(name)))) for name in snap.metrics]
+    drop = tuple(key for key, _, _ in reversed(metrics[1:]))  # the last metric goes first
+    room = width - 3  # the border and the scrollbar
+    return fit_columns((*columns, *metrics, *FIXED_TAIL), room, "id", ID_MIN, drop)
 
 
 def trial_cells(row: TrialRow, columns: tuple[Column, ...], best: bool, gpu: int | None) -> dict[str, SortCell]:

@@ -17,8 +17,8 @@ from typing import Any
 from textual.widgets import DataTable
 
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, Column, trial_cells, trial_columns
-from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
+from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, trial_cells, trial_columns
+from gpumon.tui.widgets.keyed_table import Column, KeyedTable, SortCell, hidden_note
 
 
 class TrialTable(KeyedTable):
@@ -28,6 +28,7 @@ class TrialTable(KeyedTable):
         super().__init__(id="trial-table", cursor_type="row", zebra_stripes=False)
         self.snapshot: ExperimentSnapshot | None = None
         self.column_set: tuple[Column, ...] = ()
+        self.hidden: tuple[str, ...] = ()  # headers of the columns the width leaves out
         self.sort_key = "id"
         self.sort_reverse = False
         self.status_filter: str | None = None
@@ -38,10 +39,10 @@ class TrialTable(KeyedTable):
     # -- showing --------------------------------------------------------------
     def show(self, snap: ExperimentSnapshot, gpu: dict[str, int], width: int) -> None:
         """Show ``snap``; ``gpu`` maps trial ids to GPU memory. Rebuilds only when the columns change."""
-        columns = trial_columns(snap, width)
+        columns, self.hidden = trial_columns(snap, width)
         same_run = self.snapshot is not None and self.snapshot.info.run_id == snap.info.run_id
         self.snapshot, self._gpu = snap, gpu
-        if not same_run or [c[0] for c in columns] != [c[0] for c in self.column_set]:
+        if not same_run or columns != self.column_set:
             if not same_run:
                 self.status_filter = None
             self._rebuild(columns)
@@ -97,7 +98,7 @@ class TrialTable(KeyedTable):
     def _titles(self) -> None:
         total = len(self.snapshot.trials) if self.snapshot else 0
         title = f"trials · {len(self._shown)} of {total} {self.status_filter}" if self.status_filter else ""
-        title = title or f"trials · {total}"
+        title = (title or f"trials · {total}") + hidden_note(self.hidden)
         label = next((label for key, label, _ in self.column_set if key == self.sort_key), self.sort_key)
         subtitle = f"sort {label} {'↓' if self.sort_reverse else '↑'}"
         if self.status_filter:
@@ -130,9 +131,13 @@ class TrialTable(KeyedTable):
             self._apply(force_sort=True)
 
     def cycle_sort(self) -> None:
+        self.step_sort(1)
+
+    def step_sort(self, step: int) -> None:
+        """Sort by the column right (1) or left (-1) of the sort column (s and >, <), as in htop and nvitop."""
         keys = [key for key, _, _ in self.column_set] or ["id"]
         position = keys.index(self.sort_key) if self.sort_key in keys else -1
-        key = keys[(position + 1) % len(keys)]
+        key = keys[(position + step) % len(keys)]
         self.sort_key, self.sort_reverse = key, self._biggest_first(key)
         if self.snapshot is not None:
             self._apply(force_sort=True)

@@ -76,6 +76,22 @@ class TrialsView(View, Vertical):
         Binding("m", "trial_metric", "metric", show=False, id="trial_metric", tooltip="the metric the curve shows"),
         Binding("s", "trial_sort", "sort", id="trial_sort", tooltip="sort by the next column (or click a header)"),
         Binding("R", "trial_reverse", "reverse", show=False, id="trial_reverse", tooltip="reverse the sort"),
+        Binding(
+            "less_than_sign",
+            "trial_sort_step(-1)",
+            "sort ←",
+            show=False,
+            id="trial_sort_prev",
+            tooltip="sort by the column to the left",
+        ),
+        Binding(
+            "greater_than_sign",
+            "trial_sort_step(1)",
+            "sort →",
+            show=False,
+            id="trial_sort_next",
+            tooltip="sort by the column to the right",
+        ),
     ]
 
     def __init__(self, context: AppContext) -> None:
@@ -251,6 +267,9 @@ class TrialsView(View, Vertical):
 
     def action_trial_reverse(self) -> None:
         self.table.reverse_sort()
+
+    def action_trial_sort_step(self, step: int) -> None:
+        self.table.step_sort(step)
 
     def action_trial_filter(self) -> None:
         status = self.table.cycle_filter()
