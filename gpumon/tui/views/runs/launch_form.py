@@ -11,6 +11,7 @@ import os
 import shlex
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
@@ -161,7 +162,7 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
 
     def show_error(self, message: str) -> None:
         error = self.query_one("#form-error", Static)
-        error.update(message)
+        error.update(Text(message))  # literal: it quotes paths and pip extras ('.[train]')
         error.display = bool(message)
         self._error_values = self._values() if message else None
 

@@ -14,6 +14,7 @@ from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.spec import RunSpec
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
+from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
@@ -237,8 +238,7 @@ class RunTable(KeyedTable):
             title += f" · '{query}': {kept:,}"
         if kept > len(summaries):
             title += f" · newest {len(summaries):,} shown (/ filters)"
-        if title != self.border_title:
-            self.border_title = title
+        set_title(self, title)  # holds the filter's words
 
     def select_run(self, run_id: str) -> bool:
         return self.select_key(run_id)
