@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gpumon.core.model import GpuProcess
-from gpumon.tui.keys import HelpSection, help_renderable, plain_help
+from gpumon.tui.keys import HelpSection, bound_keys, help_renderable, key_label, plain_help
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -49,13 +49,13 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
-HELP_HINT = "↑ ↓ pgup pgdn home end: scroll · esc ? q F1: close"
-
-
 class HelpScreen(ModalScreen[None]):
     """Every key, as the app and its views declare them (keys.help_sections), in a dialog that scrolls."""
 
-    BINDINGS = [Binding("escape,question_mark,q,f1", "close", "close")]
+    BINDINGS = [
+        Binding("escape,q", "close", "close"),
+        Binding("question_mark,f1", "close", "close", id="help"),  # the help key, as the keymap sets it
+    ]
 
     def __init__(self, sections: list[HelpSection], footnote: str) -> None:
         super().__init__()
@@ -67,7 +67,12 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help"):
             with VerticalScroll(id="help-body"):  # focused: the arrows, pgup/pgdn, home and end scroll it
                 yield Static(help_renderable(self.sections, self.footnote), id="help-text")
-            yield Static(Text(HELP_HINT, style="dim"), id="help-hint")
+            yield Static(Text(self.hint(), style="dim"), id="help-hint")
+
+    def hint(self) -> str:
+        keymap = getattr(self.app, "keymap", {})
+        closers = " ".join(key_label(bound_keys(b, keymap)) for b in self.BINDINGS if isinstance(b, Binding))
+        return f"↑ ↓ pgup pgdn home end: scroll · {closers}: close"
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()
