@@ -9,12 +9,12 @@ border title: ``pip install -e '.[train]'`` would lose its ``[train]``, and ``[/
 from __future__ import annotations
 
 from textual.content import Content
+from textual.markup import escape
 from textual.widget import Widget
 
 
 def set_title(widget: Widget, text: str, *, subtitle: bool = False) -> None:
     """Set ``widget``'s border title (or subtitle) to ``text`` as it reads; only a change repaints."""
-    content = Content(text)
     name = "border_subtitle" if subtitle else "border_title"
-    if getattr(widget, name) != content.markup:  # the getter gives markup; each assignment repaints
-        setattr(widget, name, content)
+    if getattr(widget, name) != escape(text):  # the getter gives markup (escape: 5 us, a Content: 35 us)
+        setattr(widget, name, Content(text))
