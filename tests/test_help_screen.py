@@ -97,10 +97,11 @@ async def test_a_remapped_help_key_opens_and_closes_it() -> None:
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_f10_quits_from_any_view() -> None:
+@pytest.mark.parametrize("keys", [("r", "f10"), ("f1", "f10")])
+async def test_f10_quits_from_any_view_and_from_the_help(keys: tuple[str, ...]) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "f10")
+        await pilot.press(*keys)
         await pilot.pause()
         assert not app.is_running
 

@@ -55,6 +55,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q", "close", "close"),
         Binding("question_mark,f1", "close", "close", id="help"),  # the help key, as the keymap sets it
+        Binding("f10", "app.quit", "quit"),  # as in htop (the app's own keys do not reach a modal screen)
     ]
 
     def __init__(self, sections: list[HelpSection], footnote: str) -> None:
@@ -71,8 +72,8 @@ class HelpScreen(ModalScreen[None]):
 
     def hint(self) -> str:
         keymap = getattr(self.app, "keymap", {})
-        closers = " ".join(key_label(bound_keys(b, keymap)) for b in self.BINDINGS if isinstance(b, Binding))
-        return f"↑ ↓ pgup pgdn home end: scroll · {closers}: close"
+        closers = " ".join(key_label(bound_keys(b, keymap)) for b in self.BINDINGS[:2] if isinstance(b, Binding))
+        return f"↑ ↓ pgup pgdn home end: scroll · {closers}: close · F10: quit"
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()
