@@ -24,7 +24,7 @@ from gpumon.core.model import Snapshot
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.feeds import RunsRefreshed, SampleReady
-from gpumon.tui.keys import clashes, help_text
+from gpumon.tui.keys import clashes, help_rows
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.widgets.screens import HelpScreen
@@ -40,8 +40,8 @@ With --readonly, no signal is ever sent, no run or trial is started or stopped a
 Remap any key in ~/.config/gpumon/keymap.toml: [keymap] then binding_id = "key" (ids: README, Keys)."""
 
 GLOBAL_BINDINGS: list[BindingType] = [
-    Binding("q", "quit", "quit", id="quit", tooltip="quit (ctrl+q too)"),
-    Binding("question_mark", "help", "help", id="help", tooltip="every key (this screen)"),
+    Binding("q,f10", "quit", "quit", id="quit", tooltip="quit (ctrl+q too)"),  # F1, F10: as in htop
+    Binding("question_mark,f1", "help", "help", id="help", tooltip="every key (this screen)"),
     *(Binding(v.KEYS, f"view('{v.NAME}')", v.TITLE, id=f"view_{v.NAME}", tooltip=f"the {v.TITLE} view") for v in VIEWS),
 ]
 
@@ -161,7 +161,11 @@ class GpumonApp(App[None]):
             for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
                 failed = text.startswith("failed")
                 self.notify(
-                    f"{summary.id}: {text}", title="gpumon alert", severity="error" if failed else "warning", timeout=15
+                    f"{summary.id}: {text}",
+                    title="gpumon alert",
+                    severity="error" if failed else "warning",
+                    timeout=15,
+                    markup=False,
                 )
             seen[summary.id] = len(summary.alerts)
         self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
@@ -206,8 +210,11 @@ class GpumonApp(App[None]):
         view.shown()
 
     def action_help(self) -> None:
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(help_text(help_sections(), self.keymap, FOOTNOTE)))
+        """Open the help; the help key (as remapped too) closes it again."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+        else:
+            self.push_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -4,31 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rich.markup import escape
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.keys import format_key
 
-_NAMES = {
-    "question_mark": "?",
-    "left_square_bracket": "[",
-    "right_square_bracket": "]",
-    "left": "←",
-    "right": "→",
-    "up": "↑",
-    "down": "↓",
-    "escape": "esc",
-}
+#: One section of the help: title, note, then (keys, what they do) rows.
+HelpSection = tuple[str, str, list[tuple[str, str]]]
+
+# Words where Textual's own label is a glyph that reads less well in a list of keys.
+_WORDS = {"enter": "enter", "backspace": "backspace", "escape": "esc"}
+
+
+def _one_key(key: str) -> str:
+    """A Textual key name as typed: 'slash' -> '/', 'less_than_sign' -> '<', 'f1' -> 'F1', 'ctrl+slash' -> 'ctrl+/'."""
+    if len(key) == 1 and key.isupper():
+        return f"{key} (shift+{key.lower()})"
+    modifiers, _, name = key.rpartition("+")
+    if not name:  # "ctrl++": the key is "+" itself
+        modifiers, name = modifiers.rstrip("+"), "+"
+    function_key = name[:1] == "f" and name[1:].isdigit()
+    label = name.upper() if function_key else _WORDS.get(name) or format_key(name)
+    return f"{modifiers}+{label}" if modifiers else label
 
 
 def key_label(keys: str) -> str:
-    """'left,left_square_bracket' -> '← ['; 'R' -> 'R (shift+r)'; 'f2' -> 'F2'."""
-    labels = []
-    for key in keys.split(","):
-        key = key.strip()
-        label = _NAMES.get(key) or (key.upper() if key[:1] == "f" and key[1:].isdigit() else key)
-        if len(key) == 1 and key.isupper():
-            label = f"{key} (shift+{key.lower()})"
-        labels.append(label)
-    return " ".join(labels)
+    """'left,left_square_bracket' -> '← ['; 'R' -> 'R (shift+r)'; 'f2' -> 'F2'; 'slash' -> '/'."""
+    return " ".join(_one_key(key.strip()) for key in keys.split(","))
 
 
 def bound_keys(binding: Binding, keymap: Mapping[str, str]) -> str:
@@ -57,19 +60,49 @@ def _rows(bindings: Iterable[BindingType], keymap: Mapping[str, str]) -> list[tu
     return out
 
 
-def help_text(
-    sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str], footnote: str
-) -> str:
-    """Console markup: one section per (title, note, bindings), keys left, what they do right."""
-    lines = ["[b]gpumon keys[/b]"]
-    for title, note, bindings in sections:
+def help_rows(
+    sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str]
+) -> list[HelpSection]:
+    """Each (title, note, bindings) section as (title, note, rows), the keys as the user's keymap sets them."""
+    return [(title, note, _rows(bindings, keymap)) for title, note, bindings in sections]
+
+
+def plain_help(rows: list[HelpSection], footnote: str) -> str:
+    """The help as plain lines: a title line per section, then '  keys  what' per row."""
+    lines = ["gpumon keys"]
+    for title, note, section in rows:
         lines.append("")
-        lines.append(f"[b]{escape(title)}[/b]" + (f"  [dim]{escape(note)}[/dim]" if note else ""))
-        for keys, what in _rows(bindings, keymap):
-            lines.append(f"  {escape(keys):<22} {escape(what)}")
+        lines.append(title + (f"  {note}" if note else ""))
+        lines.extend(f"  {keys:<22} {what}" for keys, what in section)
     lines.append("")
     lines.append(footnote)
     return "\n".join(lines)
+
+
+def help_text(
+    sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str], footnote: str
+) -> str:
+    """The help as plain lines, from the bindings (see plain_help)."""
+    return plain_help(help_rows(sections, keymap), footnote)
+
+
+def help_renderable(rows: list[HelpSection], footnote: str) -> Group:
+    """The help as the screen shows it: literal text (a note may hold brackets), keys left, what they do
+    right, a long line wrapped on words under its own column."""
+    width = min(24, max([10, *(len(keys) for _, _, section in rows for keys, _ in section)]))
+    parts: list[Text | Table] = [Text("gpumon keys", style="bold")]
+    for title, note, section in rows:
+        head = Text(title, style="bold")
+        if note:
+            head.append(f"  {note}", style="dim")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=width + 3)
+        grid.add_column(ratio=1)
+        for keys, what in section:
+            grid.add_row(Text(f"  {keys}", style="bold"), Text(what))
+        parts += [Text(), head, grid]
+    parts += [Text(), Text(footnote, style="dim")]
+    return Group(*parts)
 
 
 def clashes(sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str]) -> list[str]:

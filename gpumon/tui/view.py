@@ -58,7 +58,7 @@ class Refuses:
         if not self.context.readonly:
             return False
         assert isinstance(self, Widget)
-        self.notify(f"Read-only mode (--readonly): {what}", severity="warning")
+        self.notify(f"Read-only mode (--readonly): {what}", severity="warning", markup=False)
         return True
 
 

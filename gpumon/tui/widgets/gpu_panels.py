@@ -14,6 +14,7 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
+from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import bar, level_style, sparkline
 
 _LABEL = 5
@@ -127,8 +128,7 @@ class GpuPanel(LinePanel):
 
     def _set_title(self) -> None:
         title = self._title if self.warning is None else f"{self._title} · {self.warning[1]}"
-        if title != self.border_title:  # each assignment repaints the border
-            self.border_title = title
+        set_title(self, title)  # the GPU's name and the run's note are not ours
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))
@@ -212,8 +212,7 @@ class HostPanel(LinePanel):
         self.host = host
         self.cpu_history = cpu_history
         self.mem_history = mem_history
-        if self.border_title != f"host {host.hostname}":
-            self.border_title = f"host {host.hostname}"
+        set_title(self, f"host {host.hostname}")
         self.refresh_lines()
 
     def lines(self, width: int) -> list[Text]:

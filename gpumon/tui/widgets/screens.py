@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gpumon.core.model import GpuProcess
+from gpumon.tui.keys import HelpSection, bound_keys, help_renderable, key_label, plain_help
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Yes/no question; y/enter confirms, n/escape cancels."""
+    """Yes/no question; y/enter confirms, n/escape cancels.
+
+    The question quotes what is not ours (commands, run ids, host names): it is shown as it reads, and the
+    dialog grows with its longest line (to 90% of the terminal) before it wraps, on words.
+    """
 
     BINDINGS = [
         Binding("y", "answer(True)", "yes"),
@@ -27,7 +34,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(self.question, id="question")
+            yield Static(Content(self.question), id="question")
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", variant="error", id="yes")
                 yield Button("No (n)", variant="primary", id="no")
@@ -43,18 +50,33 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, as the app and its views declare them (keys.help_text)."""
+    """Every key, as the app and its views declare them (keys.help_sections), in a dialog that scrolls."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "close", "close")]
+    BINDINGS = [
+        Binding("escape,q", "close", "close"),
+        Binding("question_mark,f1", "close", "close", id="help"),  # the help key, as the keymap sets it
+        Binding("f10", "app.quit", "quit"),  # as in htop (the app's own keys do not reach a modal screen)
+    ]
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, sections: list[HelpSection], footnote: str) -> None:
         super().__init__()
-        self.text = text
+        self.sections = sections
+        self.footnote = footnote
+        self.text = plain_help(sections, footnote)  # the same rows as plain lines (tests read them)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help"):
-            yield Static(self.text)
-            yield Static("[dim]escape or ? closes[/dim]")
+            with VerticalScroll(id="help-body"):  # focused: the arrows, pgup/pgdn, home and end scroll it
+                yield Static(help_renderable(self.sections, self.footnote), id="help-text")
+            yield Static(Text(self.hint(), style="dim"), id="help-hint")
+
+    def hint(self) -> str:
+        keymap = getattr(self.app, "keymap", {})
+        closers = " ".join(key_label(bound_keys(b, keymap)) for b in self.BINDINGS[:2] if isinstance(b, Binding))
+        return f"↑ ↓ pgup pgdn home end: scroll · {closers}: close · F10: quit"
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body").focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -30,6 +30,7 @@ from gpumon.core.runs.telemetry import RunTelemetry
 from gpumon.telemetry.census import DEFAULT_GAP, request_census
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import doctor_text, empty_text
+from gpumon.tui.widgets.literal import set_title
 
 REFRESH_S = 2.0
 
@@ -126,7 +127,7 @@ class DoctorView(View, VerticalScroll):
     def open_remote(self, host: str, run_id: str) -> None:
         """Show ``gpumon doctor RUN`` as the run's host says it, read through ssh in a worker."""
         self.remote, self.found, self.wanted = (host, run_id), None, None
-        self.border_title = f"doctor · {run_id} on {host}"
+        set_title(self, f"doctor · {run_id} on {host}")
         self._draw(Text(f"asking {host} for its doctor of {run_id} through ssh…", style="dim"))
         fleet = self.context.fleet
         state = next((h for h in fleet.state().hosts if h.host.name == host), None)
@@ -188,7 +189,7 @@ class DoctorView(View, VerticalScroll):
         error = str(event.worker.error)
         if error != self._failed:  # say it once, not every refresh
             self._failed = error
-            self.notify(f"Doctor: could not diagnose the run: {error}", severity="error", timeout=8)
+            self.notify(f"Doctor: could not diagnose the run: {error}", severity="error", timeout=8, markup=False)
         self._next()
 
     def on_doctor_ready(self, message: DoctorReady) -> None:
@@ -203,7 +204,7 @@ class DoctorView(View, VerticalScroll):
                 record, diagnosis = message.found.record, message.found.diagnosis
                 if diagnosis.causes or diagnosis.census_pending or not record.live:
                     self.asked.discard(record.id)  # the files tell from now on
-                self.border_title = f"doctor · {record.id}"
+                set_title(self, f"doctor · {record.id}")
                 self._draw(doctor_text(diagnosis, record, record.id in self.asked))
         self._next()
 
@@ -229,17 +230,18 @@ class DoctorView(View, VerticalScroll):
             return
         if self.remote is not None:
             host, run_id = self.remote
-            self.notify(f"A run on {host}: gpumon doctor {run_id} --host {host} --census", timeout=8)
+            self.notify(f"A run on {host}: gpumon doctor {run_id} --host {host} --census", timeout=8, markup=False)
             return
         record = self.record
         if record is None:
-            self.notify("No run to ask: select a run in the Runs view first", severity="warning")
+            self.notify("No run to ask: select a run in the Runs view first", severity="warning", markup=False)
             return
         if not record.live:
             self.notify(
                 f"{record.id} is {record.state}: a census needs a live run (it looks inside its processes)",
                 severity="warning",
                 timeout=5,
+                markup=False,
             )
             return
         self._request_census(record.id, record.dir)
@@ -249,10 +251,12 @@ class DoctorView(View, VerticalScroll):
         try:
             request_census(run_dir)
         except OSError as err:
-            self.app.call_from_thread(self.notify, f"Could not ask {run_id} for a census: {err}", severity="error")
+            self.app.call_from_thread(
+                self.notify, f"Could not ask {run_id} for a census: {err}", severity="error", markup=False
+            )
             return
         self.app.call_from_thread(self._census_requested, run_id)
 
     def _census_requested(self, run_id: str) -> None:
-        self.notify(f"Asked {run_id} for a tensor census (two, {DEFAULT_GAP} steps apart)", timeout=4)
+        self.notify(f"Asked {run_id} for a tensor census (two, {DEFAULT_GAP} steps apart)", timeout=4, markup=False)
         self.census_asked(run_id)

@@ -119,7 +119,8 @@ class HostScreen(Refuses, Screen[None]):
             gpus.remove_children()
             gpus.mount_all([GpuPanel(i, snap.gpu.simulated) for i in indexes])
             if not indexes:
-                gpus.mount(Static(f"No GPU shown: {snap.gpu.reason or 'no GPU source answered'}", id="no-gpu"))
+                reason = snap.gpu.reason or "no GPU source answered"
+                gpus.mount(Static(f"No GPU shown: {reason}", id="no-gpu", markup=False))
         for dev in snap.gpu.devices:
             for panel in gpus.query(f"#gpu-{dev.index}").results(GpuPanel):
                 width = panel.history_width()
@@ -139,7 +140,7 @@ class HostScreen(Refuses, Screen[None]):
             return
         proc = self.query_one(ProcessTable).selected()
         if proc is None:
-            self.notify("Select a process first", severity="warning")
+            self.notify("Select a process first", severity="warning", markup=False)
             return
         sig = signal.Signals[name]
 
@@ -159,4 +160,4 @@ class HostScreen(Refuses, Screen[None]):
 
     def on_signal_done(self, message: SignalDone) -> None:
         outcome = message.outcome
-        self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=8)
+        self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=8, markup=False)

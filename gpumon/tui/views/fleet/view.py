@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.events import DescendantFocus
+from textual.markup import escape
 from textual.widgets import Static
 
 from gpumon.core.fleet.hosts import LOCAL, Host, fleet_config_path
@@ -203,13 +204,16 @@ class FleetView(View, Vertical):
             await self.app.run_action("view('gpus')")
             return
         if not host.snapshot:
-            self.notify(f"{host.host.name}: no snapshot yet ({host.reason or host.link})", severity="warning")
+            self.notify(
+                f"{host.host.name}: no snapshot yet ({host.reason or host.link})", severity="warning", markup=False
+            )
             return
         self.app.push_screen(HostScreen(host, self.context))
 
     def commands(self) -> Iterable[Command]:
-        for name in self._names or ():
-            yield Command(f"Fleet: open {name}", f"{name}'s GPUs and processes", lambda n=name: self._open(n))
+        for name in self._names or ():  # the palette reads markup: a host name is not ours ("[fe80::1]")
+            shown = escape(name)
+            yield Command(f"Fleet: open {shown}", f"{shown}'s GPUs and processes", lambda n=name: self._open(n))
 
     def _open(self, name: str) -> None:
         self.selected = name

@@ -195,7 +195,7 @@ class GpusView(View, Vertical):
     # -- selection ---------------------------------------------------------------
     def select(self, index: int) -> None:
         if not self._indexes or index not in self._indexes:
-            self.notify(f"No GPU {index} on this machine", severity="warning", timeout=3)
+            self.notify(f"No GPU {index} on this machine", severity="warning", timeout=3, markup=False)
             return
         self.selected = index
         self._mark_selected()
@@ -274,13 +274,13 @@ class GpusView(View, Vertical):
         if proc is None:
             parent = table.tree_mode and table.selected_key() is not None  # a parent row of the tree
             what = "Signals go to GPU processes: select one, not a parent" if parent else "Select a process first"
-            self.notify(f"{what} (tab to the process table)", severity="warning")
+            self.notify(f"{what} (tab to the process table)", severity="warning", markup=False)
             return
         sig = signal.Signals[name]
 
         def send() -> None:
             outcome = send_signal(proc, sig)
-            self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6)
+            self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6, markup=False)
 
         ask_signal(self.app, proc, name, send)
 

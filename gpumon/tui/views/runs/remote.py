@@ -189,7 +189,9 @@ class RemoteRuns:
     def ask_stop(self, run: RemoteRun, kill: bool) -> None:
         """Confirm, then ``gpumon stop RUN [--kill]`` on the run's host in a worker."""
         if not run.live:
-            self.view.notify(f"{run.id} is not running on {run.host.name} ({run.state})", severity="warning")
+            self.view.notify(
+                f"{run.id} is not running on {run.host.name} ({run.state})", severity="warning", markup=False
+            )
             return
         what = "SIGKILL now" if kill else "SIGTERM, SIGKILL after 10 s"
         question = f"{'Kill' if kill else 'Stop'} run {run.id} on {run.host.name}?\n{what}, through ssh."

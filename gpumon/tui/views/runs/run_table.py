@@ -14,6 +14,7 @@ from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.spec import KINDS, RunSpec
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
@@ -285,8 +286,7 @@ class RunTable(KeyedTable):
         if kept > len(summaries):
             title += f" · newest {len(summaries):,} shown (/ filters)"
         title += hidden_note(self.hidden)
-        if title != self.border_title:
-            self.border_title = title
+        set_title(self, title)  # holds the filter's words
 
     def mark(self, run_id: str, marked: bool) -> None:
         """Show or clear the comparison mark in the run's row."""

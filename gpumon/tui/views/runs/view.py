@@ -155,19 +155,19 @@ class RunsView(View, Vertical):
             return
         error = str(event.worker.error)
         if event.worker.group == "runs-action":
-            self.notify(f"Runs: {error}", severity="error", timeout=8)
+            self.notify(f"Runs: {error}", severity="error", timeout=8, markup=False)
         elif event.worker.group == "runs-feed":
             self._busy = False
             if error != self._failed:  # say it once, not every second
                 self._failed = error
-                self.notify(f"Could not read runs: {error}", severity="error", timeout=8)
+                self.notify(f"Could not read runs: {error}", severity="error", timeout=8, markup=False)
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
         self._busy = False
         if message.disk != self._disk:  # said once when it starts, not every second
             self._disk = message.disk
             if message.disk:
-                self.notify(message.disk, severity="error", timeout=20)
+                self.notify(message.disk, severity="error", timeout=20, markup=False)
         self.visible_gpus = message.visible_gpus
         new_detail, self.detail = message.detail is not self.detail, message.detail
         changed = message.summaries is not self._listed  # the monitor hands the same list while nothing changed
@@ -277,11 +277,13 @@ class RunsView(View, Vertical):
     def cycle_log(self, step: int) -> None:
         run = self.remote.get(self.selected_id)
         if run is not None:
-            self.notify(f"Rank 0's log here; any other: gpumon logs {run.id} --host {run.host.name} --rank N")
+            self.notify(
+                f"Rank 0's log here; any other: gpumon logs {run.id} --host {run.host.name} --rank N", markup=False
+            )
             return
         choices = self.log_choices
         if len(choices) < 2:
-            self.notify("This run has one log" if choices else "No log yet", timeout=3)
+            self.notify("This run has one log" if choices else "No log yet", timeout=3, markup=False)
             return
         index = choices.index(self.log_choice) if self.log_choice in choices else 0
         self.log_choice = choices[(index + step) % len(choices)]
@@ -318,7 +320,7 @@ class RunsView(View, Vertical):
         self.post_message(RunActionDone(text, severity))
 
     def on_run_action_done(self, message: RunActionDone) -> None:
-        self.notify(message.text, severity=message.severity, timeout=6)
+        self.notify(message.text, severity=message.severity, timeout=6, markup=False)
         if message.select is not None:
             self._select_next = message.select
             self.query_one(RunTable).focus()
@@ -366,10 +368,10 @@ class RunsView(View, Vertical):
             return
         summary = self.selected()
         if summary is None:
-            self.notify("Select a run first", severity="warning")
+            self.notify("Select a run first", severity="warning", markup=False)
             return
         if not summary.record.live:
-            self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4)
+            self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4, markup=False)
             return
         record = summary.record
 

@@ -14,6 +14,7 @@ from gpumon.core.runs.experiments import ExperimentSnapshot, TrialCurves, TrialR
 from gpumon.tui.views.trials.experiment_table import search_label, trials_label
 from gpumon.tui.views.trials.trial_cells import NONE, STATUS_STYLE, shown_status, value_text
 from gpumon.tui.widgets.charts import Chart, Series
+from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.render import STATE_STYLE, number
 
@@ -135,8 +136,7 @@ class TrialDetail(Horizontal):
         curve = curves.curves.get(metric or "") if curves is not None and row is not None else None
         chart.show([Series(curve[0], curve[1], "green")] if curve else [])
         title = f"{metric} / iteration · {row.id}" if metric and row is not None else "curve"
-        if chart.border_title != title:
-            chart.border_title = title
+        set_title(chart, title)  # the metric's name is the user's
         subtitle = "m: next metric" if len(snap.metrics) > 1 else ""
         if chart.border_subtitle != subtitle:
             chart.border_subtitle = subtitle

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
 from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, trial_cells, trial_columns
 from gpumon.tui.widgets.keyed_table import Column, KeyedTable, SortCell, hidden_note
+from gpumon.tui.widgets.literal import set_title
 
 
 class TrialTable(KeyedTable):
@@ -53,7 +55,7 @@ class TrialTable(KeyedTable):
         selected = self.selected_id()
         self.clear(columns=True)
         for key, label, width in columns:
-            self.add_column(label, key=key, width=width)
+            self.add_column(Text(label), key=key, width=width)
         self.column_set, self._shown = columns, {}
         if self.sort_key not in {c[0] for c in columns}:
             self.sort_key, self.sort_reverse = "id", False
@@ -105,8 +107,7 @@ class TrialTable(KeyedTable):
             subtitle += f" · filter {self.status_filter}"
         if title != self.border_title:  # each assignment repaints the border
             self.border_title = title
-        if subtitle != self.border_subtitle:
-            self.border_subtitle = subtitle
+        set_title(self, subtitle, subtitle=True)  # a parameter's name is the user's
 
     # -- sorting and filtering ------------------------------------------------
     def _order(self, cells: tuple[SortCell, SortCell]) -> tuple[bool, Any, str]:

@@ -161,12 +161,12 @@ class TrialsView(View, Vertical):
             return
         error = str(event.worker.error)
         if event.worker.group == "trials-action":
-            self.notify(f"Trials: {error}", severity="error", timeout=8)
+            self.notify(f"Trials: {error}", severity="error", timeout=8, markup=False)
         elif event.worker.group == "trials-feed":
             self._busy = False
             if error != self._failed:  # say it once, not every second
                 self._failed = error
-                self.notify(f"Could not read experiments: {error}", severity="error", timeout=8)
+                self.notify(f"Could not read experiments: {error}", severity="error", timeout=8, markup=False)
 
     def on_trials_refreshed(self, message: TrialsRefreshed) -> None:
         self._busy = False
@@ -238,14 +238,14 @@ class TrialsView(View, Vertical):
 
     def action_experiment(self, step: int) -> None:
         if len(self.infos) < 2:
-            self.notify("This is the only experiment" if self.infos else "No experiment yet", timeout=3)
+            self.notify("This is the only experiment" if self.infos else "No experiment yet", timeout=3, markup=False)
             return
         self.query_one(ExperimentTable).cycle(step)
 
     def action_trial_metric(self) -> None:
         snap = self.snapshot
         if snap is None or len(snap.metrics) < 2:
-            self.notify("This experiment reports one metric" if snap else "No experiment yet", timeout=3)
+            self.notify("This experiment reports one metric" if snap else "No experiment yet", timeout=3, markup=False)
             return
         current = chart_metric(snap, self.metric)
         index = snap.metrics.index(current) if current in snap.metrics else -1
@@ -258,7 +258,7 @@ class TrialsView(View, Vertical):
         self.post_message(TrialActionDone(*write_stop_request(run_dir, run_id, trial_id)))
 
     def on_trial_action_done(self, message: TrialActionDone) -> None:
-        self.notify(message.text, severity=message.severity, timeout=6)
+        self.notify(message.text, severity=message.severity, timeout=6, markup=False)
         self.poll()
 
     # -- actions (keys in BINDINGS) -------------------------------------------------
@@ -274,7 +274,7 @@ class TrialsView(View, Vertical):
     def action_trial_filter(self) -> None:
         status = self.table.cycle_filter()
         self.selection_changed(self.table.selected_id())  # the rows were rebuilt
-        self.notify(f"Showing {status or 'all'} trials", timeout=2)
+        self.notify(f"Showing {status or 'all'} trials", timeout=2, markup=False)
 
     def action_stop_trial(self) -> None:
         if not self.refused(READONLY):
@@ -286,7 +286,7 @@ class TrialsView(View, Vertical):
 
     def _ask(self, question: str | None, refusal: str, trial_id: str | None) -> None:
         if question is None or self.snapshot is None:
-            self.notify(refusal, severity="warning", timeout=4)
+            self.notify(refusal, severity="warning", timeout=4, markup=False)
             return
         self.app.push_screen(ConfirmScreen(question), self._stop_answer(self.snapshot.info.run_id, trial_id))
 
