@@ -300,17 +300,21 @@ class LogScreen(Screen[None]):
     def action_match(self, step: int) -> None:
         found = self.found
         if found.needle is None:
-            self.notify("Search first: /", timeout=3)
+            self.notify("Search first: /", timeout=3, markup=False)
             return
         if not found.offsets:
-            self.notify(f"No line holds {found.needle.text!r}" + (" yet" if found.scanning else ""), timeout=3)
+            self.notify(
+                f"No line holds {found.needle.text!r}" + (" yet" if found.scanning else ""), timeout=3, markup=False
+            )
             return
         if found.current is None:
             self._jump_near()
             return
         index, wrapped = found.moved(step)
         if wrapped:
-            self.notify("Search wrapped to the " + ("first" if step > 0 else "last") + " match", timeout=2)
+            self.notify(
+                "Search wrapped to the " + ("first" if step > 0 else "last") + " match", timeout=2, markup=False
+            )
         self._go(index)
 
     def action_follow(self) -> None:
@@ -321,10 +325,13 @@ class LogScreen(Screen[None]):
 
     def action_log_rank(self, step: int) -> None:
         if isinstance(self.source, StreamedLog):
-            self.notify(f"Rank 0's log here; any other: gpumon logs {self.run_id} --host {self.source.host} --rank N")
+            self.notify(
+                f"Rank 0's log here; any other: gpumon logs {self.run_id} --host {self.source.host} --rank N",
+                markup=False,
+            )
             return
         if len(self.choices) < 2:
-            self.notify("This run has one log" if self.choices else "No log yet", timeout=3)
+            self.notify("This run has one log" if self.choices else "No log yet", timeout=3, markup=False)
             return
         index = self.choices.index(self.choice) if self.choice in self.choices else 0
         self.choice = self.choices[(index + step) % len(self.choices)]

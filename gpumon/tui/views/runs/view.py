@@ -389,11 +389,13 @@ class RunsView(View, Vertical):
         if self.refused(READONLY):
             return
         if self.remote.get(self.selected_id) is not None:
-            self.notify("Another host's run: clone it in gpumon on that host", severity="warning", timeout=4)
+            self.notify(
+                "Another host's run: clone it in gpumon on that host", severity="warning", timeout=4, markup=False
+            )
             return
         summary = self.selected()
         if summary is None:
-            self.notify("Select a run first", severity="warning")
+            self.notify("Select a run first", severity="warning", markup=False)
             return
         from gpumon.tui.views.runs.launch_form import LaunchForm
 
@@ -419,19 +421,23 @@ class RunsView(View, Vertical):
         elif summary is not None:
             self.app.push_screen(LogScreen(summary.record, self.log_choice, follow=summary.record.live))
         else:
-            self.notify("Select a run first", severity="warning", timeout=3)
+            self.notify("Select a run first", severity="warning", timeout=3, markup=False)
 
     def action_mark(self) -> None:
         run_id = self.selected_id
         if run_id is None or run_id not in self.summaries:
-            self.notify("Only this machine's runs can be compared" if run_id else "Select a run first", timeout=3)
+            self.notify(
+                "Only this machine's runs can be compared" if run_id else "Select a run first", timeout=3, markup=False
+            )
             return
         self.query_one(RunTable).mark(run_id, self.comparison.toggle(run_id))
 
     def action_compare(self) -> None:
         marked = [run_id for run_id in self.comparison.marked if run_id in self.summaries]
         if len(marked) < MIN_RUNS:
-            self.notify(f"Mark two or more runs with space to compare them ({len(marked)} marked)", timeout=4)
+            self.notify(
+                f"Mark two or more runs with space to compare them ({len(marked)} marked)", timeout=4, markup=False
+            )
             return
 
         def closed(log: bool | None) -> None:  # the loss chart keeps the scale chosen there
