@@ -194,6 +194,9 @@ class GpusView(View, Vertical):
             self.notify("Select a process first (tab to the process table)", severity="warning")
             return
         sig = signal.Signals[name]
+        if proc.simulated:  # never signalled: say so now, not after a question whose answer changes nothing
+            self.notify(send_signal(proc, sig).message, severity="warning", timeout=6)
+            return
 
         def send() -> None:
             outcome = send_signal(proc, sig)
