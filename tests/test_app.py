@@ -7,21 +7,29 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 from textual.widgets import Static
+from textual.widgets._footer import FooterKey
 
+from gpumon.core.config import BINDING_IDS
 from gpumon.core.gpu import open_gpu_source
 from gpumon.core.host import HostSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.view import READONLY_OFF
 from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app, no_gpu_app
+from tests.test_runs_view import until
+from tests.trials_data import record_live
 
 
 def notes(app: GpumonApp) -> list[str]:
@@ -122,6 +130,37 @@ async def test_readonly_never_asks_to_send_signals() -> None:
         await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("Read-only" in n for n in notes(app))
+
+
+def footer_keys(app: GpumonApp) -> set[str]:
+    """The keys the footer offers now, as drawn."""
+    return {key.key for key in app.screen.query(FooterKey)}
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+async def test_readonly_offers_no_key_it_refuses_and_each_still_says_why(
+    readonly: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    record_live(tmp_path)  # a search: the Trials view has a trial table to act on
+    app = make_app(gpus=1, readonly=readonly)
+    refused = {"g": {"T", "K"}, "r": {"n", "T", "K"}, "t": {"x", "X"}, "d": {"c"}}
+    async with app.run_test(size=(200, 40)) as pilot:
+        for view, keys in refused.items():
+            await pilot.press(view)
+            trials = view == "t"
+            await until(
+                pilot, lambda t=trials: "q" in footer_keys(app) and (not t or app.query_one(TrialTable).row_count)
+            )
+            await pilot.pause()
+            offered = footer_keys(app)
+            assert keys.isdisjoint(offered) if readonly else keys <= offered, (view, offered)
+            assert "q" in offered and "question_mark" in offered  # the others stay
+        if readonly:
+            await pilot.press("r", "n")
+            assert not isinstance(app.screen, LaunchForm)
+            assert notes(app)[-1] == "Read-only mode (--readonly): no runs are started or stopped"
+    assert set(BINDING_IDS) >= READONLY_OFF  # each id is a binding's (a renamed one would be offered again)
 
 
 class OneRealProcessSource:
