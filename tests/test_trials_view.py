@@ -227,6 +227,11 @@ async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> Non
         assert stops.read_text() == "f00d1_00001\n"
         await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPING")
         assert any("Asked" in n and "trial f00d1_00001" in n for n in notes(app))
+        writer = EventWriter(run_dir, "tune")
+        writer.write("trial_end", trial_id="f00d1_00001", status="TERMINATED")  # Tune ended it, as asked
+        writer.close()
+        await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPED")  # not a finished trial's
+        assert cell(table, "f00d1_00000", "status") == "TERMINATED"
         await pilot.press("X")
         assert isinstance(app.screen, ConfirmScreen) and f"Stop the whole search {LIVE}" in app.screen.question
         await pilot.press("y")
