@@ -193,18 +193,25 @@ class OneRealProcessSource:
 
 @pytest.mark.parametrize(("key", "code"), [("T", -15), ("K", -9), ("I", -2)])
 async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # The child says when Python is up: a SIGINT during its start ends it with 1, not -2 ("Failed to import
+    # the site module"), which a loaded machine made likely. Every wait below is on an event, with room.
+    ready = "import sys, time; print('ready', flush=True); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", ready], stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
         app = make_app(OneRealProcessSource(child.pid), ticks=2)
         async with app.run_test(size=(100, 40)) as pilot:
             app.query_one(ProcessTable).focus()
             await pilot.press(key)
-            assert isinstance(app.screen, ConfirmScreen)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
             await pilot.press("n")  # cancelled: still alive
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), timeout=60)
             assert child.poll() is None
-            await pilot.press(key, "y")
-            assert child.wait(timeout=5) == code
-            assert any(f"PID {child.pid}" in n for n in notes(app))
+            await pilot.press(key)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+            await pilot.press("y")
+            assert child.wait(timeout=120) == code
+            await until(pilot, lambda: any(f"PID {child.pid}" in n for n in notes(app)), timeout=60)
     finally:
         child.kill()
         child.wait()
