@@ -7,21 +7,29 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 from textual.widgets import Static
+from textual.widgets._footer import FooterKey
 
+from gpumon.core.config import BINDING_IDS
 from gpumon.core.gpu import open_gpu_source
 from gpumon.core.host import HostSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.view import READONLY_OFF
 from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app, no_gpu_app
+from tests.test_runs_view import until
+from tests.trials_data import record_live
 
 
 def notes(app: GpumonApp) -> list[str]:
@@ -104,15 +112,15 @@ async def test_sorting_orders_rows_by_the_chosen_column() -> None:
         assert row_keys(table) == sorted(procs, key=lambda k: procs[k].pid)
 
 
-async def test_signal_to_a_simulated_process_is_refused_after_confirmation() -> None:
+async def test_a_signal_to_a_simulated_process_is_refused_at_once_without_a_question() -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 40)) as pilot:
         app.query_one(ProcessTable).focus()
-        await pilot.press("T")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        assert not isinstance(app.screen, ConfirmScreen)
-        assert any("simulated" in n for n in notes(app))
+        for key in ("T", "K", "I"):
+            await pilot.press(key)
+            assert not isinstance(app.screen, ConfirmScreen)  # no question whose answer changes nothing
+        said = [n for n in notes(app) if "is simulated: nothing to send" in n]
+        assert [n.split()[-2] for n in said] == ["SIGTERM", "SIGKILL", "SIGINT"]
 
 
 async def test_readonly_never_asks_to_send_signals() -> None:
@@ -122,6 +130,37 @@ async def test_readonly_never_asks_to_send_signals() -> None:
         await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("Read-only" in n for n in notes(app))
+
+
+def footer_keys(app: GpumonApp) -> set[str]:
+    """The keys the footer offers now, as drawn."""
+    return {key.key for key in app.screen.query(FooterKey)}
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+async def test_readonly_offers_no_key_it_refuses_and_each_still_says_why(
+    readonly: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    record_live(tmp_path)  # a search: the Trials view has a trial table to act on
+    app = make_app(gpus=1, readonly=readonly)
+    refused = {"g": {"T", "K"}, "r": {"n", "T", "K"}, "t": {"x", "X"}, "d": {"c"}}
+    async with app.run_test(size=(200, 40)) as pilot:
+        for view, keys in refused.items():
+            await pilot.press(view)
+            trials = view == "t"
+            await until(
+                pilot, lambda t=trials: "q" in footer_keys(app) and (not t or app.query_one(TrialTable).row_count)
+            )
+            await pilot.pause()
+            offered = footer_keys(app)
+            assert keys.isdisjoint(offered) if readonly else keys <= offered, (view, offered)
+            assert "q" in offered and "question_mark" in offered  # the others stay
+        if readonly:
+            await pilot.press("r", "n")
+            assert not isinstance(app.screen, LaunchForm)
+            assert notes(app)[-1] == "Read-only mode (--readonly): no runs are started or stopped"
+    assert set(BINDING_IDS) >= READONLY_OFF  # each id is a binding's (a renamed one would be offered again)
 
 
 class OneRealProcessSource:
@@ -154,18 +193,25 @@ class OneRealProcessSource:
 
 @pytest.mark.parametrize(("key", "code"), [("T", -15), ("K", -9), ("I", -2)])
 async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # The child says when Python is up: a SIGINT during its start ends it with 1, not -2 ("Failed to import
+    # the site module"), which a loaded machine made likely. Every wait below is on an event, with room.
+    ready = "import sys, time; print('ready', flush=True); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", ready], stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
         app = make_app(OneRealProcessSource(child.pid), ticks=2)
         async with app.run_test(size=(100, 40)) as pilot:
             app.query_one(ProcessTable).focus()
             await pilot.press(key)
-            assert isinstance(app.screen, ConfirmScreen)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
             await pilot.press("n")  # cancelled: still alive
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), timeout=60)
             assert child.poll() is None
-            await pilot.press(key, "y")
-            assert child.wait(timeout=5) == code
-            assert any(f"PID {child.pid}" in n for n in notes(app))
+            await pilot.press(key)
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+            await pilot.press("y")
+            assert child.wait(timeout=120) == code
+            await until(pilot, lambda: any(f"PID {child.pid}" in n for n in notes(app)), timeout=60)
     finally:
         child.kill()
         child.wait()

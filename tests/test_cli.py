@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any
 
 import pytest
@@ -119,6 +120,9 @@ def test_help_exits_zero_and_lists_snapshot() -> None:
         ["--simulate", "65"],
         ["--seed", "x"],
         ["snapshot", "--nope"],
+        ["--simulat", "4"],  # no abbreviations: once taken for --simulate
+        ["snapshot", "--jso"],
+        ["launch", "ddp", "--npro", "2"],
         ["snapshot", "--simulate", "0"],
         ["nosuchcommand"],
     ],
@@ -133,6 +137,52 @@ def test_bad_arguments_exit_2_with_one_error_line(args: list[str]) -> None:
     assert lines[0].startswith("gpumon")
     assert "error" in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_an_abbreviated_option_is_named_with_its_full_spelling() -> None:
+    result = gpumon_run("--simulat", "4")
+    assert result.returncode == 2
+    assert "unknown option --simulat: did you mean --simulate?" in result.stderr  # not "invalid choice: '4'"
+
+
+def _monitor_without_terminal(
+    *args: str, stdout: Any = subprocess.PIPE
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "gpumon", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=120,  # the app it once started never ended: a generous deadline, not a measure
+    )
+    return result, time.monotonic() - started
+
+
+@pytest.mark.parametrize("args", [[], ["--simulate", "4"], ["--hosts", "local", "--simulate", "2"], ["--readonly"]])
+def test_the_monitor_without_a_terminal_says_what_to_use_instead_and_exits_2(args: list[str]) -> None:
+    result, took = _monitor_without_terminal(*args)  # stdout a pipe, as `gpumon | less`, cron or ssh without -t
+    assert result.returncode == 2 and result.stdout == ""  # no escape codes
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "needs a terminal and stdout is not one" in lines[0] and "gpumon snapshot --json [--watch]" in lines[0]
+    assert took < 20  # it ends at once (before, never)
+
+
+def test_the_monitor_with_stdin_not_a_terminal_is_refused_too() -> None:
+    import pty
+
+    main, tty = pty.openpty()  # stdout a terminal, stdin not: no key (not even q) would reach the app
+    try:
+        result, _ = _monitor_without_terminal("--simulate", "1", stdout=tty)
+    finally:
+        os.close(tty)
+        os.close(main)
+    assert result.returncode == 2
+    assert "needs a terminal and stdin is not one" in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_snapshot_imports_no_tui_torch_or_ray() -> None:

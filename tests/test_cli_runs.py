@@ -42,6 +42,12 @@ def gpumon(tmp_path: Path):
         (["stop", "nope"], "no run 'nope' (see 'gpumon runs' for the ids)"),
         (["logs", "last"], "no runs yet: start one with 'gpumon launch ddp'"),
         (["runs", "--", "x"], "'--' only goes with launch"),
+        (["launch", "ddp", "--on-alert", "echo X >> f"], "without a shell, so '>>' would only be an argument"),
+        (["launch", "ddp", "--on-alert", "notify-send a | tee f"], "so '|' would"),
+        (["launch", "ddp", "--on-alert", "date; beep"], "so ';' would"),
+        (["launch", "ddp", "--on-alert", "true && beep"], "so '&&' would"),
+        (["launch", "ddp", "--on-alert", "echo $(date)"], "so '$(' would"),
+        (["launch", "ddp", "--on-alert", "echo 'x"], "--on-alert: No closing quotation"),
     ],
 )
 def test_bad_input_gets_one_line_and_exit_2_before_anything_starts(gpumon, tmp_path: Path, args, message) -> None:
@@ -50,6 +56,24 @@ def test_bad_input_gets_one_line_and_exit_2_before_anything_starts(gpumon, tmp_p
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert not list((tmp_path / "home" / "runs").glob("*")) if (tmp_path / "home" / "runs").exists() else True
+
+
+def test_the_shell_line_that_on_alert_suggests_runs_and_receives_the_alert(tmp_path: Path) -> None:
+    from gpumon.cli.launch import alert_command
+    from gpumon.core.events import EventWriter
+    from gpumon.core.runs.alerts import raise_alert
+    from tests.conftest import wait_until
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumon", "launch", "ddp", "--on-alert", "echo X >> f"], capture_output=True, text=True
+    )
+    suggested = done.stderr.split("e.g. --on-alert '")[1].split("', or")[0]  # as the user would paste it
+    out = tmp_path / "alerts.txt"
+    command = alert_command(suggested.replace("alerts.txt", str(out)))
+    assert command == ("sh", "-c", f"echo $GPUMON_ALERT >> {out}")  # one argument for sh: no shell syntax left
+    raise_alert(tmp_path, EventWriter(tmp_path, "test"), "memory leak on rank 1", command)
+    assert wait_until(lambda: out.exists() and out.read_text() == "memory leak on rank 1\n", timeout=60)
+    assert alert_command("notify-send 'gpumon > alert'") == ("notify-send", "gpumon > alert")  # quoted: a word
 
 
 def test_launch_runs_logs_and_stop(gpumon, tmp_path: Path) -> None:

@@ -115,6 +115,54 @@ def test_stop_requests_mark_active_trials_stopping(tmp_path: Path) -> None:
     assert snap is not None and snap.info.stop_requested and [r.stopping for r in snap.trials] == [False, True, True]
 
 
+def test_a_trial_tune_ended_at_the_users_request_reads_stopped_not_terminated(tmp_path: Path) -> None:
+    from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
+
+    run_dir = record_live(tmp_path)  # f00d1_00000 finished by itself; 00001 and 00002 run
+    monitor = ExperimentsMonitor(RunStore(tmp_path))
+    request_stop_trial(run_dir, "f00d1_00001")  # x
+    writer = EventWriter(run_dir, "tune")
+    writer.write("trial_end", trial_id="f00d1_00001", status="TERMINATED")  # what Tune says of it
+    monitor.refresh()
+    snap = monitor.snapshot(LIVE)
+    assert snap is not None and [r.status for r in snap.trials] == ["TERMINATED", STOPPED, "RUNNING"]
+    request_stop_experiment(run_dir)  # X: the trials Tune ends from now on were stopped too
+    writer.write("trial_end", trial_id="f00d1_00002", status="TERMINATED")
+    writer.close()
+    monitor.refresh()
+    snap = monitor.snapshot(LIVE)
+    assert snap is not None and [r.status for r in snap.trials] == ["TERMINATED", STOPPED, STOPPED]
+    fresh = ExperimentsMonitor(RunStore(tmp_path))  # an app opened later reads the requests too
+    fresh.refresh()
+    again = fresh.snapshot(LIVE)
+    assert again is not None and [r.status for r in again.trials] == ["TERMINATED", STOPPED, STOPPED]
+
+
+def test_gpumon_trials_says_stopped_for_a_trial_the_user_stopped(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from gpumon.core.runs.control import request_stop_trial
+
+    run_dir = record_live(tmp_path)
+    request_stop_trial(run_dir, "f00d1_00001")  # gpumon stop RUN --trial f00d1_00001
+    writer = EventWriter(run_dir, "tune")
+    writer.write("trial_end", trial_id="f00d1_00001", status="TERMINATED")
+    writer.close()
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path), "COLUMNS": "200"}
+
+    def trials(*args: str) -> str:
+        argv = [sys.executable, "-m", "gpumon", "trials", LIVE, *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+
+    rows = {line.split()[0].rstrip("*"): line.split()[1] for line in trials().splitlines() if line.startswith("f00d1")}
+    assert rows == {"f00d1_00000": "TERMINATED", "f00d1_00001": STOPPED, "f00d1_00002": "RUNNING"}
+    doc = json.loads(trials("--json"))
+    assert {t["id"]: t["status"] for t in doc["trials"]} == rows
+
+
 def test_every_metric_has_a_series_and_the_experiments_is_the_curve() -> None:
     exp = Experiment()
     exp.apply({"type": "tune_start", "metric": "loss", "mode": "min", "space": ["lr"]})

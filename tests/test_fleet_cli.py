@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gpumon.core.fleet.reasons import UNKNOWN_NAME
 from tests.conftest import wait_until
 from tests.test_fleet_links import stand_in
 
@@ -33,6 +37,19 @@ def test_fleet_json_gives_every_host_its_state_and_gpus(tmp_path: Path) -> None:
     assert doc["gpus"] == 6 and 0 <= doc["idle_gpus"] <= 6
     assert doc["hosts"][2]["reason"] == "authentication refused"
     assert doc["hosts"][1]["snapshot"]["fields"] == "fleet" and doc["hosts"][1]["runs"] == []
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="OpenSSH's client is not installed")
+def test_an_unknown_host_name_reads_as_ssh_says_it_not_unreachable(tmp_path: Path) -> None:
+    result = gpumon(tmp_path, "fleet", "--hosts", "nosuchhost.invalid", "--json")  # .invalid never resolves
+    assert result.returncode == 0, result.stderr
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["link"] == "down" and host["reason"].startswith(f"{UNKNOWN_NAME} (ssh: ")
+    assert "nosuchhost.invalid" in host["reason"] and host["detail"] in host["reason"]  # ssh's own line
+    table = gpumon(tmp_path, "fleet", "--hosts", "nosuchhost.invalid")
+    assert "host name not resolved (ssh: Could not resolve hostname nosuchhost.invalid" in table.stdout
+    launch = gpumon(tmp_path, "launch", "ddp", "--hosts", "nosuchhost.invalid,local", "--nproc", "1")
+    assert launch.returncode == 2 and "nosuchhost.invalid: host name not resolved (ssh: " in launch.stderr
 
 
 def test_fleet_table_reads_hosts_and_ssh_from_the_config_file(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from gpumon.core.fleet.hosts import parse_hosts
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.monitor import FleetMonitor, settled
-from gpumon.core.fleet.reasons import AUTH, NOT_INSTALLED, UNREACHABLE
+from gpumon.core.fleet.reasons import AUTH, NOT_INSTALLED, UNKNOWN_NAME, UNREACHABLE
 from tests.conftest import wait_until
 
 STAND_IN = Path(__file__).with_name("fleet_ssh.py")
@@ -52,7 +52,8 @@ def test_each_host_shows_its_gpus_or_its_reason_and_the_others_stay_live(tmp_pat
     state = monitor.wait(settled, timeout=30)
     assert [h.link for h in state.hosts] == ["live", "live", "live", "down", "down", "down", "down"]
     assert host(state, "denied").reason == AUTH and "Permission denied" in (host(state, "denied").detail or "")
-    assert host(state, "nowhere").reason == UNREACHABLE
+    nowhere = host(state, "nowhere")  # ssh's own words, not a network failure
+    assert nowhere.reason == f"{UNKNOWN_NAME} (ssh: Could not resolve hostname nowhere: Name or service not known)"
     assert host(state, "bare").reason == NOT_INSTALLED
     old = host(state, "old").reason or ""
     assert old.startswith("version mismatch: remote gpumon 0.0.9, here ")

@@ -5,7 +5,22 @@ Update after an intended change of the look: pytest tests/test_snapshots.py --sn
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from gpumon.core.gpu.simulated import SimulatedSource
+from gpumon.core.model import GpuSample
 from tests.conftest import make_app, no_gpu_app
+
+
+class RealLookingProcesses(SimulatedSource):
+    """Simulated GPUs whose processes are not marked simulated: T asks (a simulated one is refused at once)."""
+
+    def sample(self) -> GpuSample:
+        sample = super().sample()
+        devices = tuple(
+            replace(d, processes=tuple(replace(p, simulated=False) for p in d.processes)) for d in sample.devices
+        )
+        return replace(sample, devices=devices)
 
 
 def test_main_screen_80x24(snap_compare) -> None:
@@ -29,4 +44,5 @@ def test_help_screen(snap_compare) -> None:
 
 
 def test_signal_confirmation(snap_compare) -> None:
-    assert snap_compare(make_app(gpus=2), press=["tab", "T"], terminal_size=(100, 32))
+    app = make_app(RealLookingProcesses(2, seed=1))
+    assert snap_compare(app, press=["tab", "T"], terminal_size=(100, 32))

@@ -227,6 +227,11 @@ async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> Non
         assert stops.read_text() == "f00d1_00001\n"
         await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPING")
         assert any("Asked" in n and "trial f00d1_00001" in n for n in notes(app))
+        writer = EventWriter(run_dir, "tune")
+        writer.write("trial_end", trial_id="f00d1_00001", status="TERMINATED")  # Tune ended it, as asked
+        writer.close()
+        await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPED")  # not a finished trial's
+        assert cell(table, "f00d1_00000", "status") == "TERMINATED"
         await pilot.press("X")
         assert isinstance(app.screen, ConfirmScreen) and f"Stop the whole search {LIVE}" in app.screen.question
         await pilot.press("y")
@@ -269,9 +274,9 @@ async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
     record_done(home)
     app = make_app(gpus=2)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("tab", "T")  # SIGTERM is T, in the GPUs view only
-        assert isinstance(app.screen, ConfirmScreen) and "SIGTERM" in app.screen.question
-        await pilot.press("n", "t")  # t opens Trials from every view, the process table's too
+        await pilot.press("tab", "T")  # SIGTERM is T, in the GPUs view only (a simulated process: refused at once)
+        assert any("nothing to send SIGTERM" in n for n in notes(app))
+        await pilot.press("t")  # t opens Trials from every view, the process table's too
         assert app.view == "trials"
         footer = set(app.screen.active_bindings)
         assert {"s", "f", "e", "x", "X", "R", "m", "g", "r"} <= footer and not {"a", "n", "l", "K"} & footer

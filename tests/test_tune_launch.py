@@ -95,6 +95,8 @@ def test_a_search_from_gpumon_stops_one_trial_then_all_and_keeps_its_results(
     assert "results in" in log and "best trial:" in log
     doc = json.loads(gpumon("trials", run_id, "--json", cwd=tmp_path).stdout)
     assert doc["run"] == run_id and {t["id"] for t in doc["trials"]} >= {first, second}
+    shown = {t["id"]: t["status"] for t in doc["trials"]}
+    assert shown[first] == "STOPPED"  # Tune says TERMINATED, as for a trial that finished: the request says why
     assert wait_until(lambda: not _ray_processes_of(record.dir), timeout=20), _ray_processes_of(record.dir)
 
 

@@ -130,10 +130,30 @@ def build_spec(args: argparse.Namespace, rest: list[str], gpus: str | None, npro
         name=args.name,
         oom_retry=args.oom_retry,
         no_census=args.no_census,
-        on_alert=tuple(shlex.split(args.on_alert)) if args.on_alert else (),
+        on_alert=alert_command(args.on_alert),
         keep_batch=args.keep_batch,
         group=args.group,
     )
+
+
+def alert_command(text: str | None) -> tuple[str, ...]:
+    """``--on-alert``'s argument list. Raises SpecError for a shell line, which would run as arguments."""
+    from gpumon.core.runs.alerts import shell_operator
+    from gpumon.core.runs.spec import SpecError
+
+    if not text:
+        return ()
+    operator = shell_operator(text)
+    if operator is not None:
+        raise SpecError(
+            f"--on-alert runs its command without a shell, so {operator!r} would only be an argument: "
+            "for a shell line use sh -c (the alert's text is $GPUMON_ALERT), e.g. "
+            """--on-alert 'sh -c "echo $GPUMON_ALERT >> alerts.txt"', or put it in a script"""
+        )
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as err:
+        raise SpecError(f"--on-alert: {err}: quote it as in a shell") from None
 
 
 def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:

@@ -106,12 +106,19 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"gpumon: error: {err}", file=sys.stderr)
         return 2
-    from gpumon.cli.fleet import build_monitor
+    from gpumon.cli.fleet import build_monitor, settings
     from gpumon.core.fleet.hosts import HostError
 
     ray = _fleet(args)
     if isinstance(ray, int):
         return ray
+    no_terminal = terminal_problem()
+    if no_terminal is not None:  # every mistake above and below is said first: it is the one to fix
+        try:
+            settings(args)
+        except HostError as err:
+            return fail(str(err))
+        return fail(_keymap_problem(keymap) or no_terminal)
     # NVML starts and the first sample is taken while Textual imports.
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     try:
@@ -128,19 +135,44 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     if fleet is not None:
         fleet.start()  # ssh links connect and Ray's driver joins while Textual imports
     try:
-        from gpumon.core.config import keymap_path
-        from gpumon.tui.app import GpumonApp, keymap_problems
+        from gpumon.tui.app import GpumonApp
 
-        problems = keymap_problems(keymap)
-        if problems:
-            print(f"gpumon: error: {keymap_path()}: {problems[0]}", file=sys.stderr)
-            return 2
+        problem = _keymap_problem(keymap)
+        if problem:
+            return fail(problem)
         GpumonApp(sampler, readonly=args.readonly, keymap=keymap, fleet=fleet).run()
     finally:
         if fleet is not None:
             fleet.stop()
         sampler.stop()
     return 0
+
+
+def terminal_problem() -> str | None:
+    """Why the full-screen monitor cannot run here (None: it can). Without a terminal on stdout it would
+    write escape codes into a pipe or file and never end; without one on stdin no key reaches it (not even q)."""
+    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (ValueError, OSError):  # closed
+            tty = False
+        if not tty:
+            return (
+                f"the live monitor needs a terminal and {name} is not one (a pipe, a file, cron, ssh without -t): "
+                "for scripts use gpumon snapshot --json [--watch], over ssh use ssh -t HOST gpumon"
+            )
+    return None
+
+
+def _keymap_problem(keymap: dict[str, str]) -> str | None:
+    """The user's keymap checked against the app's keys (imports Textual: only with a keymap)."""
+    if not keymap:
+        return None
+    from gpumon.core.config import keymap_path
+    from gpumon.tui.app import keymap_problems
+
+    problems = keymap_problems(keymap)
+    return f"{keymap_path()}: {problems[0]}" if problems else None
 
 
 def _fleet(args: argparse.Namespace) -> Any:

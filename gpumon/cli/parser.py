@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import difflib
+from typing import Any, NoReturn
 
 from gpumon import __version__
 from gpumon.cli import doctor, fleet, launch, runs, signals, tune
@@ -14,10 +15,30 @@ from gpumon.core.sampler import MIN_INTERVAL
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a user's mistake in one line and exits 2."""
+    """argparse that reports a user's mistake in one line and exits 2, and takes options only as spelled
+    (no abbreviations: ``--simulat 4`` is a mistake, not ``--simulate``). Subparsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self._words: list[str] = []
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._words = list(args or [])
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        unknown = self._unknown_option() if "invalid choice" in message else None
+        if unknown is not None:  # `gpumon --simulat 4`: argparse would blame '4', taken for the command
+            close = difflib.get_close_matches(unknown.split("=")[0], list(self._option_string_actions), n=1)
+            message = f"unknown option {unknown}" + (f": did you mean {close[0]}?" if close else "")
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def _unknown_option(self) -> str | None:
+        for word in self._words:
+            if word.startswith("--") and len(word) > 2 and word.split("=")[0] not in self._option_string_actions:
+                return word
+        return None
 
 
 def _interval(text: str) -> float:

@@ -62,7 +62,7 @@ HEADER = ("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S"
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.cli.group import group_docs, group_row, print_causes
-    from gpumon.core.runs.listing import RUNS_SCHEMA, recent, run_doc
+    from gpumon.core.runs.listing import RUNS_SCHEMA, newest_first, recent, run_doc
     from gpumon.core.runs.monitor import read_one
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
 
@@ -72,9 +72,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         except RunNotFound as err:
             return fail(str(err))
         groups: list[dict[str, Any]] = []
-    else:
-        summaries = _summaries()
-        groups = group_docs(RunStore().root, settle=not args.readonly)
+    else:  # newest first, as the Runs view lists them
+        summaries = newest_first(_summaries())
+        groups = sorted(group_docs(RunStore().root, settle=not args.readonly), key=_created, reverse=True)
     note = disk_note(RunStore().root, {s.id: s.step for s in summaries if s.record.live})
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
@@ -85,28 +85,37 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not summaries and not groups:
         print("no runs yet: start one with 'gpumon launch ddp' or press n in gpumon's Runs view")
         return 0
-    rows: list[tuple[str, ...]] = [HEADER]
+    rows: list[tuple[float, tuple[str, ...]]] = [(_created(doc), group_row(doc)) for doc in groups]
     for s in summaries:
         r = s.record
         rows.append(
             (
-                s.id,
-                r.spec.kind,
-                f"{s.state} !" if s.alerts else s.state,  # ! : an alert (a leak reached, a failure)
-                "" if r.exit_code is None else str(r.exit_code),
-                fmt.duration(r.elapsed()),
-                "" if s.step is None else str(s.step),
-                "" if s.loss is None else f"{s.loss:.4f}",
-                "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
-                "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
-                "" if s.rss is None else fmt.size(s.rss),
-                r.spec.label() + (f" (node {r.spec.node_rank} of {r.spec.group})" if r.spec.group else ""),
+                r.created,
+                (
+                    s.id,
+                    r.spec.kind,
+                    f"{s.state} !" if s.alerts else s.state,  # ! : an alert (a leak reached, a failure)
+                    "" if r.exit_code is None else str(r.exit_code),
+                    fmt.duration(r.elapsed()),
+                    "" if s.step is None else str(s.step),
+                    "" if s.loss is None else f"{s.loss:.4f}",
+                    "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
+                    "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
+                    "" if s.rss is None else fmt.size(s.rss),
+                    r.spec.label() + (f" (node {r.spec.node_rank} of {r.spec.group})" if r.spec.group else ""),
+                ),
             )
         )
-    rows.extend(group_row(doc) for doc in groups)
-    print_table(rows)
+    if not args.run:  # a group among its runs by its creation time (the named runs keep the order asked)
+        rows.sort(key=lambda row: row[0], reverse=True)
+    print_table([HEADER, *(cells for _, cells in rows)])
     print_causes(groups)
     return 0
+
+
+def _created(doc: dict[str, Any]) -> float:
+    created = doc.get("created")
+    return float(created) if isinstance(created, int | float) else 0.0
 
 
 def _resolve(text: str) -> Any:

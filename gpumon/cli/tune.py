@@ -97,9 +97,10 @@ def stop_trial(record: Any, trial_id: str) -> int:
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
+    from gpumon.core.runs.control import stop_requested_at, trials_to_stop
     from gpumon.core.runs.store import RunNotFound, RunStore
     from gpumon.core.runs.telemetry import RunTelemetry
-    from gpumon.core.runs.trials import over_status, shown_status
+    from gpumon.core.runs.trials import over_status, trial_status
 
     store = RunStore()
     if args.run:
@@ -120,10 +121,12 @@ def cmd_trials(args: argparse.Namespace) -> int:
         return fail(f"no Ray Tune trials in {where}: {hint}")
     exp = tele.tune
     over = over_status(exp.ended, record.live)  # once the search is over no trial reads RUNNING
+    stops, stop_all_at = trials_to_stop(record.dir), stop_requested_at(record.dir)
+    status = {t.id: trial_status(t, over, stops, stop_all_at) for t in exp.trials.values()}  # STOPPED: by the user
     if args.json:
         doc = exp.to_dict()
         for trial in doc["trials"]:
-            trial["status"] = shown_status(trial["status"], over)
+            trial["status"] = status[trial["id"]]
         print(json.dumps({"schema": 1, "run": record.id, **doc}, indent=2))
         return 0
     best = exp.best_trial()
@@ -143,7 +146,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
         rows.append(
             [
                 t.id + mark,
-                shown_status(t.status, over),
+                status[t.id],
                 *(fmt.value(t.config.get(p)) for p in params),
                 "" if t.iteration is None else str(t.iteration),
                 *(fmt.value(t.metrics.get(m)) for m in metrics),

@@ -7,6 +7,7 @@ through one ``AppContext``, and holds the keys that work everywhere.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,8 +20,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
 
+from gpumon.core import format as fmt
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.model import Snapshot
+from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.feeds import RunsRefreshed, SampleReady
@@ -34,6 +37,7 @@ from gpumon.tui.widgets.top_bar import top_bar_text
 __all__ = ["GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]
 
 WIDE = 160  # columns from which GPU panels sit two abreast
+FRESH_END_S = 60.0  # a run first seen already finished is told only if it ended this recently
 FOOTNOTE = """\
 Signals (T, K, I), stop and kill ask first. Values that cannot be read show N/A.
 With --readonly, no signal is ever sent, no run or trial is started or stopped and no census is asked for.
@@ -90,6 +94,7 @@ class GpumonApp(App[None]):
         self._views: dict[str, View] = {}
         self._runs_list: object = None
         self._alerts_seen: dict[str, int] | None = None
+        self._states_seen: dict[str, str] | None = None
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -146,6 +151,7 @@ class GpumonApp(App[None]):
         self._runs_list = message.summaries
         self.context.runs = {s.id: s for s in message.summaries}
         self._tell_alerts(message)
+        self._tell_finished(message.summaries)
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids
             self.context.run_ranks = dict(message.ranks)
@@ -169,6 +175,26 @@ class GpumonApp(App[None]):
                 )
             seen[summary.id] = len(summary.alerts)
         self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
+
+    def _tell_finished(self, summaries: list[RunSummary]) -> None:
+        """A run that ends well is a notification too, whatever view shows (a failure is one of the alerts):
+        a run seen live that now reads finished, or a new one that finished within the last minute."""
+        states = {s.id: s.state for s in summaries}
+        seen, self._states_seen = self._states_seen, states
+        if seen is None:  # the first read: what ended before the app opened is in the Runs view
+            return
+        now = time.time()
+        for s in summaries:
+            before = seen.get(s.id)
+            if s.state != "finished" or before == "finished":
+                continue
+            if before is None and now - (s.record.ended or 0.0) > FRESH_END_S:
+                continue  # an old run that came to the list late
+            took, code = s.record.elapsed(), s.record.exit_code
+            after = (f" after {fmt.duration(took)}" if took is not None else "") + (
+                f" (exit code {code})" if code is not None else ""
+            )
+            self.notify(f"{s.id} finished{after}", title="gpumon", severity="information", timeout=10)
 
     def set_run_pids(self, pids: dict[int, str]) -> None:
         """Mark these PIDs as the runs' (the RUN column; tests may call it directly)."""

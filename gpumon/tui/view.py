@@ -7,7 +7,7 @@ policy); a view never reaches into another view.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from textual.widget import Widget
@@ -48,10 +48,33 @@ class Command:
 SIGNALS_OFF = "signals are off"
 
 
+#: The bindings (by id) whose actions --readonly refuses: they leave the footer, and pressed they still say why.
+READONLY_OFF = frozenset(
+    {
+        "terminate", "kill", "interrupt",  # GPUs: signals
+        "remote_terminate", "remote_kill",  # a fleet host's screen: signals through ssh
+        "new_run", "clone_run", "stop_run", "kill_run",  # Runs: launch, stop
+        "stop_trial", "stop_experiment",  # Trials
+        "census",  # Doctor
+    }
+)  # fmt: skip
+
+
 class Refuses:
     """The --readonly refusal, in the same words in every view and screen that can act."""
 
     context: AppContext
+
+    def on_mount(self) -> None:
+        """--readonly: the keys of what it refuses are not offered in the footer (Textual calls each class's
+        on_mount, so a view's own on_mount does not replace this one)."""
+        if not self.context.readonly:
+            return
+        assert isinstance(self, Widget)
+        by_key = self._bindings.key_to_bindings
+        for key, bindings in by_key.items():
+            by_key[key] = [replace(b, show=False) if b.id in READONLY_OFF else b for b in bindings]
+        self.refresh_bindings()
 
     def refused(self, what: str) -> bool:
         """True (and say so) when --readonly forbids ``what``."""

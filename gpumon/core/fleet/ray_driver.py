@@ -86,7 +86,7 @@ def join(address: str, ship: Path | None = None) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gpumon-ray-driver")
+    parser = argparse.ArgumentParser(prog="gpumon-ray-driver", allow_abbrev=False)
     parser.add_argument("address")
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--simulate", type=int, default=0)

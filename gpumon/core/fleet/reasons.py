@@ -14,6 +14,9 @@ from gpumon import __version__
 
 AUTH = "authentication refused"
 UNREACHABLE = "host unreachable"
+#: The start of the reason when ssh cannot resolve the name (a typo, a host missing from ~/.ssh/config or DNS):
+#: ssh's own line follows, so it reads as ssh said it, not as a network failure.
+UNKNOWN_NAME = "host name not resolved"
 HOST_KEY = "host key not trusted: ssh to it once yourself to check and accept the key"  # BatchMode never asks
 NOT_INSTALLED = "gpumon is not installed there: pip install gpumon (or set [fleet] gpumon = PATH)"
 OLD_REMOTE = (
@@ -23,13 +26,17 @@ SSH_FAILED = 255  # ssh's own exit status: it could not reach, trust or log in t
 #: Exit statuses that mean the remote gpumon never ran: ssh failed, or the shell there could not run it.
 NEVER_RAN = (126, 127, SSH_FAILED)
 
+_RESOLVE_TEXTS = (
+    "could not resolve hostname",  # OpenSSH: "ssh: Could not resolve hostname X: Name or service not known"
+    "name or service not known",
+    "nodename nor servname provided",  # macOS
+    "temporary failure in name resolution",
+)
 _UNREACHABLE_TEXTS = (
-    "could not resolve hostname",
     "connection refused",
     "no route to host",
     "timed out",
     "network is unreachable",
-    "name or service not known",
     "connection reset",
     "connection closed by",
     "broken pipe",
@@ -48,6 +55,10 @@ def classify(returncode: int | None, stderr: Sequence[str]) -> tuple[str, str | 
     if returncode == SSH_FAILED:
         if "host key verification failed" in text:
             return HOST_KEY, _line_with(lines, "host key verification failed")
+        for needle in _RESOLVE_TEXTS:
+            if needle in text:
+                said = _line_with(lines, needle)
+                return f"{UNKNOWN_NAME} ({said})", said
         for needle in _UNREACHABLE_TEXTS:
             if needle in text:
                 return UNREACHABLE, _line_with(lines, needle)

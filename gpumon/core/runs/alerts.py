@@ -4,6 +4,7 @@ user's own command (``gpumon launch --on-alert CMD``: an argument list, never a 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,26 @@ from typing import Any
 from gpumon.core.events import EventWriter
 
 ALERT_TIMEOUT_S = 30  # the user's command gets this long before it is left to itself
+
+
+_OPERATOR_CHARS = frozenset("();<>|&")
+
+
+def shell_operator(text: str) -> str | None:
+    """The shell syntax in ``--on-alert``'s text (``>>``, ``|``, ``;``, ``&&``, ``$(``, a backquote), which an
+    argument list would pass on as plain arguments; None when there is none (or the text does not split)."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unclosed quote: shlex.split says so later
+        return None
+    for before, word in zip(["", *words], words, strict=False):
+        if word and set(word) <= _OPERATOR_CHARS:
+            return "$(" if word == "(" and before.endswith("$") else word
+        if "`" in word:
+            return "`"
+    return None
 
 
 def raise_alert(run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = ()) -> None:

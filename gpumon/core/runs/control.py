@@ -9,6 +9,7 @@ itself, so their results and checkpoints stay in the run directory.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 CONTROL_DIR = "control"
@@ -24,9 +25,16 @@ def control_dir(run_dir: str | os.PathLike[str]) -> Path:
 
 
 def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:
+    """The flag, holding the time of the first request (the clock the events' times are on)."""
     flag = control_dir(run_dir) / STOP_ALL
-    fd = os.open(flag, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(fd)
+    try:
+        fd = os.open(flag, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # asked before: that time stays
+        return
+    try:
+        os.write(fd, f"{time.time()!r}\n".encode())
+    finally:
+        os.close(fd)
 
 
 def request_stop_trial(run_dir: str | os.PathLike[str], trial_id: str) -> None:
@@ -41,6 +49,20 @@ def request_stop_trial(run_dir: str | os.PathLike[str], trial_id: str) -> None:
 
 def stop_requested(run_dir: str | os.PathLike[str]) -> bool:
     return (Path(run_dir) / CONTROL_DIR / STOP_ALL).exists()
+
+
+def stop_requested_at(run_dir: str | os.PathLike[str]) -> float | None:
+    """When the whole search was first asked to stop, or None: a trial Tune ended after then was stopped by
+    the user, one ended before finished by itself. (A file's mtime is coarser than the events' clock.)"""
+    flag = Path(run_dir) / CONTROL_DIR / STOP_ALL
+    try:
+        text, mtime = flag.read_text(), flag.stat().st_mtime
+    except OSError:
+        return None
+    try:
+        return float(text)
+    except ValueError:  # empty: an older gpumon's flag
+        return mtime
 
 
 def trials_to_stop(run_dir: str | os.PathLike[str]) -> frozenset[str]:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EVENTS_DIR, SUFFIX, EventReader
-from gpumon.core.runs.control import stop_requested, trials_to_stop
+from gpumon.core.runs.control import stop_requested_at, trials_to_stop
 from gpumon.core.runs.store import END_STATES, LIVE_STATES, RunRecord, RunStore, read_json
-from gpumon.core.runs.trials import ACTIVE, Experiment, Trial, flatten, over_status, shown_status
+from gpumon.core.runs.trials import ACTIVE, Experiment, Trial, flatten, over_status, trial_status
 
 TUNE_SOURCE = "tune"
 Curve = tuple[tuple[int, ...], tuple[float, ...]]  # steps, values
@@ -44,7 +44,7 @@ class TuneEventReader(EventReader):
 @dataclass(frozen=True, slots=True)
 class TrialRow:
     id: str
-    status: str  # Tune's status, or LOST / STOPPED (trials.shown_status)
+    status: str  # Tune's status, or LOST / STOPPED (trials.trial_status)
     params: dict[str, Any]  # the trial's config, flattened
     iteration: int | None
     time_total_s: float | None
@@ -116,7 +116,8 @@ class _Tracked:
     final: bool = False
     stops: frozenset[str] = frozenset()
     stop_all: bool = False
-    rows: dict[str, tuple[tuple[int, bool, str | None], TrialRow]] = field(default_factory=dict)
+    stop_all_at: float | None = None
+    rows: dict[str, tuple[tuple[int, bool, str], TrialRow]] = field(default_factory=dict)
     info: ExperimentInfo | None = None
     info_key: tuple[int, str, bool] | None = None
     snap: ExperimentSnapshot | None = None
@@ -164,8 +165,9 @@ class ExperimentsMonitor:
         exp = tracked.experiment
         for event in tracked.reader.poll():
             exp.apply(event)
-        if tracked.state in LIVE_STATES:
-            tracked.stops, tracked.stop_all = trials_to_stop(path), stop_requested(path)
+        # read for ended runs too (once: they are final): a trial Tune ended at the user's request reads STOPPED
+        tracked.stops, tracked.stop_all_at = trials_to_stop(path), stop_requested_at(path)
+        tracked.stop_all = tracked.stop_all_at is not None
         key = (exp.revision, tracked.state, tracked.stop_all)
         if key != tracked.info_key:
             tracked.info_key, tracked.info = key, _info(tracked)
@@ -226,10 +228,11 @@ def _snapshot(tracked: _Tracked, over: str | None) -> ExperimentSnapshot:
     rows = []
     for trial in exp.trials.values():
         stopping = trial.status in ACTIVE and (tracked.stop_all or trial.id in tracked.stops)
-        key = (trial.revision, stopping, over)
+        status = trial_status(trial, over, tracked.stops, tracked.stop_all_at)
+        key = (trial.revision, stopping and over is None, status)
         hit = cache.get(trial.id)
         if hit is None or hit[0] != key:
-            hit = cache[trial.id] = (key, _row(trial, stopping, over))
+            hit = cache[trial.id] = (key, _row(trial, key[1], status))
         rows.append(hit[1])
     names = {name for row in rows for name in row.params}
     if exp.space is not None:  # the searched names only: constants passed in the config are no column
@@ -249,10 +252,10 @@ def _snapshot(tracked: _Tracked, over: str | None) -> ExperimentSnapshot:
     )
 
 
-def _row(trial: Trial, stopping: bool, over: str | None) -> TrialRow:
+def _row(trial: Trial, stopping: bool, status: str) -> TrialRow:
     return TrialRow(
         id=trial.id,
-        status=shown_status(trial.status, over),
+        status=status,
         params=flatten(trial.config),
         iteration=trial.iteration,
         time_total_s=trial.time_total_s,
@@ -260,7 +263,7 @@ def _row(trial: Trial, stopping: bool, over: str | None) -> TrialRow:
         metrics=dict(trial.metrics),
         best=trial.best,
         error=trial.error,
-        stopping=stopping and over is None,
+        stopping=stopping,
         hostname=trial.hostname,
         node_ip=trial.node_ip,
     )

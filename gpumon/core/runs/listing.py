@@ -26,9 +26,13 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
 
 
 def recent(summaries: Sequence[RunSummary], ended: int | None) -> list[RunSummary]:
-    """Every live run and the newest ``ended`` ended ones (all with None), oldest first as given."""
+    """Every live run and the newest ``ended`` ended ones (all with None), in the order given."""
     if ended is None:
         return list(summaries)
-    finished = [s for s in summaries if not s.record.live]
-    keep = {id(s) for s in finished[max(0, len(finished) - ended) :]} if ended else set()
+    keep = {id(s) for s in newest_first([s for s in summaries if not s.record.live])[:ended]}
     return [s for s in summaries if s.record.live or id(s) in keep]
+
+
+def newest_first(summaries: Sequence[RunSummary]) -> list[RunSummary]:
+    """The order of ``gpumon runs`` and of the Runs view: by creation time, the newest on top."""
+    return sorted(summaries, key=lambda s: (s.record.created, s.id), reverse=True)

@@ -10,7 +10,9 @@ from gpumon.core.runs.series import Series
 TUNE_EVENTS = frozenset({"tune_start", "trial_start", "trial_result", "trial_end", "tune_end"})
 ACTIVE = ("RUNNING", "PENDING", "PAUSED")  # a trial that has not ended
 LOST = "LOST"  # an active trial of a run that ended without saying how the trial did
-STOPPED = "STOPPED"  # an active trial when the search ended (a stop, a time budget): Tune sent no end for it
+#: A trial stopped before it finished: one Tune ended after the user asked it to stop (x, X, gpumon stop
+#: [--trial], whose requests are in control/), or one still active when the search ended (a stop, a time budget).
+STOPPED = "STOPPED"
 
 
 def over_status(ended: bool, live: bool) -> str | None:
@@ -21,6 +23,16 @@ def over_status(ended: bool, live: bool) -> str | None:
 
 def shown_status(status: str, over: str | None) -> str:
     return over if over is not None and status in ACTIVE else status
+
+
+def trial_status(trial: Trial, over: str | None, stops: frozenset[str], stop_all_at: float | None) -> str:
+    """What a trial reads in the Trials view and ``gpumon trials``: Tune's status, except STOPPED for one Tune
+    terminated after the user asked it (``stops``: the trials asked by id; ``stop_all_at``: when the whole search
+    was asked, so a trial that ended before then still reads TERMINATED), and ``over`` for one left active."""
+    if trial.status == "TERMINATED":
+        asked = trial.id in stops or (stop_all_at is not None and (trial.ended_at or 0.0) >= stop_all_at)
+        return STOPPED if asked else trial.status
+    return shown_status(trial.status, over)
 
 
 def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -49,6 +61,7 @@ class Trial:
     curve: Series = field(default_factory=Series)  # the experiment's metric per iteration
     best: float | None = None  # this trial's best value of the experiment's metric
     error: str | None = None
+    ended_at: float | None = None  # the time of Tune's end event for it
     history: dict[str, Series] = field(default_factory=dict)  # every metric per iteration (curve is one)
     results: int = 0
     revision: int = 0  # bumped by every event of this trial: views rebuild only changed rows
@@ -110,6 +123,8 @@ class Experiment:
             self._result(trial, event)
         elif kind == "trial_end":
             trial.status = str(event.get("status", "TERMINATED"))
+            if isinstance(event.get("t"), int | float):
+                trial.ended_at = float(event["t"])
             if event.get("error"):
                 trial.error = str(event["error"])
 

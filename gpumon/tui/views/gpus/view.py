@@ -277,6 +277,9 @@ class GpusView(View, Vertical):
             self.notify(f"{what} (tab to the process table)", severity="warning", markup=False)
             return
         sig = signal.Signals[name]
+        if proc.simulated:  # never signalled: say so now, not after a question whose answer changes nothing
+            self.notify(send_signal(proc, sig).message, severity="warning", timeout=6)
+            return
 
         def send() -> None:
             outcome = send_signal(proc, sig)

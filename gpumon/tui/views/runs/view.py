@@ -31,6 +31,7 @@ from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
+from gpumon.tui.views.runs.newest import NewRuns
 from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
@@ -109,6 +110,7 @@ class RunsView(View, Vertical):
         self.remote = RemoteRuns(self, context.fleet)
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
+        self.new_runs = NewRuns()
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -175,6 +177,7 @@ class RunsView(View, Vertical):
             self._listed = message.summaries
             self.summaries = {s.id: s for s in message.summaries}
             self._live = sum(1 for s in message.summaries if s.record.live)
+            self._select_new(self.new_runs.appeared(message.summaries))
         if not self.display:
             self._stale = True  # hidden: drawn when shown again, not every second for nobody
         elif changed or self._live or self._stale or self.remote.changed():  # a live run's time moves
@@ -194,6 +197,14 @@ class RunsView(View, Vertical):
 
     def shown(self) -> None:
         self.poll()
+
+    def _select_new(self, run_id: str | None) -> None:
+        """A new run (newest.py's rule) is selected now, also while hidden: `d` in any view opens its doctor."""
+        summary = self.summaries.get(run_id or "")
+        if summary is None or (self.filter and not matches(summary, self.filter)):
+            return
+        self._select_next = run_id
+        self.context.selected_run, self.context.selected_host = run_id, None
 
     # -- showing ------------------------------------------------------------------
     def _show(self, summaries: list[RunSummary]) -> None:
@@ -238,6 +249,9 @@ class RunsView(View, Vertical):
         event.stop()
         self._selection_changed(str(event.row_key.value))
 
+    def on_click(self) -> None:
+        self.new_runs.touch()
+
     def on_resize(self, event: Resize) -> None:
         if self.summaries or self.remote.runs:
             self.call_after_refresh(self._show, list(self.summaries.values()))
@@ -256,6 +270,7 @@ class RunsView(View, Vertical):
         self.query_one(RunTable).focus()
 
     def on_key(self, event: Key) -> None:
+        self.new_runs.touch(event.key)  # moving the selection by hand: a new run does not take it for a while
         box = self.query_one("#run-filter", Input)
         if event.key == "escape" and box.has_focus:
             event.stop()
