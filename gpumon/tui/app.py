@@ -194,7 +194,7 @@ class GpumonApp(App[None]):
             after = (f" after {fmt.duration(took)}" if took is not None else "") + (
                 f" (exit code {code})" if code is not None else ""
             )
-            self.notify(f"{s.id} finished{after}", title="gpumon", severity="information", timeout=10)
+            self.notify(f"{s.id} finished{after}", title="gpumon", severity="information", timeout=10, markup=False)
 
     def set_run_pids(self, pids: dict[int, str]) -> None:
         """Mark these PIDs as the runs' (the RUN column; tests may call it directly)."""

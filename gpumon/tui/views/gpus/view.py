@@ -278,7 +278,7 @@ class GpusView(View, Vertical):
             return
         sig = signal.Signals[name]
         if proc.simulated:  # never signalled: say so now, not after a question whose answer changes nothing
-            self.notify(send_signal(proc, sig).message, severity="warning", timeout=6)
+            self.notify(send_signal(proc, sig).message, severity="warning", timeout=6, markup=False)
             return
 
         def send() -> None:
