@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from gpumon import telemetry
 from trainers import checkpoint
 from trainers.cli import UsageError, say
-from trainers.data import make_loader
+from trainers.data import Data, make_loader
 from trainers.loop import build, describe, load_data, make_optimizer, should_stop
 from trainers.model import split_model
 
@@ -88,6 +88,28 @@ def validate(
             count += len(y)
     module.train()
     return (loss_sum / count, correct / count) if count else None
+
+
+def stage_examples(
+    model: nn.Module, data: Data, micro_batch: int, rank: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Example input and output of this rank's stage for one micro-batch, from the whole model in eval mode.
+
+    Given both, PipelineStage skips its shape inference, which on a non-first stage runs the stage in
+    train mode on an uninitialised buffer: BatchNorm's running statistics became NaN there, so every
+    validation (eval mode) read NaN. Eval mode under no_grad changes no buffer.
+    """
+    stage0, stage1 = split_model(model)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        x = torch.zeros(micro_batch, data.in_channels, data.image_size, data.image_size)
+        middle = stage0(x)
+        out = stage1(middle)
+    model.train(was_training)
+    # Activations crossing the cut and the logits carry gradients in training.
+    examples = (x, middle.requires_grad_()) if rank == 0 else (middle.requires_grad_(), out.requires_grad_())
+    return examples[0].to(device), examples[1].to(device)
 
 
 def save_merged(
@@ -205,6 +227,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
     device = devices[rank]
     data = load_data(args)
     model = build(args, data)  # the same seed in both processes: the same whole model, each keeps its stage
+    example_in, example_out = stage_examples(model, data, args.batch_size // args.micro_batches, rank, device)
     module, optimizer, first_epoch, step = prepare_stage(args, model, rank, device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -214,7 +237,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
         where = f"stages on {devices[0]},{devices[1]}, {backend}"
         say(f"pipeline: {args.schedule}, {args.micro_batches} micro-batches, {where}", rank == 0)
         say(describe(args, model, f" ({len(data.train)} train samples)"), rank == 0)
-        stage = PipelineStage(module, rank, 2, device)
+        stage = PipelineStage(module, rank, 2, device, input_args=example_in, output_args=example_out)
         schedule = SCHEDULES[args.schedule](stage, n_microbatches=args.micro_batches, loss_fn=F.cross_entropy)
         run = StageRun(args, rank, device, module, optimizer, schedule, step)
         opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}

@@ -250,8 +250,15 @@ class RunTelemetry:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """The latest metrics of the lowest reporting rank."""
-        return self.latest[min(self.latest)] if self.latest else {}
+        """Each metric's latest value from the lowest rank that reports it.
+
+        Per metric, not per rank: a pipeline's loss comes from its last stage while rank 0 reports
+        only throughput, and the run's LOSS must still be the one its chart draws.
+        """
+        merged: dict[str, float] = {}
+        for rank in sorted(self.latest, reverse=True):
+            merged.update(self.latest[rank])
+        return merged
 
     def _step(self, event: dict[str, Any], rank: int) -> None:
         step = event.get("step")
