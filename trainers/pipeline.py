@@ -28,7 +28,7 @@ from gpumon import telemetry
 from trainers import checkpoint
 from trainers.cli import UsageError, say
 from trainers.data import Data, make_loader
-from trainers.loop import build, describe, load_data, make_optimizer, should_stop
+from trainers.loop import build, describe, load_data, make_optimizer, planned_steps, should_stop
 from trainers.model import split_model
 
 SCHEDULES: dict[str, type[PipelineScheduleSingle]] = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -245,6 +245,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
         train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, drop_last=True, **opts)
         if len(train_loader) == 0:
             raise UsageError(f"--batch-size {args.batch_size} exceeds the {len(data.train)} training samples")
+        telemetry.plan(planned_steps(args, len(train_loader), first_epoch, step))
         for epoch in range(first_epoch, args.epochs + 1):
             if should_stop(args, run.step):
                 break
