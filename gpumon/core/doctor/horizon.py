@@ -10,7 +10,8 @@ with the run's expected end, per rank:
 - else (no pace yet) no end is known, and any projected run-out counts.
 
 Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
-later, or with no memory size to project against, the state is ``growth``: reported, no alarm.
+later, the state is ``growth``: reported, no alarm. With no memory size to project against (a CUDA
+rank whose ``device`` event failed) nothing can be ruled out, and the detector's verdict stands.
 """
 
 from __future__ import annotations
@@ -50,12 +51,12 @@ def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
 
 
 def judge(state: LeakState, end: End | None) -> LeakState:
-    """``state`` with the run's end: a trend that fills memory only after it (or never) becomes ``growth``."""
+    """``state`` with the run's end: a trend that fills memory only after it becomes ``growth``."""
     if end is not None:
         state = replace(state, ends_at=end.step, ends_by=end.basis)
     trend = state.trend or (state.state if state.state in TRENDS else "")
     if not trend:
         return state
     out = state.runs_out_at
-    threatens = out is not None and (end is None or out <= end.step)
+    threatens = out is None or end is None or out <= end.step
     return replace(state, state=trend if threatens else "growth", trend=trend)

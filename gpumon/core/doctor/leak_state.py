@@ -1,10 +1,10 @@
 """One memory series' verdict: the detector's trend, its run-out projection, and whether that is an alarm.
 
-States, mildest first: ``warmup`` (too few samples), ``ok``, ``growth`` (memory grows per iteration but
-would fill memory only after the run's expected end, or no memory size is known to project against:
-the doctor reports it, nothing alarms), ``growing`` (a trend being confirmed that fills memory before
-the run ends: the row's warning colour) and ``leak`` (confirmed: the alert). horizon.py decides between
-``growth`` and the other two; the detector (leak.py) knows only the trend.
+States, mildest first: ``warmup`` (too few samples), ``ok``, ``growth`` (memory grows per iteration
+but would fill memory only after the run's expected end: the doctor reports it, nothing alarms),
+``growing`` (a trend being confirmed that fills memory before the run ends: the row's warning colour)
+and ``leak`` (confirmed: the alert). horizon.py decides between ``growth`` and the other two; the
+detector (leak.py) knows only the trend.
 """
 
 from __future__ import annotations
@@ -72,9 +72,7 @@ class LeakState:
         where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
         end = f"the run's expected end at step ~{self.ends_at:,} ({self.ends_by})" if self.ends_at else ""
         if self.state == "growth":
-            if self.runs_out_at is None:
-                return text + "; no memory size to project against: no alarm"
-            return text + f"; {where} only at iteration ~{self.runs_out_at:,}, after {end or 'the run ends'}: no alarm"
+            return text + f"; {where} only at iteration ~{self.runs_out_at or 0:,}, after {end or 'its end'}: no alarm"
         if self.warning and self.runs_out_at is not None:
             text += f", {where} at iteration ~{self.runs_out_at:,}"
             if end:

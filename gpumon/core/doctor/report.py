@@ -68,7 +68,7 @@ class Diagnosis:
         text = worst.describe() if worst.memory else f"memory {worst.describe()}"
         if self.census_saw_nothing:
             return f"{text}; the tensor census saw no tensors or autograd graphs grow"
-        if worst.warning and worst.memory == "host":  # a CUDA rank whose host heap grows: graph nodes live there
+        if worst.memory == "host":  # a CUDA rank whose host heap grows: graph nodes live there
             return f"{text}: likely an autograd graph kept alive (e.g. total_loss += loss)"
         return text
 
