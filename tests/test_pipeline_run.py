@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.events import EventReader
+
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 
@@ -37,3 +39,6 @@ def test_pipeline_validates_right_and_lists_its_loss(tmp_path: Path) -> None:
     train = [float(x) for x in re.findall(r"^epoch \d+ step \d+ loss (\S+)", last_stage, re.M)]
     assert isinstance(run["loss"], float) and run["loss"] == pytest.approx(train[-1], abs=0.5)
     assert run["step"] == 75  # 25 full batches of 64 a epoch
+    # Each stage told gpumon how many steps it would take: the doctor's horizon for memory growth.
+    plans = {e["src"]: e["steps"] for e in EventReader(Path(run["dir"])).poll() if e["type"] == "plan"}
+    assert plans == {"rank0": 75, "rank1": 75}
