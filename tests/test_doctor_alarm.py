@@ -137,3 +137,23 @@ def test_the_supervisor_alerts_on_a_real_leak_and_not_on_the_healthy_trainer(
     assert [a for a in runs["script"]["alerts"] if a.startswith("memory leak on rank 0: leak: +")], runs["script"]
     doctor = json.loads(gpumon(tmp_path, "doctor", runs["ddp"]["id"], "--json").stdout)
     assert not any(m["alarm"] or m["warning"] for m in doctor["memory"].values()), doctor["memory"]
+
+
+def test_a_reader_of_the_summary_judges_with_the_same_end(tmp_path: Path) -> None:
+    from gpumon.core.doctor.horizon import expected_end
+    from gpumon.core.runs.telemetry import save_summary
+
+    folded = RunTelemetry(tmp_path, use_summary=False)
+    folded.apply({"type": "plan", "src": "rank1", "t": 1.8e9, "steps": 520})
+    for step, t, heap in recorded_ddp()[:300]:
+        folded.apply(step_event(step, t, heap))
+        folded.apply(step_event(step, t, heap, rank=0))
+    save_summary(folded)
+    reader = RunTelemetry(tmp_path)
+    reader.update(events=False)
+    assert reader.plans == {1: 520} and reader.paces[0].rate == pytest.approx(folded.paces[0].rate)
+    for rank in (0, 1):
+        assert expected_end(reader, rank) == expected_end(folded, rank)
+    assert expected_end(reader, 1) == End(520, "its plan of 520 steps")
+    paced = expected_end(reader, 0)  # rank 0 sent no plan
+    assert paced is not None and paced.basis.startswith("24 h at its pace of ")
