@@ -90,14 +90,12 @@ def validate(
     return (loss_sum / count, correct / count) if count else None
 
 
-def stage_examples(
-    model: nn.Module, data: Data, micro_batch: int, rank: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Example input and output of this rank's stage for one micro-batch, from the whole model in eval mode.
+def stage_shapes(model: nn.Module, data: Data, micro_batch: int) -> tuple[torch.Tensor, ...]:
+    """A micro-batch's input, activation at the cut and logits, from the whole model in eval mode (CPU).
 
-    Given both, PipelineStage skips its shape inference, which on a non-first stage runs the stage in
-    train mode on an uninitialised buffer: BatchNorm's running statistics became NaN there, so every
-    validation (eval mode) read NaN. Eval mode under no_grad changes no buffer.
+    Given as examples, PipelineStage skips its shape inference, which on a non-first stage runs the
+    stage in train mode on an uninitialised buffer: BatchNorm's running statistics became NaN there,
+    so every validation (eval mode) read NaN. Eval mode under no_grad changes no buffer.
     """
     stage0, stage1 = split_model(model)
     was_training = model.training
@@ -107,9 +105,21 @@ def stage_examples(
         middle = stage0(x)
         out = stage1(middle)
     model.train(was_training)
-    # Activations crossing the cut and the logits carry gradients in training.
-    examples = (x, middle.requires_grad_()) if rank == 0 else (middle.requires_grad_(), out.requires_grad_())
-    return examples[0].to(device), examples[1].to(device)
+    return x, middle, out
+
+
+def stage_examples(
+    model: nn.Module, shapes: tuple[torch.Tensor, ...], rank: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's example input and output, needing gradients where training's would (after --freeze)."""
+    stage0, stage1 = split_model(model)
+    grads0 = any(p.requires_grad for p in stage0.parameters())
+    grads1 = grads0 or any(p.requires_grad for p in stage1.parameters())
+    x, middle, out = (t.detach().clone() for t in shapes)
+    middle.requires_grad_(grads0)
+    out.requires_grad_(grads1)
+    pair = (x, middle) if rank == 0 else (middle, out)
+    return pair[0].to(device), pair[1].to(device)
 
 
 def save_merged(
@@ -227,8 +237,9 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
     device = devices[rank]
     data = load_data(args)
     model = build(args, data)  # the same seed in both processes: the same whole model, each keeps its stage
-    example_in, example_out = stage_examples(model, data, args.batch_size // args.micro_batches, rank, device)
+    shapes = stage_shapes(model, data, args.batch_size // args.micro_batches)
     module, optimizer, first_epoch, step = prepare_stage(args, model, rank, device)
+    example_in, example_out = stage_examples(model, shapes, rank, device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     backend = "nccl" if device.type == "cuda" else "gloo"
