@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from gpumon.core.runs.store import RunStore
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
+TREND = "(leak|growth)"
 
 
 def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
@@ -22,11 +24,14 @@ def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
 def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     script = str(REPO / "trainers" / "examples" / "leak_loss_graph.py")
-    started = gpumon("launch", "script", script, "--", "--steps", "3000", "--step-ms", "5")
+    started = gpumon(
+        "launch", "script", script, "--env", "OMP_NUM_THREADS=1", "--", "--steps", "3000", "--step-ms", "5"
+    )
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split()[-1]
     try:
-        verdict = wait_until(lambda: "memory leak" in gpumon("doctor", run_id).stdout, timeout=90)
+        # leak, or growth where memory would not fill within 24 h at the run's pace (a big host, a loaded one)
+        verdict = wait_until(lambda: re.search(f"memory {TREND}: ", gpumon("doctor", run_id).stdout), timeout=90)
         report = gpumon("doctor", run_id, "--census", "--gap", "10")
         assert verdict, gpumon("doctor", run_id).stdout
     finally:
@@ -34,8 +39,8 @@ def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pyt
     lines = report.stdout.splitlines()
     assert report.returncode == 0, report.stderr
     assert lines[0] == f"asked {run_id} for two censuses 10 steps apart..."
-    assert lines[1].startswith(f"{run_id}  running  memory leak: +")
-    assert "rank 0: leak: +" in report.stdout
+    assert re.match(f"{run_id}  running  memory {TREND}: \\+", lines[1]), lines[1]
+    assert re.search(f"rank 0: {TREND}: \\+", report.stdout)
     # The census names who keeps the graph, where:
     assert "rank 0: `total_loss` in leak_loss_graph.py:41 (main) keeps every step's autograd graph" in report.stdout
     assert "fix:  accumulate a number: `total_loss += loss.item()`" in report.stdout

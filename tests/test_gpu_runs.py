@@ -157,18 +157,21 @@ def test_total_loss_plus_loss_on_cuda_is_a_host_memory_leak_with_gpu_memory_flat
     record = leak_runs["leak_loss_graph.py"]
     assert record.state == "finished", log(record)
     states = watched(record).series_states()
-    assert states[0, "host"].state == "leak", states
-    assert not states[0, "gpu"].warning, states
+    # The detector's verdict; whether it is an alarm (leak) or growth depends on filling this host's memory
+    # within 24 h at the run's pace (doctor/horizon.py), i.e. on the host's size.
+    host = states[0, "host"]
+    assert host.grows and "leak" in (host.state, host.trend), states
+    assert not states[0, "gpu"].grows, states
     headline = diagnose(record).headline()
-    assert headline.startswith("host memory leak") and "autograd graph" in headline, headline
+    assert headline.startswith(f"host memory {host.state}") and "autograd graph" in headline, headline
 
 
 def test_kept_outputs_on_cuda_are_a_gpu_memory_leak_projected_against_the_devices_size(torch, leak_runs) -> None:
     record = leak_runs["leak_outputs_list.py"]
     assert record.state == "finished", log(record)
     gpu = watched(record).series_states()[0, "gpu"]
-    assert gpu.state == "leak" and gpu.capacity == torch.cuda.get_device_properties(0).total_memory
-    assert gpu.runs_out_at is not None and "the GPU fills at iteration" in gpu.describe()
+    assert "leak" in (gpu.state, gpu.trend) and gpu.capacity == torch.cuda.get_device_properties(0).total_memory
+    assert gpu.runs_out_at is not None and "the GPU fills" in gpu.describe()
 
 
 @pytest.mark.parametrize("name", ["leak_loss_graph.py --fixed", "leak_outputs_list.py --fixed"])

@@ -135,6 +135,15 @@ def should_stop(args: argparse.Namespace, step: int) -> bool:
     return bool(args.max_steps) and step >= args.max_steps
 
 
+def planned_steps(args: argparse.Namespace, steps_per_epoch: int, first_epoch: int, done: int) -> int:
+    """Optimizer steps this process will take: the epochs left times the steps in one, within --max-steps.
+
+    ``done``: steps a resumed run already took (the step hook counts from this process's start).
+    """
+    steps = max(0, args.epochs - first_epoch + 1) * steps_per_epoch
+    return min(steps, max(0, args.max_steps - done)) if args.max_steps else steps
+
+
 def fit(
     args: argparse.Namespace,
     model: nn.Module,
@@ -158,6 +167,8 @@ def fit(
     """
     is_main = rank == 0
     evaluated = eval_model or model
+    per_epoch = -(-len(train_loader) // max(1, getattr(args, "accum_steps", 1)))  # a short last group steps too
+    telemetry.plan(planned_steps(args, per_epoch, progress.epoch, progress.global_step))
     for epoch in range(progress.epoch, args.epochs + 1):
         if should_stop(args, progress.global_step):
             break

@@ -27,8 +27,8 @@ from torch.utils.data import DataLoader
 from gpumon import telemetry
 from trainers import checkpoint
 from trainers.cli import UsageError, say
-from trainers.data import make_loader
-from trainers.loop import build, describe, load_data, make_optimizer, should_stop
+from trainers.data import Data, make_loader
+from trainers.loop import build, describe, load_data, make_optimizer, planned_steps, should_stop
 from trainers.model import split_model
 
 SCHEDULES: dict[str, type[PipelineScheduleSingle]] = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -88,6 +88,38 @@ def validate(
             count += len(y)
     module.train()
     return (loss_sum / count, correct / count) if count else None
+
+
+def stage_shapes(model: nn.Module, data: Data, micro_batch: int) -> tuple[torch.Tensor, ...]:
+    """A micro-batch's input, activation at the cut and logits, from the whole model in eval mode (CPU).
+
+    Given as examples, PipelineStage skips its shape inference, which on a non-first stage runs the
+    stage in train mode on an uninitialised buffer: BatchNorm's running statistics became NaN there,
+    so every validation (eval mode) read NaN. Eval mode under no_grad changes no buffer.
+    """
+    stage0, stage1 = split_model(model)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        x = torch.zeros(micro_batch, data.in_channels, data.image_size, data.image_size)
+        middle = stage0(x)
+        out = stage1(middle)
+    model.train(was_training)
+    return x, middle, out
+
+
+def stage_examples(
+    model: nn.Module, shapes: tuple[torch.Tensor, ...], rank: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's example input and output, needing gradients where training's would (after --freeze)."""
+    stage0, stage1 = split_model(model)
+    grads0 = any(p.requires_grad for p in stage0.parameters())
+    grads1 = grads0 or any(p.requires_grad for p in stage1.parameters())
+    x, middle, out = (t.detach().clone() for t in shapes)
+    middle.requires_grad_(grads0)
+    out.requires_grad_(grads1)
+    pair = (x, middle) if rank == 0 else (middle, out)
+    return pair[0].to(device), pair[1].to(device)
 
 
 def save_merged(
@@ -205,7 +237,9 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
     device = devices[rank]
     data = load_data(args)
     model = build(args, data)  # the same seed in both processes: the same whole model, each keeps its stage
+    shapes = stage_shapes(model, data, args.batch_size // args.micro_batches)
     module, optimizer, first_epoch, step = prepare_stage(args, model, rank, device)
+    example_in, example_out = stage_examples(model, shapes, rank, device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     backend = "nccl" if device.type == "cuda" else "gloo"
@@ -214,7 +248,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
         where = f"stages on {devices[0]},{devices[1]}, {backend}"
         say(f"pipeline: {args.schedule}, {args.micro_batches} micro-batches, {where}", rank == 0)
         say(describe(args, model, f" ({len(data.train)} train samples)"), rank == 0)
-        stage = PipelineStage(module, rank, 2, device)
+        stage = PipelineStage(module, rank, 2, device, input_args=example_in, output_args=example_out)
         schedule = SCHEDULES[args.schedule](stage, n_microbatches=args.micro_batches, loss_fn=F.cross_entropy)
         run = StageRun(args, rank, device, module, optimizer, schedule, step)
         opts = {"num_workers": args.num_workers, "pin_memory": args.pin_memory}
@@ -222,6 +256,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
         train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, drop_last=True, **opts)
         if len(train_loader) == 0:
             raise UsageError(f"--batch-size {args.batch_size} exceeds the {len(data.train)} training samples")
+        telemetry.plan(planned_steps(args, len(train_loader), first_epoch, step))
         for epoch in range(first_epoch, args.epochs + 1):
             if should_stop(args, run.step):
                 break

@@ -102,7 +102,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
             f"\nthe tensor census at steps {first} and {second} saw no tensors or autograd graphs grow: "
             "what grows is not torch's (Python objects, a C extension, the allocator's cache)"
         )
-    elif record.live and any(s.warning for s in diagnosis.leaks.values()):
+    elif record.live and any(s.grows for s in diagnosis.leaks.values()):
         lines.append(f"\nto name the cause: gpumon doctor {record.id} --census")
     failure = diagnosis.failure
     if failure is not None and failure.kind == "stopped":

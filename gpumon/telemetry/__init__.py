@@ -1,6 +1,7 @@
 """Telemetry a training program reports to gpumon.
 
     from gpumon import telemetry
+    telemetry.plan(steps=epochs * len(loader))  # optional: lets the doctor judge memory growth
     telemetry.log(step=i, loss=loss.item(), samples_per_s=rate)
 
 Under a gpumon run (``GPUMON_RUN_DIR`` set by the launcher) each call appends
@@ -80,6 +81,17 @@ def log(step: int | None = None, **metrics: float) -> None:
     w = writer()
     if w is not None:
         w.write("metrics", step=step, metrics=metrics)
+
+
+def plan(steps: int) -> None:
+    """How many optimizer steps this process will take from its start (epochs x batches, less any resumed).
+
+    The doctor raises a memory alarm only when memory would run out before the run ends: with a
+    plan that end is known; without one it assumes 24 hours at the run's current pace.
+    """
+    w = writer()
+    if w is not None and type(steps) is int and steps > 0:
+        w.write("plan", steps=steps)
 
 
 def note(text: str, **fields: Any) -> None:

@@ -22,56 +22,13 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.cycles import Cycles
-from gpumon.core.format import size
+from gpumon.core.doctor.horizon import End, expected_end, judge
+from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState
+
+__all__ = ["SEVERITY", "STATES", "LeakDetector", "LeakState", "LeakWatch", "analyse", "analyse_series"]
 
 if TYPE_CHECKING:
     from gpumon.core.runs.telemetry import RunTelemetry
-
-STATES = ("warmup", "ok", "growing", "leak")
-SEVERITY = {state: rank for rank, state in enumerate(STATES)}
-
-
-@dataclass(frozen=True)
-class LeakState:
-    state: str = "warmup"  # one of STATES
-    slope: float = 0.0  # bytes per iteration, Theil-Sen over the window
-    strength: float = 0.0  # (rising pairs - falling pairs) / pairs: -1..1, Kendall-tau-like
-    noise: float | None = None  # robust noise of one sample (bytes), when it was needed
-    current: float | None = None  # the latest value (bytes)
-    capacity: int | None = None  # device or host memory (bytes)
-    runs_out_at: int | None = None  # projected iteration at which the value reaches capacity
-    samples: int = 0  # samples seen, warm-up included
-    step: int | None = None  # the latest step
-    since: int | None = None  # the step at which this state began
-    memory: str = ""  # what the series measures on a CUDA rank: "gpu" (allocated) or "host" (live heap)
-    cycle: int | None = None  # iterations between falls when memory is freed periodically (a sawtooth)
-    peak: float | None = None  # the last cycle's peak (bytes)
-    peak_slope: float | None = None  # bytes per iteration along the peaks; ~0: they are flat
-
-    @property
-    def warning(self) -> bool:
-        return self.state in ("growing", "leak")
-
-    def describe(self) -> str:
-        """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000"."""
-        if self.state in ("warmup", "ok") and not self.samples:
-            return "no memory samples"
-        label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
-        text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
-        if self.cycle and self.peak is not None and self.warning:  # a healthy loop's churn is no news
-            per_cycle = (self.peak_slope or 0) * self.cycle
-            peaks = "flat" if per_cycle <= 0 else f"rising +{size(per_cycle)} per cycle"
-            text += (
-                f" within each cycle of ~{self.cycle:,} iterations, freed at its end"
-                f" (a sawtooth: peak {size(self.peak)}, peaks {peaks})"
-            )
-        text += f" (strength {self.strength:.2f})"
-        if self.warning and self.since is not None:
-            text += f" since step {self.since}"
-        if self.warning and self.runs_out_at is not None:
-            where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
-            text += f", {where} at iteration ~{self.runs_out_at:,}"
-        return text
 
 
 def _median(values: list[float]) -> float:
@@ -299,6 +256,7 @@ class LeakWatch:
         self.options = options
         self.detectors: dict[tuple[int, str], LeakDetector] = {}  # (rank, "gpu" | "host" | "")
         self.recorded: dict[tuple[int, str], LeakState] = {}
+        self.ends: dict[int, End | None] = {}  # rank -> the step its run is expected to reach (horizon.py)
 
     def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
         """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
@@ -310,6 +268,7 @@ class LeakWatch:
             if telemetry.watch is None:
                 telemetry.watch = self
         self.recorded = restore_states(telemetry.recorded_leaks)
+        self.ends = {rank: expected_end(telemetry, rank) for rank in telemetry.memory}
         return self.states()
 
     def step(
@@ -332,19 +291,19 @@ class LeakWatch:
         return detector
 
     def series_states(self) -> dict[tuple[int, str], LeakState]:
-        """Every detector's state, labelled with the memory it watches."""
+        """Every detector's state, labelled with the memory it watches, judged against the run's end."""
         out = dict(self.recorded)
         for key, detector in self.detectors.items():
             if key not in out or detector.state.state != "warmup":
                 out[key] = replace(detector.state, memory=key[1])
-        return dict(sorted(out.items()))
+        return {key: judge(state, self.ends.get(key[0])) for key, state in sorted(out.items())}
 
     def states(self) -> dict[int, LeakState]:
-        """Per rank the state that matters most: a warning on either memory, else the primary series."""
+        """Per rank the state that matters most: growth on either memory, else the primary series."""
         out: dict[int, LeakState] = {}
         for (rank, _), state in self.series_states().items():  # the primary series comes first
             held = out.get(rank)
-            if held is None or (state.warning and (SEVERITY[state.state], state.slope) > _rank(held)):
+            if held is None or (state.grows and (SEVERITY[state.state], state.slope) > _rank(held)):
                 out[rank] = state
         return out
 
@@ -374,7 +333,7 @@ def restore_states(recorded: Mapping[str, Any] | None) -> dict[tuple[int, str], 
 
 
 def _rank(state: LeakState) -> tuple[int, float]:
-    return (SEVERITY[state.state], state.slope) if state.warning else (-1, 0.0)
+    return (SEVERITY[state.state], state.slope) if state.grows else (-1, 0.0)
 
 
 def analyse(telemetry: RunTelemetry, capacity: Mapping[int, int] | None = None, **options: Any) -> dict[int, LeakState]:

@@ -19,6 +19,7 @@ from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.runs.control import CONTROL_DIR
+from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -37,26 +38,39 @@ class Diagnosis:
 
     @property
     def worst(self) -> LeakState | None:
-        """The rank whose memory grows fastest among those that warn, else any rank."""
+        """The rank whose memory grows fastest among those that warn, then those that grow, else any rank."""
         if not self.leaks:
             return None
-        return max(self.leaks.values(), key=lambda s: (s.warning, s.state == "leak", s.slope))
+        return max(self.leaks.values(), key=lambda s: (s.warning, s.state == "leak", s.grows, s.slope))
+
+    @property
+    def census_saw_nothing(self) -> bool:
+        """A census pair came back and named no tensor pattern that grows."""
+        return self.censused is not None and not self.causes
 
     def headline(self) -> str:
         if self.failure is not None and self.failure.kind not in ("killed", "stopped"):
             return self.failure.title
         worst = self.worst
         if worst is not None and worst.warning:
-            if worst.memory == "host":  # a CUDA rank whose host heap grows: graph nodes live on the host
-                return f"{worst.describe()}: likely an autograd graph kept alive (e.g. total_loss += loss)"
-            return worst.describe() if worst.memory else f"memory {worst.describe()}"
+            return self._trend(worst)
         if self.failure is not None:
             return self.failure.title
+        if worst is not None and worst.grows:
+            return self._trend(worst)
         if self.leaks:
             return "no problem seen"
         if self.state in ("starting", "running", "stopping", "unsupervised"):
             return "no memory samples yet"
         return "no memory samples: the run never stepped a torch.optim optimizer nor ran backward() (gpumon's steps)"
+
+    def _trend(self, worst: LeakState) -> str:
+        text = worst.describe() if worst.memory else f"memory {worst.describe()}"
+        if self.census_saw_nothing:
+            return f"{text}; the tensor census saw no tensors or autograd graphs grow"
+        if worst.memory == "host":  # a CUDA rank whose host heap grows: graph nodes live there
+            return f"{text}: likely an autograd graph kept alive (e.g. total_loss += loss)"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         failure = None
@@ -68,7 +82,9 @@ class Diagnosis:
             "run": self.run_id,
             "state": self.state,
             "headline": self.headline(),
-            "memory": {str(rank): {**asdict(s), "warning": s.warning} for rank, s in self.leaks.items()},
+            "memory": {
+                str(rank): {**asdict(s), "warning": s.warning, "alarm": s.alarm} for rank, s in self.leaks.items()
+            },
             "causes": [asdict(c) for c in self.causes],
             "census_pending": self.census_pending,
             "censused": list(self.censused) if self.censused else None,
@@ -111,7 +127,9 @@ def diagnose(
         )
         advice = tuple(advise(failure, context))
     else:  # memory that grows per iteration: the named cause first, then the likely ones
-        advice = tuple(leak_advice(leaks, causes, censused))
+        spec = record.spec
+        distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1
+        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed))
     return Diagnosis(
         record.id,
         record.state,

@@ -8,6 +8,7 @@ in summary.json) as one of 2,000, and a spike survives as a bucket's max.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,3 +70,29 @@ class Series:
         if not (len(series.steps) == len(series.values) == len(series.lows) == len(series.highs)):
             raise ValueError("series columns differ in length")
         return series
+
+
+@dataclass
+class Pace:
+    """A rank's steps per second over about its last minute: (time, step) points kept every ``EVERY_S``."""
+
+    saved: float | None = None  # the rate a summary recorded, until this fold has its own
+    points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=13))
+    last: tuple[float, int] | None = None
+
+    EVERY_S = 5.0
+
+    def add(self, t: float, step: int) -> None:
+        if self.last is not None and step < self.last[1]:
+            self.points.clear()  # a restarted rank counts from 1 again
+        self.last = (t, step)
+        if not self.points or t - self.points[-1][0] >= self.EVERY_S:
+            self.points.append((t, step))
+
+    @property
+    def rate(self) -> float | None:
+        if self.last is not None and self.points:
+            (t0, s0), (t1, s1) = self.points[0], self.last
+            if t1 - t0 >= 1.0 and s1 > s0:
+                return (s1 - s0) / (t1 - t0)
+        return self.saved

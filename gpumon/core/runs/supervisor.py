@@ -196,9 +196,10 @@ class Supervisor:
             time.sleep(0.1)
 
     def summarise(self, final: bool = False) -> None:
-        """Fold the new events, save summary.json, and ask once for a census when memory first warns."""
+        """Fold the new events, save summary.json, and ask once for a census when memory first grows."""
         try:
             changed = self.fold.update()
+            states = self.watch.update(self.fold)  # judged against the run's expected end (doctor/horizon.py)
             if changed or final:
                 self.fold.recorded_leaks = record_states(self.watch)
                 save_summary(self.fold, final)
@@ -206,13 +207,12 @@ class Supervisor:
         except OSError as err:  # a full disk: training goes on; the summary catches up when it can
             self.summary_error = str(err)
             return
-        states = self.watch.states()
-        leaking = {rank: s for rank, s in states.items() if s.state == "leak"}
+        leaking = {rank: s for rank, s in states.items() if s.alarm}
         if leaking and not self.leak_alerted:
             self.leak_alerted = True
             rank, state = max(leaking.items(), key=lambda item: item[1].slope)
             self.alert(f"memory leak on rank {rank}: {state.describe()}")
-        if self.census and not self.census_asked and any(s.warning for s in states.values()):
+        if self.census and not self.census_asked and any(s.grows for s in states.values()):
             from gpumon.telemetry.census import request_census
 
             self.census_asked = True

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.series import MAX_POINTS, Series
+from gpumon.core.runs.series import MAX_POINTS, Pace, Series
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
 
 __all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
@@ -98,6 +98,8 @@ class RunTelemetry:
     use_summary: bool = True  # start from summary.json where there is one
     final: bool = False  # the summary is the run's last: nothing more will come
     recorded_leaks: dict[str, Any] = field(default_factory=dict)  # the supervisor's verdicts (LeakWatch reads them)
+    plans: dict[int, int] = field(default_factory=dict)  # rank -> optimizer steps it will take (``plan`` events)
+    paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its recent steps per second
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -180,6 +182,8 @@ class RunTelemetry:
             "alerts": self.alerts[-KEEP:],
             "census": self.census[-KEEP_CENSUS:],
             "leaks": self.recorded_leaks,
+            "plans": {str(r): v for r, v in self.plans.items()},
+            "pace": {str(r): p.rate for r, p in self.paces.items() if p.rate is not None},
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -196,6 +200,8 @@ class RunTelemetry:
         self.census = list(state["census"])
         self.events = int(state["events"])
         self.recorded_leaks = dict(state.get("leaks") or {})
+        self.plans = {int(r): int(v) for r, v in (state.get("plans") or {}).items()}
+        self.paces = {int(r): Pace(saved=float(v)) for r, v in (state.get("pace") or {}).items()}
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -220,6 +226,8 @@ class RunTelemetry:
             self.memory.setdefault(rank, RankMemory(device=str(event.get("dev", "cuda")))).capacity = event["total"]
         elif kind == "census":
             self.census.append(event)
+        elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
+            self.plans[rank] = event["steps"]
         elif kind in TUNE_EVENTS:
             if self.tune is None:
                 self.tune = Experiment()
@@ -250,8 +258,15 @@ class RunTelemetry:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """The latest metrics of the lowest reporting rank."""
-        return self.latest[min(self.latest)] if self.latest else {}
+        """Each metric's latest value from the lowest rank that reports it.
+
+        Per metric, not per rank: a pipeline's loss comes from its last stage while rank 0 reports
+        only throughput, and the run's LOSS must still be the one its chart draws.
+        """
+        merged: dict[str, float] = {}
+        for rank in sorted(self.latest, reverse=True):
+            merged.update(self.latest[rank])
+        return merged
 
     def _step(self, event: dict[str, Any], rank: int) -> None:
         step = event.get("step")
@@ -272,10 +287,21 @@ class RunTelemetry:
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak
+        t = event.get("t")
+        if isinstance(t, int | float):
+            self.paces.setdefault(rank, Pace()).add(float(t), step)
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         if self.optimizer_steps is None or step > self.optimizer_steps:
             self.optimizer_steps = step
+
+    def rank_step(self, rank: int) -> int | None:
+        """The latest step a rank's memory was sampled at."""
+        memory = self.memory.get(rank)
+        if memory is None:
+            return None
+        series = memory.used if len(memory.used) else memory.reserved
+        return series.steps[-1] if series.steps else None
 
     @property
     def current_step(self) -> int | None:

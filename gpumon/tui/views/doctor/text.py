@@ -33,7 +33,7 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
             text.append(f"\n  rank {rank}: ")
             text.append(state.describe(), style=leak_style(state))
             text.append(current, style="dim")
-    warning = any(s.warning for s in diagnosis.leaks.values())
+    warning = any(s.grows for s in diagnosis.leaks.values())
     if diagnosis.causes:
         section("what grows (tensor census)")
         for cause in diagnosis.causes:

@@ -1,0 +1,62 @@
+"""Whether memory that grows is worth an alarm: only when it fills memory before the run is expected to end.
+
+The detector (leak.py) says that memory grows per iteration and projects the iteration at which it fills
+the device (CUDA ranks: the ``device`` event's size) or the host (physical memory). This compares that
+with the run's expected end, per rank:
+
+- the rank's ``plan`` event (``telemetry.plan(steps=...)``; gpumon's trainers send epochs x batches,
+  within --max-steps), or past it the step the rank has reached;
+- else the step the rank reaches in ``HORIZON_S`` (24 hours) at its pace over about the last minute;
+- else (no pace yet) no end is known, and any projected run-out counts.
+
+Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
+later, the state is ``growth``: reported, no alarm. With no memory size to project against (a CUDA
+rank whose ``device`` event failed) nothing can be ruled out, and the detector's verdict stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gpumon.core.doctor.leak_state import TRENDS, LeakState
+
+if TYPE_CHECKING:
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+HORIZON_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class End:
+    step: int
+    basis: str  # "its plan of 520 steps", "24 h at its pace of 31 steps/s"
+
+
+def _rate(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+
+
+def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
+    """The step ``rank`` is expected to reach: its plan, else 24 h at its pace; None when neither is known."""
+    step = telemetry.rank_step(rank) or 0
+    plan = telemetry.plans.get(rank)
+    if plan:
+        return End(max(plan, step), f"its plan of {plan:,} steps")
+    pace = telemetry.paces.get(rank)
+    rate = pace.rate if pace is not None else None
+    if rate:
+        return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s")
+    return None
+
+
+def judge(state: LeakState, end: End | None) -> LeakState:
+    """``state`` with the run's end: a trend that fills memory only after it becomes ``growth``."""
+    if end is not None:
+        state = replace(state, ends_at=end.step, ends_by=end.basis)
+    trend = state.trend or (state.state if state.state in TRENDS else "")
+    if not trend:
+        return state
+    out = state.runs_out_at
+    threatens = out is None or end is None or out <= end.step
+    return replace(state, state=trend if threatens else "growth", trend=trend)

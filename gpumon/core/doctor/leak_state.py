@@ -1,0 +1,80 @@
+"""One memory series' verdict: the detector's trend, its run-out projection, and whether that is an alarm.
+
+States, mildest first: ``warmup`` (too few samples), ``ok``, ``growth`` (memory grows per iteration
+but would fill memory only after the run's expected end: the doctor reports it, nothing alarms),
+``growing`` (a trend being confirmed that fills memory before the run ends: the row's warning colour)
+and ``leak`` (confirmed: the alert). horizon.py decides between ``growth`` and the other two; the
+detector (leak.py) knows only the trend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpumon.core.format import size
+
+STATES = ("warmup", "ok", "growth", "growing", "leak")
+SEVERITY = {state: rank for rank, state in enumerate(STATES)}
+TRENDS = ("growing", "leak")  # the detector's own verdicts for memory that grows
+
+
+@dataclass(frozen=True)
+class LeakState:
+    state: str = "warmup"  # one of STATES
+    slope: float = 0.0  # bytes per iteration, Theil-Sen over the window
+    strength: float = 0.0  # (rising pairs - falling pairs) / pairs: -1..1, Kendall-tau-like
+    noise: float | None = None  # robust noise of one sample (bytes), when it was needed
+    current: float | None = None  # the latest value (bytes)
+    capacity: int | None = None  # device or host memory (bytes)
+    runs_out_at: int | None = None  # projected iteration at which the value reaches capacity
+    samples: int = 0  # samples seen, warm-up included
+    step: int | None = None  # the latest step
+    since: int | None = None  # the step at which this state began
+    memory: str = ""  # what the series measures on a CUDA rank: "gpu" (allocated) or "host" (live heap)
+    cycle: int | None = None  # iterations between falls when memory is freed periodically (a sawtooth)
+    peak: float | None = None  # the last cycle's peak (bytes)
+    peak_slope: float | None = None  # bytes per iteration along the peaks; ~0: they are flat
+    trend: str = ""  # the detector's verdict ("growing", "leak") once judged against the run's end
+    ends_at: int | None = None  # the step the run is expected to reach (its plan, or 24 h at its pace)
+    ends_by: str = ""  # how that end was found: "its plan of 520 steps", "24 h at its pace of 31 steps/s"
+
+    @property
+    def warning(self) -> bool:
+        """Memory that fills before the run ends: the row's and the GPU panel's warning colour."""
+        return self.state in TRENDS
+
+    @property
+    def alarm(self) -> bool:
+        """Worth waking someone for: the supervisor's alert, the app's notification, --on-alert."""
+        return self.state == "leak"
+
+    @property
+    def grows(self) -> bool:
+        """Memory grows per iteration, whether or not it threatens the run."""
+        return self.state == "growth" or self.state in TRENDS
+
+    def describe(self) -> str:
+        """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000"."""
+        if self.state in ("warmup", "ok") and not self.samples:
+            return "no memory samples"
+        label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
+        text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
+        if self.cycle and self.peak is not None and self.grows:  # a healthy loop's churn is no news
+            per_cycle = (self.peak_slope or 0) * self.cycle
+            peaks = "flat" if per_cycle <= 0 else f"rising +{size(per_cycle)} per cycle"
+            text += (
+                f" within each cycle of ~{self.cycle:,} iterations, freed at its end"
+                f" (a sawtooth: peak {size(self.peak)}, peaks {peaks})"
+            )
+        text += f" (strength {self.strength:.2f})"
+        if self.grows and self.since is not None:
+            text += f" since step {self.since}"
+        where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
+        end = f"the run's expected end at step ~{self.ends_at:,} ({self.ends_by})" if self.ends_at else ""
+        if self.state == "growth":
+            return text + f"; {where} only at iteration ~{self.runs_out_at or 0:,}, after {end or 'its end'}: no alarm"
+        if self.warning and self.runs_out_at is not None:
+            text += f", {where} at iteration ~{self.runs_out_at:,}"
+            if end:
+                text += f", before {end}"
+        return text
