@@ -17,38 +17,34 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Key, Resize
-from textual.notifications import SeverityLevel
 from textual.widgets import DataTable, Input
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.gpu import visible_gpu_count
-from gpumon.core.runs.launcher import SpecError, launch, stop
 from gpumon.core.runs.monitor import RunsMonitor, RunSummary
-from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
+from gpumon.tui.views.runs.launching import Launching
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.newest import NewRuns
-from gpumon.tui.views.runs.reading import RunActionDone, matches, read_log, stop_question
+from gpumon.tui.views.runs.reading import matches, read_log
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
 from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
-from gpumon.tui.widgets.screens import ConfirmScreen
 
 if TYPE_CHECKING:
-    from gpumon.tui.views.runs.launch_form import GroupLaunch
+    pass
 
 REFRESH_S = 1.0
 PAGE = 500  # rows in the table at most: the newest that match the filter
-READONLY = "no runs are started or stopped"
 
 
-class RunsView(View, Vertical):
+class RunsView(Launching, View, Vertical):
     """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
 
     NAME = "runs"
@@ -304,118 +300,8 @@ class RunsView(View, Vertical):
         self.log_choice = choices[(index + step) % len(choices)]
         self.poll()
 
-    # -- launch and stop --------------------------------------------------------------
-    @work(thread=True, exit_on_error=False, group="runs-action")
-    def launch(self, spec: RunSpec) -> None:
-        try:
-            self.store = self.store or RunStore()
-            visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
-            record = launch(spec, self.store, visible)
-        except SpecError as err:
-            self.post_message(RunActionDone(str(err), "error"))
-            return
-        except OSError as err:
-            self.post_message(RunActionDone(f"Could not start the run: {err}", "error"))
-            return
-        if record.state in ("failed", "lost"):
-            text = f"{record.id} ended at once ({record.state}): see its log"
-            self.post_message(RunActionDone(text, "warning", select=record.id))
-        else:
-            self.post_message(RunActionDone(f"Started {record.id}", "information", select=record.id))
-
-    @work(thread=True, exit_on_error=False, group="runs-action")
-    def stop(self, record: RunRecord, kill: bool) -> None:
-        severity: SeverityLevel = "information"
-        try:
-            text = stop(record, kill=kill)
-        except PermissionError:
-            text, severity = f"Permission denied stopping {record.id}: run gpumon as the user who started it", "error"
-        except OSError as err:
-            text, severity = f"Could not stop {record.id}: {err}", "error"
-        self.post_message(RunActionDone(text, severity))
-
-    def on_run_action_done(self, message: RunActionDone) -> None:
-        self.notify(message.text, severity=message.severity, timeout=6, markup=False)
-        if message.select is not None:
-            self._select_next = message.select
-            self.query_one(RunTable).focus()
-        self.poll()
-
-    # -- actions (keys in BINDINGS) -------------------------------------------------
-    def action_new_run(self) -> None:
-        if self.refused(READONLY):
-            return
-        from gpumon.tui.views.runs.launch_form import LaunchForm
-
-        visible = self.visible_gpus
-        if visible is None:  # the runs worker has not answered yet
-            visible = visible_gpu_count()
-        self.app.push_screen(LaunchForm(visible), self._launch)
-
-    def _launch(self, spec: RunSpec | GroupLaunch | None) -> None:
-        from gpumon.tui.views.runs.launch_form import GroupLaunch
-
-        if isinstance(spec, GroupLaunch):
-            self.launch_group(spec)
-        elif spec is not None:
-            self.launch(spec)
-
-    @work(thread=True, exit_on_error=False, group="runs-action")
-    def launch_group(self, request: GroupLaunch) -> None:
-        """One node per host over the user's ssh ([fleet] ssh and gpumon, $GPUMON_SSH), as ``--hosts`` does."""
-        from gpumon.core.runs.group import GroupError, configured_reach, launch_group
-
-        try:
-            root = (self.store or RunStore()).root
-            group = launch_group(request.spec, list(request.hosts), configured_reach(None), root)
-        except GroupError as err:
-            self.post_message(RunActionDone(str(err), "error"))
-            return
-        nodes = ", ".join(f"{n.host} {n.run}" for n in group.nodes)
-        self.post_message(RunActionDone(f"Started {group.id}: {nodes} (gpumon runs shows each node)", "information"))
-
-    def action_stop_run(self, kill: bool) -> None:
-        if self.refused(READONLY):
-            return
-        remote = self.remote.get(self.selected_id)
-        if remote is not None:
-            self.remote.ask_stop(remote, kill)
-            return
-        summary = self.selected()
-        if summary is None:
-            self.notify("Select a run first", severity="warning", markup=False)
-            return
-        if not summary.record.live:
-            self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4, markup=False)
-            return
-        record = summary.record
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.stop(record, kill)
-
-        self.app.push_screen(ConfirmScreen(stop_question(record, kill)), answered)
-
     def action_log_rank(self, step: int) -> None:
         self.cycle_log(step)
-
-    # -- clone (e) ------------------------------------------------------------------
-    def action_clone_run(self) -> None:
-        if self.refused(READONLY):
-            return
-        if self.remote.get(self.selected_id) is not None:
-            self.notify(
-                "Another host's run: clone it in gpumon on that host", severity="warning", timeout=4, markup=False
-            )
-            return
-        summary = self.selected()
-        if summary is None:
-            self.notify("Select a run first", severity="warning", markup=False)
-            return
-        from gpumon.tui.views.runs.launch_form import LaunchForm
-
-        visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
-        self.app.push_screen(LaunchForm.clone(summary.record.spec, summary.id, visible), self._launch)
 
     def commands(self) -> Iterable[Command]:
         yield Command("Runs: new run…", "Open the launch form (n in the Runs view)", self.action_new_run)

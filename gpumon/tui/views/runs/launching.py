@@ -1,0 +1,152 @@
+"""The Runs view's launching and stopping: n (the form), e (clone), T/K (stop, kill), each in a thread worker.
+
+A mixin of ``RunsView``, so its actions resolve from the view's own bindings; the attributes below are
+the view's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.notifications import SeverityLevel
+from textual.widget import Widget
+
+from gpumon.core.gpu import visible_gpu_count
+from gpumon.core.runs.launcher import SpecError, launch, stop
+from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.tui.views.runs.reading import RunActionDone, stop_question
+from gpumon.tui.views.runs.remote import RemoteRuns
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.widgets.screens import ConfirmScreen
+
+if TYPE_CHECKING:
+    from gpumon.tui.views.runs.launch_form import GroupLaunch
+
+READONLY = "no runs are started or stopped"
+
+
+class Launching(Widget):
+    store: RunStore | None
+    visible_gpus: int | None
+    remote: RemoteRuns
+    selected_id: str | None
+    _select_next: str | None
+
+    if TYPE_CHECKING:  # the view's own
+
+        def selected(self) -> RunSummary | None: ...
+        def poll(self) -> None: ...
+        def refused(self, what: str) -> bool: ...
+
+    # -- launch and stop --------------------------------------------------------------
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def launch(self, spec: RunSpec) -> None:
+        try:
+            self.store = self.store or RunStore()
+            visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
+            record = launch(spec, self.store, visible)
+        except SpecError as err:
+            self.post_message(RunActionDone(str(err), "error"))
+            return
+        except OSError as err:
+            self.post_message(RunActionDone(f"Could not start the run: {err}", "error"))
+            return
+        if record.state in ("failed", "lost"):
+            text = f"{record.id} ended at once ({record.state}): see its log"
+            self.post_message(RunActionDone(text, "warning", select=record.id))
+        else:
+            self.post_message(RunActionDone(f"Started {record.id}", "information", select=record.id))
+
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def stop(self, record: RunRecord, kill: bool) -> None:
+        severity: SeverityLevel = "information"
+        try:
+            text = stop(record, kill=kill)
+        except PermissionError:
+            text, severity = f"Permission denied stopping {record.id}: run gpumon as the user who started it", "error"
+        except OSError as err:
+            text, severity = f"Could not stop {record.id}: {err}", "error"
+        self.post_message(RunActionDone(text, severity))
+
+    def on_run_action_done(self, message: RunActionDone) -> None:
+        self.notify(message.text, severity=message.severity, timeout=6, markup=False)
+        if message.select is not None:
+            self._select_next = message.select
+            self.query_one(RunTable).focus()
+        self.poll()
+
+    # -- actions (keys in BINDINGS) -------------------------------------------------
+    def action_new_run(self) -> None:
+        if self.refused(READONLY):
+            return
+        from gpumon.tui.views.runs.launch_form import LaunchForm
+
+        visible = self.visible_gpus
+        if visible is None:  # the runs worker has not answered yet
+            visible = visible_gpu_count()
+        self.app.push_screen(LaunchForm(visible), self._launch)
+
+    def _launch(self, spec: RunSpec | GroupLaunch | None) -> None:
+        from gpumon.tui.views.runs.launch_form import GroupLaunch
+
+        if isinstance(spec, GroupLaunch):
+            self.launch_group(spec)
+        elif spec is not None:
+            self.launch(spec)
+
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def launch_group(self, request: GroupLaunch) -> None:
+        """One node per host over the user's ssh ([fleet] ssh and gpumon, $GPUMON_SSH), as ``--hosts`` does."""
+        from gpumon.core.runs.group import GroupError, configured_reach, launch_group
+
+        try:
+            root = (self.store or RunStore()).root
+            group = launch_group(request.spec, list(request.hosts), configured_reach(None), root)
+        except GroupError as err:
+            self.post_message(RunActionDone(str(err), "error"))
+            return
+        nodes = ", ".join(f"{n.host} {n.run}" for n in group.nodes)
+        self.post_message(RunActionDone(f"Started {group.id}: {nodes} (gpumon runs shows each node)", "information"))
+
+    def action_stop_run(self, kill: bool) -> None:
+        if self.refused(READONLY):
+            return
+        remote = self.remote.get(self.selected_id)
+        if remote is not None:
+            self.remote.ask_stop(remote, kill)
+            return
+        summary = self.selected()
+        if summary is None:
+            self.notify("Select a run first", severity="warning", markup=False)
+            return
+        if not summary.record.live:
+            self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4, markup=False)
+            return
+        record = summary.record
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.stop(record, kill)
+
+        self.app.push_screen(ConfirmScreen(stop_question(record, kill)), answered)
+
+    # -- clone (e) ------------------------------------------------------------------
+    def action_clone_run(self) -> None:
+        if self.refused(READONLY):
+            return
+        if self.remote.get(self.selected_id) is not None:
+            self.notify(
+                "Another host's run: clone it in gpumon on that host", severity="warning", timeout=4, markup=False
+            )
+            return
+        summary = self.selected()
+        if summary is None:
+            self.notify("Select a run first", severity="warning", markup=False)
+            return
+        from gpumon.tui.views.runs.launch_form import LaunchForm
+
+        visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
+        self.app.push_screen(LaunchForm.clone(summary.record.spec, summary.id, visible), self._launch)
