@@ -83,7 +83,7 @@ async def test_runs_kind_is_whole_and_a_hidden_program_is_said(home: Path, width
         await until(pilot, lambda: table.row_count == 1)
         labels = [str(c.label) for c in table.columns.values()]
         title = str(table.border_title)
-        if width == 200:
+        if width in (200, 120):  # at 120 the short id leaves room for PROGRAM
             assert "PROGRAM" in labels and "hidden" not in title
         else:
             assert "PROGRAM" not in labels and "PROGRAM" in title and "widen the terminal" in title

@@ -43,6 +43,9 @@ COMPACT: Columns = (
     ("rate", "SAMP/S", 6),
     ("memory", "MEMORY", MEMORY_WIDTH),
 )
+# The short id with KIND and PROGRAM: where the whole id does not fit, the program says more than its date.
+SHORT_WIDE: Columns = (COMPACT[0], WIDE[1], *COMPACT[1:], WIDE[-1])
+SHORT_MEDIUM: Columns = SHORT_WIDE[:-1]
 HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
@@ -56,7 +59,7 @@ def fit_for(
     first = HOST if hosts else ()
     sized = {"kind": kind_width, "status": status_width}
     room = width - 3
-    for columns in (WIDE, MEDIUM):
+    for columns in (WIDE, SHORT_WIDE, MEDIUM, SHORT_MEDIUM):
         wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
         fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN)
         if sum(w + 2 for _, _, w in fitted) <= room:
