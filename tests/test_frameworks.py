@@ -1,0 +1,112 @@
+"""The loss and totals a script's frameworks already show, with no change to the script.
+
+Each script in tests/data/frameworks/ is launched as a user would (``gpumon launch script ... --follow``)
+and writes what it computed (or what its framework logged) to a file; ``gpumon runs --json`` must show
+the same loss, where it came from, and the total steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+DATA = Path(__file__).resolve().parent / "data" / "frameworks"
+
+
+@pytest.fixture
+def launch(tmp_path: Path):
+    env = {
+        **os.environ,
+        "GPUMON_HOME": str(tmp_path / "home"),
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "MLFLOW_ALLOW_FILE_STORE": "true",  # MLflow 3 keeps the file store behind this switch
+    }
+
+    def run(script: str, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the run's row in ``gpumon runs --json``, what the script wrote)."""
+        shutil.copy(DATA / script, tmp_path / script)
+        out = tmp_path / "out.json"
+        cmd = [sys.executable, "-m", "gpumon", "launch", "script", script, "--follow", "--", str(out), *args]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+        listed = subprocess.run(
+            [sys.executable, "-m", "gpumon", "runs", "--json"], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+        (row,) = json.loads(listed.stdout)["runs"]
+        assert row["status"] == "finished", row
+        return row, json.loads(out.read_text())
+
+    return run
+
+
+def test_hf_trainer_loss_and_max_steps(launch) -> None:
+    pytest.importorskip("transformers")
+    row, wrote = launch("hf_gpt2.py")
+    logged = [entry["loss"] for entry in wrote["log_history"] if "loss" in entry]
+    assert len(logged) == 8  # max_steps 40, logging_steps 5
+    assert row["loss"] == pytest.approx(logged[-1], abs=1e-9)
+    assert row["loss_source"] == "hf"
+    assert (row["total_steps"], row["total_source"]) == (40, "hf")  # not tqdm's bar, which HF also draws
+
+
+def test_lightning_self_log_and_estimated_stepping_batches(launch) -> None:
+    pytest.importorskip("lightning")
+    row, wrote = launch("lightning_module.py")
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-6)
+    assert row["loss_source"] == "lightning"
+    assert (row["total_steps"], row["total_source"]) == (wrote["total"], "lightning") == (30, "lightning")
+
+
+def test_tqdm_postfix_and_the_nested_bars_total(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("tqdm_loop.py")
+    assert row["loss"] == pytest.approx(wrote["shown"][-1], rel=1e-9)
+    assert row["loss_source"] == "tqdm"
+    assert (row["total_steps"], row["total_source"]) == (75, "tqdm")  # 3 epochs x 25 batches
+
+
+def test_telemetry_log_wins_over_a_framework(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("tqdm_loop.py", "telemetry")
+    assert wrote["raw"][-1] != pytest.approx(wrote["shown"][-1])
+    assert row["loss"] == pytest.approx(wrote["raw"][-1], rel=1e-9)
+    assert row["loss_source"] == "telemetry"
+    assert row["step"] == 75
+
+
+@pytest.mark.parametrize("package", ["torch.utils.tensorboard", "tensorboardX"])
+def test_summary_writer_scalars(launch, package: str) -> None:
+    pytest.importorskip("tensorboard" if package.startswith("torch") else "tensorboardX")
+    row, wrote = launch("summary_writer.py", *(["x"] if package == "tensorboardX" else []))
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-9)
+    assert row["loss_source"] == "tensorboard"
+
+
+@pytest.mark.parametrize("tracker", ["wandb", "mlflow"])
+def test_experiment_trackers(launch, tracker: str) -> None:
+    pytest.importorskip(tracker, reason=f"{tracker} is not installed (not in the test extra: too heavy)")
+    row, wrote = launch("trackers.py", tracker)
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-9)
+    assert row["loss_source"] == tracker
+
+
+def test_a_nan_loss_stays_a_value(launch, tmp_path: Path) -> None:
+    row, _ = launch("nan_loss.py")
+    assert row["loss"] == "nan" and row["loss_source"] == "telemetry"
+    summary = json.loads((Path(row["dir"]) / "summary.json").read_text())
+    assert math.isnan(summary["latest"]["0"]["loss"]) and math.isinf(summary["latest"]["0"]["grad_norm"])
