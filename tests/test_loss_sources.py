@@ -108,3 +108,14 @@ def test_the_rows_write_non_finite_losses_as_strings(tmp_path: Path, value: str)
     record = RunRecord(id="r1", dir=tmp_path, spec=RunSpec(kind="script", program="x.py"), status={})
     doc = run_doc(summarise(record, tele))
     assert json.loads(json.dumps(doc, allow_nan=False))["loss"] == value
+
+
+def test_the_run_detail_says_where_the_loss_came_from(tmp_path: Path) -> None:
+    from gpumon.tui.views.runs.run_detail import info_text
+
+    record = RunRecord(id="r1", dir=tmp_path, spec=RunSpec(kind="script", program="x.py"), status={})
+    tele = RunTelemetry(tmp_path)
+    tele.apply(metrics(5, {"loss": 2.0}, "hf"))
+    assert "loss from the HF Trainer's logs" in info_text(summarise(record, tele)).plain
+    tele.apply(metrics(6, {"loss": 1.0}))
+    assert "loss from" not in info_text(summarise(record, tele)).plain  # the script's own telemetry.log

@@ -161,7 +161,7 @@ class LazyNumber:
         if copy is None:
             host = value.detach().reshape(()).to("cpu", non_blocking=True)
             event = torch.cuda.Event()
-            event.record()
+            event.record(torch.cuda.current_stream(value.device))  # behind the copy, on the tensor's device
             self.copies[name] = (host, event)
         return done
 
