@@ -20,21 +20,22 @@ def hook(module: ModuleType) -> None:
     if trainer_cls is None or getattr(trainer_cls.__init__, "_gpumon", False):
         return
     reporter, reader = Reporter(SOURCE), LazyNumber()
+    total, read_logs = guarded(SOURCE, _total), guarded(SOURCE, _logs)  # wrapped once, not per step
 
     class GpumonCallback(TrainerCallback):
         """Added to every Trainer by gpumon's telemetry (the script is unchanged)."""
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            guarded(SOURCE, _total)(reporter, state, True)
+            total(reporter, state, True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            guarded(SOURCE, _total)(reporter, state, False)
+            total(reporter, state, False)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            guarded(SOURCE, _total)(reporter, state, True)
+            total(reporter, state, True)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-            guarded(SOURCE, _logs)(reporter, reader, state, logs)
+            read_logs(reporter, reader, state, logs)
 
     original = trainer_cls.__init__
 

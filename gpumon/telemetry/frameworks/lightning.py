@@ -31,7 +31,7 @@ def hook(module: ModuleType) -> None:
             reporter.progress(self.total, trainer.global_step, force=True)
 
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-            guarded(SOURCE, self._batch_end)(trainer)
+            batch_end(self, trainer)
 
         def _batch_end(self, trainer: Any) -> None:
             step = trainer.global_step
@@ -46,6 +46,7 @@ def hook(module: ModuleType) -> None:
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             reporter.progress(self.total, trainer.global_step, force=True)
 
+    batch_end = guarded(SOURCE, GpumonCallback._batch_end)  # wrapped once, not per batch
     original = trainer_cls.__init__
 
     @functools.wraps(original)
