@@ -79,6 +79,8 @@ def test_tqdm_postfix_and_the_nested_bars_total(launch) -> None:
     assert row["loss"] == pytest.approx(wrote["shown"][-1], rel=1e-9)
     assert row["loss_source"] == "tqdm"
     assert (row["total_steps"], row["total_source"]) == (75, "tqdm")  # 3 epochs x 25 batches
+    summary = json.loads((Path(row["dir"]) / "summary.json").read_text())
+    assert summary["totals"]["tqdm"] == [75, 75]  # and all of them done at the end
 
 
 def test_telemetry_log_wins_over_a_framework(launch) -> None:
@@ -111,3 +113,12 @@ def test_a_nan_loss_stays_a_value(launch, tmp_path: Path) -> None:
     assert row["loss"] == "nan" and row["loss_source"] == "telemetry"
     summary = json.loads((Path(row["dir"]) / "summary.json").read_text())
     assert math.isnan(summary["latest"]["0"]["loss"]) and math.isinf(summary["latest"]["0"]["grad_norm"])
+
+
+def test_a_hook_that_fails_never_reaches_the_script(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("broken_value.py")
+    assert wrote == {"finished": True}
+    assert row["loss"] == 0.5 and row["loss_source"] == "tqdm"  # read before the failure
+    notes = json.loads((Path(row["dir"]) / "summary.json").read_text())["notes"]
+    assert any("gpumon's tqdm hook is off: RuntimeError: cannot read me" in note for note in notes)
