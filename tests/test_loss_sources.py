@@ -119,3 +119,11 @@ def test_the_run_detail_says_where_the_loss_came_from(tmp_path: Path) -> None:
     assert "loss from the HF Trainer's logs" in info_text(summarise(record, tele)).plain
     tele.apply(metrics(6, {"loss": 1.0}))
     assert "loss from" not in info_text(summarise(record, tele)).plain  # the script's own telemetry.log
+
+
+def test_another_hosts_nan_loss_reads_nan_in_its_detail() -> None:
+    from gpumon.core.fleet.hosts import Host
+    from gpumon.tui.views.runs.remote import RemoteRun, remote_info
+
+    row = {"id": "r1", "status": "running", "kind": "script", "step": 7, "loss": "nan", "loss_source": "hf"}
+    assert "loss nan" in remote_info(RemoteRun(Host("gpu1", "gpu1"), row)).plain
