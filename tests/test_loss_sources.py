@@ -127,3 +127,21 @@ def test_another_hosts_nan_loss_reads_nan_in_its_detail() -> None:
 
     row = {"id": "r1", "status": "running", "kind": "script", "step": 7, "loss": "nan", "loss_source": "hf"}
     assert "loss nan" in remote_info(RemoteRun(Host("gpu1", "gpu1"), row)).plain
+
+
+@pytest.mark.parametrize("framework", ["lightning", "transformers"])
+def test_the_callbacks_added_to_a_trainer_pickle(framework: str) -> None:
+    """Lightning's ddp_spawn and HF's searches pickle the trainer, callbacks included."""
+    import pickle
+
+    pytest.importorskip(framework)
+    if framework == "lightning":
+        from gpumon.telemetry.frameworks.lightning import new_callback as new_lightning
+
+        callback = new_lightning("lightning.pytorch")
+    else:
+        from gpumon.telemetry.frameworks.hf import new_callback
+
+        callback = new_callback()
+    again = pickle.loads(pickle.dumps(callback))
+    assert type(again) is type(callback) and type(again).__name__ == "GpumonCallback"
