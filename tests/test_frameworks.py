@@ -122,3 +122,34 @@ def test_a_hook_that_fails_never_reaches_the_script(launch) -> None:
     assert row["loss"] == 0.5 and row["loss_source"] == "tqdm"  # read before the failure
     notes = json.loads((Path(row["dir"]) / "summary.json").read_text())["notes"]
     assert any("gpumon's tqdm hook is off: RuntimeError: cannot read me" in note for note in notes)
+
+
+BARS = """
+from tqdm import tqdm
+for _ in tqdm(range(100), desc="preprocess"):  # ends before training: no longer counts
+    pass
+bar = tqdm(range(30), desc="train", mininterval=0)
+for step in bar:
+    if step == 10:
+        for _ in tqdm(range(5), desc="eval", leave=False):  # opened mid-run: not a loop of the train bar
+            pass
+    bar.set_postfix_str(f"loss={1.0 / (step + 1):.5f}, acc: 0.5")
+"""
+
+
+def test_tqdm_totals_follow_the_outermost_open_bar_and_leave_out_an_evaluation_bar(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    (tmp_path / "bars.py").write_text(BARS)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    done = subprocess.run([sys.executable, "bars.py"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    totals = [(e["total_steps"], e["done"]) for e in EventReader(tmp_path / "run").poll() if e["type"] == "total"]
+    assert totals[0][0] == 100 and totals[-1] == (30, 30)
+    assert {total for total, _ in totals} == {100, 30}  # never 30 x 5
+    tele = RunTelemetry(tmp_path / "run")
+    tele.update()
+    assert tele.metrics["loss"] == pytest.approx(1 / 30, abs=1e-5) and tele.metrics["acc"] == 0.5
