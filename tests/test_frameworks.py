@@ -153,3 +153,20 @@ def test_tqdm_totals_follow_the_outermost_open_bar_and_leave_out_an_evaluation_b
     tele = RunTelemetry(tmp_path / "run")
     tele.update()
     assert tele.metrics["loss"] == pytest.approx(1 / 30, abs=1e-5) and tele.metrics["acc"] == 0.5
+
+
+def test_postfix_metrics_are_written_no_faster_than_the_step_rate_and_the_last_always(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+
+    script = "from tqdm import tqdm\nbar = tqdm(range(20000))\nfor i in bar:\n    bar.set_postfix(loss=i)\n"
+    (tmp_path / "fast.py").write_text(script)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    env["GPUMON_STEP_RATE"] = "50"
+    done = subprocess.run([sys.executable, "fast.py"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = [e for e in EventReader(tmp_path / "run").poll() if e["type"] == "metrics"]
+    span = written[-1]["t"] - written[0]["t"]
+    assert len(written) <= 50 * span + 3  # 50 a second, plus the first and the one at exit
+    assert written[-1]["metrics"] == {"loss": 19999} and written[-1]["source"] == "tqdm"
