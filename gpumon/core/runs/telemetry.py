@@ -289,9 +289,8 @@ class RunTelemetry:
 
     @property
     def loss_source(self) -> str | None:
-        """Where the shown loss comes from: the lowest reporting rank's loss source."""
-        ranks = [r for r in self.loss_sources if r in self.latest]
-        return self.loss_sources[min(ranks)] if ranks else None
+        """Where the shown loss (``metrics["loss"]``) comes from: the lowest reporting rank's loss source."""
+        return self.loss_sources.get(min(self.latest)) if self.latest else None
 
     @property
     def loss(self) -> Series:
