@@ -24,6 +24,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
+from gpumon.telemetry import frameworks
 from gpumon.telemetry.census import CensusTrigger
 
 TORCHRUN_ENV = "GPUMON_TORCHRUN"  # the run's main process is torchrun (whose agent is not a rank)
@@ -61,6 +62,7 @@ def install() -> bool:
         argv=sys.argv,
     )
     _install_excepthook(w)
+    frameworks.install()  # the metrics and totals the script's frameworks already log
     if "torch" in sys.modules:
         _on_torch(sys.modules["torch"])
     else:

@@ -6,14 +6,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.sources import finite_or_text
 
 RUNS_SCHEMA = 1
 
 
 def run_doc(summary: RunSummary) -> dict[str, Any]:
-    """One run's row: its record, the latest step, loss, throughput and memory, its alerts; a live run's pids."""
+    """One run's row: its record, the latest step, loss (NaN and infinities as "nan"/"inf") and its source,
+    the total steps and their source, throughput and memory, its alerts; a live run's pids."""
     doc = summary.record.to_dict()
-    doc.update(step=summary.step, loss=summary.loss, samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
+    doc.update(step=summary.step, loss=finite_or_text(summary.loss), loss_source=summary.loss_source)
+    doc.update(samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
+    doc.update(total_steps=summary.total_steps, total_source=summary.total_source)
     doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
     doc["alerts"] = list(summary.alerts)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it

@@ -44,6 +44,10 @@ class RunSummary:
     alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
     loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
+    loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
+    total_steps: int | None = None  # the run's total steps where the script or its framework knows it
+    total_source: str | None = None  # who said so (``total`` events; docs/events.md)
+    total_done: int | None = None  # steps done as that source counts them (a tqdm bar's n)
 
     @property
     def leak(self) -> LeakState | None:
@@ -217,6 +221,10 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "notes": list(summary.notes),
         "alerts": list(summary.alerts),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
+        "loss_source": summary.loss_source,
+        "total_steps": summary.total_steps,
+        "total_source": summary.total_source,
+        "total_done": summary.total_done,
     }
 
 
@@ -247,6 +255,10 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             alerts=tuple(row.get("alerts", ())),
             leaks=leaks,
             series=False,
+            loss_source=row.get("loss_source"),
+            total_steps=row.get("total_steps"),
+            total_source=row.get("total_source"),
+            total_done=row.get("total_done"),
         )
     except (KeyError, TypeError, ValueError):
         return None  # a row of another shape: the run is read from its files instead
@@ -255,6 +267,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
+    total, total_source, total_done = tele.total
     return RunSummary(
         record=record,
         step=tele.current_step,
@@ -273,6 +286,10 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         alerts=tuple(tele.alerts[-20:]),
         rss=tele.rss(),
         leaks=dict(leaks or {}),
+        loss_source=tele.loss_source,
+        total_steps=total,
+        total_source=total_source,
+        total_done=total_done,
     )
 
 

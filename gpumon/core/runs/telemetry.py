@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
 from gpumon.core.runs.series import MAX_POINTS, Pace, Series
+from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
 
 __all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
@@ -83,7 +84,10 @@ class RunTelemetry:
     run_dir: Path
     step: int | None = None  # the program's own step (telemetry.log)
     optimizer_steps: int | None = None  # counted by the bootstrap's hook
-    losses: dict[int, Series] = field(default_factory=dict)  # rank -> loss per step
+    losses: dict[int, Series] = field(default_factory=dict)  # rank -> loss per step, of its loss source
+    loss_sources: dict[int, str] = field(default_factory=dict)  # rank -> the best source that reported a loss
+    source_losses: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> source -> latest loss
+    totals: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # source -> (total steps, done)
     latest: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> latest value of each metric
     rates: dict[int, float] = field(default_factory=dict)  # rank -> latest samples/s
     memory: dict[int, RankMemory] = field(default_factory=dict)
@@ -93,6 +97,7 @@ class RunTelemetry:
     alerts: list[str] = field(default_factory=list)  # the supervisor's alerts: a leak reached, a failure
     census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
+    rank_steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest optimizer step (not saved)
     tune: Experiment | None = None  # once Tune events arrive (not kept in summaries: Tune has its own reader)
     watch: MemoryWatch | None = None  # fed every memory sample folded here
     use_summary: bool = True  # start from summary.json where there is one
@@ -173,6 +178,9 @@ class RunTelemetry:
             "optimizer_steps": self.optimizer_steps,
             "loss_rank": lowest,
             "loss": self.losses[lowest].to_state() if lowest is not None else None,
+            "loss_sources": {str(r): s for r, s in self.loss_sources.items()},
+            "source_losses": {str(r): v for r, v in self.source_losses.items()},
+            "totals": {s: list(t) for s, t in self.totals.items()},
             "latest": {str(r): v for r, v in self.latest.items()},
             "rates": {str(r): v for r, v in self.rates.items()},
             "memory": {str(r): m.to_state() for r, m in self.memory.items()},
@@ -191,6 +199,9 @@ class RunTelemetry:
         loss_rank = state.get("loss_rank")
         self.losses = {int(loss_rank): Series.from_state(state["loss"])} if loss_rank is not None else {}
         self.memory = memory
+        self.loss_sources = {int(r): str(s) for r, s in (state.get("loss_sources") or {}).items()}
+        self.source_losses = {int(r): dict(v) for r, v in (state.get("source_losses") or {}).items()}
+        self.totals = {str(s): (int(t[0]), t[1]) for s, t in (state.get("totals") or {}).items()}
         self.step, self.optimizer_steps = state.get("step"), state.get("optimizer_steps")
         self.latest = {int(r): dict(v) for r, v in state["latest"].items()}
         self.rates = {int(r): float(v) for r, v in state["rates"].items()}
@@ -214,6 +225,8 @@ class RunTelemetry:
             self._metrics(event, rank)
         elif kind == "step":
             self._step(event, rank)
+        elif kind == "total":
+            self._total(event)
         elif kind == "proc_start" and isinstance(event.get("pid"), int):
             self.pids[event["pid"]] = rank
         elif kind == "exception":
@@ -237,19 +250,55 @@ class RunTelemetry:
         metrics = event.get("metrics")
         if not isinstance(metrics, dict):
             return
+        source = source_of(event)
         step = event.get("step")
-        if isinstance(step, int):
+        if isinstance(step, bool) or not isinstance(step, int):
+            step = None
+        if step is not None and source == "telemetry":  # a framework's step is not the program's own
             self.step = max(self.step or 0, step)
-        rate = metrics.get("samples_per_s")
-        if isinstance(rate, int | float):
-            self.rates[rank] = float(rate)
+        rate = number(metrics.get("samples_per_s"))
+        if rate is not None:
+            self.rates[rank] = rate
         latest = self.latest.setdefault(rank, {})
         for key, value in metrics.items():
-            if isinstance(value, int | float):
-                latest[key] = float(value)
-        loss = metrics.get("loss")
-        if isinstance(loss, int | float) and isinstance(step, int):
-            self.losses.setdefault(rank, Series()).add(step, float(loss))
+            if (known := number(value)) is not None and key != "loss":
+                latest[key] = known  # NaN and infinities are values too
+        key = loss_key(metrics)
+        loss = number(metrics.get(key)) if key is not None else None
+        if loss is not None:
+            self._loss(rank, source, step if step is not None else self.rank_steps.get(rank), loss)
+
+    def _loss(self, rank: int, source: str, step: int | None, loss: float) -> None:
+        """The rank's loss from ``source``: shown (value and curve) while no better source reported one."""
+        self.source_losses.setdefault(rank, {})[source] = loss
+        chosen = self.loss_sources.get(rank)
+        if chosen is not None and rank_of(source) > rank_of(chosen):
+            return
+        if chosen != source:  # a better source: the curve is its own from here
+            self.loss_sources[rank] = source
+            self.losses.pop(rank, None)
+        self.latest.setdefault(rank, {})["loss"] = loss
+        if step is not None:
+            self.losses.setdefault(rank, Series()).add(step, loss)
+
+    def _total(self, event: dict[str, Any]) -> None:
+        total, done = event.get("total_steps"), event.get("done")
+        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+            self.totals[source_of(event)] = (total, done if isinstance(done, int) else None)
+
+    @property
+    def total(self) -> tuple[int | None, str | None, int | None]:
+        """(total steps, its source, steps done as that source counts them) from the best source that knows it."""
+        if not self.totals:
+            return None, None, None
+        source = min(self.totals, key=rank_of)
+        total, done = self.totals[source]
+        return total, source, done
+
+    @property
+    def loss_source(self) -> str | None:
+        """Where the shown loss (``metrics["loss"]``) comes from: the lowest rank that reports a loss."""
+        return self.loss_sources[min(self.loss_sources)] if self.loss_sources else None
 
     @property
     def loss(self) -> Series:
@@ -292,6 +341,7 @@ class RunTelemetry:
             self.paces.setdefault(rank, Pace()).add(float(t), step)
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
+        self.rank_steps[rank] = step
         if self.optimizer_steps is None or step > self.optimizer_steps:
             self.optimizer_steps = step
 

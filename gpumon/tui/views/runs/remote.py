@@ -18,6 +18,7 @@ from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.remote_runs import stop_remote
 from gpumon.core.format import duration, size
+from gpumon.core.runs.sources import number as value_of
 from gpumon.core.runs.store import LIVE_STATES
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.remote_log import LogFollower
@@ -123,7 +124,7 @@ def remote_info(run: RemoteRun) -> Text:
     if row.get("gpus") is not None:
         line.append(f" · GPUs {row['gpus']}")
     if row.get("step") is not None:
-        line.append(f" · step {row['step']} · loss {number(row.get('loss'))}")
+        line.append(f" · step {row['step']} · loss {number(value_of(row.get('loss')))}")  # "nan" is a value
     if row.get("memory_bytes") is not None:
         line.append(f" · memory {size(row['memory_bytes'])} {row.get('memory_kind') or ''}".rstrip())
     error = row.get("error")

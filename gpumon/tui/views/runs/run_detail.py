@@ -18,6 +18,15 @@ from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
 
+LOSS_FROM = {
+    "hf": "the HF Trainer's logs",
+    "lightning": "Lightning's self.log",
+    "tqdm": "a tqdm postfix",
+    "tensorboard": "TensorBoard scalars",
+    "wandb": "wandb.log",
+    "mlflow": "MLflow metrics",
+    "backward": "the tensor backward() started from",
+}
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
 
 
@@ -46,6 +55,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · {what} {size(summary.memory)}")
         if summary.rss is not None:
             line.append(f", RSS {size(summary.rss)}")
+    if summary.loss_source and summary.loss_source != "telemetry":  # telemetry.log: the script's own call
+        line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
     error = error_text(summary)

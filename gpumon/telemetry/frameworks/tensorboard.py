@@ -1,0 +1,69 @@
+"""TensorBoard's ``SummaryWriter.add_scalar``/``add_scalars`` (torch.utils.tensorboard and tensorboardX)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from types import ModuleType
+from typing import Any
+
+from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
+
+SOURCE = "tensorboard"
+_reporter: Reporter | None = None
+_reader = LazyNumber()
+_inside = threading.local()  # one writer method calling another reports once
+
+
+def hook(module: ModuleType) -> None:
+    global _reporter
+    cls = getattr(module, "SummaryWriter", None)
+    if cls is None or getattr(cls.add_scalar, "_gpumon", False):
+        return
+    if _reporter is None:
+        _reporter = Reporter(SOURCE)
+    reporter = _reporter
+
+    def scalar(*args: Any, **kwargs: Any) -> None:
+        tag, value = _arg(args, kwargs, 0, "tag"), _arg(args, kwargs, 1, "scalar_value")
+        reporter.metrics(numbers({str(tag): value}, _reader), _step(_arg(args, kwargs, 2, "global_step")))
+
+    def scalars(*args: Any, **kwargs: Any) -> None:
+        main_tag, values = _arg(args, kwargs, 0, "main_tag"), _arg(args, kwargs, 1, "tag_scalar_dict")
+        if isinstance(values, dict):
+            step = _step(_arg(args, kwargs, 2, "global_step"))
+            reporter.metrics(numbers(values, _reader, prefix=f"{main_tag}/"), step)
+
+    _wrap(cls, "add_scalar", scalar)
+    _wrap(cls, "add_scalars", scalars)
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def _step(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    number = _reader.read("global_step", value) if value is not None else None
+    return int(number) if number is not None and number == number else None
+
+
+def _wrap(cls: type, name: str, ours: Any) -> None:
+    original = getattr(cls, name)
+    safe = guarded(SOURCE, ours)
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_inside, "busy", False):
+            return original(self, *args, **kwargs)
+        _inside.busy = True
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            _inside.busy = False
+        safe(*args, **kwargs)
+        return result
+
+    method._gpumon = True  # type: ignore[attr-defined]
+    setattr(cls, name, method)

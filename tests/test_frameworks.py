@@ -1,0 +1,172 @@
+"""The loss and totals a script's frameworks already show, with no change to the script.
+
+Each script in tests/data/frameworks/ is launched as a user would (``gpumon launch script ... --follow``)
+and writes what it computed (or what its framework logged) to a file; ``gpumon runs --json`` must show
+the same loss, where it came from, and the total steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+DATA = Path(__file__).resolve().parent / "data" / "frameworks"
+
+
+@pytest.fixture
+def launch(tmp_path: Path):
+    env = {
+        **os.environ,
+        "GPUMON_HOME": str(tmp_path / "home"),
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_ERROR_REPORTING": "false",
+        "MLFLOW_ALLOW_FILE_STORE": "true",  # MLflow 3 keeps the file store behind this switch
+    }
+
+    def run(script: str, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the run's row in ``gpumon runs --json``, what the script wrote)."""
+        shutil.copy(DATA / script, tmp_path / script)
+        out = tmp_path / "out.json"
+        cmd = [sys.executable, "-m", "gpumon", "launch", "script", script, "--follow", "--", str(out), *args]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+        listed = subprocess.run(
+            [sys.executable, "-m", "gpumon", "runs", "--json"], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+        (row,) = json.loads(listed.stdout)["runs"]
+        assert row["status"] == "finished", row
+        return row, json.loads(out.read_text())
+
+    return run
+
+
+def test_hf_trainer_loss_and_max_steps(launch) -> None:
+    pytest.importorskip("transformers")
+    row, wrote = launch("hf_gpt2.py")
+    logged = [entry["loss"] for entry in wrote["log_history"] if "loss" in entry]
+    assert len(logged) == 8  # max_steps 40, logging_steps 5
+    assert row["loss"] == pytest.approx(logged[-1], abs=1e-9)
+    assert row["loss_source"] == "hf"
+    assert (row["total_steps"], row["total_source"]) == (40, "hf")  # not tqdm's bar, which HF also draws
+
+
+def test_lightning_self_log_and_estimated_stepping_batches(launch) -> None:
+    pytest.importorskip("lightning")
+    row, wrote = launch("lightning_module.py")
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-6)
+    assert row["loss_source"] == "lightning"
+    assert (row["total_steps"], row["total_source"]) == (wrote["total"], "lightning") == (30, "lightning")
+
+
+def test_tqdm_postfix_and_the_nested_bars_total(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("tqdm_loop.py")
+    assert row["loss"] == pytest.approx(wrote["shown"][-1], rel=1e-9)
+    assert row["loss_source"] == "tqdm"
+    assert (row["total_steps"], row["total_source"]) == (75, "tqdm")  # 3 epochs x 25 batches
+    summary = json.loads((Path(row["dir"]) / "summary.json").read_text())
+    assert summary["totals"]["tqdm"] == [75, 75]  # and all of them done at the end
+
+
+def test_telemetry_log_wins_over_a_framework(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("tqdm_loop.py", "telemetry")
+    assert wrote["raw"][-1] != pytest.approx(wrote["shown"][-1])
+    assert row["loss"] == pytest.approx(wrote["raw"][-1], rel=1e-9)
+    assert row["loss_source"] == "telemetry"
+    assert row["step"] == 75
+
+
+@pytest.mark.parametrize("package", ["torch.utils.tensorboard", "tensorboardX"])
+def test_summary_writer_scalars(launch, package: str) -> None:
+    pytest.importorskip("tensorboard" if package.startswith("torch") else "tensorboardX")
+    row, wrote = launch("summary_writer.py", *(["x"] if package == "tensorboardX" else []))
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-9)
+    assert row["loss_source"] == "tensorboard"
+
+
+@pytest.mark.parametrize("tracker", ["wandb", "mlflow"])
+def test_experiment_trackers(launch, tracker: str) -> None:
+    pytest.importorskip(tracker, reason=f"{tracker} is not installed (pip install -c constraints.txt -e '.[test]')")
+    row, wrote = launch("trackers.py", tracker)
+    assert row["loss"] == pytest.approx(wrote["losses"][-1], rel=1e-9)
+    assert row["loss_source"] == tracker
+
+
+def test_a_nan_loss_stays_a_value(launch, tmp_path: Path) -> None:
+    row, _ = launch("nan_loss.py")
+    assert row["loss"] == "nan" and row["loss_source"] == "telemetry"
+    summary = json.loads((Path(row["dir"]) / "summary.json").read_text())
+    assert math.isnan(summary["latest"]["0"]["loss"]) and math.isinf(summary["latest"]["0"]["grad_norm"])
+
+
+def test_a_hook_that_fails_never_reaches_the_script(launch) -> None:
+    pytest.importorskip("tqdm")
+    row, wrote = launch("broken_value.py")
+    assert wrote == {"finished": True}
+    assert row["loss"] == 0.5 and row["loss_source"] == "tqdm"  # read before the failure
+    notes = json.loads((Path(row["dir"]) / "summary.json").read_text())["notes"]
+    assert any("gpumon's tqdm hook is off: RuntimeError: cannot read me" in note for note in notes)
+
+
+BARS = """
+from tqdm import tqdm
+for _ in tqdm(range(100), desc="preprocess"):  # ends before training: no longer counts
+    pass
+bar = tqdm(range(30), desc="train", mininterval=0)
+for step in bar:
+    if step == 10:
+        for _ in tqdm(range(5), desc="eval", leave=False):  # opened mid-run: not a loop of the train bar
+            pass
+    bar.set_postfix_str(f"loss={1.0 / (step + 1):.5f}, acc: 0.5")
+"""
+
+
+def test_tqdm_totals_follow_the_outermost_open_bar_and_leave_out_an_evaluation_bar(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    (tmp_path / "bars.py").write_text(BARS)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    done = subprocess.run([sys.executable, "bars.py"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    totals = [(e["total_steps"], e["done"]) for e in EventReader(tmp_path / "run").poll() if e["type"] == "total"]
+    assert totals[0][0] == 100 and totals[-1] == (30, 30)
+    assert {total for total, _ in totals} == {100, 30}  # never 30 x 5
+    tele = RunTelemetry(tmp_path / "run")
+    tele.update()
+    assert tele.metrics["loss"] == pytest.approx(1 / 30, abs=1e-5) and tele.metrics["acc"] == 0.5
+
+
+def test_postfix_metrics_are_written_no_faster_than_the_step_rate_and_the_last_always(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    from gpumon.core.events import EventReader
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+
+    script = "from tqdm import tqdm\nbar = tqdm(range(20000))\nfor i in bar:\n    bar.set_postfix(loss=i)\n"
+    (tmp_path / "fast.py").write_text(script)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    env["GPUMON_STEP_RATE"] = "50"
+    done = subprocess.run([sys.executable, "fast.py"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = [e for e in EventReader(tmp_path / "run").poll() if e["type"] == "metrics"]
+    span = written[-1]["t"] - written[0]["t"]
+    assert len(written) <= 50 * span + 3  # 50 a second, plus the first and the one at exit
+    assert written[-1]["metrics"] == {"loss": 19999} and written[-1]["source"] == "tqdm"
