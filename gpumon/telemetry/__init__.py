@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from gpumon.core.events import EventWriter
+from gpumon.telemetry import ranks
 
 RUN_DIR_ENV = "GPUMON_RUN_DIR"
 RUN_ID_ENV = "GPUMON_RUN_ID"
@@ -26,11 +27,10 @@ _configured: tuple[str, str] | None = None
 
 
 def rank() -> int:
-    """This process's global rank (torchrun's RANK), 0 outside distributed runs."""
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
+    """This process's rank: its process group's rank, else ``RANK``/``LOCAL_RANK``, else a free index of
+    the run (claimed on first use, see ``ranks``); 0 outside distributed runs. The same number names its
+    event source (``rank<N>``)."""
+    return ranks.current(run_dir() if _configured is None else None)
 
 
 def run_dir() -> str | None:
@@ -48,7 +48,7 @@ def configure(directory: str | os.PathLike[str] | None, source: str | None = Non
     """Report to ``directory`` as ``source`` (default ``rank<RANK>``); None goes back to the environment."""
     global _configured
     _close()
-    _configured = None if directory is None else (os.fspath(directory), source or f"rank{rank()}")
+    _configured = None if directory is None else (os.fspath(directory), source or f"rank{ranks.current(None)}")
 
 
 def writer() -> EventWriter | None:
@@ -65,6 +65,8 @@ def writer() -> EventWriter | None:
     except OSError:
         return None
     _writer_pid = os.getpid()
+    if _configured is None:
+        ranks.announce(_writer)  # a process becomes a rank when it first reports: proc_start opens its file
     return _writer
 
 
@@ -87,6 +89,11 @@ def note(text: str, **fields: Any) -> None:
     w = writer()
     if w is not None:
         w.write("note", text=text, **fields)
+
+
+def reopen() -> None:
+    """The next ``writer()`` opens a new file: this process's rank changed (see ``ranks.recheck``)."""
+    _close()
 
 
 def _close() -> None:
