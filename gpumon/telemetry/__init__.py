@@ -24,6 +24,7 @@ RUN_ID_ENV = "GPUMON_RUN_ID"
 _writer: EventWriter | None = None
 _writer_pid: int | None = None
 _configured: tuple[str, str] | None = None
+_loss_logged: int | None = None  # the pid whose script reported its own loss
 
 
 def rank() -> int:
@@ -79,9 +80,17 @@ def event(kind: str, **fields: Any) -> None:
 
 def log(step: int | None = None, **metrics: float) -> None:
     """Report metrics (floats) for ``step``: loss, accuracy, samples_per_s, lr, ..."""
+    global _loss_logged
+    if "loss" in metrics:
+        _loss_logged = os.getpid()
     w = writer()
     if w is not None:
         w.write("metrics", step=step, metrics=metrics)
+
+
+def loss_logged() -> bool:
+    """This process's script reports its own loss (``log(loss=...)``): gpumon's own reading stands aside."""
+    return _loss_logged == os.getpid()
 
 
 def note(text: str, **fields: Any) -> None:

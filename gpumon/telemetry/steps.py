@@ -102,6 +102,7 @@ class StepRecorder:
         self.by_backward = False  # steps are backward passes (no optimizer steps)
         self.devices_seen: set[int] = set()
         self.loss = BackwardLoss(self.torch)
+        self.held: tuple[int, float] | None = None  # the backward loss read, written one recorded step later
         if self.statm is not None:
             with contextlib.suppress(OSError):
                 os.close(self.statm)
@@ -172,10 +173,15 @@ class StepRecorder:
         self.record(now)
 
     def flush(self) -> None:
-        """At exit: the last step, if the rate limit skipped it (the step count stays exact)."""
-        if self.pid == os.getpid() and self.step > self.recorded and self.step >= self.every:
-            with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
+        """At exit: the last step, if the rate limit skipped it (the step count stays exact), and its loss."""
+        if self.pid != os.getpid():
+            return
+        with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
+            if self.step > self.recorded and self.step >= self.every:
                 self.record(time.time())
+            w = telemetry.writer() if self.held is not None else None
+            if w is not None:
+                self._emit_loss(w)
 
     def record(self, now: float) -> None:
         if ranks.recheck(telemetry.run_dir()):  # its process group appeared and names it otherwise
@@ -216,9 +222,16 @@ class StepRecorder:
             w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
         loss = self.loss.read()
         if loss is not None:
-            w.write("metrics", step=loss[0], metrics={"loss": loss[1]}, source=LOSS_SOURCE)
+            self._emit_loss(w)
+            self.held = loss
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
+
+    def _emit_loss(self, w: EventWriter) -> None:
+        """Held back one reading: by then a script that logs its own loss (``telemetry.log``) has, and wins."""
+        held, self.held = self.held, None
+        if held is not None and not telemetry.loss_logged():
+            w.write("metrics", step=held[0], metrics={"loss": held[1]}, source=LOSS_SOURCE)
 
     def _device_event(self, w: EventWriter, index: int) -> None:
         """The device's size, once: the doctor projects when a growing rank fills it."""
