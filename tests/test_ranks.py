@@ -296,3 +296,52 @@ def test_the_doctor_says_never_stepped_only_when_no_process_stepped_and_names_wh
     headline = diagnose(record).headline()
     assert headline.startswith("no memory samples: no process of the run stepped")
     assert f"pid {record.status['pid']}" in headline
+
+
+LATE_GROUP = """
+import os, sys, time
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def step(model, opt):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def main_worker(rank, port, out):
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    flag = os.path.join(out, "rank1-stepped")
+    while rank == 0 and not os.path.exists(flag):  # rank 1 steps first: it gets index 0, rank 0 index 1
+        time.sleep(0.01)
+    step(model, opt)  # a warm-up step before any process group
+    if rank == 1:
+        open(flag, "w").close()
+    with open(os.path.join(out, f"pid.{rank}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    for _ in range(4):
+        step(model, opt)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(main_worker, args=(int(sys.argv[1]), os.environ["OUT"]), nprocs=2)
+"""
+
+
+def test_a_process_group_created_after_the_first_step_renames_the_rank(tmp_path: Path) -> None:
+    record = run(tmp_path, LATE_GROUP, str(free_port()))
+    events = [e for e in EventReader(record.dir).poll() if e["src"] != "launcher"]
+    for rank in (0, 1):
+        pid = int((tmp_path / "out" / f"pid.{rank}").read_text())
+        mine = [e for e in events if e["pid"] == pid]
+        first, renamed = [e for e in mine if e["type"] == "proc_start"]
+        assert (first["rank"], first["rank_from"]) == (1 - rank, "index")  # claimed in stepping order
+        assert (renamed["rank"], renamed["rank_from"], renamed["renamed_from"]) == (rank, "group", 1 - rank)
+        assert {e["src"] for e in mine if e["t"] >= renamed["t"]} == {f"rank{rank}"}
+        assert [e["step"] for e in mine if e["type"] == "step"] == [1, 2, 3, 4, 5]  # the count goes on
