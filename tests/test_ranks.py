@@ -345,3 +345,14 @@ def test_a_process_group_created_after_the_first_step_renames_the_rank(tmp_path:
         assert (renamed["rank"], renamed["rank_from"], renamed["renamed_from"]) == (rank, "group", 1 - rank)
         assert {e["src"] for e in mine if e["t"] >= renamed["t"]} == {f"rank{rank}"}
         assert [e["step"] for e in mine if e["type"] == "step"] == [1, 2, 3, 4, 5]  # the count goes on
+
+
+@pytest.mark.parametrize("value", [0.25, 1e-300, 3.0, float("nan"), float("inf"), float("-inf")])
+def test_the_hand_formatted_loss_event_reads_as_the_protocol_encodes_it(value: float) -> None:
+    from gpumon.core.events import encode
+    from gpumon.telemetry.loss import metrics_line
+
+    ours = json.loads(metrics_line("rank3", 7, value, 12.5, os.getpid()))
+    fields = {"step": 7, "metrics": {"loss": value}, "source": "backward"}
+    protocol = json.loads(encode("metrics", "rank3", fields, 12.5))
+    assert ours == protocol

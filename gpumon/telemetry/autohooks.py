@@ -132,6 +132,7 @@ def _on_torch(torch: ModuleType) -> None:
     register_optimizer_step_post_hook(recorder)
     _count_backward(torch, recorder)
     hook_scaler(torch, recorder.scaled)
+    ranks.hook_group(torch, recorder.group)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True
         telemetry.event("torch", version=getattr(torch, "__version__", "?"))

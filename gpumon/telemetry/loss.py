@@ -11,10 +11,13 @@ waits for the device.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from gpumon.core.events import VERSION
 
 SOURCE = "backward"
 
@@ -30,19 +33,15 @@ class BackwardLoss:
         self.pinned: Any = None
 
     def at_backward(self, args: tuple[Any, ...], kwargs: dict[str, Any], step: int) -> None:
-        """``torch.autograd.backward``'s arguments: keep the root when it is one scalar without a given gradient."""
-        root = kwargs.get("tensors", args[0] if args else None)
-        if not isinstance(root, self.torch.Tensor):
-            return
+        """After a ``torch.autograd.backward`` that returned: keep its root when given no gradient (torch then
+        made sure the root is one element: the loss)."""
         if (len(args) > 1 and args[1] is not None) or kwargs.get("grad_tensors") is not None:
             return  # backward(gradient=...): not a loss
-        if root.numel() != 1:
-            return
+        root = args[0] if args else kwargs.get("tensors")
+        if not isinstance(root, self.torch.Tensor):
+            return  # a list of roots: no single loss
         scaled = self.scaled
-        if scaled is not None and scaled() is root:
-            self.latest = self.unscaled
-        else:
-            self.latest = root.detach()
+        self.latest = self.unscaled if scaled is not None and scaled() is root else root.detach()
         self.step = step
 
     def at_scale(self, outputs: Any, scaled: Any) -> None:
@@ -84,6 +83,16 @@ class BackwardLoss:
             self.pinned = None  # the next copy gets its own buffer while this one is on its way
         except Exception:  # noqa: BLE001 - no loss rather than a failed step
             self.pending = None
+
+
+def metrics_line(source: str, step: int, value: float, now: float, pid: int) -> bytes:
+    """The ``metrics`` event of a loss, formatted directly: ~1 µs where ``encode`` takes ~10 (every step at
+    ``GPUMON_STEP_RATE=0``). ``source`` is ``rank<N>``; NaN and inf are strings, as ``encode`` writes them."""
+    number = repr(value) if math.isfinite(value) else f'"{value}"'
+    return (
+        f'{{"v":{VERSION},"type":"metrics","src":"{source}","t":{now!r},"pid":{pid},"step":{step},'
+        f'"metrics":{{"loss":{number}}},"source":"{SOURCE}"}}\n'
+    ).encode()
 
 
 def hook_scaler(torch: ModuleType, on_scale: Callable[[Any, Any], None]) -> None:

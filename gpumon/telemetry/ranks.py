@@ -13,10 +13,14 @@ imports torch: ``torch.distributed`` is read from ``sys.modules``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from gpumon.core.events import EventWriter
 
@@ -29,6 +33,7 @@ class Identity:
     rank: int
     origin: str  # "group", "env" (RANK or LOCAL_RANK), or "index" (claimed in the run)
     pid: int
+    run_dir: str | None = None  # the run it was claimed in
     renamed_from: int | None = None  # the rank it reported as before its process group existed
 
 
@@ -38,7 +43,7 @@ _identity: Identity | None = None
 def current(run_dir: str | None) -> int:
     """This process's rank, decided (and claimed in ``run_dir``) on first use."""
     ident = _identity
-    if ident is not None and ident.pid == os.getpid():
+    if ident is not None and ident.pid == os.getpid() and ident.run_dir == run_dir:
         return ident.rank
     return decide(run_dir).rank
 
@@ -64,7 +69,7 @@ def decide(run_dir: str | None) -> Identity:
         # index, past the launcher's ranks (WORLD_SIZE) when RANK was inherited, so no real one is taken.
         start = (_env_int("WORLD_SIZE") or 0) if rank is not None else 0
         rank, origin = _claim_free(claims, start), "index"
-    _identity = Identity(rank, origin, pid)
+    _identity = Identity(rank, origin, pid, run_dir)
     return _identity
 
 
@@ -83,8 +88,26 @@ def recheck(run_dir: str | None) -> bool:
         return False
     if run_dir is not None:
         _claim(Path(run_dir) / CLAIMS_DIR, group[0], force=True)
-    _identity = Identity(group[0], "group", ident.pid, renamed_from=ident.rank)
+    _identity = Identity(group[0], "group", ident.pid, ident.run_dir, renamed_from=ident.rank)
     return True
+
+
+def hook_group(torch: ModuleType, on_group: Callable[[], None]) -> None:
+    """Call ``on_group()`` after each ``torch.distributed.init_process_group``: a rank named before its
+    group existed looks again then, and costs nothing per step meanwhile."""
+    dist = getattr(torch, "distributed", None)
+    original = getattr(dist, "init_process_group", None)
+    if original is None or getattr(original, "__gpumon__", False):
+        return
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        on_group()
+        return result
+
+    init_process_group.__gpumon__ = True  # type: ignore[attr-defined]
+    dist.init_process_group = init_process_group  # type: ignore[union-attr]
 
 
 def announce(w: EventWriter) -> None:

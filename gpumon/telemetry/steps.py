@@ -21,8 +21,7 @@ from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
 from gpumon.telemetry.census import CensusTrigger
-from gpumon.telemetry.loss import SOURCE as LOSS_SOURCE
-from gpumon.telemetry.loss import BackwardLoss
+from gpumon.telemetry.loss import BackwardLoss, metrics_line
 
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
 STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
@@ -102,6 +101,7 @@ class StepRecorder:
         self.by_backward = False  # steps are backward passes (no optimizer steps)
         self.devices_seen: set[int] = set()
         self.loss = BackwardLoss(self.torch)
+        self.group_created = False  # init_process_group ran: the rank may be named otherwise now
         self.held: tuple[int, float] | None = None  # the backward loss read, written one recorded step later
         if self.statm is not None:
             with contextlib.suppress(OSError):
@@ -147,6 +147,10 @@ class StepRecorder:
             )
         self._tick()
 
+    def group(self) -> None:
+        """``torch.distributed.init_process_group`` returned: look at the rank again at the next record."""
+        self.group_created = True
+
     def scaled(self, outputs: Any, result: Any) -> None:
         """``GradScaler.scale(outputs)`` returned ``result`` (AMP): a backward from it is ``outputs``' loss."""
         if self.pid == os.getpid():
@@ -181,12 +185,14 @@ class StepRecorder:
                 self.record(time.time())
             w = telemetry.writer() if self.held is not None else None
             if w is not None:
-                self._emit_loss(w)
+                self._emit_loss(w, time.time())
 
     def record(self, now: float) -> None:
-        if ranks.recheck(telemetry.run_dir()):  # its process group appeared and names it otherwise
-            telemetry.reopen()
-            self.told_torch = False
+        if self.group_created:
+            self.group_created = False
+            if ranks.recheck(telemetry.run_dir()):  # its process group appeared and names it otherwise
+                telemetry.reopen()
+                self.told_torch = False
         w = telemetry.writer()
         if w is None:
             return
@@ -222,16 +228,16 @@ class StepRecorder:
             w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
         loss = self.loss.read()
         if loss is not None:
-            self._emit_loss(w)
+            self._emit_loss(w, now)
             self.held = loss
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
 
-    def _emit_loss(self, w: EventWriter) -> None:
+    def _emit_loss(self, w: EventWriter, now: float) -> None:
         """Held back one reading: by then a script that logs its own loss (``telemetry.log``) has, and wins."""
         held, self.held = self.held, None
         if held is not None and not telemetry.loss_logged():
-            w.write("metrics", step=held[0], metrics={"loss": held[1]}, source=LOSS_SOURCE)
+            w.write_line(metrics_line(w.source, held[0], held[1], now, self.pid))
 
     def _device_event(self, w: EventWriter, index: int) -> None:
         """The device's size, once: the doctor projects when a growing rank fills it."""
