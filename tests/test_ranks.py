@@ -19,7 +19,7 @@ import pytest
 
 from gpumon.core.doctor.report import diagnose
 from gpumon.core.events import EventReader
-from gpumon.core.runs.launcher import free_port, wait
+from gpumon.core.runs.launcher import BOOTSTRAP_DIR, free_port, wait
 from gpumon.core.runs.store import RunRecord, RunStore
 
 pytest.importorskip("torch")
@@ -356,3 +356,19 @@ def test_the_hand_formatted_loss_event_reads_as_the_protocol_encodes_it(value: f
     fields = {"step": 7, "metrics": {"loss": value}, "source": "backward"}
     protocol = json.loads(encode("metrics", "rank3", fields, 12.5))
     assert ours == protocol
+
+
+FAILS_BEFORE_STEPPING = """
+import torch
+raise RuntimeError("no data found in ./data")
+"""
+
+
+def test_a_first_process_that_fails_before_stepping_still_records_its_exception(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(FAILS_BEFORE_STEPPING)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
+    done = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True)
+    assert "RuntimeError: no data found" in done.stderr
+    (event,) = EventReader(tmp_path / "run").poll()
+    assert (event["src"], event["type"], event["message"]) == ("main", "exception", "no data found in ./data")

@@ -192,7 +192,7 @@ class StepRecorder:
             self.group_created = False
             if ranks.recheck(telemetry.run_dir()):  # its process group appeared and names it otherwise
                 telemetry.reopen()
-                self.told_torch = False
+                telemetry.event("torch", version=getattr(self.torch, "__version__", "?"))
         w = telemetry.writer()
         if w is None:
             return
