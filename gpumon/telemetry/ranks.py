@@ -148,6 +148,16 @@ def how_started() -> str:
     return "torchelastic" if "TORCHELASTIC_RUN_ID" in os.environ else "exec"
 
 
+def ray_worker() -> bool:
+    """A Ray worker (a Tune trial, a Ray Train worker): the Tune callback reports its trials, so it is no
+    rank of the run however it trains. A Ray driver that trains itself is one."""
+    worker = sys.modules.get("ray._private.worker")
+    try:
+        return worker is not None and worker.global_worker.mode == worker.WORKER_MODE
+    except Exception:  # noqa: BLE001 - another Ray: count it as a rank
+        return False
+
+
 def _group() -> tuple[int, int] | None:
     """(rank, world size) of the default process group, if one exists now."""
     dist = sys.modules.get("torch.distributed")

@@ -93,6 +93,7 @@ class StepRecorder:
         """This process's own state (again in a forked child: its steps are its own)."""
         self.pid = os.getpid()
         self.joined = False  # this process has reported as a rank
+        self.quiet = False  # a process that steps but is no rank of the run (a Ray worker)
         self.first: int | None = None
         self.step = 0
         self.last: float | None = None  # the first step's time includes start-up: no dt
@@ -119,6 +120,9 @@ class StepRecorder:
             self._start(time.time_ns())
             self.told_torch = False
         self.joined = True
+        self.quiet = ranks.ray_worker()
+        if self.quiet:
+            return
         w = telemetry.writer()
         if w is not None and not self.told_torch:
             self.told_torch = True
@@ -135,6 +139,8 @@ class StepRecorder:
         accumulation steps an optimizer well before that)."""
         if not self.joined or self.pid != os.getpid():
             self._join()
+        if self.quiet:
+            return
         self.loss.at_backward(args, kwargs or {}, self.step + 1)
         self.backwards += 1
         if not self.by_backward:
@@ -153,13 +159,15 @@ class StepRecorder:
 
     def scaled(self, outputs: Any, result: Any) -> None:
         """``GradScaler.scale(outputs)`` returned ``result`` (AMP): a backward from it is ``outputs``' loss."""
-        if self.pid == os.getpid():
+        if not self.joined or self.pid != os.getpid():
+            self._join()  # a backward follows: a forked child's own state must hold this scale
+        if not self.quiet:
             self.loss.at_scale(outputs, result)
 
     def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
         if not self.joined or self.pid != os.getpid():
             self._join()
-        if self.by_backward:
+        if self.by_backward or self.quiet:
             return
         if self.first is None:
             self.first = id(optimizer)
@@ -178,7 +186,7 @@ class StepRecorder:
 
     def flush(self) -> None:
         """At exit: the last step, if the rate limit skipped it (the step count stays exact), and its loss."""
-        if self.pid != os.getpid():
+        if self.pid != os.getpid() or self.quiet:
             return
         with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
             if self.step > self.recorded and self.step >= self.every:
