@@ -372,3 +372,25 @@ def test_a_first_process_that_fails_before_stepping_still_records_its_exception(
     assert "RuntimeError: no data found" in done.stderr
     (event,) = EventReader(tmp_path / "run").poll()
     assert (event["src"], event["type"], event["message"]) == ("main", "exception", "no data found in ./data")
+
+
+def test_a_rank_held_by_a_live_process_is_never_taken_twice_but_a_dead_holders_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpumon.telemetry import ranks
+
+    monkeypatch.setattr(ranks, "_identity", None)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    claims = tmp_path / ranks.CLAIMS_DIR
+    claims.mkdir()
+    (claims / "0").write_text(str(os.getppid()))  # rank 0 is alive: we inherited its RANK
+    inherited = ranks.decide(str(tmp_path))
+    assert (inherited.rank, inherited.origin) == (2, "index")  # past the launcher's ranks
+    assert (claims / "2").read_text() == str(os.getpid())
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (claims / "0").write_text(dead.stdout.strip())  # rank 0 died: this is its restart
+    restarted = ranks.decide(str(tmp_path))
+    assert (restarted.rank, restarted.origin) == (0, "env")
+    assert (claims / "0").read_text() == str(os.getpid())
