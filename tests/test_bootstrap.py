@@ -100,8 +100,7 @@ def test_a_script_without_torch_runs_untouched(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"  # the bootstrap never imports torch itself
     assert done.stderr == ""
-    events = EventReader(tmp_path / "run").poll()
-    assert [e["type"] for e in events] == ["proc_start"]
+    assert EventReader(tmp_path / "run").poll() == []  # it never stepped: not a rank, no event file
 
 
 def test_outside_a_run_the_bootstrap_does_nothing(tmp_path: Path) -> None:

@@ -102,7 +102,7 @@ def test_telemetry_log_reaches_the_run_view(tmp_path: Path, monkeypatch) -> None
     finally:
         telemetry.configure(None)
     tele = RunTelemetry(tmp_path)
-    assert tele.update() == 4
+    assert tele.update() == 5  # proc_start (it reported: it is a rank), 3 metrics, the note
     assert tele.step == 3
     assert tele.loss.values == [2.0, 1.5, 1.0]
     assert tele.samples_per_s == 100.0

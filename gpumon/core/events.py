@@ -85,6 +85,15 @@ class EventWriter:
         except OSError as err:  # a full disk must not stop training
             self.failed = str(err)
 
+    def write_line(self, line: bytes) -> None:
+        """One event already encoded as ``encode`` would (a per-step hot path formats its fixed shape itself)."""
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, line)
+        except OSError as err:
+            self.failed = str(err)
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from gpumon.core.events import EventWriter
+from gpumon.telemetry import ranks
 
 RUN_DIR_ENV = "GPUMON_RUN_DIR"
 RUN_ID_ENV = "GPUMON_RUN_ID"
@@ -24,14 +25,14 @@ RUN_ID_ENV = "GPUMON_RUN_ID"
 _writer: EventWriter | None = None
 _writer_pid: int | None = None
 _configured: tuple[str, str] | None = None
+_loss_logged: int | None = None  # the pid whose script reported its own loss
 
 
 def rank() -> int:
-    """This process's global rank (torchrun's RANK), 0 outside distributed runs."""
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
+    """This process's rank: its process group's rank, else ``RANK``/``LOCAL_RANK``, else a free index of
+    the run (claimed on first use, see ``ranks``); 0 outside distributed runs. The same number names its
+    event source (``rank<N>``)."""
+    return ranks.current(run_dir() if _configured is None else None)
 
 
 def run_dir() -> str | None:
@@ -49,7 +50,7 @@ def configure(directory: str | os.PathLike[str] | None, source: str | None = Non
     """Report to ``directory`` as ``source`` (default ``rank<RANK>``); None goes back to the environment."""
     global _configured
     _close()
-    _configured = None if directory is None else (os.fspath(directory), source or f"rank{rank()}")
+    _configured = None if directory is None else (os.fspath(directory), source or f"rank{ranks.current(None)}")
 
 
 def writer() -> EventWriter | None:
@@ -66,6 +67,8 @@ def writer() -> EventWriter | None:
     except OSError:
         return None
     _writer_pid = os.getpid()
+    if _configured is None:
+        ranks.announce(_writer)  # a process becomes a rank when it first reports: proc_start opens its file
     return _writer
 
 
@@ -78,6 +81,9 @@ def event(kind: str, **fields: Any) -> None:
 
 def log(step: int | None = None, **metrics: float) -> None:
     """Report metrics (floats) for ``step``: loss, accuracy, samples_per_s, lr, ..."""
+    global _loss_logged
+    if "loss" in metrics:
+        _loss_logged = os.getpid()
     w = writer()
     if w is not None:
         w.write("metrics", step=step, metrics=metrics)
@@ -94,11 +100,21 @@ def plan(steps: int) -> None:
         w.write("plan", steps=steps)
 
 
+def loss_logged() -> bool:
+    """This process's script reports its own loss (``log(loss=...)``): gpumon's own reading stands aside."""
+    return _loss_logged == os.getpid()
+
+
 def note(text: str, **fields: Any) -> None:
     """A line a person should see beside the run (e.g. "DataParallel: 1 GPU, running the plain model")."""
     w = writer()
     if w is not None:
         w.write("note", text=text, **fields)
+
+
+def reopen() -> None:
+    """The next ``writer()`` opens a new file: this process's rank changed (see ``ranks.recheck``)."""
+    _close()
 
 
 def _close() -> None:

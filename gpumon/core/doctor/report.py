@@ -35,6 +35,7 @@ class Diagnosis:
     censused: tuple[int, int] | None = None  # the steps of the latest census pair (named something or not)
     failure: Failure | None = None
     advice: tuple[Advice, ...] = ()
+    seen: tuple[str, ...] = ()  # the run's processes: "rank 0 (pid 12)" for ranks, "pid 11" for the others
 
     @property
     def worst(self) -> LeakState | None:
@@ -62,7 +63,11 @@ class Diagnosis:
             return "no problem seen"
         if self.state in ("starting", "running", "stopping", "unsupervised"):
             return "no memory samples yet"
-        return "no memory samples: the run never stepped a torch.optim optimizer nor ran backward() (gpumon's steps)"
+        seen = f"; processes seen: {', '.join(self.seen)}" if self.seen else ""
+        return (
+            "no memory samples: no process of the run stepped a torch.optim optimizer nor ran backward() "
+            f"(gpumon's steps){seen}"
+        )
 
     def _trend(self, worst: LeakState) -> str:
         text = worst.describe() if worst.memory else f"memory {worst.describe()}"
@@ -90,6 +95,7 @@ class Diagnosis:
             "censused": list(self.censused) if self.censused else None,
             "failure": failure,
             "advice": [asdict(a) for a in self.advice],
+            "seen": list(self.seen),
         }
 
 
@@ -139,7 +145,19 @@ def diagnose(
         censused=censused,
         failure=failure,
         advice=advice,
+        seen=processes_seen(record, telemetry),
     )
+
+
+def processes_seen(record: RunRecord, telemetry: RunTelemetry, limit: int = 8) -> tuple[str, ...]:
+    """The ranks that reported (``proc_start``), then the other processes the supervisor saw (``procs``)."""
+    out = [f"rank {rank} (pid {pid})" for pid, rank in sorted(telemetry.pids.items(), key=lambda p: (p[1], p[0]))]
+    others = [p[0] for p in record.status.get("procs") or () if isinstance(p, list) and p and isinstance(p[0], int)]
+    main = record.status.get("pid")
+    if isinstance(main, int) and main not in others:
+        others.insert(0, main)
+    out += [f"pid {pid}" for pid in others if pid not in telemetry.pids]
+    return tuple(out[:limit]) + ((f"{len(out) - limit} more",) if len(out) > limit else ())
 
 
 def census_pending(run_dir: Path, census: list[dict[str, Any]]) -> bool:

@@ -1,10 +1,11 @@
 """gpumon's telemetry bootstrap: the launcher puts this folder first on a run's PYTHONPATH.
 
 Python imports ``sitecustomize`` at start-up, so every Python process of the run
-(each torchrun rank included) gets per-step memory samples and an exception
-record without any change to the training script. It must never break the
-script: any failure here is swallowed. Another ``sitecustomize`` later on the
-path is still run.
+(torchrun's ranks, mp.spawn's workers, accelerate's, a subprocess) gets the lazy
+hooks: whichever steps becomes a rank, with per-step memory samples, its loss and
+an exception record, without any change to the training script; the others write
+nothing. It must never break the script: any failure here is swallowed. Another
+``sitecustomize`` later on the path is still run.
 """
 
 import importlib.machinery

@@ -1,0 +1,270 @@
+"""The per-step hook: one ``step`` event per optimizer step (or backward), the backward-root loss.
+
+A process becomes a rank here, at its first optimizer step or backward: only then does it
+open its event file (``telemetry.writer()`` claims its rank and writes ``proc_start``).
+The hook lives in every process of a run (it is inherited by fork), so its state belongs
+to one pid: a forked child that trains starts its own count.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import sys
+import time
+from types import ModuleType
+from typing import Any
+
+from gpumon import telemetry
+from gpumon.core.events import EventWriter
+from gpumon.telemetry import ranks
+from gpumon.telemetry.census import CensusTrigger
+from gpumon.telemetry.loss import BackwardLoss, metrics_line
+
+STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
+STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
+STEP_RATE = 200
+BACKWARD_STEPS = 64  # backward passes without an optimizer step before a backward counts as the step
+STARTED_NS = time.time_ns()  # census requests older than this process are not for it
+
+
+def env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _mallinfo2() -> Any:
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return None  # not glibc (musl, macOS)
+    fn.restype = _MallInfo2
+    fn.argtypes = []
+    return fn
+
+
+class StepRecorder:
+    """The optimizer step post-hook: one ``step`` event per optimizer step.
+
+    Only the first optimizer that steps is counted, so a script with two
+    optimizers (a GAN) still gets one sample per iteration. CUDA: one
+    ``memory_stats_as_nested_dict`` call (no sync), then the peak is reset so each sample's
+    peak is that step's; the host heap too. CPU: glibc's live heap bytes and RSS. A census of
+    live tensors is taken when the run asks (``census.CensusTrigger``).
+    """
+
+    def __init__(self, torch: ModuleType) -> None:
+        self.torch = torch
+        self.every = max(1, env_int(STEP_EVERY_ENV, 1))
+        rate = env_int(STEP_RATE_ENV, STEP_RATE)
+        # Past `rate` steps a second, a step is recorded once `gap` has passed: the cost of a run (disk,
+        # the supervisor's fold) stops growing with its speed. The last step is always recorded (atexit).
+        self.gap = 1.0 / rate if rate > 0 else 0.0
+        self.mallinfo2 = _mallinfo2()
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.statm: int | None = None
+        self.told_torch = False  # the `torch` event is in this process's file
+        self._start(STARTED_NS)
+        atexit.register(self.flush)
+
+    def _start(self, since_ns: int) -> None:
+        """This process's own state (again in a forked child: its steps are its own)."""
+        self.pid = os.getpid()
+        self.joined = False  # this process has reported as a rank
+        self.quiet = False  # a process that steps but is no rank of the run (a Ray worker)
+        self.first: int | None = None
+        self.step = 0
+        self.last: float | None = None  # the first step's time includes start-up: no dt
+        self.recorded = 0  # the step of the last step event
+        self.backwards = 0
+        self.by_backward = False  # steps are backward passes (no optimizer steps)
+        self.devices_seen: set[int] = set()
+        self.loss = BackwardLoss(self.torch)
+        self.group_created = False  # init_process_group ran: the rank may be named otherwise now
+        self.held: tuple[int, float] | None = None  # the backward loss read, written one recorded step later
+        if self.statm is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.statm)
+        try:  # opened per process: /proc/self is resolved at open
+            self.statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.statm = None
+        run_dir = telemetry.run_dir()
+        self.census = CensusTrigger(run_dir, self.torch, since_ns) if run_dir else None
+
+    def _join(self) -> None:
+        """This process steps: it is a rank from now on (its event file opens with ``proc_start``)."""
+        if self.pid != os.getpid():
+            self._start(time.time_ns())
+            self.told_torch = False
+        self.joined = True
+        self.quiet = ranks.ray_worker()
+        if self.quiet:
+            return
+        w = telemetry.writer()
+        if w is not None and not self.told_torch:
+            self.told_torch = True
+            w.write("torch", version=getattr(self.torch, "__version__", "?"))
+        mp = sys.modules.get("multiprocessing")
+        util = sys.modules.get("multiprocessing.util")
+        if mp is not None and util is not None and mp.parent_process() is not None:
+            with contextlib.suppress(Exception):  # a forked child leaves by os._exit: no atexit there
+                util.Finalize(None, self.flush, exitpriority=0)
+
+    def backward(self, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> None:
+        """A backward pass (``torch.autograd.backward``'s arguments: its root is kept as the loss). Counted
+        as the step only in a script whose optimizer never stepped in ``BACKWARD_STEPS`` of them (gradient
+        accumulation steps an optimizer well before that)."""
+        if not self.joined or self.pid != os.getpid():
+            self._join()
+        if self.quiet:
+            return
+        self.loss.at_backward(args, kwargs or {}, self.step + 1)
+        self.backwards += 1
+        if not self.by_backward:
+            if self.first is not None or self.backwards < BACKWARD_STEPS:
+                return
+            self.by_backward = True
+            self.step = self.backwards - 1
+            telemetry.note(
+                f"no torch.optim optimizer stepped in {BACKWARD_STEPS} backward passes: a step is a backward()"
+            )
+        self._tick()
+
+    def group(self) -> None:
+        """``torch.distributed.init_process_group`` returned: look at the rank again at the next record."""
+        self.group_created = True
+
+    def scaled(self, outputs: Any, result: Any) -> None:
+        """``GradScaler.scale(outputs)`` returned ``result`` (AMP): a backward from it is ``outputs``' loss."""
+        if not self.joined or self.pid != os.getpid():
+            self._join()  # a backward follows: a forked child's own state must hold this scale
+        if not self.quiet:
+            self.loss.at_scale(outputs, result)
+
+    def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
+        if not self.joined or self.pid != os.getpid():
+            self._join()
+        if self.by_backward or self.quiet:
+            return
+        if self.first is None:
+            self.first = id(optimizer)
+        elif id(optimizer) != self.first:
+            return
+        self._tick()
+
+    def _tick(self) -> None:
+        self.step += 1
+        if self.step % self.every:
+            return
+        now = time.time()
+        if self.last is not None and now - self.last < self.gap:
+            return
+        self.record(now)
+
+    def flush(self) -> None:
+        """At exit: the last step, if the rate limit skipped it (the step count stays exact), and its loss."""
+        if self.pid != os.getpid() or self.quiet:
+            return
+        with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
+            if self.step > self.recorded and self.step >= self.every:
+                self.record(time.time())
+            w = telemetry.writer() if self.held is not None else None
+            if w is not None:
+                self._emit_loss(w, time.time())
+
+    def record(self, now: float) -> None:
+        if self.group_created:
+            self.group_created = False
+            if ranks.recheck(telemetry.run_dir()):  # its process group appeared and names it otherwise
+                telemetry.reopen()
+                telemetry.event("torch", version=getattr(self.torch, "__version__", "?"))
+        w = telemetry.writer()
+        if w is None:
+            return
+        steps = self.step - self.recorded
+        self.recorded = self.step
+        dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
+        self.last = now
+        cuda = self.torch.cuda
+        if cuda.is_initialized():
+            index = cuda.current_device()
+            if index not in self.devices_seen:
+                self.devices_seen.add(index)
+                self._device_event(w, index)
+            # The nested form: memory_stats() flattens and sorts ~100 keys in Python (150 us a step on an H100).
+            stats = cuda.memory_stats_as_nested_dict(index)
+            cuda.reset_peak_memory_stats(index)
+            alloc, reserved = (
+                stats.get("allocated_bytes", {}).get("all", {}),
+                stats.get("reserved_bytes", {}).get("all", {}),
+            )
+            w.write(
+                "step",
+                step=self.step,
+                dt=dt,
+                dev=f"cuda:{index}",
+                alloc=alloc.get("current", 0),
+                reserved=reserved.get("current", 0),
+                peak=alloc.get("peak", 0),
+                heap=self._heap(),  # graphs kept alive grow the host, not the GPU
+                rss=self._rss(),
+            )
+        else:
+            w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
+        loss = self.loss.read()
+        if loss is not None:
+            self._emit_loss(w, now)
+            self.held = loss
+        if self.census is not None:
+            self.census.at_step(self.step, now, w.write)
+
+    def _emit_loss(self, w: EventWriter, now: float) -> None:
+        """Held back one reading: by then a script that logs its own loss (``telemetry.log``) has, and wins."""
+        held, self.held = self.held, None
+        if held is not None and not telemetry.loss_logged():
+            w.write_line(metrics_line(w.source, held[0], held[1], now, self.pid))
+
+    def _device_event(self, w: EventWriter, index: int) -> None:
+        """The device's size, once: the doctor projects when a growing rank fills it."""
+        try:
+            props = self.torch.cuda.get_device_properties(index)
+            w.write("device", dev=f"cuda:{index}", name=str(props.name), total=int(props.total_memory))
+        except Exception as err:  # noqa: BLE001 - telemetry never stops training
+            w.write("device", dev=f"cuda:{index}", error=f"{type(err).__name__}: {err}")
+
+    def _heap(self) -> int | None:
+        if self.mallinfo2 is None:
+            return None
+        info = self.mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    def _rss(self) -> int | None:
+        if self.statm is None:
+            return None
+        try:
+            return int(os.pread(self.statm, 128, 0).split()[1]) * self.page
+        except (OSError, IndexError, ValueError):
+            return None
