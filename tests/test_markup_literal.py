@@ -29,8 +29,9 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.fleet.host_screen import HostScreen
 from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.run_table import RunTable
-from gpumon.tui.views.runs.view import RunActionDone, RunsView
+from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.views.trials.view import TrialActionDone, TrialsView
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
