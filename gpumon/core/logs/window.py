@@ -14,6 +14,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumon.core.logs.terminal import render
+
 CHUNK = 256 * 1024  # bytes per read
 MAX_LINE = 64 * 1024  # a longer line is held as pieces of this many bytes
 KEEP = 4_000  # lines held at most
@@ -21,8 +23,8 @@ FOLLOW_JUMP = 4 * 1024 * 1024  # further behind than this, follow goes to the ta
 
 
 def decode_line(raw: bytes) -> str:
-    """One line's text. Issue 23 (progress bars drawn as a terminal draws ``\\r``) changes only this."""
-    return raw.decode("utf-8", "replace").replace("\r", "")
+    """One line's text as a terminal shows it: a progress bar is its latest frame (``terminal.py``)."""
+    return render(raw.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True)
@@ -74,19 +76,29 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
     while pos < stop:
         nl = data.find(b"\n", pos, stop)
         line_end = stop if nl < 0 else nl
-        for i in range(pos, max(line_end, pos + 1), MAX_LINE):
+        for i in _starts(data, pos, line_end):
             offsets.append(base + i)
             lines.append(data[i : min(i + MAX_LINE, line_end)])
         pos = line_end + 1
     return offsets, lines, base + stop
 
 
+def _starts(data: bytes, begin: int, end: int) -> range:
+    """Where the pieces of the line ``data[begin:end]`` start: every MAX_LINE bytes, or for a progress bar
+    longer than that (frames joined by ``\\r``) one piece, its last whole frames: a terminal shows one row."""
+    if end - begin > MAX_LINE:
+        cr = data.find(b"\r", end - MAX_LINE, end)
+        if cr >= 0:
+            return range(cr, cr + 1)
+    return range(begin, max(end, begin + 1), MAX_LINE)
+
+
 def _pieces(data: bytes, base: int) -> list[int]:
-    return [base + i for i in range(0, len(data), MAX_LINE)]
+    return [base + i for i in _starts(data, 0, len(data))]
 
 
 def _cut(data: bytes) -> list[bytes]:
-    return [data[i : i + MAX_LINE] for i in range(0, len(data), MAX_LINE)]
+    return [data[i : i + MAX_LINE] for i in _starts(data, 0, len(data))]
 
 
 class LogWindow:

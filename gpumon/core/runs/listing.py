@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.progress import ROW_FIELDS
+from gpumon.core.runs.values import json_value
 
 RUNS_SCHEMA = 1
 
@@ -13,8 +15,10 @@ RUNS_SCHEMA = 1
 def run_doc(summary: RunSummary) -> dict[str, Any]:
     """One run's row: its record, the latest step, loss, throughput and memory, its alerts; a live run's pids."""
     doc = summary.record.to_dict()
-    doc.update(step=summary.step, loss=summary.loss, samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
+    loss, rate = json_value(summary.loss), json_value(summary.samples_per_s)  # NaN/inf as "nan"/"inf"/"-inf"
+    doc.update(step=summary.step, loss=loss, samples_per_s=rate, memory_bytes=summary.memory)
     doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
+    doc.update({key: getattr(summary, key) for key in ROW_FIELDS})  # progress.py
     doc["alerts"] = list(summary.alerts)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")

@@ -44,6 +44,12 @@ class RunSummary:
     alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
     loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
+    total_steps: int | None = None  # progress.py: the run's total, where it came from, how far, how long
+    total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
+    progress: float | None = None  # 0..1
+    eta_s: float | None = None  # None once ended
+    step_time_s: float | None = None  # median seconds per optimizer step, recent
+    loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
 
     @property
     def leak(self) -> LeakState | None:
@@ -217,9 +223,11 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "notes": list(summary.notes),
         "alerts": list(summary.alerts),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
+        **{key: getattr(summary, key) for key in PROGRESS_KEYS},
     }
 
 
+PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s")
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}
@@ -247,9 +255,14 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             alerts=tuple(row.get("alerts", ())),
             leaks=leaks,
             series=False,
+            **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
         return None  # a row of another shape: the run is read from its files instead
+
+
+def _progress(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: row.get(key) for key in PROGRESS_KEYS}
 
 
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
@@ -273,6 +286,8 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         alerts=tuple(tele.alerts[-20:]),
         rss=tele.rss(),
         leaks=dict(leaks or {}),
+        loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
+        **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
 
 
