@@ -50,7 +50,7 @@ class LogFollower:
             if not data:
                 break
             self.offset += len(data)
-            yield self._draw(self._decoder.decode(data), final=False)
+            yield self._draw(self._decoder.decode(data))
             if len(data) < self.chunk:
                 break
         if self._open:  # the bar as it stands now (throttled)
@@ -70,8 +70,12 @@ class LogFollower:
         finally:
             os.close(fd)
 
-    def _draw(self, text: str, final: bool) -> str:
+    def _draw(self, text: str) -> str:
         out: list[str] = []
+        if not self._open and "\r" not in text:  # plain lines (most logs): written as they are
+            last = text.rfind("\n") + 1
+            out.append(text[:last])
+            text = text[last:]
         parts = text.split("\n")
         for i, part in enumerate(parts):
             if i < len(parts) - 1:  # this part ends a line

@@ -27,7 +27,7 @@ KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
 STATUS_WIDTH = len("unsupervised")  # the longest state
 PROGRESS_WIDTH = len("37% 23h59m")  # progress and ETA (progress.py)
 SPEED_WIDTH = len("12.3 it/s")  # the rate: it/s, or s/it when a step takes more than a second
-COMPACT_DROP = ("speed", "rate", "progress")  # what a narrow terminal leaves out first (named in the title)
+DROP = ("rate", "speed", "progress")  # what a narrower terminal leaves out next, in order (named in the title)
 PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
     ("id", "ID", 25),
@@ -67,13 +67,13 @@ def fit_for(
     first = HOST if hosts else ()
     sized = {"kind": kind_width, "status": status_width}
     room = width - 3
-    for columns in (WIDE, MEDIUM):
+    for columns, drop in ((WIDE, ()), (MEDIUM, DROP[:2])):
         wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
-        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN)
+        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN, drop)
         if sum(w + 2 for _, _, w in fitted) <= room:
             return fitted, tuple(label for key, label, _ in WIDE if key not in {c[0] for c in fitted})
     compact = tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT)
-    fitted, dropped = fit_columns(compact, room, drop=COMPACT_DROP)
+    fitted, dropped = fit_columns(compact, room, drop=DROP)
     return fitted, ("KIND", *dropped, "PROGRAM")
 
 
