@@ -13,7 +13,8 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
     """The last ``lines`` lines of a log without reading all of it; never empty when the file is not.
 
     Each line is its latest frame (``\\r``). A read that starts inside a line drops that cut line, unless
-    it is all there is (a bar or a 50 MB line with no newline): then its tail is the line."""
+    it is a bar's frames (the HF Trainer's loss line after a bar's clearing) or all there is (a 50 MB line
+    with no newline): then its end is the line."""
     if lines <= 0:
         return []
     try:
@@ -27,9 +28,9 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
     raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
-    if size > max_bytes and raw:
-        if len(raw) > 1:
-            raw = raw[1:]  # the first line was cut
-        else:
+    if size > max_bytes and raw:  # the first line was cut: its whole frames are its end, else it goes
+        if b"\r" in raw[0] or len(raw) == 1:
             raw[0] = whole_frames(raw[0])
+        else:
+            raw = raw[1:]
     return [render(r.decode("utf-8", "replace")) for r in raw[-lines:]]

@@ -55,7 +55,8 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
     """``data`` read at file offset ``base`` as (offsets, raw lines, end), in pieces of at most MAX_LINE.
 
     ``cut_first``: ``base`` may be inside a line, so bytes up to the first newline are dropped (unless
-    there is none: then all of ``data`` is a piece of one long line). ``cut_last``: the bytes after the
+    there is none: then all of ``data`` is a piece of one long line; or when that cut line holds a bar's
+    frames: then its whole frames are kept, as a terminal shows them). ``cut_last``: the bytes after the
     last newline may be a line cut by the read; they are dropped and ``end`` is where they begin.
     """
     begin = 0
@@ -63,7 +64,8 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
         first = data.find(b"\n")
         if first < 0:
             return _pieces(data, base), _cut(data), base + len(data)
-        begin = first + 1
+        cr = data.find(b"\r", max(0, first - MAX_LINE), first)  # a bar's whole frames end the cut line
+        begin = first + 1 if cr < 0 else cr
     stop = len(data)
     if cut_last:
         last = data.rfind(b"\n", begin)
