@@ -137,3 +137,20 @@ def test_the_window_of_step_times_is_bounded_and_a_plan_wins_over_a_frameworks_t
     assert restored.fields(ended=False) == fields
     assert rate_text(0.01) == "100 it/s" and rate_text(4.2) == "4.2 s/it" and rate_text(None) == ""
     assert progress_text(0.37, 252) == "37% 4m12s" and eta_text(None) == ""
+
+
+def test_our_ddp_trainer_sends_its_plan_and_ends_at_100_percent(gpumon) -> None:
+    done = gpumon("launch", "ddp", "--nproc", "1", "--", "--epochs", "1")
+    run_id = launched(done)
+    seen: list[dict[str, Any]] = []
+
+    def ended() -> bool:
+        seen.append(row(gpumon, run_id))
+        return seen[-1]["status"] in ("finished", "failed")
+
+    assert wait_until(ended, timeout=300, step=0.5), seen[-1]
+    last = seen[-1]
+    assert last["status"] == "finished", last
+    assert last["total_steps"] and last["step"] == last["total_steps"]  # the plan: epochs x batches
+    assert last["progress"] == 1.0 and last["eta_s"] is None and last["step_time_s"] > 0
+    assert gpumon("runs").stdout.count("100%") == 1
