@@ -165,3 +165,20 @@ def test_follow_on_a_200_mb_flood_stays_under_50_mb(gpumon, tmp_path: Path) -> N
     size = out.stat().st_size
     assert size > 200 * 1024 * 1024, out.read_bytes()[-300:]  # every line came through
     assert peak < 50 * 1024 * 1024, f"peak RSS {peak / 2**20:.1f} MiB"
+
+
+def test_the_full_screen_log_follows_a_bar_as_one_row_however_many_chunks_it_spans(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+
+    def frames(first: int, last: int) -> bytes:
+        return b"".join(b"\r%7d/9999999 [bar]" % i for i in range(first, last))
+
+    log.write_bytes(b"hello\n" + frames(0, 15_000))
+    window = LogWindow(log)
+    assert window.tail().lines == ("  14999/9999999 [bar]",)
+    with log.open("ab") as fh:
+        fh.write(frames(15_000, 45_000))  # about 800 KB: several chunks
+    assert window.follow().lines == ("  44999/9999999 [bar]",)
+    with log.open("ab") as fh:
+        fh.write(frames(45_000, 45_010) + b"\nnext\n")
+    assert window.follow().lines[-2:] == ("  45009/9999999 [bar]", "next")

@@ -210,10 +210,12 @@ class LogWindow:
         if bounded and len(offsets) > half:
             end, whole = offsets[half], False
             offsets, raw = offsets[:half], raw[:half]
+        # The last line held is still open (a long line, a bar) when the read ended inside it: the next read
+        # takes it again, so a bar stays one row however many chunks its frames span.
+        self._partial = bool(data) and end == self._end + len(data) and not data.endswith(b"\n")
         self._offsets += offsets
         self._lines += [decode_line(r) for r in raw]
         self._end = end
-        self._partial = whole and bool(data) and not data.endswith(b"\n")
         self._trim(keep_end=True)
         return self.page()
 
