@@ -182,3 +182,37 @@ def test_the_full_screen_log_follows_a_bar_as_one_row_however_many_chunks_it_spa
     with log.open("ab") as fh:
         fh.write(frames(45_000, 45_010) + b"\nnext\n")
     assert window.follow().lines[-2:] == ("  45009/9999999 [bar]", "next")
+
+
+HF = """
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, 64, (16,))
+        return {"input_ids": ids, "labels": ids}
+
+model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32))
+args = TrainingArguments(output_dir="out", max_steps=40, logging_steps=10, per_device_train_batch_size=4,
+                         report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=False)
+Trainer(model=model, args=args, train_dataset=Data()).train()
+"""
+
+
+def test_the_hf_trainers_loss_lines_between_its_bar_frames_are_lines_of_their_own(gpumon, tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    script = tmp_path / "hf_train.py"
+    script.write_text(HF)
+    done = gpumon("launch", "script", str(script))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1].split()[-1]
+    assert wait_until(lambda: "finished" in gpumon("runs").stdout, timeout=300, step=0.5), gpumon("logs", run_id).stdout
+    lines = gpumon("logs", run_id, "-n", "6").stdout.splitlines()
+    losses = [line for line in lines if line.startswith("{'loss': ")]
+    assert len(losses) == 4, lines  # logging_steps=10 of 40: each its own line, not inside a joined bar
+    assert "40/40" in lines[-1] and lines[-1].startswith("100%"), lines  # the bar's last frame, alone
