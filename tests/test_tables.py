@@ -88,7 +88,8 @@ async def test_runs_kind_is_whole_and_a_hidden_program_is_said(home: Path, width
         else:
             assert "PROGRAM" not in labels and "PROGRAM" in title and "widen the terminal" in title
         if width == 80:
-            assert "KIND" not in labels and "2 columns hidden: KIND, PROGRAM" in title
+            assert "KIND" not in labels and "4 columns hidden: KIND, SAMP/S, SPEED, PROGRAM" in title
+            assert "PROG" in labels  # progress and ETA stay longest
         else:
             assert table.get_cell(run_id, "kind").text.plain == "model-parallel"
             assert "model-parallel" in screen_text(app)

@@ -52,35 +52,45 @@ def announce_start(record: Any, what: str, follow_log: bool) -> int:
 
 
 def follow(run_id: str, rank: int | None, first: int) -> int:
-    """Print the log as it grows until the run has ended and nothing more comes."""
+    """Print the log as it grows until the run has ended and nothing more comes: a progress bar redrawn in
+    place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks."""
+    from gpumon.core.logs.follow import LogFollower
+    from gpumon.core.logs.tail import tail_lines
     from gpumon.core.runs.store import RunStore
-    from gpumon.core.runs.telemetry import tail_lines
 
     store = RunStore()
     record = store.resolve(run_id)
     path = record.log_path(rank)
-    for line in tail_lines(path, first):
-        print(line, flush=True)
     try:
         offset = path.stat().st_size
+        with path.open("rb") as fh:
+            ends_open = offset > 0 and fh.seek(offset - 1) >= 0 and fh.read(1) != b"\n"
     except OSError:
-        offset = 0
+        offset, ends_open = 0, False
+    follower = LogFollower(path, offset, tty=sys.stdout.isatty())
+    lines = tail_lines(path, first) if first else []
+    if ends_open and lines:  # the last line is still being drawn (a bar): the follower goes on with it
+        lines, partial = lines[:-1], lines[-1]
+    else:
+        partial = None
+    for line in lines:
+        sys.stdout.write(line + "\n")
+    if partial is not None:
+        sys.stdout.write(follower.resume(partial))
+    sys.stdout.flush()
     while True:
         live = record.live
-        try:
-            with path.open("rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-        except OSError:
-            data = b""
-        if data:
-            offset += len(data)
-            sys.stdout.write(data.decode(errors="replace"))
-            sys.stdout.flush()
-        elif not live:
+        wrote = False
+        for text in follower.poll():
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                wrote = True
+        if not wrote and not live:
+            sys.stdout.write(follower.close())
             print(f"[{record.id} {record.state}, exit code {record.exit_code}]")
             return 0
-        elif _reader_gone():  # ssh went away: a quiet run's follower would otherwise stay until the run ends
+        if not wrote and _reader_gone():  # ssh went away: a quiet run's follower would otherwise stay
             return 0
         time.sleep(0.2)
         record = store.load(record.dir) or record

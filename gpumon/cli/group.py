@@ -22,6 +22,9 @@ def group_docs(root: Path, settle: bool) -> list[dict[str, Any]]:
 
 def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
     """A group as one line of ``gpumon runs``: its state, node 0's step and loss, each node's state."""
+    from gpumon.core.runs.progress import progress_text, rate_text
+    from gpumon.core.runs.values import metric_value, number_text
+
     nodes = doc.get("nodes") or []
     first = nodes[0] if nodes else {}
     each = ", ".join(f"{n['host']} {n['state']}" for n in nodes)
@@ -35,7 +38,9 @@ def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
         "",
         fmt.duration(max(0.0, end - doc["created"])),
         "" if first.get("step") is None else str(first["step"]),
-        "" if loss is None else f"{loss:.4f}",
+        progress_text(metric_value(first.get("progress")), metric_value(first.get("eta_s"))),
+        rate_text(metric_value(first.get("step_time_s"))),
+        number_text(metric_value(loss)),  # "nan" in JSON: shown as nan
         "",
         "",
         "",

@@ -57,14 +57,30 @@ def _summaries() -> list[Any]:
     return RunsMonitor(adopt=True).refresh()
 
 
-HEADER = ("ID", "KIND", "STATUS", "EXIT", "ELAPSED", "STEP", "LOSS", "SAMPLES/S", "MEMORY", "RSS", "PROGRAM")
+HEADER = (
+    "ID",
+    "KIND",
+    "STATUS",
+    "EXIT",
+    "ELAPSED",
+    "STEP",
+    "PROGRESS",
+    "SPEED",
+    "LOSS",
+    "SAMPLES/S",
+    "MEMORY",
+    "RSS",
+    "PROGRAM",
+)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.cli.group import group_docs, group_row, print_causes
     from gpumon.core.runs.listing import RUNS_SCHEMA, newest_first, recent, run_doc
     from gpumon.core.runs.monitor import read_one
+    from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
+    from gpumon.core.runs.values import number_text
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -98,7 +114,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
                     "" if r.exit_code is None else str(r.exit_code),
                     fmt.duration(r.elapsed()),
                     "" if s.step is None else str(s.step),
-                    "" if s.loss is None else f"{s.loss:.4f}",
+                    progress_text(s.progress, s.eta_s),  # "37% 4m12s"
+                    rate_text(s.step_time_s),  # "12.3 it/s", "4.2 s/it"
+                    number_text(s.loss),  # nan, inf and -inf as such
                     "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
                     "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                     "" if s.rss is None else fmt.size(s.rss),
@@ -125,8 +143,8 @@ def _resolve(text: str) -> Any:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from gpumon.core.logs.tail import tail_lines
     from gpumon.core.runs.store import RunNotFound
-    from gpumon.core.runs.telemetry import tail_lines
 
     if args.host is not None and args.host.strip() != "local":
         from gpumon.cli.fleet import cmd_remote_logs

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from gpumon.core.fleet.hosts import Host, ssh_argv
 from gpumon.core.fleet.link import stop_process
 from gpumon.core.fleet.remote import last_line, remote_command, ssh_failure
+from gpumon.core.logs.terminal import render
 
 _MAX_LINE = 1 << 16  # a longer line is cut there: a pane shows one screen line of it anyway
 _STDERR_LINES = 20
@@ -174,8 +175,8 @@ class RemoteLogFollow:
                 self._add(raw)
 
     def _add(self, raw: list[bytes]) -> None:
-        # As the host's own tail does: a carriage return (a progress bar's) is dropped, not a new line.
-        lines = [line.decode(errors="replace").replace("\r", "") for line in raw]
+        # As the host's own tail does: a line is drawn as a terminal draws it (a progress bar: its latest frame).
+        lines = [render(line.decode(errors="replace")) for line in raw]
         with self._lock:
             self._lines.extend(lines)
             self._received += len(lines)

@@ -14,6 +14,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpumon.core.logs.terminal import render
+
 CHUNK = 256 * 1024  # bytes per read
 MAX_LINE = 64 * 1024  # a longer line is held as pieces of this many bytes
 KEEP = 4_000  # lines held at most
@@ -21,8 +23,8 @@ FOLLOW_JUMP = 4 * 1024 * 1024  # further behind than this, follow goes to the ta
 
 
 def decode_line(raw: bytes) -> str:
-    """One line's text. Issue 23 (progress bars drawn as a terminal draws ``\\r``) changes only this."""
-    return raw.decode("utf-8", "replace").replace("\r", "")
+    """One line's text as a terminal shows it: a progress bar is its latest frame (``terminal.py``)."""
+    return render(raw.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
     """``data`` read at file offset ``base`` as (offsets, raw lines, end), in pieces of at most MAX_LINE.
 
     ``cut_first``: ``base`` may be inside a line, so bytes up to the first newline are dropped (unless
-    there is none: then all of ``data`` is a piece of one long line). ``cut_last``: the bytes after the
+    there is none: then all of ``data`` is a piece of one long line; or when that cut line holds a bar's
+    frames: then its whole frames are kept, as a terminal shows them). ``cut_last``: the bytes after the
     last newline may be a line cut by the read; they are dropped and ``end`` is where they begin.
     """
     begin = 0
@@ -61,7 +64,8 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
         first = data.find(b"\n")
         if first < 0:
             return _pieces(data, base), _cut(data), base + len(data)
-        begin = first + 1
+        cr = data.find(b"\r", max(0, first - MAX_LINE), first)  # a bar's whole frames end the cut line
+        begin = first + 1 if cr < 0 else cr
     stop = len(data)
     if cut_last:
         last = data.rfind(b"\n", begin)
@@ -74,19 +78,29 @@ def split_lines(data: bytes, base: int, cut_first: bool, cut_last: bool) -> tupl
     while pos < stop:
         nl = data.find(b"\n", pos, stop)
         line_end = stop if nl < 0 else nl
-        for i in range(pos, max(line_end, pos + 1), MAX_LINE):
+        for i in _starts(data, pos, line_end):
             offsets.append(base + i)
             lines.append(data[i : min(i + MAX_LINE, line_end)])
         pos = line_end + 1
     return offsets, lines, base + stop
 
 
+def _starts(data: bytes, begin: int, end: int) -> range:
+    """Where the pieces of the line ``data[begin:end]`` start: every MAX_LINE bytes, or for a progress bar
+    longer than that (frames joined by ``\\r``) one piece, its last whole frames: a terminal shows one row."""
+    if end - begin > MAX_LINE:
+        cr = data.find(b"\r", end - MAX_LINE, end)
+        if cr >= 0:
+            return range(cr, cr + 1)
+    return range(begin, max(end, begin + 1), MAX_LINE)
+
+
 def _pieces(data: bytes, base: int) -> list[int]:
-    return [base + i for i in range(0, len(data), MAX_LINE)]
+    return [base + i for i in _starts(data, 0, len(data))]
 
 
 def _cut(data: bytes) -> list[bytes]:
-    return [data[i : i + MAX_LINE] for i in range(0, len(data), MAX_LINE)]
+    return [data[i : i + MAX_LINE] for i in _starts(data, 0, len(data))]
 
 
 class LogWindow:
@@ -196,10 +210,12 @@ class LogWindow:
         if bounded and len(offsets) > half:
             end, whole = offsets[half], False
             offsets, raw = offsets[:half], raw[:half]
+        # The last line held is still open (a long line, a bar) when the read ended inside it: the next read
+        # takes it again, so a bar stays one row however many chunks its frames span.
+        self._partial = bool(data) and end == self._end + len(data) and not data.endswith(b"\n")
         self._offsets += offsets
         self._lines += [decode_line(r) for r in raw]
         self._end = end
-        self._partial = whole and bool(data) and not data.endswith(b"\n")
         self._trim(keep_end=True)
         return self.page()
 

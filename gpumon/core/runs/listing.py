@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.sources import finite_or_text
+from gpumon.core.runs.progress import ROW_FIELDS
+from gpumon.core.runs.values import json_value
 
 RUNS_SCHEMA = 1
 
@@ -15,10 +16,11 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     """One run's row: its record, the latest step, loss (NaN and infinities as "nan"/"inf") and its source,
     the total steps and their source, throughput and memory, its alerts; a live run's pids."""
     doc = summary.record.to_dict()
-    doc.update(step=summary.step, loss=finite_or_text(summary.loss), loss_source=summary.loss_source)
-    doc.update(samples_per_s=summary.samples_per_s, memory_bytes=summary.memory)
-    doc.update(total_steps=summary.total_steps, total_source=summary.total_source)
+    loss, rate = json_value(summary.loss), json_value(summary.samples_per_s)  # NaN/inf as "nan"/"inf"/"-inf"
+    doc.update(step=summary.step, loss=loss, loss_source=summary.loss_source, samples_per_s=rate)
+    doc.update(memory_bytes=summary.memory)
     doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
+    doc.update({key: getattr(summary, key) for key in ROW_FIELDS})  # progress.py
     doc["alerts"] = list(summary.alerts)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")

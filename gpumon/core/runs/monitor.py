@@ -45,9 +45,12 @@ class RunSummary:
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
     loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
     loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
-    total_steps: int | None = None  # the run's total steps where the script or its framework knows it
-    total_source: str | None = None  # who said so (``total`` events; docs/events.md)
-    total_done: int | None = None  # steps done as that source counts them (a tqdm bar's n)
+    total_steps: int | None = None  # progress.py: the run's total, where it came from, how far, how long
+    total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
+    progress: float | None = None  # 0..1
+    eta_s: float | None = None  # None once ended
+    step_time_s: float | None = None  # median seconds per optimizer step, recent
+    loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
 
     @property
     def leak(self) -> LeakState | None:
@@ -222,12 +225,11 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "alerts": list(summary.alerts),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
         "loss_source": summary.loss_source,
-        "total_steps": summary.total_steps,
-        "total_source": summary.total_source,
-        "total_done": summary.total_done,
+        **{key: getattr(summary, key) for key in PROGRESS_KEYS},
     }
 
 
+PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s")
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}
@@ -256,18 +258,19 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             leaks=leaks,
             series=False,
             loss_source=row.get("loss_source"),
-            total_steps=row.get("total_steps"),
-            total_source=row.get("total_source"),
-            total_done=row.get("total_done"),
+            **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
         return None  # a row of another shape: the run is read from its files instead
 
 
+def _progress(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: row.get(key) for key in PROGRESS_KEYS}
+
+
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
-    total, total_source, total_done = tele.total
     return RunSummary(
         record=record,
         step=tele.current_step,
@@ -287,9 +290,8 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         rss=tele.rss(),
         leaks=dict(leaks or {}),
         loss_source=tele.loss_source,
-        total_steps=total,
-        total_source=total_source,
-        total_done=total_done,
+        loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
+        **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
 
 

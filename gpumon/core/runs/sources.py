@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpumon.core.runs.values import metric_value
+
 # Best first. Frameworks rank among themselves in this order (a Lightning run with its TensorBoard
 # logger reports both: Lightning's names are the ones the script chose).
 SOURCES = ("telemetry", "hf", "lightning", "tensorboard", "wandb", "mlflow", "tqdm", "backward")
@@ -33,13 +35,7 @@ def rank_of(source: str) -> int:
 
 def number(value: Any) -> float | None:
     """A metric's value: numbers, and the strings JSON needs for NaN and infinities ("nan", "inf", "-inf")."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        return float(value)
-    return None
+    return metric_value(value)
 
 
 def loss_key(metrics: Mapping[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ reader folds the raw events itself, once, from where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,9 +24,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
+from gpumon.core.logs.tail import tail_lines
+from gpumon.core.runs.progress import Progress
 from gpumon.core.runs.series import MAX_POINTS, Pace, Series
 from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
+from gpumon.core.runs.values import NonFinite
 
 __all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
 
@@ -105,6 +109,8 @@ class RunTelemetry:
     recorded_leaks: dict[str, Any] = field(default_factory=dict)  # the supervisor's verdicts (LeakWatch reads them)
     plans: dict[int, int] = field(default_factory=dict)  # rank -> optimizer steps it will take (``plan`` events)
     paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its recent steps per second
+    progress: Progress = field(default_factory=Progress)  # total steps, time per step (progress.py)
+    nonfinite: NonFinite = field(default_factory=NonFinite)  # the loss's NaN/inf values (values.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -192,6 +198,8 @@ class RunTelemetry:
             "leaks": self.recorded_leaks,
             "plans": {str(r): v for r, v in self.plans.items()},
             "pace": {str(r): p.rate for r, p in self.paces.items() if p.rate is not None},
+            "progress": self.progress.to_state(),
+            "nonfinite": self.nonfinite.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -213,6 +221,8 @@ class RunTelemetry:
         self.recorded_leaks = dict(state.get("leaks") or {})
         self.plans = {int(r): int(v) for r, v in (state.get("plans") or {}).items()}
         self.paces = {int(r): Pace(saved=float(v)) for r, v in (state.get("pace") or {}).items()}
+        self.progress = Progress.from_state(state.get("progress"))
+        self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -221,6 +231,7 @@ class RunTelemetry:
         self.events += 1
         kind = event["type"]
         rank = _rank(event)
+        self.progress.fold(kind, event, rank)
         if kind == "metrics":
             self._metrics(event, rank)
         elif kind == "step":
@@ -278,7 +289,9 @@ class RunTelemetry:
             self.loss_sources[rank] = source
             self.losses.pop(rank, None)
         self.latest.setdefault(rank, {})["loss"] = loss
-        if step is not None:
+        if rank == min(self.loss_sources):  # the run's loss: where it turned NaN or infinite (values.py)
+            self.nonfinite.add(step, loss)
+        if step is not None and math.isfinite(loss):  # the curve: finite points only
             self.losses.setdefault(rank, Series()).add(step, loss)
 
     def _total(self, event: dict[str, Any]) -> None:
@@ -378,22 +391,3 @@ def _rank(event: dict[str, Any]) -> int:
     src = str(event.get("src", ""))
     digits = src[4:] if src.startswith("rank") else ""
     return int(digits) if digits.isdigit() else 0
-
-
-def tail_lines(path: Path, lines: int = 200, max_bytes: int = 256 * 1024) -> list[str]:
-    """The last ``lines`` lines of a log without reading all of it."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
-        return []
-    text = data.decode(errors="replace").replace("\r", "")
-    out = text.split("\n")
-    if size > max_bytes:
-        out = out[1:]  # the first line was cut
-    if out and out[-1] == "":
-        out.pop()
-    return out[-lines:]

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 
 from gpumon.core.format import duration
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, loss_text
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.render import STATE_STYLE, number
 
@@ -84,7 +85,9 @@ def legend(summaries: Sequence[RunSummary]) -> Text:
             text.append("   ")
         text.append("■ ", style=SERIES_STYLES[i % len(SERIES_STYLES)])
         text.append(run_label(summary))
-        if not summary.loss_values:
+        if summary.loss_note:
+            text.append(f" ({summary.loss_note})", style=NONFINITE_STYLE)
+        elif not summary.loss_values:
             text.append(" (no loss reported)", style="dim")
     return text
 
@@ -105,7 +108,7 @@ def table(summaries: Sequence[RunSummary]) -> Table:
         grid.add_row(
             Text.assemble(("■ ", SERIES_STYLES[i % len(SERIES_STYLES)]), run_label(s)),
             Text(s.state, style=STATE_STYLE.get(s.state, "")),
-            Text(number(s.loss)),
+            loss_text(s.loss),  # nan/inf in the warning style
             Text(number(best_loss(s))),
             Text("" if s.step is None else f"{s.step:,}"),
             Text("" if elapsed is None else duration(elapsed)),

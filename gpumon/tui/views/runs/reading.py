@@ -6,9 +6,9 @@ from __future__ import annotations
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
+from gpumon.core.logs.tail import tail_lines
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunRecord
-from gpumon.core.runs.telemetry import tail_lines
 from gpumon.tui.widgets.log_view import LogTail
 
 LOG_LINES = 200

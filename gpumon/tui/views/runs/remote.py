@@ -7,6 +7,7 @@ one ssh while it is selected (remote_log.py), and stop/kill in thread workers (c
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,8 @@ from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.remote_runs import stop_remote
 from gpumon.core.format import duration, size
-from gpumon.core.runs.sources import number as value_of
 from gpumon.core.runs.store import LIVE_STATES
+from gpumon.core.runs.values import metric_value
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.remote_log import LogFollower
 from gpumon.tui.widgets.render import STATE_STYLE, number
@@ -124,7 +125,12 @@ def remote_info(run: RemoteRun) -> Text:
     if row.get("gpus") is not None:
         line.append(f" · GPUs {row['gpus']}")
     if row.get("step") is not None:
-        line.append(f" · step {row['step']} · loss {number(value_of(row.get('loss')))}")  # "nan" is a value
+        loss = metric_value(row.get("loss"))  # "nan"/"inf" in JSON: shown as such, in the warning style
+        line.append(f" · step {row['step']}")
+        if isinstance(row.get("total_steps"), int):
+            line.append(f"/{row['total_steps']}")
+        line.append(" · loss ")
+        line.append(number(loss), style="bold red" if loss is not None and not math.isfinite(loss) else "")
     if row.get("memory_bytes") is not None:
         line.append(f" · memory {size(row['memory_bytes'])} {row.get('memory_kind') or ''}".rstrip())
     error = row.get("error")

@@ -11,9 +11,12 @@ from textual.widgets import Static
 
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.progress import eta_text, rate_text
+from gpumon.core.runs.values import is_nonfinite
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.views.runs.run_command import RunCommand
+from gpumon.tui.views.runs.run_table import NONFINITE_STYLE
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
@@ -55,6 +58,7 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · {what} {size(summary.memory)}")
         if summary.rss is not None:
             line.append(f", RSS {size(summary.rss)}")
+    line.append_text(progress_info(summary))
     if summary.loss_source and summary.loss_source != "telemetry":  # telemetry.log: the script's own call
         line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:
@@ -65,6 +69,22 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append_text(error)
     for note in summary.notes[-2:]:
         line.append(f"\n• {note}", style="dim")
+    return line
+
+
+def progress_info(summary: RunSummary) -> Text:
+    """ " · step 37/100 (plan) 37% · ETA 4m12s · 12.3 it/s · loss nan": how far, how fast, a non-finite loss."""
+    line = Text()
+    if summary.total_steps:
+        line.append(f" · step {summary.step or 0:,}/{summary.total_steps:,} ({summary.total_source or '?'})")
+        if summary.progress is not None:
+            line.append(f" {int(summary.progress * 100)}%")
+    if summary.eta_s is not None:
+        line.append(f" · ETA {eta_text(summary.eta_s)}")
+    if summary.step_time_s:
+        line.append(f" · {rate_text(summary.step_time_s)}")
+    if is_nonfinite(summary.loss):
+        line.append(f" · loss {summary.loss}", style=NONFINITE_STYLE)
     return line
 
 
@@ -233,7 +253,10 @@ class RunDetail(Vertical):
         chart = self.query_one("#loss-chart", Chart)
         title = "loss / step · log y" if chart.log_y else "loss / step"
         skipped = nonpositive(chart.series) if chart.log_y else 0
-        subtitle = f"{skipped} value(s) <= 0 not drawn" if skipped else ""
+        notes = [f"{skipped} value(s) <= 0 not drawn"] if skipped else []
+        if self.summary is not None and self.summary.loss_note:  # NaN/inf: not drawn, said here
+            notes.append(f"[{NONFINITE_STYLE}]{self.summary.loss_note}[/]")
+        subtitle = " · ".join(notes)
         if chart.border_title != title:
             chart.border_title = title
         if chart.border_subtitle != subtitle:

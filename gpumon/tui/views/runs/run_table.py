@@ -7,11 +7,15 @@ comes first and other hosts' runs are rows too, keyed "HOST:RUN" (remote.py).
 
 from __future__ import annotations
 
+import math
+
 from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.runs.progress import progress_text, rate_text
 from gpumon.core.runs.spec import KINDS, RunSpec
+from gpumon.core.runs.values import is_nonfinite, metric_value
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
 from gpumon.tui.widgets.literal import set_title
@@ -21,6 +25,9 @@ Columns = tuple[tuple[str, str, int], ...]  # key, header, width
 MEMORY_WIDTH = 13  # room for a memory warning: "▲+15.2 KiB/it"
 KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
 STATUS_WIDTH = len("unsupervised")  # the longest state
+PROGRESS_WIDTH = len("37% 23h59m")  # progress and ETA (progress.py)
+SPEED_WIDTH = len("12.3 it/s")  # the rate: it/s, or s/it when a step takes more than a second
+DROP = ("rate", "speed", "progress")  # what a narrower terminal leaves out next, in order (named in the title)
 PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
     ("id", "ID", 25),
@@ -28,6 +35,8 @@ WIDE: Columns = (
     ("status", "STATUS", STATUS_WIDTH),
     ("elapsed", "ELAPSED", 7),
     ("step", "STEP", 7),
+    ("progress", "PROGRESS", PROGRESS_WIDTH),
+    ("speed", "SPEED", SPEED_WIDTH),
     ("loss", "LOSS", 8),
     ("rate", "SAMPLES/S", 9),
     ("memory", "MEMORY", MEMORY_WIDTH),
@@ -39,6 +48,8 @@ COMPACT: Columns = (
     ("status", "STATUS", STATUS_WIDTH),
     ("elapsed", "TIME", 6),
     ("step", "STEP", 6),
+    ("progress", "PROG", 9),
+    ("speed", "SPEED", SPEED_WIDTH),
     ("loss", "LOSS", 7),
     ("rate", "SAMP/S", 6),
     ("memory", "MEMORY", MEMORY_WIDTH),
@@ -59,12 +70,14 @@ def fit_for(
     first = HOST if hosts else ()
     sized = {"kind": kind_width, "status": status_width}
     room = width - 3
-    for columns in (WIDE, SHORT_WIDE, MEDIUM, SHORT_MEDIUM):
+    for columns, drop in ((WIDE, ()), (SHORT_WIDE, DROP[:2]), (MEDIUM, DROP[:2]), (SHORT_MEDIUM, DROP)):
         wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
-        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN)
+        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN, drop)
         if sum(w + 2 for _, _, w in fitted) <= room:
             return fitted, tuple(label for key, label, _ in WIDE if key not in {c[0] for c in fitted})
-    return tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT), ("KIND", "PROGRAM")
+    compact = tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT)
+    fitted, dropped = fit_columns(compact, room, drop=DROP)
+    return fitted, ("KIND", *dropped, "PROGRAM")
 
 
 def columns_for(width: int, hosts: bool = False) -> Columns:
@@ -98,6 +111,19 @@ def program_label(spec: RunSpec) -> str:
     return f"n{spec.node_rank}/{spec.nnodes} {spec.label()}" if spec.group else spec.label()
 
 
+NONFINITE_STYLE = "bold red"  # a NaN or infinite loss: the value, in the warning style
+
+
+def loss_key(loss: float | None) -> float:
+    """How LOSS sorts: unknown and non-finite values last."""
+    return loss if loss is not None and math.isfinite(loss) else math.inf
+
+
+def loss_text(loss: float | None) -> Text:
+    """The loss, right-aligned; nan/inf in the warning style (a span: update-by-diff compares spans)."""
+    return Text.assemble((number(loss), NONFINITE_STYLE if is_nonfinite(loss) else ""), justify="right")
+
+
 def right(value: str, style: str = "") -> Text:
     return Text(value, style=style, justify="right")
 
@@ -107,15 +133,25 @@ def shown_id(run_id: str, id_width: int) -> str:
 
 
 def common_cells(
-    kind: str, state: str, elapsed: float | None, step: int | None, loss: float | None, rate: float | None
+    kind: str,
+    state: str,
+    elapsed: float | None,
+    step: int | None,
+    loss: float | None,
+    rate: float | None,
+    progress: tuple[float | None, float | None, float | None] = (None, None, None),
 ) -> dict[str, SortCell]:
-    """The cells a run of this machine and one of another host show alike."""
+    """The cells a run of this machine and one of another host show alike; ``progress``: (progress 0..1,
+    ETA seconds, seconds per step)."""
+    done, eta, per_step = progress
     return {
+        "progress": SortCell(-1.0 if done is None else done, right(progress_text(done, eta))),
+        "speed": SortCell(0.0 if not per_step else 1 / per_step, right(rate_text(per_step))),
         "kind": SortCell(kind, Text(kind)),
         "status": SortCell(state, Text(state, style=STATE_STYLE.get(state, ""))),
         "elapsed": SortCell(elapsed or 0.0, right(duration(elapsed) if elapsed is not None else "")),
         "step": SortCell(step or -1, right("" if step is None else str(step))),
-        "loss": SortCell(loss, right(number(loss))),
+        "loss": SortCell(loss_key(loss), loss_text(loss)),
         "rate": SortCell(rate, right("" if rate is None else f"{rate:.0f}")),
     }
 
@@ -131,7 +167,15 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
     cells = {
         # a span, not Text(style=): Text equality ignores its base style, and update-by-diff compares cells
         "id": SortCell((record.created, s.id), Text.assemble((shown_id(s.id, id_width), warn))),
-        **common_cells(record.spec.kind, s.state, record.elapsed(), s.step, s.loss, s.samples_per_s),
+        **common_cells(
+            record.spec.kind,
+            s.state,
+            record.elapsed(),
+            s.step,
+            s.loss,
+            s.samples_per_s,
+            (s.progress, s.eta_s, s.step_time_s),
+        ),
         "memory": SortCell(s.memory or -1, memory),
         "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
         "host": SortCell(host, Text(elide(host, 10))),
@@ -144,15 +188,14 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
     row = run.row
 
     def num(key: str) -> float | None:
-        value = row.get(key)
-        return value if isinstance(value, (int, float)) else None
+        return metric_value(row.get(key))  # "nan"/"inf" in JSON: the values they stand for
 
     step, memory = num("step"), num("memory_bytes")
     started = num("started") or 0.0
     return {
         "id": SortCell((started, run.id), Text(shown_id(run.id, id_width))),
         **common_cells(str(row.get("kind") or ""), run.state, run.elapsed(), None if step is None else int(step),
-                       num("loss"), num("samples_per_s")),
+                       num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s"))),
         "memory": SortCell(memory or -1, right("" if memory is None else size(int(memory)))),
         "program": SortCell(run.program(), Text(run.program())),
         "host": SortCell(run.host.name, Text(elide(run.host.name, 10), style="bold")),

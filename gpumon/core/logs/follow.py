@@ -1,0 +1,107 @@
+"""A growing log followed in bounded chunks, drawn as a terminal draws it (``gpumon logs --follow``).
+
+Memory stays the same whatever the flood: at most ``CHUNK`` bytes are read at a time, and the line being
+drawn holds at most ``terminal.CAP`` characters. Each finished line is written whole. The line still being
+drawn (a progress bar's frames, no newline yet) is, on a terminal, redrawn in place (``\\r``, the frame,
+clear to the line's end); into a pipe (a remote host's follower, a file) its latest frame is written as a
+line of its own at most every ``EVERY_S``, and once more when it ends only if it changed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpumon.core.logs.terminal import TermLine
+
+CHUNK = 256 * 1024
+EVERY_S = 0.25  # a frame drawn at most this often (4 a second)
+CLEAR = "\x1b[K"  # erase to the end of the line
+
+
+class LogFollower:
+    """``poll()`` returns the text to write for what was appended since the last call."""
+
+    def __init__(self, path: Path, offset: int, tty: bool, chunk: int = CHUNK) -> None:
+        self.path = path
+        self.offset = offset
+        self.tty = tty
+        self.chunk = chunk
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._line = TermLine()
+        self._open = False  # a line is being drawn (bytes since the last newline)
+        self._drawn = ""  # the frame last written of the open line
+        self._drawn_at = 0.0
+
+    def resume(self, partial: str) -> str:
+        """The tail's last line had no newline yet: it is the line being drawn (written once, here)."""
+        self._line.feed(partial)
+        self._open = True
+        self._drawn, self._drawn_at = self._line.shown(), time.monotonic()
+        return self._drawn if self.tty else self._drawn + "\n"
+
+    def poll(self) -> Iterator[str]:
+        """Pieces of text to write, one per chunk read (each at most about a chunk)."""
+        while True:
+            data = self._read()
+            if not data:
+                break
+            self.offset += len(data)
+            yield self._draw(self._decoder.decode(data))
+            if len(data) < self.chunk:
+                break
+        if self._open:  # the bar as it stands now (throttled)
+            frame = self._frame(time.monotonic(), force=False)
+            if frame:
+                yield frame
+
+    def _read(self) -> bytes:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return b""
+        try:
+            return os.pread(fd, self.chunk, self.offset)
+        except OSError:
+            return b""
+        finally:
+            os.close(fd)
+
+    def _draw(self, text: str) -> str:
+        out: list[str] = []
+        if not self._open and "\r" not in text:  # plain lines (most logs): written as they are
+            last = text.rfind("\n") + 1
+            out.append(text[:last])
+            text = text[last:]
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            if i < len(parts) - 1:  # this part ends a line
+                self._line.feed(part)
+                shown = self._line.shown()
+                if self.tty:
+                    out.append(("\r" + shown + CLEAR if self._open else shown) + "\n")
+                elif not self._open or shown != self._drawn:
+                    out.append(shown + "\n")
+                self._line, self._open, self._drawn = TermLine(), False, ""
+            elif part:
+                self._line.feed(part)
+                self._open = True
+        return "".join(out)
+
+    def _frame(self, now: float, force: bool) -> str:
+        shown = self._line.shown()
+        if shown == self._drawn or (not force and now - self._drawn_at < EVERY_S):
+            return ""
+        self._drawn, self._drawn_at = shown, now
+        return "\r" + shown + CLEAR if self.tty else shown + "\n"
+
+    def close(self) -> str:
+        """The run ended: the line still open is written as it stands, ended."""
+        if not self._open:
+            return ""
+        frame = self._frame(time.monotonic(), force=True)
+        self._open = False
+        return frame + "\n" if self.tty else frame

@@ -1,0 +1,133 @@
+"""How far a run is and when it ends: its total steps, the time per step, progress and ETA.
+
+Folded from the run's events alongside the rest of its telemetry (``RunTelemetry.progress``):
+
+- ``step`` events' ``dt`` (seconds per optimizer step): the last ``WINDOW`` of the lowest rank that steps,
+  a fixed-size window (never the history), whose median is ``step_time_s``;
+- the total: a ``plan`` event (``telemetry.plan(steps=)``, what the program itself declares, as gpumon's
+  trainers do) wins over a ``total`` event (a framework's guess: a tqdm bar's ``total``, HF ``max_steps``,
+  Lightning's estimated stepping batches; among those the latest one). Both count optimizer steps;
+- ``progress`` = step / total (0..1), ``eta_s`` = the steps left x ``step_time_s``, None once the run ended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from gpumon.core.format import duration
+
+WINDOW = 64  # the latest dt values per rank the median is taken over
+
+
+@dataclass
+class Progress:
+    dts: dict[int, deque[float]] = field(default_factory=dict)  # rank -> its latest seconds per step
+    steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest recorded optimizer step
+    plan: dict[int, int] = field(default_factory=dict)  # rank -> its plan (``plan`` events)
+    guess: tuple[int, str] | None = None  # (total, source) from the latest ``total`` event
+
+    def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
+        """One event, any type (only ``step``, ``plan`` and ``total`` matter here)."""
+        if kind == "step":
+            step, dt = event.get("step"), event.get("dt")
+            if type(step) is int:
+                self.steps[rank] = step
+            if isinstance(dt, int | float) and not isinstance(dt, bool) and dt > 0:
+                self.dts.setdefault(rank, deque(maxlen=WINDOW)).append(float(dt))
+        elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
+            self.plan[rank] = event["steps"]
+        elif kind == "total" and type(event.get("total_steps")) is int and event["total_steps"] > 0:
+            self.guess = (event["total_steps"], str(event.get("source") or "framework"))
+
+    @property
+    def total(self) -> tuple[int | None, str | None]:
+        """(total steps, where it came from: "plan", or the framework's name); (None, None) when unknown."""
+        if self.plan:
+            return self.plan[min(self.plan)], "plan"
+        if self.guess is not None:
+            return self.guess
+        return None, None
+
+    @property
+    def step_time_s(self) -> float | None:
+        ranks = [r for r, d in self.dts.items() if d]
+        return median(self.dts[min(ranks)]) if ranks else None
+
+    @property
+    def step(self) -> int | None:
+        return self.steps[min(self.steps)] if self.steps else None
+
+    def fields(self, ended: bool, step: int | None = None) -> dict[str, Any]:
+        """What a run's summary and row carry: ``total_steps``, ``total_source``, ``progress``, ``eta_s``,
+        ``step_time_s`` (None where unknown; no ETA once the run ended). ``step``: the run's step where no
+        ``step`` event came (a program that only calls ``telemetry.log``)."""
+        total, source = self.total
+        step, per_step = self.step if self.step is not None else step, self.step_time_s
+        progress = min(1.0, max(0.0, step / total)) if total and step is not None else None
+        eta = None
+        if not ended and total and per_step is not None:
+            eta = max(0, total - (step or 0)) * per_step
+        return {
+            "total_steps": total,
+            "total_source": source,
+            "progress": progress,
+            "eta_s": eta,
+            "step_time_s": per_step,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "dts": {str(r): list(d) for r, d in self.dts.items()},
+            "steps": {str(r): s for r, s in self.steps.items()},
+            "plan": {str(r): s for r, s in self.plan.items()},
+            "guess": list(self.guess) if self.guess else None,
+        }
+
+    @classmethod
+    def from_state(cls, state: Any) -> Progress:
+        """A summary's progress; an older summary without one, or one we cannot read: start empty."""
+        if not isinstance(state, dict):
+            return cls()
+        try:
+            guess = state.get("guess")
+            return cls(
+                dts={int(r): deque(map(float, d), maxlen=WINDOW) for r, d in state["dts"].items()},
+                steps={int(r): int(s) for r, s in state["steps"].items()},
+                plan={int(r): int(s) for r, s in state["plan"].items()},
+                guess=(int(guess[0]), str(guess[1])) if guess else None,
+            )
+        except (KeyError, TypeError, ValueError, IndexError):
+            return cls()
+
+
+ROW_FIELDS = ("total_steps", "progress", "eta_s", "step_time_s")  # what ``gpumon runs --json`` rows gain
+
+
+def rate_text(step_time_s: float | None) -> str:
+    """ "12.3 it/s", or "4.2 s/it" when a step takes more than a second; "" when unknown."""
+    if not step_time_s:
+        return ""
+    if step_time_s >= 1.0:
+        return f"{step_time_s:.1f} s/it" if step_time_s < 100 else f"{step_time_s:.0f} s/it"
+    rate = 1.0 / step_time_s
+    if rate >= 1000:
+        return f"{rate / 1000:.0f}k it/s"
+    return f"{rate:.1f} it/s" if rate < 100 else f"{rate:.0f} it/s"
+
+
+def eta_text(seconds: float | None) -> str:
+    """ "4m12s", "2h05m", "3d04h", "45s"; "" when unknown."""
+    return "" if seconds is None else duration(math.ceil(seconds))
+
+
+def progress_text(progress: float | None, eta_s: float | None) -> str:
+    """ "37% 4m12s", "100%", "" when unknown."""
+    if progress is None:
+        return ""
+    pct = f"{int(progress * 100)}%"
+    eta = eta_text(eta_s)
+    return f"{pct} {eta}" if eta else pct

@@ -1,0 +1,156 @@
+"""Progress, ETA and time per step of real runs, and a loss that turns NaN, in `gpumon runs` and the Runs view."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpumon.core.runs.progress import Progress, eta_text, progress_text, rate_text
+from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, RunTable
+from tests.conftest import make_app, wait_until
+
+STEPPER = """
+import os, sys, time
+import torch
+from gpumon import telemetry
+gate, total = sys.argv[1], int(sys.argv[2])
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+telemetry.plan(steps=total)
+for step in range(1, total + 1):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    telemetry.log(step=step, loss=loss.item() if step < 3 else float("nan"))
+    time.sleep(0.05)
+    if step == 5:  # the test looks at the run live, then lets it end
+        while not os.path.exists(gate):
+            time.sleep(0.02)
+"""
+
+
+@pytest.fixture
+def gpumon(tmp_path: Path):
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+
+    return run
+
+
+def launched(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1].split()[-1]
+
+
+def row(gpumon: Any, run_id: str) -> dict[str, Any]:
+    done = gpumon("runs", "--json")
+    return next(r for r in json.loads(done.stdout)["runs"] if r["id"] == run_id)
+
+
+def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_nan_loss(
+    gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, gate = tmp_path / "stepper.py", tmp_path / "gate"
+    script.write_text(STEPPER)
+    run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "20"))
+    live = wait_until(lambda: (r := row(gpumon, run_id))["step"] == 5 and r["eta_s"] is not None and r, timeout=120)
+    assert live, row(gpumon, run_id)
+    assert live["total_steps"] == 20 and live["progress"] == pytest.approx(0.25)
+    assert 0.04 <= live["step_time_s"] < 2.0  # 50 ms of sleep per step, plus the step
+    assert live["eta_s"] == pytest.approx(15 * live["step_time_s"])
+    assert live["loss"] == "nan"  # NaN from step 3: a value, not the last finite loss
+    text = gpumon("runs").stdout
+    assert "25% " in text and "it/s" in text and " nan " in text, text
+    gate.write_text("go")
+    ended = wait_until(lambda: (r := row(gpumon, run_id))["status"] == "finished" and r, timeout=120)
+    assert ended, row(gpumon, run_id)
+    assert ended["total_steps"] == 20 and ended["progress"] == 1.0 and ended["eta_s"] is None
+    assert ended["loss"] == "nan" and ended["step"] == 20
+    assert set(ended) >= {"total_steps", "progress", "eta_s", "step_time_s"}
+    text = gpumon("runs").stdout
+    assert "100%" in text and " nan " in text, text
+    # The index row (read by a fresh reader) keeps the same fields.
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    from gpumon.core.runs.monitor import RunsMonitor
+
+    monitor = RunsMonitor()
+    again = next(s for s in monitor.refresh() if s.id == run_id)
+    assert (again.total_steps, again.progress, again.total_source) == (20, 1.0, "plan")
+    assert again.loss is not None and math.isnan(again.loss)
+    detail = monitor.summary(run_id)
+    assert detail is not None and detail.loss_note == "loss is nan from step 3"
+    assert detail.loss_steps == (1, 2)  # the curve keeps its finite points only
+
+
+async def test_the_runs_table_shows_progress_rate_and_a_nan_loss_in_the_warning_style(
+    gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, gate = tmp_path / "stepper.py", tmp_path / "gate"
+    script.write_text(STEPPER)
+    gate.write_text("go")
+    run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "8"))
+    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120)
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    app = make_app(gpus=1)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await pilot.press("r")
+        table = app.query_one(RunTable)
+        for _ in range(500):
+            if table.row_count:
+                break
+            await pilot.pause(0.02)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert labels[labels.index("STEP") + 1 : labels.index("STEP") + 3] == ["PROGRESS", "SPEED"]
+        assert table.get_cell(run_id, "progress").text.plain == "100%"
+        assert table.get_cell(run_id, "speed").text.plain.endswith("it/s")
+        loss = table.get_cell(run_id, "loss").text
+        assert loss.plain == "nan" and any(span.style == NONFINITE_STYLE for span in loss.spans)
+        info = str(app.query_one("#run-info").render())
+        assert "step 8/8 (plan) 100%" in info and "loss nan" in info, info
+        chart = app.query_one("#loss-chart")
+        assert "loss is nan from step 3" in str(chart.border_subtitle)
+
+
+def test_the_window_of_step_times_is_bounded_and_a_plan_wins_over_a_frameworks_total() -> None:
+    progress = Progress()
+    progress.fold("total", {"total_steps": 600, "source": "tqdm"}, 0)
+    assert progress.total == (600, "tqdm")
+    progress.fold("plan", {"steps": 500}, 0)
+    assert progress.total == (500, "plan")  # what the program declares beats a framework's guess
+    for step in range(1, 100_001):
+        progress.fold("step", {"step": step, "dt": 0.5 if step > 99_000 else 0.01}, 0)
+    assert len(progress.dts[0]) <= 64 and progress.step_time_s == 0.5  # recent steps only, never the history
+    fields = progress.fields(ended=False)
+    assert fields["progress"] == 1.0 and fields["eta_s"] == 0.0
+    assert progress.fields(ended=True)["eta_s"] is None
+    restored = Progress.from_state(json.loads(json.dumps(progress.to_state())))
+    assert restored.fields(ended=False) == fields
+    assert rate_text(0.01) == "100 it/s" and rate_text(4.2) == "4.2 s/it" and rate_text(None) == ""
+    assert progress_text(0.37, 252) == "37% 4m12s" and eta_text(None) == ""
+
+
+def test_our_ddp_trainer_sends_its_plan_and_ends_at_100_percent(gpumon) -> None:
+    done = gpumon("launch", "ddp", "--nproc", "1", "--", "--epochs", "1")
+    run_id = launched(done)
+    seen: list[dict[str, Any]] = []
+
+    def ended() -> bool:
+        seen.append(row(gpumon, run_id))
+        return seen[-1]["status"] in ("finished", "failed")
+
+    assert wait_until(ended, timeout=300, step=0.5), seen[-1]
+    last = seen[-1]
+    assert last["status"] == "finished", last
+    assert last["total_steps"] and last["step"] == last["total_steps"]  # the plan: epochs x batches
+    assert last["progress"] == 1.0 and last["eta_s"] is None and last["step_time_s"] > 0
+    assert gpumon("runs").stdout.count("100%") == 1
