@@ -21,6 +21,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc.update(memory_bytes=summary.memory)
     doc.update(memory_kind=summary.memory_kind or None, rss_bytes=summary.rss)
     doc.update({key: getattr(summary, key) for key in ROW_FIELDS})  # progress.py
+    doc["total_source"] = summary.total_source  # plan, hf, lightning, tqdm
     doc["alerts"] = list(summary.alerts)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")

@@ -6,7 +6,8 @@ Folded from the run's events alongside the rest of its telemetry (``RunTelemetry
   a fixed-size window (never the history), whose median is ``step_time_s``;
 - the total: a ``plan`` event (``telemetry.plan(steps=)``, what the program itself declares, as gpumon's
   trainers do) wins over a ``total`` event (a framework's guess: a tqdm bar's ``total``, HF ``max_steps``,
-  Lightning's estimated stepping batches; among those the latest one). Both count optimizer steps;
+  Lightning's estimated stepping batches; among those the best source, as for the loss: hf > lightning >
+  tqdm, and its latest total). Both count optimizer steps;
 - ``progress`` = step / total (0..1), ``eta_s`` = the steps left x ``step_time_s``, None once the run ended.
 """
 
@@ -19,6 +20,7 @@ from statistics import median
 from typing import Any
 
 from gpumon.core.format import duration
+from gpumon.core.runs.sources import rank_of
 
 WINDOW = 64  # the latest dt values per rank the median is taken over
 
@@ -28,7 +30,7 @@ class Progress:
     dts: dict[int, deque[float]] = field(default_factory=dict)  # rank -> its latest seconds per step
     steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest recorded optimizer step
     plan: dict[int, int] = field(default_factory=dict)  # rank -> its plan (``plan`` events)
-    guess: tuple[int, str] | None = None  # (total, source) from the latest ``total`` event
+    guesses: dict[str, int] = field(default_factory=dict)  # source -> its latest ``total`` event's total
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         """One event, any type (only ``step``, ``plan`` and ``total`` matter here)."""
@@ -41,15 +43,16 @@ class Progress:
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plan[rank] = event["steps"]
         elif kind == "total" and type(event.get("total_steps")) is int and event["total_steps"] > 0:
-            self.guess = (event["total_steps"], str(event.get("source") or "framework"))
+            self.guesses[str(event.get("source") or "framework")] = event["total_steps"]
 
     @property
     def total(self) -> tuple[int | None, str | None]:
         """(total steps, where it came from: "plan", or the framework's name); (None, None) when unknown."""
         if self.plan:
             return self.plan[min(self.plan)], "plan"
-        if self.guess is not None:
-            return self.guess
+        if self.guesses:
+            source = min(self.guesses, key=rank_of)  # HF's max_steps over a tqdm bar's guess
+            return self.guesses[source], source
         return None, None
 
     @property
@@ -84,7 +87,7 @@ class Progress:
             "dts": {str(r): list(d) for r, d in self.dts.items()},
             "steps": {str(r): s for r, s in self.steps.items()},
             "plan": {str(r): s for r, s in self.plan.items()},
-            "guess": list(self.guess) if self.guess else None,
+            "guesses": dict(self.guesses),
         }
 
     @classmethod
@@ -93,12 +96,11 @@ class Progress:
         if not isinstance(state, dict):
             return cls()
         try:
-            guess = state.get("guess")
             return cls(
                 dts={int(r): deque(map(float, d), maxlen=WINDOW) for r, d in state["dts"].items()},
                 steps={int(r): int(s) for r, s in state["steps"].items()},
                 plan={int(r): int(s) for r, s in state["plan"].items()},
-                guess=(int(guess[0]), str(guess[1])) if guess else None,
+                guesses={str(k): int(v) for k, v in (state.get("guesses") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, IndexError):
             return cls()

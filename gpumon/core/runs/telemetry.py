@@ -91,7 +91,6 @@ class RunTelemetry:
     losses: dict[int, Series] = field(default_factory=dict)  # rank -> loss per step, of its loss source
     loss_sources: dict[int, str] = field(default_factory=dict)  # rank -> the best source that reported a loss
     source_losses: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> source -> latest loss
-    totals: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # source -> (total steps, done)
     latest: dict[int, dict[str, float]] = field(default_factory=dict)  # rank -> latest value of each metric
     rates: dict[int, float] = field(default_factory=dict)  # rank -> latest samples/s
     memory: dict[int, RankMemory] = field(default_factory=dict)
@@ -186,7 +185,6 @@ class RunTelemetry:
             "loss": self.losses[lowest].to_state() if lowest is not None else None,
             "loss_sources": {str(r): s for r, s in self.loss_sources.items()},
             "source_losses": {str(r): v for r, v in self.source_losses.items()},
-            "totals": {s: list(t) for s, t in self.totals.items()},
             "latest": {str(r): v for r, v in self.latest.items()},
             "rates": {str(r): v for r, v in self.rates.items()},
             "memory": {str(r): m.to_state() for r, m in self.memory.items()},
@@ -209,7 +207,6 @@ class RunTelemetry:
         self.memory = memory
         self.loss_sources = {int(r): str(s) for r, s in (state.get("loss_sources") or {}).items()}
         self.source_losses = {int(r): dict(v) for r, v in (state.get("source_losses") or {}).items()}
-        self.totals = {str(s): (int(t[0]), t[1]) for s, t in (state.get("totals") or {}).items()}
         self.step, self.optimizer_steps = state.get("step"), state.get("optimizer_steps")
         self.latest = {int(r): dict(v) for r, v in state["latest"].items()}
         self.rates = {int(r): float(v) for r, v in state["rates"].items()}
@@ -236,8 +233,6 @@ class RunTelemetry:
             self._metrics(event, rank)
         elif kind == "step":
             self._step(event, rank)
-        elif kind == "total":
-            self._total(event)
         elif kind == "proc_start" and isinstance(event.get("pid"), int):
             self.pids[event["pid"]] = rank
         elif kind == "exception":
@@ -293,20 +288,6 @@ class RunTelemetry:
             self.nonfinite.add(step, loss)
         if step is not None and math.isfinite(loss):  # the curve: finite points only
             self.losses.setdefault(rank, Series()).add(step, loss)
-
-    def _total(self, event: dict[str, Any]) -> None:
-        total, done = event.get("total_steps"), event.get("done")
-        if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-            self.totals[source_of(event)] = (total, done if isinstance(done, int) else None)
-
-    @property
-    def total(self) -> tuple[int | None, str | None, int | None]:
-        """(total steps, its source, steps done as that source counts them) from the best source that knows it."""
-        if not self.totals:
-            return None, None, None
-        source = min(self.totals, key=rank_of)
-        total, done = self.totals[source]
-        return total, source, done
 
     @property
     def loss_source(self) -> str | None:
