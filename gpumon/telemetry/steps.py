@@ -69,7 +69,7 @@ def _mallinfo2() -> Any:
 class StepRecorder:
     """The optimizer step post-hook: one ``step`` event per optimizer step.
 
-    Only the first optimizer that steps is counted, so a script with two
+    Only the first optimizer that steps is counted (the next one once it is gone), so a script with two
     optimizers (a GAN) still gets one sample per iteration. CUDA: one
     ``memory_stats_as_nested_dict`` call (no sync), then the peak is reset so each sample's
     peak is that step's; the host heap too. CPU: glibc's live heap bytes and RSS. A census of
