@@ -145,3 +145,51 @@ def test_a_loop_without_an_optimizer_counts_its_backward_passes(tmp_path: Path) 
     steps = [e["step"] for e in events if e["type"] == "step"]
     assert steps == list(range(64, 301))  # counted from the 64th backward with no optimizer step, to the last
     assert any("a step is a backward" in e.get("text", "") for e in events if e["type"] == "note")
+
+
+def test_a_library_that_probes_for_torch_before_importing_it_still_gets_steps(tmp_path: Path) -> None:
+    # transformers 4.x, datasets and evaluate ask importlib.util.find_spec("torch") first (is torch available?),
+    # and import it later: HF's run_clm.py recorded no step and no memory.
+    script = tmp_path / "probe.py"
+    script.write_text('import importlib.util\nassert importlib.util.find_spec("torch")\n' + TRAIN)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR, "GPUMON_STEP_RATE": "0"}
+    env.pop("RANK", None)
+    done = subprocess.run([sys.executable, str(script), "5", "healthy", "ok"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    events = EventReader(run_dir).poll()
+    assert [e["step"] for e in events if e["type"] == "step"] == [1, 2, 3, 4, 5]
+
+
+def test_a_new_optimizer_after_the_first_is_gone_keeps_counting(tmp_path: Path) -> None:
+    # A script that makes its optimizer again (per phase, per fold, or in the loop, as some tutorials do):
+    # accelerate's own test_script.py stepped 120 times per rank and gpumon showed 12.
+    script = tmp_path / "phases.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            model = torch.nn.Linear(4, 1)
+            for phase in range(3):
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                for _ in range(5):
+                    opt.zero_grad()
+                    model(torch.randn(8, 4)).pow(2).mean().backward()
+                    opt.step()
+            gen, critic = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+            g_opt = torch.optim.SGD(gen.parameters(), lr=0.01)  # two live optimizers: only the first counts
+            for _ in range(4):
+                g_opt.zero_grad()
+                critic(gen(torch.randn(8, 4))).mean().backward()
+                g_opt.step()
+                opt.step()
+            """
+        )
+    )
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR, "GPUMON_STEP_RATE": "0"}
+    env.pop("RANK", None)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    steps = [e["step"] for e in EventReader(run_dir).poll() if e["type"] == "step"]
+    assert steps == list(range(1, 20))  # 3 phases x 5, then the last phase's optimizer 4 more times

@@ -134,3 +134,18 @@ def test_a_python_without_torch_is_told_how_to_install_it_before_anything_starts
         assert f"{kind} runs need torch, which {python} cannot import: pip install torch==" in line
         assert "pip install -e '.[train]'" in line
     assert not (tmp_path / "home" / "runs").exists() or not any((tmp_path / "home" / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["launch", "script", "--env", "HF_HUB_OFFLINE=1", "run_clm.py"],  # as it was typed: argparse refused it
+        ["launch", "script", "run_clm.py", "--env", "HF_HUB_OFFLINE=1"],
+        ["launch", "--env", "HF_HUB_OFFLINE=1", "script", "run_clm.py"],
+    ],
+)
+def test_launch_options_go_before_or_after_the_program(args: list[str]) -> None:
+    from gpumon.cli.parser import build_parser
+
+    parsed = build_parser().parse_args(args)
+    assert (parsed.kind, parsed.program, parsed.env) == ("script", "run_clm.py", ["HF_HUB_OFFLINE=1"])

@@ -366,7 +366,8 @@ def test_import_errors_name_the_module_and_the_install_command() -> None:
 
 def test_a_cuda_script_on_a_machine_without_a_gpu_is_told_so() -> None:
     for name in ("no_gpu__cuda_tensor_cpu_build_torch2_13.txt", "no_gpu__set_device_cpu_build_torch2_13.txt",
-                 "no_gpu__nccl_backend_cpu_build_torch2_13.txt", "no_gpu__no_cuda_build_torch2_13.txt"):  # fmt: skip
+                 "no_gpu__nccl_backend_cpu_build_torch2_13.txt", "no_gpu__no_cuda_build_torch2_13.txt",
+                 "no_gpu__to_rank_mp_spawn_torch2_13.txt"):  # fmt: skip
         failure = classify(corpus(name))
         assert failure.kind == "no_gpu" and "needs a GPU" in failure.title, name
         assert keys(advise(failure, Context())) == ["gpu_machine", "cpu_fallback"]

@@ -169,3 +169,27 @@ def test_postfix_metrics_are_written_no_faster_than_the_step_rate_and_the_last_a
     span = written[-1]["t"] - written[0]["t"]
     assert len(written) <= 50 * span + 3  # 50 a second, plus the first and the one at exit
     assert written[-1]["metrics"] == {"loss": 19999} and written[-1]["source"] == "tqdm"
+
+
+# The shape of a popular tutorial (aladdinpersson/Machine-Learning-Collection, pytorch_progress_bar.py): a bar per
+# epoch at module level, the last one still referenced when the interpreter tears the modules down.
+OPEN_AT_EXIT = """import torch
+from tqdm import tqdm
+from torch.utils.data import TensorDataset, DataLoader
+loader = DataLoader(TensorDataset(torch.randn(40, 3), torch.randn(40, 1)), batch_size=8)
+for epoch in range(2):
+    loop = tqdm(loader)
+    for idx, (x, y) in enumerate(loop):
+        loop.set_postfix(loss=0.25)
+"""
+
+
+def test_a_bar_collected_at_interpreter_exit_prints_nothing_of_gpumon(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm")
+    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+
+    (tmp_path / "bars.py").write_text(OPEN_AT_EXIT)
+    env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "bars.py"], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "gpumon" not in done.stderr, done.stderr[-2000:]

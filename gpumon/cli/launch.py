@@ -29,6 +29,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "kind", choices=[k for k in KINDS if k != "tune"], help="ddp, dp, model-parallel, pipeline or script"
     )
     launch.add_argument("program", nargs="?", help="a Python script (required for script; optional otherwise)")
+    launch.intermixed = True  # an optional program after KIND: argparse alone takes it empty at an option
     launch.add_argument("--module", "-m", metavar="NAME", help="run a Python module instead of a script")
     launch.add_argument("--nproc", type=whole(1), help="processes per node (ddp: GPUs, or 2 on a CPU)")
     launch.add_argument("--gpus", metavar="IDS", help="GPU indexes for CUDA_VISIBLE_DEVICES, e.g. 0,1")

@@ -22,9 +22,17 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self._words: list[str] = []
+        self.intermixed = False  # options may come between positionals (`launch script --env A=B x.py`)
+        self._mixing = False
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self._words = list(args or [])
+        if self.intermixed and not self._mixing:  # it calls back here for each of its two passes
+            self._mixing = True
+            try:
+                return super().parse_known_intermixed_args(args, namespace)
+            finally:
+                self._mixing = False
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:

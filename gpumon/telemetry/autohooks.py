@@ -10,19 +10,16 @@ DataLoader workers, launchers and other helpers write nothing.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Sequence
 from types import ModuleType, TracebackType
 from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import frameworks, ranks
+from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
 from gpumon.telemetry.steps import StepRecorder
 
@@ -49,10 +46,9 @@ def install() -> bool:
         telemetry.writer()  # proc_start now: the GPU view ties the rank's pid to the run before it steps
     _install_excepthook(first)
     frameworks.install()  # the metrics and totals the script's frameworks already log
-    if "torch" in sys.modules:
-        _on_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatcher())
+    # After the script's own import: a probe (importlib.util.find_spec("torch"), as transformers, datasets
+    # and evaluate do first) imports nothing and must not use the watch up.
+    when_imported("torch", _on_torch)
     return True
 
 
@@ -98,29 +94,6 @@ def _install_excepthook(first: bool) -> None:
             previous(kind, value, tb)
 
     sys.excepthook = hook
-
-
-class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Runs ``_on_torch`` right after the script's ``import torch`` finishes."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch":
-            return None
-        sys.meta_path.remove(self)  # find the real torch with the other finders
-        spec = importlib.util.find_spec("torch")
-        loader = spec.loader if spec is not None else None
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        real_exec = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            real_exec(module)
-            _on_torch(module)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
 
 
 def _on_torch(torch: ModuleType) -> None:

@@ -14,6 +14,7 @@ import ctypes
 import os
 import sys
 import time
+import weakref
 from types import ModuleType
 from typing import Any
 
@@ -68,7 +69,7 @@ def _mallinfo2() -> Any:
 class StepRecorder:
     """The optimizer step post-hook: one ``step`` event per optimizer step.
 
-    Only the first optimizer that steps is counted, so a script with two
+    Only the first optimizer that steps is counted (the next one once it is gone), so a script with two
     optimizers (a GAN) still gets one sample per iteration. CUDA: one
     ``memory_stats_as_nested_dict`` call (no sync), then the peak is reset so each sample's
     peak is that step's; the host heap too. CPU: glibc's live heap bytes and RSS. A census of
@@ -95,6 +96,7 @@ class StepRecorder:
         self.joined = False  # this process has reported as a rank
         self.quiet = False  # a process that steps but is no rank of the run (a Ray worker)
         self.first: int | None = None
+        self.first_alive: Any = None  # a weakref to that optimizer: once it is gone, the next one counts
         self.step = 0
         self.last: float | None = None  # the first step's time includes start-up: no dt
         self.recorded = 0  # the step of the last step event
@@ -169,10 +171,16 @@ class StepRecorder:
             self._join()
         if self.by_backward or self.quiet:
             return
-        if self.first is None:
+        if id(optimizer) != self.first:
+            # One optimizer's steps are the run's (a GAN's second one is left out), until it is gone: a
+            # script that makes its optimizer again (per phase, per fold, in its loop) keeps counting.
+            if self.first is not None and (self.first_alive is None or self.first_alive() is not None):
+                return
             self.first = id(optimizer)
-        elif id(optimizer) != self.first:
-            return
+            try:
+                self.first_alive = weakref.ref(optimizer)
+            except TypeError:  # no weak references to it: it counts for the rest of the run
+                self.first_alive = None
         self._tick()
 
     def _tick(self) -> None:

@@ -194,6 +194,7 @@ _NO_GPU = re.compile(
     r"Torch not compiled with CUDA enabled|No CUDA GPUs are available|has no attribute '_cuda_setDevice'"
     r"|Distributed package doesn't have NCCL built in|Found no NVIDIA driver on your system"
     r"|NCCL is not available|ProcessGroupNCCL is only supported with GPUs"
+    r"|Cannot access accelerator device when none is available"  # .to(rank), an int device, on a CPU build
 )
 _WEIGHTS_ONLY = re.compile(r"Weights only load failed")
 _UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")

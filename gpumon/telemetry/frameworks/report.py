@@ -25,16 +25,20 @@ _broken: set[str] = set()
 def guarded(source: str, fn: F) -> F:
     """``fn`` that never raises: its first failure is noted once and that hook stays quiet after it."""
 
+    # Held in the closure: at interpreter exit a module's globals are None, and objects collected then
+    # (a tqdm bar's __del__ calls close) still reach this call.
+    broken, note, suppress = _broken, telemetry.note, contextlib.suppress
+
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        if source in _broken:
-            return None
         try:
+            if source in broken:
+                return None
             return fn(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - telemetry never stops training
-            _broken.add(source)
-            with contextlib.suppress(Exception):
-                telemetry.note(f"gpumon's {source} hook is off: {type(err).__name__}: {err}")
+            broken.add(source)
+            with suppress(Exception):
+                note(f"gpumon's {source} hook is off: {type(err).__name__}: {err}")
             return None
 
     return call  # type: ignore[return-value]
