@@ -82,9 +82,11 @@ def test_simulated_monitor_in_a_real_terminal(tmux: Tmux) -> None:
     tmux.keys("a")
     tmux.wait_for("processes · all GPUs · 3")
     tmux.keys("?")
-    tmux.wait_for("gpumon keys", "SIGTERM")
+    tmux.wait_for("gpumon keys", "quit")
+    tmux.keys("End")  # the help scrolls: its last lines are reached
+    tmux.wait_for("census")
     tmux.keys("Escape")
-    wait_until(lambda: "gpumon keys" not in tmux.screen(), timeout=5)
+    tmux.wait_for("processes · all GPUs")  # the help closed (scrolled, its title is gone too)
     tmux.keys("q")
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
     assert "Traceback" not in tmux.screen()

@@ -69,7 +69,7 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path,
         tmux.wait_for("tiny.py")
     tmux.keys("Enter")
     tmux.wait_for(f"Started {kind}-", timeout=30)
-    row = re.compile(rf"{kind}-\S+\s+(running|finished)\s+\S+\s+\d+\s")  # a step number in the row
+    row = re.compile(rf"{kind}-\S+\s+(?:{kind}\s+)?(running|finished)\s+\S+\s+\d+\s")  # a step number in the row
     screen = wait_until(lambda: row.search(s := tmux.screen()) and s, timeout=90)
     assert screen, f"the run never showed progress:\n{tmux.screen()}"
     assert "Traceback" not in screen

@@ -102,7 +102,7 @@ class Snapshot:
             d.pop("processes")
             d["mem_percent"] = dev.mem_percent
             devices.append(d)
-            processes.extend(asdict(p) for p in dev.processes)
+            processes.extend(asdict(p) | {"parents": [list(x) for x in p.parents]} for p in dev.processes)  # JSON lists
         host = asdict(self.host)
         host["load"] = list(self.host.load) if self.host.load else None
         host["per_cpu"] = list(self.host.per_cpu)
