@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from types import ModuleType
 from typing import Any
 
-from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
+from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, numbers, report_after
 
 SOURCE = "mlflow"
 _inside = threading.local()
@@ -32,25 +31,5 @@ def hook(module: ModuleType) -> None:
         steps = [m.step for m in metrics or () if isinstance(getattr(m, "step", None), int)]
         reporter.metrics(numbers(values, reader), max(steps) if steps else None)
 
-    _wrap(cls, "log_metric", metric)
-    _wrap(cls, "log_batch", batch)
-
-
-def _wrap(cls: type, name: str, ours: Any) -> None:
-    original = getattr(cls, name)
-    safe = guarded(SOURCE, ours)
-
-    @functools.wraps(original)
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(_inside, "busy", False):
-            return original(self, *args, **kwargs)
-        _inside.busy = True
-        try:
-            result = original(self, *args, **kwargs)
-        finally:
-            _inside.busy = False
-        safe(*args, **kwargs)
-        return result
-
-    method._gpumon = True  # type: ignore[attr-defined]
-    setattr(cls, name, method)
+    report_after(cls, "log_metric", SOURCE, metric, _inside)
+    report_after(cls, "log_batch", SOURCE, batch, _inside)

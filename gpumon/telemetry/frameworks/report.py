@@ -187,3 +187,25 @@ def numbers(values: Mapping[str, Any], reader: LazyNumber, prefix: str = "") -> 
         if number is not None:
             out[name] = number
     return out
+
+
+def report_after(cls: type, name: str, source: str, ours: Callable[..., Any], inside: threading.local) -> None:
+    """Wrap ``cls.name`` so that ``ours(*args, **kwargs)`` runs after it, guarded; a method of the same hook
+    that calls another (``inside``: one per hook) reports once."""
+    original = getattr(cls, name)
+    safe = guarded(source, ours)
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(inside, "busy", False):
+            return original(self, *args, **kwargs)
+        inside.busy = True
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            inside.busy = False
+        safe(*args, **kwargs)
+        return result
+
+    method._gpumon = True  # type: ignore[attr-defined]
+    setattr(cls, name, method)

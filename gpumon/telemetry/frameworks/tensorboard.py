@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from types import ModuleType
 from typing import Any
 
-from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
+from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, numbers, report_after
 
 SOURCE = "tensorboard"
 _reporter: Reporter | None = None
@@ -34,8 +33,8 @@ def hook(module: ModuleType) -> None:
             step = _step(_arg(args, kwargs, 2, "global_step"))
             reporter.metrics(numbers(values, _reader, prefix=f"{main_tag}/"), step)
 
-    _wrap(cls, "add_scalar", scalar)
-    _wrap(cls, "add_scalars", scalars)
+    report_after(cls, "add_scalar", SOURCE, scalar, _inside)
+    report_after(cls, "add_scalars", SOURCE, scalars, _inside)
 
 
 def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
@@ -47,23 +46,3 @@ def _step(value: Any) -> int | None:
         return value
     number = _reader.read("global_step", value) if value is not None else None
     return int(number) if number is not None and number == number else None
-
-
-def _wrap(cls: type, name: str, ours: Any) -> None:
-    original = getattr(cls, name)
-    safe = guarded(SOURCE, ours)
-
-    @functools.wraps(original)
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(_inside, "busy", False):
-            return original(self, *args, **kwargs)
-        _inside.busy = True
-        try:
-            result = original(self, *args, **kwargs)
-        finally:
-            _inside.busy = False
-        safe(*args, **kwargs)
-        return result
-
-    method._gpumon = True  # type: ignore[attr-defined]
-    setattr(cls, name, method)
