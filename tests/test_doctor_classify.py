@@ -49,7 +49,8 @@ def test_the_corpus_covers_every_kind_and_names_its_sources() -> None:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_corpus_text_is_classified_as_its_name_says(path: Path) -> None:
     text = corpus(path.name)
-    failure = classify(text, exit_code=-11 if path.name.startswith("killed__segfault") else None)
+    exit_code = -11 if path.name.startswith("killed__segfault") else 3 if path.name.startswith("exit__") else None
+    failure = classify(text, exit_code=exit_code)
     assert failure.kind == path.name.split("__")[0], failure.title
     assert failure.text == text  # kept whole, never rewritten
     assert failure.title and "\n" not in failure.title and failure.evidence
@@ -105,8 +106,8 @@ def test_sizes_print_as_pytorch_prints_them() -> None:
     [
         ("cuda_oom__torchrun_report_torch2_13.txt", 1, None, ""),  # from torchrun's Root Cause block
         ("cuda_oom__torch2_4_rank_prefix_fragmented.txt", 0, None, ""),
-        ("host_oom__torchrun_sigkill_torch2_13.txt", 1, "SIGKILL", "dmesg"),
-        ("host_oom__torchrun_sigkill_report.txt", 0, "SIGKILL", "journalctl -k"),
+        ("killed__torchrun_sigkill_torch2_13.txt", 1, "SIGKILL", "kill -9"),
+        ("killed__torchrun_sigkill_report.txt", 0, "SIGKILL", "no trace"),
         ("host_oom__dataloader_worker_killed_torch2_13.txt", None, "SIGKILL", "OOM killer"),
         ("device_assert__torch2_x_rank_nll.txt", 0, None, "index or a label"),
         ("nccl__unhandled_cuda_error_rank.txt", 7, None, "another rank"),
@@ -145,26 +146,26 @@ def test_the_root_cause_wins_over_its_echoes() -> None:
     assert classify(corpus("device_assert__torch2_x_rank_nll.txt") + echoes).kind == "device_assert"
     assert classify(echoes).kind == "nccl_timeout"
     # the gloo error of rank 0 is an echo of rank 1's SIGKILL in torchrun's report
-    killed = classify(corpus("host_oom__torchrun_sigkill_torch2_13.txt"))
-    assert killed.kind == "host_oom" and "pid 24409" in killed.title
+    killed = classify(corpus("killed__torchrun_sigkill_torch2_13.txt"))
+    assert killed.kind == "killed" and "pid 24409" in killed.title
     # "CUDA error: out of memory" also suggests CUDA_LAUNCH_BLOCKING: it is still an OOM, without numbers
     plain = classify(corpus("cuda_oom__cuda_error_out_of_memory.txt"))
     assert plain.kind == "cuda_oom" and plain.memory is None
 
 
 def test_exit_status_alone() -> None:
-    assert classify("", exit_code=-9).kind == "host_oom"
+    assert classify("", exit_code=-9).kind == "killed"  # a SIGKILL names no sender
     assert classify("Killed", exit_code=137).signal == "SIGKILL"  # a shell's 128 + 9
-    assert classify("", signal="SIGKILL").kind == "host_oom"  # as status.json holds it
+    assert classify("", signal="SIGKILL").title == "Killed by SIGKILL (sent by someone or something else)"
     assert (classify("", signal=15).kind, classify("", signal=15).signal) == ("killed", "SIGTERM")
     segv = classify(corpus("killed__segfault_faulthandler_torch2_13.txt"))  # no exit code: faulthandler's line
     assert (segv.kind, segv.signal) == ("killed", "SIGSEGV")
     assert advise(segv)[0].key == "faulthandler"
-    assert classify("", exit_code=1).title == "exit code 1"
+    assert classify("", exit_code=1).title == "the script exited with status 1"
 
 
 def test_a_user_stop_is_not_blamed_on_the_oom_killer() -> None:
-    text = corpus("host_oom__torchrun_sigkill_torch2_13.txt")
+    text = corpus("killed__torchrun_sigkill_torch2_13.txt")
     stopped = classify(text, exit_code=-9, signal="SIGKILL", state="killed")
     assert stopped.kind == "stopped" and stopped.title.startswith("Stopped by the user")
     assert advise(stopped) == [] and stopped.evidence == ()  # a stop, not a failure: no log line as its evidence
@@ -393,3 +394,34 @@ def test_old_code_on_a_newer_numpy_names_the_removed_alias_and_the_fix() -> None
     assert failure.kind == "removed_api" and failure.title == "The code uses np.int, removed in NumPy 1.24"
     first, second = advise(failure, Context())
     assert first.change.startswith("replace np.int by int") and "numpy<1.24" in second.change
+
+
+def test_a_sigkill_is_the_oom_killers_only_with_evidence() -> None:
+    text = corpus("killed__torchrun_sigkill_torch2_13.txt")
+    assert "OOM" not in classify(text).title and keys(advise(classify(text))) == ["who_killed"]
+    line = "Out of memory: Killed process 24409 (python) total-vm:31285772kB, anon-rss:22904216kB"
+    oom = classify(text, oom=(line,))  # the kernel log names the pid
+    assert (oom.kind, oom.title) == ("host_oom", "Killed by the kernel's OOM killer (pid 24409) (host memory)")
+    assert oom.evidence[0] == line
+    assert classify("", exit_code=-9, oom=("the cgroup's memory.events oom_kill rose from 0 to 1",)).kind == "host_oom"
+
+
+def test_an_exit_status_names_its_reason_and_meaning() -> None:
+    failure = classify(corpus("exit__status3_reason_torch2_13.txt"), exit_code=3)
+    assert failure.title == (
+        "the script exited with status 3: loading config | error: config.yaml has no 'model' section"
+        " | see --help for the expected layout"
+    )
+    usage = "usage: train.py [-h] --data DATA\ntrain.py: error: the following arguments are required: --data\n"
+    assert "argparse" in classify(usage, exit_code=2).detail and keys(advise(classify(usage, exit_code=2))) == ["usage"]
+    assert "command not found" in classify("bash: trian.sh: command not found", exit_code=127).detail
+    assert "sys.exit" in classify("no GPU left for this job", exit_code=1).detail  # sys.exit("message")
+    assert classify(corpus("unknown__file_not_found_torch2_13.txt"), exit_code=1).kind == "unknown"  # a traceback
+
+
+def test_a_dataloader_worker_exception_names_the_worker_and_the_sample() -> None:
+    failure = classify(corpus("worker__getitem_valueerror_torch2_13.txt"), exit_code=1)
+    assert (failure.kind, failure.worker, failure.sample) == ("worker", 1, 7)
+    assert failure.title == "DataLoader worker 1 raised ValueError: corrupt sample at index 7"
+    assert failure.detail == "raised in worker_raise.py:11 in __getitem__, at sample index 7"
+    assert keys(advise(failure)) == ["workers_zero", "bad_sample"]

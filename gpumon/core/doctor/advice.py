@@ -34,6 +34,8 @@ def advise(failure: Failure, context: Context | None = None) -> list[Advice]:
         "no_launcher": error_advice.no_launcher,
         "removed_api": error_advice.removed_api,
         "killed": error_advice.killed,
+        "worker": error_advice.worker,
+        "exit": error_advice.exit_status,
         "stopped": lambda failure, context: [],  # the user asked for it: nothing to change
     }
     scored = rules.get(failure.kind, error_advice.unknown)(failure, context or Context())

@@ -118,4 +118,19 @@ TEXT: dict[str, tuple[str, str]] = {
                     "a scheduler's time limit or preemption, systemd-oomd or earlyoom (they send SIGTERM), "
                     "or gpumon stop"),
     "signal": ("Find what sent the signal", "check the scheduler's log and the kernel's (dmesg -T)"),
+    "who_killed": ("Find who sent the SIGKILL",
+                   "a kill -9, a scheduler's hard limit (Slurm after its grace period), a container runtime; to rule "
+                   "out the OOM killer where gpumon could not read the kernel log: dmesg -T | grep -i oom"),
+    # DataLoader workers and exit statuses
+    "workers_zero": ("Debug it in the main process: DataLoader(..., num_workers=0)",
+                     "with num_workers=0 the exception is raised where it happens, so pdb and breakpoints work "
+                     "(gpumon launch ... -- --num-workers 0 where the script takes it)"),
+    "bad_sample": ("Look at sample {index}",
+                   "dataset[{index}] in a Python shell reproduces it without the DataLoader"),
+    "usage": ("Fix the script's arguments",
+              "run it with --help: status 2 is argparse's answer to arguments it does not know or misses"),
+    "not_found": ("Check the command and its permissions",
+                  "127: the program is not on PATH (or a typo); 126: it is not executable (chmod +x) or not a program"),
+    "exit_reason": ("Read why the script stopped (status {status})",
+                    "the script chose to exit: its last lines above say why (gpumon logs RUN)"),
 }  # fmt: skip

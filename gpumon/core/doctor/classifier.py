@@ -13,7 +13,8 @@ import re
 import signal as _signal
 from dataclasses import replace
 
-from gpumon.core.doctor.detect import DETECTORS, OOM_KILLER, rank_of
+from gpumon.core.doctor.detect import DETECTORS, OOM_KILLER, SIGKILLED, rank_of
+from gpumon.core.doctor.ended import exited, worker
 from gpumon.core.doctor.failures import Failure
 
 _ROOT = re.compile(r"Root Cause \(first observed failure\):(.*?)(?:\n=+|\Z)", re.S)
@@ -34,13 +35,19 @@ _SIGNAL_TITLES = {
 
 
 def classify(
-    text: str, exit_code: int | None = None, signal: int | str | None = None, *, state: str | None = None
+    text: str,
+    exit_code: int | None = None,
+    signal: int | str | None = None,
+    *,
+    state: str | None = None,
+    oom: tuple[str, ...] = (),
 ) -> Failure:
     """Classify a failed run from its error text and exit.
 
     ``signal`` is a number or a name ("SIGKILL", as status.json holds it); a negative ``exit_code`` (Popen) or
     128+n (a shell) also names one. ``state`` is the run's state: "stopped"/"killed" mean the user ended it,
-    so a SIGKILL is not blamed on the OOM killer.
+    so a SIGKILL is not blamed on the OOM killer. ``oom``: the lines that show the OOM killer sent a SIGKILL
+    (``oom_evidence``); without them a SIGKILL is only a SIGKILL.
     """
     sig = _signal_name(signal)
     if sig is None and exit_code is not None and (exit_code < 0 or 128 < exit_code < 160):
@@ -50,7 +57,7 @@ def classify(
     by_user = state in ("stopped", "killed")
     root = _ROOT.search(text)
     for part in (root.group(1), text) if root else (text,):
-        for detect in DETECTORS:
+        for detect in (*DETECTORS, worker):
             found = detect(part)
             if found is None or (by_user and found.signal == "SIGKILL"):  # gpumon stop --kill explains a SIGKILL
                 continue
@@ -58,20 +65,32 @@ def classify(
             rank = int(in_root.group(1)) if in_root else rank_of(found.evidence)
             if found.collective and len(found.collective.ranks) != 1:
                 rank = None  # every rank reports a timed-out collective: none of them is "the" rank
-            return replace(found, text=text, rank=rank, exit_code=exit_code, signal=found.signal or sig)
+            found = replace(found, text=text, rank=rank, exit_code=exit_code, signal=found.signal or sig)
+            return _oom_killed(found, oom) if found.kind == "killed" and found.signal == "SIGKILL" else found
     line = headline(text)
     evidence = (line,) if line else ()
     if by_user:  # a stop, not a failure: no log line stands as its evidence
         return Failure("stopped", f"Stopped by the user ({sig or state})", text, (), exit_code=exit_code, signal=sig)
     if sig == "SIGKILL":
-        title = "Killed by SIGKILL: most likely the kernel's OOM killer (host memory)"
-        return Failure("host_oom", title, text, evidence, OOM_KILLER, exit_code=exit_code, signal=sig)
+        title = "Killed by SIGKILL (sent by someone or something else)"
+        return _oom_killed(Failure("killed", title, text, evidence, SIGKILLED, exit_code=exit_code, signal=sig), oom)
     if sig:
         title = _SIGNAL_TITLES.get(sig, f"Killed by {sig}")
         return Failure("killed", title, text, evidence, exit_code=exit_code, signal=sig)
+    if exit_code and exit_code > 0 and "Traceback (most recent call last)" not in text:
+        return replace(exited(text, exit_code), rank=rank_of(evidence))  # a reason printed, not raised
     title = line or (f"exit code {exit_code}" if exit_code is not None else "no error text")
     source = next((raw for raw in text.splitlines() if line and line in raw), "")
     return Failure("unknown", title, text, evidence, exit_code=exit_code, rank=rank_of((source,)))
+
+
+def _oom_killed(found: Failure, oom: tuple[str, ...]) -> Failure:
+    """A SIGKILL becomes the OOM killer's only with evidence (the kernel log, memory.events, memory at its limit)."""
+    if not oom:
+        return found
+    where = f" (pid {pid.group(1)})" if (pid := re.search(r"\(pid (\d+)\)", found.title)) else ""
+    title = f"Killed by the kernel's OOM killer{where} (host memory)"
+    return replace(found, kind="host_oom", title=title, evidence=oom + found.evidence, detail=OOM_KILLER)
 
 
 def headline(text: str) -> str:

@@ -17,6 +17,11 @@ OOM_KILLER = (
     "`dmesg -T | grep -i -E 'out of memory|killed process'` or `journalctl -k | grep -i oom`."
 )
 
+SIGKILLED = (
+    "SIGKILL leaves no traceback and names no sender: a `kill -9`, a scheduler or container runtime, or the "
+    "kernel's OOM killer, which gpumon found no trace of (kernel log, the cgroup's memory.events, memory samples)."
+)
+
 _RANK = re.compile(r"\[[Rr]ank ?(\d+)\]|^\s*\[default(\d+)\]:")
 _CUDA_OOM = re.compile(
     r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|Cuda failure \d* ?'out of memory'"
@@ -125,8 +130,8 @@ def host_oom(text: str) -> Failure | None:
     if lines := lines_matching(text, _SIGKILL):
         pid = re.search(r"PID (\d+)|\(pid: (\d+)\)", " ".join(lines))
         where = f" (pid {pid.group(1) or pid.group(2)})" if pid else ""
-        title = f"Killed by SIGKILL{where}: most likely the kernel's OOM killer (host memory)"
-        return Failure("host_oom", title, text, lines, OOM_KILLER, signal="SIGKILL")
+        title = f"Killed by SIGKILL{where} (sent by someone or something else)"
+        return Failure("killed", title, text, lines, SIGKILLED, signal="SIGKILL")
     return None
 
 

@@ -114,9 +114,27 @@ def shape(f: Failure, ctx: Context) -> Scored:
 
 
 def killed(f: Failure, ctx: Context) -> Scored:
-    key = {"SIGSEGV": "faulthandler", "SIGABRT": "abort_reason", "SIGBUS": "shm", "SIGTERM": "who_stopped"}
+    key = {"SIGSEGV": "faulthandler", "SIGABRT": "abort_reason", "SIGBUS": "shm", "SIGTERM": "who_stopped",
+           "SIGKILL": "who_killed"}  # fmt: skip
     why = f"the run ended by {f.signal or 'a signal'} (exit code {f.exit_code}): {_line(f)}"
     return [item(80, key.get(f.signal or "", "signal"), why)]
+
+
+def worker(f: Failure, ctx: Context) -> Scored:
+    where = f.detail or f.title
+    out: Scored = [item(95, "workers_zero", f"worker {f.worker}'s exception: {f.title}")]
+    if f.sample is not None:
+        out.append(item(90, "bad_sample", f"the traceback shows sample index {f.sample} ({where})", index=f.sample))
+    return out
+
+
+def exit_status(f: Failure, ctx: Context) -> Scored:
+    reason = f.evidence[-1] if f.evidence else f.title
+    if f.exit_code == 2:
+        return [item(90, "usage", f"{f.detail}: {reason}")]
+    if f.exit_code in (126, 127):
+        return [item(90, "not_found", f"{f.detail}: {reason}")]
+    return [item(60, "exit_reason", f"{f.detail}; its last line: {reason}", status=f.exit_code)]
 
 
 def unknown(f: Failure, ctx: Context) -> Scored:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gpumon.core.doctor.classifier import classify
 from gpumon.core.doctor.failures import Failure, exception_text
+from gpumon.core.doctor.oom_evidence import oom_evidence
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry, tail_lines
 
@@ -33,8 +35,15 @@ def run_failure(record: RunRecord, telemetry: RunTelemetry | None = None) -> Fai
     """What the run died of; None when it has not failed (running, finished)."""
     if record.state not in ("failed", "killed", "stopped", "lost"):
         return None
-    status = record.status
-    return classify(failure_text(record, telemetry), status.get("exit_code"), status.get("signal"), state=record.state)
+    status, text = record.status, failure_text(record, telemetry)
+    found = classify(text, status.get("exit_code"), status.get("signal"), state=record.state)
+    if found.kind != "killed" or found.signal != "SIGKILL":
+        return found
+    pids = {int(a or b) for a, b in re.findall(r"\bPID (\d+)|\(pid:? (\d+)\)", text)}  # torchrun's report
+    pids |= set(telemetry.pids) if telemetry is not None else set()
+    pids |= {status["pid"]} if isinstance(status.get("pid"), int) else set()
+    oom = oom_evidence(status, pids, telemetry.rss() if telemetry is not None else None)
+    return classify(text, status.get("exit_code"), status.get("signal"), state=record.state, oom=oom)
 
 
 def _tail(path: Path) -> str:

@@ -14,7 +14,7 @@ from gpumon.core.doctor.oom import MemoryNumbers
 
 KINDS = (
     "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "no_gpu",
-    "checkpoint", "no_launcher", "removed_api", "killed", "stopped", "unknown",
+    "checkpoint", "no_launcher", "removed_api", "worker", "killed", "exit", "stopped", "unknown",
 )  # fmt: skip
 
 
@@ -43,6 +43,8 @@ class Failure:
     rank: int | None = None
     exit_code: int | None = None
     signal: str | None = None  # "SIGKILL"
+    worker: int | None = None  # worker: the DataLoader worker that raised
+    sample: int | None = None  # worker: the sample index its traceback shows
 
     @property
     def shown_evidence(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 
 from gpumon.core.doctor.leak import LeakWatch, record_states
+from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter, compress_closed
 from gpumon.core.runs.alerts import failure_line, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
@@ -110,10 +111,13 @@ class Supervisor:
             child_start = psutil.Process(child).create_time()
         except psutil.Error:
             child_start = None
+        oom = {"start": oom_kill_count()}  # the run shares our cgroup: a rise by its end shows an OOM kill in it
         self.save(**base, state="running", pid=child, pgid=child, pid_create_time=child_start, started=time.time())
         self.events.write("run_start", argv=argv, pid=child, cwd=self.command.get("cwd"))
         rc = self._wait()
         self._sweep()
+        if oom["start"] is not None:
+            self.status["oom_kill"] = {**oom, "end": oom_kill_count()}
         return self._finish(rc)
 
     def _lock(self) -> bool:
