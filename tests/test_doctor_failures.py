@@ -1,0 +1,99 @@
+"""Issue 24: failures that read "unknown" before, from real processes launched by gpumon."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.runs.store import RunStore
+from tests.conftest import wait_until
+
+EXIT_3 = """
+import sys
+print("loading config", flush=True)
+print("error: config.yaml has no 'model' section", file=sys.stderr)
+sys.exit(3)
+"""
+WORKER = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Samples(Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, idx):
+        if idx == 7:
+            raise ValueError(f"corrupt sample at index {idx}")
+        return torch.zeros(4)
+
+
+for batch in DataLoader(Samples(), batch_size=4, num_workers=2):
+    pass
+"""
+SLEEPER = """
+import time
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gpumon", *args], capture_output=True, text=True, timeout=180)
+
+
+def launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> str:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    started = gpumon("launch", "script", str(script), "--env", "OMP_NUM_THREADS=1")
+    assert started.returncode == 0, started.stderr
+    return started.stdout.split()[-1]
+
+
+def ended(run_id: str) -> dict:
+    assert wait_until(lambda: RunStore().resolve(run_id).state == "failed", timeout=120)
+    return json.loads(gpumon("doctor", run_id, "--json").stdout)
+
+
+def test_an_exit_3_is_told_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = launch(tmp_path, monkeypatch, EXIT_3)
+    doc = ended(run_id)
+    reason = "loading config | error: config.yaml has no 'model' section"
+    assert doc["headline"] == f"the script exited with status 3: {reason}"
+    assert doc["failure"]["kind"] == "exit" and doc["advice"][0]["key"] == "exit_reason"
+    assert f"the script exited with status 3: {reason}" in gpumon("doctor", run_id).stdout.splitlines()[0]
+
+
+def test_a_dataloader_worker_exception_names_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    run_id = launch(tmp_path, monkeypatch, WORKER)
+    doc = ended(run_id)
+    failure = doc["failure"]
+    assert (failure["kind"], failure["sample"]) == ("worker", 7) and failure["worker"] in (0, 1)
+    assert doc["headline"] == f"DataLoader worker {failure['worker']} raised ValueError: corrupt sample at index 7"
+    assert "train.py:12 in __getitem__" in failure["detail"]
+    assert [a["key"] for a in doc["advice"]] == ["workers_zero", "bad_sample"]
+    assert "num_workers=0" in doc["advice"][0]["title"]
+
+
+def test_a_rank_killed_by_someone_is_not_called_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = launch(tmp_path, monkeypatch, SLEEPER)
+    log = RunStore().resolve(run_id).log_path(0)
+    assert wait_until(lambda: log.exists() and "ready" in log.read_text(), timeout=60)
+    os.kill(int(RunStore().resolve(run_id).status["pid"]), signal.SIGKILL)  # a user's kill -9, not the kernel's
+    doc = ended(run_id)
+    assert doc["failure"]["kind"] == "killed" and doc["failure"]["signal"] == "SIGKILL"
+    assert doc["headline"] == "Killed by SIGKILL (sent by someone or something else)"
+    assert "OOM" not in doc["headline"] and [a["key"] for a in doc["advice"]] == ["who_killed"]
+    status = RunStore().resolve(run_id).status
+    if status.get("oom_kill"):  # where the memory cgroup is readable, the supervisor counted no OOM kill
+        assert status["oom_kill"]["end"] == status["oom_kill"]["start"]
