@@ -108,7 +108,7 @@ def test_sizes_print_as_pytorch_prints_them() -> None:
         ("cuda_oom__torch2_4_rank_prefix_fragmented.txt", 0, None, ""),
         ("killed__torchrun_sigkill_torch2_13.txt", 1, "SIGKILL", "kill -9"),
         ("killed__torchrun_sigkill_report.txt", 0, "SIGKILL", "no trace"),
-        ("host_oom__dataloader_worker_killed_torch2_13.txt", None, "SIGKILL", "OOM killer"),
+        ("killed__dataloader_worker_sigkill_torch2_13.txt", None, "SIGKILL", "OOM killer"),
         ("device_assert__torch2_x_rank_nll.txt", 0, None, "index or a label"),
         ("nccl__unhandled_cuda_error_rank.txt", 7, None, "another rank"),
         ("nccl__remote_error_rank.txt", 3, None, "another rank"),
@@ -156,6 +156,8 @@ def test_the_root_cause_wins_over_its_echoes() -> None:
 def test_exit_status_alone() -> None:
     assert classify("", exit_code=-9).kind == "killed"  # a SIGKILL names no sender
     assert classify("Killed", exit_code=137).signal == "SIGKILL"  # a shell's 128 + 9
+    assert "137 is 128 + 9" in classify("Killed", exit_code=137).detail
+    assert "143 is 128 + 15" in classify("", exit_code=143).detail
     assert classify("", signal="SIGKILL").title == "Killed by SIGKILL (sent by someone or something else)"
     assert (classify("", signal=15).kind, classify("", signal=15).signal) == ("killed", "SIGTERM")
     segv = classify(corpus("killed__segfault_faulthandler_torch2_13.txt"))  # no exit code: faulthandler's line
@@ -295,7 +297,10 @@ def test_device_assert_advice_starts_with_cuda_launch_blocking() -> None:
 
 
 def test_host_oom_advice() -> None:
-    failure = classify(corpus("host_oom__dataloader_worker_killed_torch2_13.txt"))
+    text = corpus("killed__dataloader_worker_sigkill_torch2_13.txt")
+    assert classify(text).kind == "killed"  # no evidence of the OOM killer in the text alone
+    failure = classify(text, oom=("Out of memory: Killed process 24386 (pt_data_worker)",))
+    assert failure.title == "DataLoader worker (pid 24386) was killed by the kernel's OOM killer (host memory)"
     ctx = Context(num_workers=8, pin_memory=True, rss=tuple(GiB * (4 + i) for i in range(10)))
     items = advise(failure, ctx)
     assert keys(items)[:2] == ["confirm_oom_killer", "host_leak"]

@@ -73,10 +73,11 @@ def classify(
         return Failure("stopped", f"Stopped by the user ({sig or state})", text, (), exit_code=exit_code, signal=sig)
     if sig == "SIGKILL":
         title = "Killed by SIGKILL (sent by someone or something else)"
-        return _oom_killed(Failure("killed", title, text, evidence, SIGKILLED, exit_code=exit_code, signal=sig), oom)
+        detail = f"{_shell(exit_code, sig)} {SIGKILLED}".strip()
+        return _oom_killed(Failure("killed", title, text, evidence, detail, exit_code=exit_code, signal=sig), oom)
     if sig:
         title = _SIGNAL_TITLES.get(sig, f"Killed by {sig}")
-        return Failure("killed", title, text, evidence, exit_code=exit_code, signal=sig)
+        return Failure("killed", title, text, evidence, _shell(exit_code, sig), exit_code=exit_code, signal=sig)
     if exit_code and exit_code > 0 and "Traceback (most recent call last)" not in text:
         return replace(exited(text, exit_code), rank=rank_of(evidence))  # a reason printed, not raised
     title = line or (f"exit code {exit_code}" if exit_code is not None else "no error text")
@@ -88,9 +89,15 @@ def _oom_killed(found: Failure, oom: tuple[str, ...]) -> Failure:
     """A SIGKILL becomes the OOM killer's only with evidence (the kernel log, memory.events, memory at its limit)."""
     if not oom:
         return found
-    where = f" (pid {pid.group(1)})" if (pid := re.search(r"\(pid (\d+)\)", found.title)) else ""
-    title = f"Killed by the kernel's OOM killer{where} (host memory)"
+    title = found.title.split(" (sent by")[0].replace("by SIGKILL", "by the kernel's OOM killer") + " (host memory)"
     return replace(found, kind="host_oom", title=title, evidence=oom + found.evidence, detail=OOM_KILLER)
+
+
+def _shell(exit_code: int | None, sig: str) -> str:
+    """A shell reports a death by signal N as status 128 + N: say so, 137 reads as a number otherwise."""
+    if exit_code is None or not 128 < exit_code < 160:
+        return ""
+    return f"Exit status {exit_code} is 128 + {exit_code - 128}: the process died of {sig}."
 
 
 def headline(text: str) -> str:

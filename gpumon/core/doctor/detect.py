@@ -121,8 +121,8 @@ def host_oom(text: str) -> Failure | None:
         title = "Host out of memory: " + found.group(0).strip().split(": ", 1)[-1][:200]
         return Failure("host_oom", title, text, lines_matching(text, _MEMORY_ERROR), memory=numbers)
     if found := _WORKER_KILLED.search(text):
-        title = f"Host out of memory (likely): DataLoader worker pid {found.group(1)} was killed by SIGKILL"
-        return Failure("host_oom", title, text, lines_matching(text, _WORKER_KILLED), OOM_KILLER, signal="SIGKILL")
+        title = f"DataLoader worker (pid {found.group(1)}) was killed by SIGKILL (sent by someone or something else)"
+        return Failure("killed", title, text, lines_matching(text, _WORKER_KILLED), SIGKILLED, signal="SIGKILL")
     if _SHM.search(text):
         return Failure(
             "host_oom", "Shared memory (/dev/shm) exhausted by DataLoader workers", text, lines_matching(text, _SHM)
