@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.doctor.oom_evidence import NEAR_LIMIT, kernel_oom_lines, memory_limit, oom_evidence
 from gpumon.core.runs.store import RunStore
 from tests.conftest import wait_until
 
@@ -96,4 +97,26 @@ def test_a_rank_killed_by_someone_is_not_called_oom(tmp_path: Path, monkeypatch:
     assert "OOM" not in doc["headline"] and [a["key"] for a in doc["advice"]] == ["who_killed"]
     status = RunStore().resolve(run_id).status
     if status.get("oom_kill"):  # where the memory cgroup is readable, the supervisor counted no OOM kill
+        assert status["oom_kill"]["start"] is not None
         assert status["oom_kill"]["end"] == status["oom_kill"]["start"]
+
+
+def test_the_oom_killer_is_named_from_the_kernel_log_the_cgroup_or_memory(tmp_path: Path) -> None:
+    kmsg = tmp_path / "kmsg"  # /dev/kmsg's record format
+    kmsg.write_text(
+        "6,1,10,-;eth0: link up\n"
+        "3,2,20,-;Out of memory: Killed process 4242 (python) total-vm:8388608kB, anon-rss:7340032kB\n"
+        "3,3,30,-;oom-kill:constraint=CONSTRAINT_MEMCG,task=python,pid=5151,uid=1000\n"
+    )
+    assert kernel_oom_lines({4242}, str(kmsg)) == ("Out of memory: Killed process 4242 (python) "
+                                                   "total-vm:8388608kB, anon-rss:7340032kB",)  # fmt: skip
+    assert kernel_oom_lines({5151, 7}, str(kmsg))[0].startswith("oom-kill:")
+    assert kernel_oom_lines({99}, str(kmsg)) == () and kernel_oom_lines({99}, str(tmp_path / "none")) == ()
+    assert oom_evidence({"oom_kill": {"start": 0, "end": 0}}, (), None) == ()
+    assert oom_evidence({"oom_kill": {"start": 2, "end": 3}}, (), None) == (
+        "the cgroup's memory.events oom_kill rose from 2 to 3",
+    )
+    limit = memory_limit()
+    assert limit
+    assert "GiB limit" in oom_evidence({}, (), int(limit * NEAR_LIMIT) + 1)[0]
+    assert oom_evidence({}, (), limit // 4) == ()

@@ -65,9 +65,10 @@ def kernel_oom_lines(pids: Iterable[int], kmsg: str = "/dev/kmsg") -> tuple[str,
                 continue  # EPIPE: records overwritten while reading
             if not record:
                 break
-            message = record.split(";", 1)[-1].strip()
-            if (m := _KERNEL_OOM.search(message)) and int(m.group(1) or m.group(2)) in wanted:
-                found.append(message[:300])
+            for line in record.splitlines():  # one record per read from /dev/kmsg: "6,1234,5678,-;message"
+                message = line.split(";", 1)[-1].strip()
+                if (m := _KERNEL_OOM.search(message)) and int(m.group(1) or m.group(2)) in wanted:
+                    found.append(message[:300])
     finally:
         os.close(fd)
     return tuple(found[-2:])
@@ -80,13 +81,13 @@ def oom_evidence(status: Mapping[str, Any], pids: Iterable[int], rss: int | None
     start, end = (counts.get("start"), counts.get("end")) if isinstance(counts, Mapping) else (None, None)
     if isinstance(start, int) and isinstance(end, int) and end > start:
         lines.append(f"the cgroup's memory.events oom_kill rose from {start} to {end}")
-    limit = _memory_limit()
+    limit = memory_limit()
     if rss is not None and limit and rss >= NEAR_LIMIT * limit:
         lines.append(f"the run's last RSS was {rss / 2**30:.2f} GiB of a {limit / 2**30:.2f} GiB limit")
     return tuple(lines)
 
 
-def _memory_limit() -> int | None:
+def memory_limit() -> int | None:
     """This host's memory, or the memory cgroup's limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) if lower."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
