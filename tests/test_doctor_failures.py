@@ -120,3 +120,36 @@ def test_the_oom_killer_is_named_from_the_kernel_log_the_cgroup_or_memory(tmp_pa
     assert limit
     assert "GiB limit" in oom_evidence({}, (), int(limit * NEAR_LIMIT) + 1)[0]
     assert oom_evidence({}, (), limit // 4) == ()
+
+
+def memory_cgroup(tmp_path: Path) -> Path:
+    """A child of this process's memory cgroup capped at 200 MiB (v1 or v2); skips where it cannot be made."""
+    lines = Path("/proc/self/cgroup").read_text().splitlines()
+    v1 = next((line.split(":", 2)[2] for line in lines if "memory" in line.split(":")[1].split(",")), None)
+    base = Path("/sys/fs/cgroup/memory" + v1) if v1 is not None else Path("/sys/fs/cgroup" + lines[-1].split(":", 2)[2])
+    group = base / f"gpumon-test-{tmp_path.name}"
+    try:
+        group.mkdir()
+        (group / ("memory.limit_in_bytes" if v1 is not None else "memory.max")).write_text(str(200 * 2**20))
+    except OSError as err:
+        group.rmdir() if group.exists() else None
+        pytest.skip(f"cannot make a memory cgroup here: {err}")
+    return group
+
+
+def test_a_rank_killed_by_a_cgroup_limit_is_the_oom_killers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as err:
+        pytest.skip(f"the kernel log is not readable here, the evidence this test needs: {err}")
+    group = memory_cgroup(tmp_path)
+    try:
+        hog = f"import os\nopen({str(group / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))\nx = []\n"
+        run_id = launch(tmp_path, monkeypatch, hog + "while True:\n    x.append(bytearray(16 * 2**20))\n")
+        doc = ended(run_id)
+    finally:
+        wait_until(lambda: not (group / "cgroup.procs").read_text().strip(), timeout=30)
+        group.rmdir()
+    assert doc["failure"]["kind"] == "host_oom" and doc["failure"]["signal"] == "SIGKILL"
+    assert doc["headline"] == "Killed by the kernel's OOM killer (host memory)"
+    assert any("Killed process" in line or "oom-kill" in line for line in doc["failure"]["evidence"])
