@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +90,108 @@ def test_host_oom_advice_leads_with_the_census_and_the_limit_and_drops_workers_i
     workers = next(a for a in unknown if a.key == "dataloader_workers")
     assert workers.title.startswith("If the run uses DataLoader workers")
     assert "dataloader_workers" not in [a.key for a in advise(failure, Context(num_workers=0))]
+
+
+LEAKY = """
+import time
+import torch
+
+model = torch.nn.Linear(16, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+cache = []
+for step in range(100000):
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    cache.append(torch.ones(4 * 1024 * 1024))  # 16 MiB a step, never freed
+    time.sleep(0.01)
+"""
+# The run's command: caps its own memory, then becomes the plain leaking script (the rlimit is inherited by exec).
+LIMITED = """
+import os, sys
+kind, limit, script = sys.argv[1:4]
+if kind == "as":
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), resource.RLIM_INFINITY))
+else:  # a cgroup directory: join it
+    with open(os.path.join(kind, "cgroup.procs"), "w") as procs:
+        procs.write(str(os.getpid()))
+os.execv(sys.executable, [sys.executable, script])
+"""
+
+
+def run_limited(tmp_path: Path, kind: str, limit: int) -> dict:
+    """Launch the leaking script under a limit through gpumon, wait for it to die, and ask the doctor."""
+    pytest.importorskip("torch")
+    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+
+    (tmp_path / "leaky.py").write_text(LEAKY)
+    (tmp_path / "limited.py").write_text(LIMITED)
+    home = tmp_path / "home"
+    os.environ["GPUMON_HOME"] = str(home)
+    try:
+        store = RunStore()
+        args = (kind, str(limit), str(tmp_path / "leaky.py"))
+        spec = RunSpec(kind="script", program=str(tmp_path / "limited.py"), args=args, env=(("OMP_NUM_THREADS", "1"),))
+        record = wait(launch(spec, store, 0), store, timeout=240)
+        env = {**os.environ}
+        done = subprocess.run(
+            [sys.executable, "-m", "gpumon", "doctor", record.id, "--json"], capture_output=True, text=True, env=env
+        )
+    finally:
+        os.environ.pop("GPUMON_HOME", None)
+    assert record.state == "failed", record.state
+    return json.loads(done.stdout)
+
+
+def test_a_script_under_rlimit_as_is_projected_against_its_limit_and_the_doctor_names_it(tmp_path: Path) -> None:
+    report = run_limited(tmp_path, "as", 3 * GiB)
+    memory = report["memory"]["0"]
+    assert memory["ceiling"].startswith("RLIMIT_AS 3.0 GiB (the address-space limit"), memory
+    assert memory["trend"] == "leak" or memory["state"] == "leak"
+    died = memory["step"]  # the last step it reached
+    # Projected near where it died (not at the host's ~1,500 steps of 16 MiB): within a quarter.
+    assert 0.75 * died <= memory["runs_out_at"] <= 1.25 * died, (died, memory["runs_out_at"])
+    assert report["failure"]["kind"] == "host_oom", report["failure"]
+    keys = [a["key"] for a in report["advice"]]
+    assert "memory_limit" in keys and "RLIMIT_AS 3.0 GiB" in report["advice"][keys.index("memory_limit")]["why"]
+    assert "dataloader_workers" not in keys  # the script has no workers, and gpumon saw none
+    if report["causes"]:  # the supervisor's census landed before the crash: it leads
+        assert keys[0] == "census_holder" and "cache" in report["advice"][0]["why"]
+        assert "the last census named" in report["headline"]
+
+
+def _writable_cgroup() -> Path | None:
+    root = Path("/sys/fs/cgroup")
+    if not (root / "cgroup.controllers").exists():
+        return None
+    try:
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+        path = next(line.split("::", 1)[1] for line in own if line.startswith("0::"))
+        parent = root / path.strip("/")
+        if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+            return None
+        child = parent / f"gpumon-test-{os.getpid()}"
+        child.mkdir()
+        return child
+    except (OSError, StopIteration):
+        return None
+
+
+def test_a_script_in_a_cgroup_is_projected_against_its_memory_max(tmp_path: Path) -> None:
+    cgroup = _writable_cgroup()
+    if cgroup is None:
+        pytest.skip("no cgroup v2 with the memory controller that this user may create a child cgroup in")
+    try:
+        (cgroup / "memory.max").write_text(str(2 * GiB))
+        if (cgroup / "memory.swap.max").exists():
+            (cgroup / "memory.swap.max").write_text("0")  # no swap: the limit is the limit
+        report = run_limited(tmp_path, str(cgroup), 2 * GiB)
+        memory = report["memory"]["0"]
+        assert memory["ceiling"] == "the cgroup's memory.max 2.0 GiB", memory
+        assert memory["runs_out_at"] <= 1.5 * memory["step"], memory
+    finally:
+        cgroup.rmdir()
