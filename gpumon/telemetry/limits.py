@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _UNLIMITED = 1 << 62  # cgroup v1 writes "no limit" as a page-rounded LLONG_MAX
 
 
-def _rlimit(which: int) -> int | None:
+def _rlimit(name: str) -> int | None:
     try:
-        soft, _ = resource.getrlimit(which)
-    except (OSError, ValueError):
+        import resource  # POSIX only
+    except ImportError:
+        return None
+    try:
+        soft, _ = resource.getrlimit(getattr(resource, name))
+    except (OSError, ValueError, AttributeError):
         return None
     return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
@@ -68,8 +71,8 @@ def read_limits() -> dict[str, object]:
     """What caps this process's memory: ``as``, ``data`` (soft rlimits), ``cgroup`` with ``cgroup_file``,
     ``host`` (physical memory), and ``vm`` (its virtual size now: what already counts against ``as``)."""
     out: dict[str, object] = {}
-    for key, which in (("as", resource.RLIMIT_AS), ("data", resource.RLIMIT_DATA)):
-        if (value := _rlimit(which)) is not None:
+    for key, name in (("as", "RLIMIT_AS"), ("data", "RLIMIT_DATA")):
+        if (value := _rlimit(name)) is not None:
             out[key] = value
     with contextlib.suppress(OSError):
         cgroup = cgroup_limit(Path("/proc/self/cgroup").read_text())
