@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.core.events import EventWriter
+from gpumon.telemetry.limits import read_limits
 
 CLAIMS_DIR = "ranks"
 FORKED_FROM = os.getpid()  # the process that imported this module: a different pid later means a fork
@@ -124,6 +125,7 @@ def announce(w: EventWriter) -> None:
         "argv": sys.argv,
         "ppid": os.getppid(),
         "started": how_started(),
+        "limits": read_limits(),
     }
     if ident.renamed_from is not None:
         fields["renamed_from"] = ident.renamed_from

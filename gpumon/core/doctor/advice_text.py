@@ -54,6 +54,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "confirm_oom_killer": ("Confirm that the kernel's OOM killer sent the SIGKILL",
                            "dmesg -T | grep -i -E 'out of memory|killed process' (or journalctl -k | grep -i oom) "
                            "names the pid it killed and the memory it held"),
+    "census_holder": ("Stop keeping what the census saw grow",
+                      "{fix}"),
+    "memory_limit": ("Raise the rank's memory limit, or hold less under it",
+                     "{how}"),
     "shm": ("Give the DataLoader workers more shared memory",
             "docker run --shm-size=16g (or --ipc=host); fewer workers; or "
             "torch.multiprocessing.set_sharing_strategy('file_system')"),
@@ -62,7 +66,7 @@ TEXT: dict[str, tuple[str, str]] = {
     "host_leak": ("Stop the host memory from growing every step",
                   "log loss.item(), not tensors; keep no tensors or batches in lists; store results as numpy "
                   "(.detach().cpu().numpy())"),
-    "dataloader_workers": ("Use fewer DataLoader workers, and share the dataset instead of copying it",
+    "dataloader_workers": ("{when}se fewer DataLoader workers, and share the dataset instead of copying it",
                            "lower num_workers (and prefetch_factor); keep samples in numpy arrays or tensors, not in "
                            "lists of Python objects, whose reference counts make every worker copy them"),
     "pin_memory": ("Try without pinned memory", "DataLoader(..., pin_memory=False), or drop --pin-memory"),

@@ -29,6 +29,11 @@ class Context:
     allocated: tuple[int, ...] = ()  # per-step CUDA allocated (or CPU heap) bytes, oldest first
     rss: tuple[int, ...] = ()  # per-step host RSS bytes
     leak_slope: float | None = None  # bytes per step, from the leak detector, when it saw a trend
+    ceiling: str = ""  # a limit below the host's memory that capped the rank: "RLIMIT_AS 3.0 GiB (...)"
+    ceiling_source: str = ""  # ceiling.py's key: "as", "data", "cgroup"
+    held: str = ""  # what the last census named growing: "`cache` in train.py:12 keeps ...: 61 x 32 MiB"
+    held_fix: str = ""  # that cause's fix
+    workers: bool | None = None  # processes beside the ranks were seen (DataLoader workers?); None: unknown
 
     @classmethod
     def from_argv(cls, argv: Sequence[str], **known: object) -> Context:

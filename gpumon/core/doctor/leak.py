@@ -21,6 +21,7 @@ from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from gpumon.core.doctor.ceiling import Ceiling, choose
 from gpumon.core.doctor.cycles import Cycles
 from gpumon.core.doctor.horizon import End, expected_end, judge
 from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState
@@ -257,9 +258,13 @@ class LeakWatch:
         self.detectors: dict[tuple[int, str], LeakDetector] = {}  # (rank, "gpu" | "host" | "")
         self.recorded: dict[tuple[int, str], LeakState] = {}
         self.ends: dict[int, End | None] = {}  # rank -> the step its run is expected to reach (horizon.py)
+        self.ceilings: dict[int, Ceiling] = {}  # rank -> the lowest memory limit of its host memory (ceiling.py)
+        self._telemetry: RunTelemetry | None = None  # whose ``limits`` (proc_start) give the ceilings
+        self._first_heap: dict[int, float] = {}  # rank -> its first host heap sample (RLIMIT_AS's room)
 
     def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
         """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
+        self._telemetry = telemetry
         if telemetry.watch is not self:
             if not self.detectors:
                 for rank, memory in telemetry.memory.items():
@@ -277,17 +282,28 @@ class LeakWatch:
         """One memory sample of a rank (the telemetry calls this for every ``step`` event)."""
         cuda = device != "cpu"
         if used is not None:
-            own = self.capacity.get(rank, capacity if cuda else host_memory())
+            own = self.capacity.get(rank, capacity if cuda else self._host(rank, used))
             self._detector((rank, "gpu" if cuda else ""), own).add(step, used)
         if cuda and heap is not None:
-            self._detector((rank, "host"), host_memory()).add(step, heap)
+            self._detector((rank, "host"), self._host(rank, heap)).add(step, heap)
+
+    def _host(self, rank: int, heap: float) -> int | None:
+        """The ceiling of a rank's host memory: its lowest limit (``proc_start``'s ``limits``), else the host."""
+        first = self._first_heap.setdefault(rank, heap)
+        limits = self._telemetry.limits.get(rank) if self._telemetry is not None else None
+        ceiling = choose(limits, host_memory(), first)
+        if ceiling is None:
+            self.ceilings.pop(rank, None)
+            return None
+        self.ceilings[rank] = ceiling
+        return ceiling.bytes
 
     def _detector(self, key: tuple[int, str], capacity: int | None) -> LeakDetector:
         detector = self.detectors.get(key)
         if detector is None:
             detector = self.detectors[key] = LeakDetector(capacity, **self.options)
-        elif detector.capacity_bytes is None and capacity is not None:
-            detector.capacity_bytes = capacity  # the device event came after the first steps
+        elif capacity is not None and detector.capacity_bytes != capacity:
+            detector.capacity_bytes = capacity  # the device event or the limits came after the first steps
         return detector
 
     def series_states(self) -> dict[tuple[int, str], LeakState]:
@@ -295,7 +311,8 @@ class LeakWatch:
         out = dict(self.recorded)
         for key, detector in self.detectors.items():
             if key not in out or detector.state.state != "warmup":
-                out[key] = replace(detector.state, memory=key[1])
+                ceiling = self.ceilings.get(key[0]) if key[1] != "gpu" else None
+                out[key] = replace(detector.state, memory=key[1], ceiling=ceiling.describe() if ceiling else "")
         return {key: judge(state, self.ends.get(key[0])) for key, state in sorted(out.items())}
 
     def states(self) -> dict[int, LeakState]:

@@ -37,6 +37,7 @@ class LeakState:
     trend: str = ""  # the detector's verdict ("growing", "leak") once judged against the run's end
     ends_at: int | None = None  # the step the run is expected to reach (its plan, or 24 h at its pace)
     ends_by: str = ""  # how that end was found: "its plan of 520 steps", "24 h at its pace of 31 steps/s"
+    ceiling: str = ""  # what ``capacity`` is: "RLIMIT_AS 3.0 GiB (...)", "the host's 23.5 GiB" (ceiling.py)
 
     @property
     def warning(self) -> bool:
@@ -70,11 +71,13 @@ class LeakState:
         if self.grows and self.since is not None:
             text += f" since step {self.since}"
         where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
+        against = f" against {self.ceiling}" if self.ceiling else ""
         end = f"the run's expected end at step ~{self.ends_at:,} ({self.ends_by})" if self.ends_at else ""
         if self.state == "growth":
-            return text + f"; {where} only at iteration ~{self.runs_out_at or 0:,}, after {end or 'its end'}: no alarm"
+            out = f"; {where} only at iteration ~{self.runs_out_at or 0:,}{against}, after {end or 'its end'}: no alarm"
+            return text + out
         if self.warning and self.runs_out_at is not None:
-            text += f", {where} at iteration ~{self.runs_out_at:,}"
+            text += f", {where} at iteration ~{self.runs_out_at:,}{against}"
             if end:
                 text += f", before {end}"
         return text

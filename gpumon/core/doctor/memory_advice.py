@@ -143,15 +143,41 @@ def host_oom(f: Failure, ctx: Context) -> Scored:
     requested = f.memory.requested if f.memory else None
     if requested is not None and requested > 256 * GiB:
         out.append(item(90, "tensor_size", f"one allocation asked for {_S(requested)}", size=_S(requested)))
+    if ctx.held:  # named before the crash: the strongest evidence there is
+        out.append(item(110, "census_holder", f"the last census named: {ctx.held}; then: {line}", fix=ctx.held_fix))
+    if ctx.ceiling:
+        why = f"the rank ran under {ctx.ceiling}, below the host's memory; then: {line}"
+        out.append(item(92, "memory_limit", why, how=LIMIT_FIX.get(ctx.ceiling_source, LIMIT_FIX["cgroup"])))
     if grew := ctx.growth(ctx.rss):
         why = f"RSS grew from {_S(grew[0])} to {_S(grew[1])} over {grew[2]} steps; then: {line}"
         out.append(item(95, "host_leak", why))
-    workers = f" (num_workers={ctx.num_workers})" if ctx.num_workers is not None else ""
-    dataloader = "DataLoader" in f.text or bool(ctx.num_workers)
-    why = f"DataLoader workers{workers} are processes, each with a copy-on-write view of the dataset; {line}"
-    out.append(item(85 if dataloader else 50, "dataloader_workers", why))
+    out += _workers(f, ctx, line)
     if ctx.pin_memory:
         out.append(item(45, "pin_memory", f"pin_memory=True page-locks every batch in host RAM; {line}"))
     asked = f"the allocation was {_S(requested)}" if requested is not None else line
     out.append(item(40 if requested is None else 70, "host_batch", asked))
     return out
+
+
+LIMIT_FIX = {
+    "as": "raise the address-space limit (ulimit -v, prlimit --as, resource.setrlimit(RLIMIT_AS)) or remove it: it "
+    "counts virtual memory, which torch reserves freely; or hold less per step",
+    "data": "raise the data-segment limit (ulimit -d, prlimit --data) or hold less per step",
+    "cgroup": "raise the container's or job's memory limit (docker run --memory, Slurm --mem, systemd MemoryMax) "
+    "or hold less per step",
+}
+
+
+def _workers(f: Failure, ctx: Context, line: str) -> Scored:
+    """Fewer DataLoader workers: only where the run has or may have them, conditionally when unknown."""
+    if ctx.num_workers == 0:
+        return []
+    named = "DataLoader" in f.text or bool(ctx.num_workers)
+    if not named and ctx.workers is False:
+        return []  # no process beside the ranks was ever seen, nor any DataLoader named: it has none
+    workers = f" (num_workers={ctx.num_workers})" if ctx.num_workers else ""
+    why = f"DataLoader workers{workers} are processes, each with a copy-on-write view of the dataset; {line}"
+    if named or ctx.workers:
+        return [item(85 if named else 50, "dataloader_workers", why, when="U")]
+    return [item(30, "dataloader_workers", "gpumon could not tell whether it had any; " + why, when="If the run "
+                 "uses DataLoader workers: u")]  # fmt: skip

@@ -50,6 +50,9 @@ class Diagnosis:
         return self.censused is not None and not self.causes
 
     def headline(self) -> str:
+        if self.failure is not None and self.failure.kind == "host_oom" and self.causes:
+            named = max(self.causes, key=lambda c: c.bytes)
+            return f"{self.failure.title}; the last census named {named.title}: {named.evidence}"
         if self.failure is not None and self.failure.kind not in ("killed", "stopped"):
             return self.failure.title
         worst = self.worst
@@ -113,7 +116,8 @@ def diagnose(
     if telemetry is None:
         telemetry = RunTelemetry(record.dir)
         telemetry.update()
-    leaks = (watch or LeakWatch(capacity)).update(telemetry)
+    watch = watch or LeakWatch(capacity)
+    leaks = watch.update(telemetry)
     census = telemetry.census
     causes = tuple(c for found in name_causes(census).values() for c in found)
     pairs = census_pairs(census)
@@ -124,12 +128,19 @@ def diagnose(
     if failure is not None:
         rank = failure.rank if failure.rank is not None else 0
         memory = telemetry.memory.get(rank)
+        ceiling = watch.ceilings.get(rank)
+        held = max((c for c in causes if c.rank == rank), key=lambda c: c.bytes, default=None)
         context = Context.from_argv(
             record.spec.full_args,
             world_size=record.spec.nproc * record.spec.nnodes,
             allocated=tuple(int(v) for v in memory.used.values[-200:]) if memory else (),
             rss=tuple(int(v) for v in memory.reserved.values[-200:]) if memory else (),
             leak_slope=worst.slope if worst is not None and worst.warning else None,
+            ceiling=ceiling.describe() if ceiling is not None and ceiling.is_limit else "",
+            ceiling_source=ceiling.source if ceiling is not None else "",
+            held=_held(held, censused),
+            held_fix=held.advice if held is not None else "",
+            workers=_others_seen(record, telemetry),
         )
         advice = tuple(advise(failure, context))
     else:  # memory that grows per iteration: the named cause first, then the likely ones
@@ -147,6 +158,24 @@ def diagnose(
         advice=advice,
         seen=processes_seen(record, telemetry),
     )
+
+
+def _held(cause: Cause | None, censused: tuple[int, int] | None) -> str:
+    """The census's finding in words, with the steps it was taken at."""
+    if cause is None:
+        return ""
+    when = f" (censuses at steps {censused[0]} and {censused[1]})" if censused else ""
+    return f"{cause.title}: {cause.evidence}{when}"
+
+
+def _others_seen(record: RunRecord, telemetry: RunTelemetry) -> bool | None:
+    """Whether processes beside the ranks and the run's main process were seen (DataLoader workers and the
+    like); None where a launcher's own processes (torchrun) make that unknowable."""
+    spec = record.spec
+    if spec.kind in TORCHRUN_KINDS or spec.uses_torchrun or not telemetry.pids:
+        return None
+    main = record.status.get("pid")
+    return any(pid != main and pid not in telemetry.pids for pid, _ in record.processes())
 
 
 def processes_seen(record: RunRecord, telemetry: RunTelemetry, limit: int = 8) -> tuple[str, ...]:

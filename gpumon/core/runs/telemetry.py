@@ -110,6 +110,7 @@ class RunTelemetry:
     paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its recent steps per second
     progress: Progress = field(default_factory=Progress)  # total steps, time per step (progress.py)
     nonfinite: NonFinite = field(default_factory=NonFinite)  # the loss's NaN/inf values (values.py)
+    limits: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its memory limits (``proc_start``)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -198,6 +199,7 @@ class RunTelemetry:
             "pace": {str(r): p.rate for r, p in self.paces.items() if p.rate is not None},
             "progress": self.progress.to_state(),
             "nonfinite": self.nonfinite.to_state(),
+            "limits": {str(r): v for r, v in self.limits.items()},
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -220,6 +222,7 @@ class RunTelemetry:
         self.paces = {int(r): Pace(saved=float(v)) for r, v in (state.get("pace") or {}).items()}
         self.progress = Progress.from_state(state.get("progress"))
         self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
+        self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -235,6 +238,8 @@ class RunTelemetry:
             self._step(event, rank)
         elif kind == "proc_start" and isinstance(event.get("pid"), int):
             self.pids[event["pid"]] = rank
+            if isinstance(event.get("limits"), dict):
+                self.limits[rank] = event["limits"]
         elif kind == "exception":
             self.exceptions.append(event)
         elif kind == "alert" and isinstance(event.get("text"), str):
