@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,7 @@ def test_a_healthy_run_stays_quiet(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 # --- divergence: a climb far above the running minimum --------------------------------------------
 
 
-def fold(losses: list[float], lr: float | None = None) -> RunTelemetry:
+def fold(losses: Sequence[float | str], lr: float | None = None) -> RunTelemetry:
     telemetry = RunTelemetry(Path("/nonexistent"))
     for step, loss in enumerate(losses):
         metrics = {"loss": loss, **({"lr": lr} if lr is not None else {})}
@@ -117,3 +118,18 @@ def test_a_loss_that_climbs_far_above_its_best_is_a_warning() -> None:
 def test_healthy_curves_do_not_diverge(losses: list[float]) -> None:
     assert diverging(list(range(len(losses))), losses) is None
     assert loss_problem(fold(losses)) is None
+
+
+def test_the_advice_follows_what_the_run_reported() -> None:
+    def lead(losses: list[float | str], **metrics: float) -> str:
+        telemetry = fold(losses)
+        telemetry.latest[0].update(metrics)
+        problem = loss_problem(telemetry)
+        assert problem is not None and problem.kind == "nonfinite"
+        return loss_advice(problem, telemetry)[0].key
+
+    assert lead(["nan"] * 5) == "log_zero"  # NaN from its first step: an op or the data, not a learning rate
+    assert lead([1.0] * 30 + ["nan"], grad_norm=float("inf")) == "grad_norm"
+    assert lead([1.0] * 30 + ["inf"], loss_scale=2.0**-10) == "amp"
+    assert lead([1.0] * 30 + ["nan"], learning_rate=3e-4, grad_norm=0.5) == "log_zero"
+    assert lead([1.0] * 30 + ["nan"], learning_rate=0.05) == "lr"
