@@ -112,8 +112,9 @@ def test_a_loss_that_climbs_far_above_its_best_is_a_warning() -> None:
         [5.0 - s * 0.001 + (3.0 if s % 50 == 0 else 0.0) for s in range(200)],  # single spikes
         [-3.0 + 0.01 * s for s in range(200)],  # negative: no ratio
         [10.0 * (s + 1) for s in range(30)],  # rises during warm-up only
+        [max(1e-5, 0.5**s) * (20 if s > 190 else 1) for s in range(200)],  # fitted to ~0, wobbles x20
     ],
-    ids=["falls", "plateau", "spikes", "negative", "warm-up"],
+    ids=["falls", "plateau", "spikes", "negative", "warm-up", "near-zero"],
 )
 def test_healthy_curves_do_not_diverge(losses: list[float]) -> None:
     assert diverging(list(range(len(losses))), losses) is None

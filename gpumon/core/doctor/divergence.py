@@ -6,9 +6,10 @@ reported (``lr``/``learning_rate``, ``grad_norm``, a loss scale) from telemetry.
 
 Diverging: the median of the last ``RECENT`` curve points is above ``DIVERGE_FACTOR`` times the lowest
 point after warm-up (the first ``WARMUP_STEPS`` steps, or the first 5% of the curve, are left out: a loss
-often rises there while the learning rate warms up). Positive losses only: a negative log-likelihood has
-no meaningful ratio. It is a doctor warning, not an alert: losses spike and recover (restarts, a new
-epoch's shuffle), and one that really diverges turns NaN soon after, which does alert.
+often rises there while the learning rate warms up), and that median is back above a tenth of the curve's
+first points (a loss fitted to 1e-5 that wobbles to 1e-4 is noise, not divergence). Positive losses only:
+a negative log-likelihood has no meaningful ratio. It is a doctor warning, not an alert: losses spike and
+recover (restarts, a new epoch's shuffle), and one that really diverges turns NaN soon after, which does alert.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpumon.core.runs.values import is_nonfinite
 DIVERGE_FACTOR = 10.0
 WARMUP_STEPS = 20
 RECENT = 5
+EARLY_SHARE = 0.1  # and the recent median is back above a tenth of where the curve started
 LR_FAR_TOO_HIGH = 1.0  # no usual optimizer trains at lr >= 1 (SGD tops out near 0.1-0.5)
 LR_HIGH = 0.01  # high for Adam/AdamW (usual 1e-4 to 1e-3); ordinary for SGD
 GRAD_NORM_HUGE = 1000.0
@@ -69,6 +71,8 @@ def diverging(steps: list[int], values: list[float]) -> tuple[float, float, int]
     recent = statistics.median(values[-RECENT:])
     if best <= 0 or not math.isfinite(recent) or recent <= DIVERGE_FACTOR * best:
         return None
+    if recent < EARLY_SHARE * statistics.median(values[:RECENT]):
+        return None  # noise on a loss fitted close to zero (1e-5 to 1e-4), far below where it started
     return recent, best, best_step
 
 
