@@ -90,6 +90,8 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         for rank, state in diagnosis.leaks.items():
             current = f", now {size(state.current)}" if state.current is not None else ""
             lines.append(f"  rank {rank}: {state.describe()}{current}")
+    if diagnosis.loss is not None:
+        lines.append(f"\nloss: {diagnosis.loss.text}")
     if diagnosis.causes:
         lines.append("\nwhat grows (tensor census):")
         for cause in diagnosis.causes:

@@ -14,6 +14,7 @@ from typing import Any
 from gpumon.core.doctor.advice import advise
 from gpumon.core.doctor.advice_types import Advice, Context
 from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
+from gpumon.core.doctor.divergence import LossProblem, loss_advice, loss_problem
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
@@ -36,6 +37,7 @@ class Diagnosis:
     failure: Failure | None = None
     advice: tuple[Advice, ...] = ()
     seen: tuple[str, ...] = ()  # the run's processes: "rank 0 (pid 12)" for ranks, "pid 11" for the others
+    loss: LossProblem | None = None  # a loss that turned NaN/inf or diverges (divergence.py)
 
     @property
     def worst(self) -> LeakState | None:
@@ -55,11 +57,15 @@ class Diagnosis:
             return f"{self.failure.title}; the last census named {named.title}: {named.evidence}"
         if self.failure is not None and self.failure.kind not in ("killed", "stopped"):
             return self.failure.title
+        if self.loss is not None and self.loss.kind == "nonfinite":
+            return self.loss.text
         worst = self.worst
         if worst is not None and worst.warning:
             return self._trend(worst)
         if self.failure is not None:
             return self.failure.title
+        if self.loss is not None:
+            return self.loss.text
         if worst is not None and worst.grows:
             return self._trend(worst)
         if self.leaks:
@@ -99,6 +105,7 @@ class Diagnosis:
             "failure": failure,
             "advice": [asdict(a) for a in self.advice],
             "seen": list(self.seen),
+            "loss": asdict(self.loss) if self.loss is not None else None,
         }
 
 
@@ -124,6 +131,7 @@ def diagnose(
     censused = max(((int(a.get("step", 0)), int(b.get("step", 0))) for a, b in pairs.values()), default=None)
     failure = run_failure(record, telemetry)
     advice: tuple[Advice, ...] = ()
+    loss = loss_problem(telemetry)
     worst = max(leaks.values(), key=lambda s: s.slope, default=None)
     if failure is not None:
         rank = failure.rank if failure.rank is not None else 0
@@ -147,6 +155,10 @@ def diagnose(
         spec = record.spec
         distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1
         advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed))
+    if loss is not None:  # before a failure's generic advice (a NaN often ends in "unknown"), after a known one
+        found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
+        known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
+        advice = advice + found if known else found + advice
     return Diagnosis(
         record.id,
         record.state,
@@ -157,6 +169,7 @@ def diagnose(
         failure=failure,
         advice=advice,
         seen=processes_seen(record, telemetry),
+        loss=loss,
     )
 
 

@@ -55,6 +55,17 @@ def raise_alert(run_dir: Path, events: EventWriter, text: str, command: tuple[st
         events.write("note", text=f"--on-alert {command[0]} did not start: {err}")
 
 
+def loss_alert(fold: Any) -> str | None:
+    """ "loss is nan from step 37 on rank 0" the first time the run's loss is not finite; None after its alert
+    was raised (also by an earlier supervisor of the run: its alerts are in the summary)."""
+    from gpumon.core.doctor.divergence import nonfinite_text
+
+    text = nonfinite_text(fold)
+    if text is None or any(a.startswith(("loss is ", "loss was not finite")) for a in fold.alerts):
+        return None
+    return text
+
+
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
     """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line."""
     from gpumon.core.runs.telemetry import tail_lines

@@ -25,7 +25,7 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.alerts import failure_line, raise_alert
+from gpumon.core.runs.alerts import failure_line, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
@@ -56,6 +56,7 @@ class Supervisor:
         self.census = not self.spec.get("no_census")
         self.census_asked = False
         self.leak_alerted = False
+        self.loss_alerted = False
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
@@ -211,6 +212,10 @@ class Supervisor:
         except OSError as err:  # a full disk: training goes on; the summary catches up when it can
             self.summary_error = str(err)
             return
+        loss = None if self.loss_alerted else loss_alert(self.fold)
+        if loss is not None:
+            self.loss_alerted = True  # once per run (loss_alert also sees an earlier supervisor's)
+            self.alert(loss)
         leaking = {rank: s for rank, s in states.items() if s.alarm}
         if leaking and not self.leak_alerted:
             self.leak_alerted = True

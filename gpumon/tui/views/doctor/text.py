@@ -19,7 +19,8 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
     if record.exit_code not in (None, 0):
         text.append(f", exit code {record.exit_code}")
     worst = diagnosis.worst
-    headline_style = "bold red" if diagnosis.failure is not None else leak_style(worst) or "bold green"
+    nan = diagnosis.loss is not None and diagnosis.loss.kind == "nonfinite"
+    headline_style = "bold red" if diagnosis.failure is not None or nan else leak_style(worst) or "bold green"
     text.append("\n")
     text.append(diagnosis.headline(), style=headline_style)
 
@@ -33,6 +34,9 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
             text.append(f"\n  rank {rank}: ")
             text.append(state.describe(), style=leak_style(state))
             text.append(current, style="dim")
+    if diagnosis.loss is not None:
+        section("loss")
+        text.append(f"\n  {diagnosis.loss.text}", style="bold red" if nan else "yellow")
     warning = any(s.grows for s in diagnosis.leaks.values())
     if diagnosis.causes:
         section("what grows (tensor census)")
