@@ -74,3 +74,24 @@ def test_two_feeds_and_the_cli_lose_no_event_and_keep_the_index_whole(
     with sqlite3.connect(store.root / "index.sqlite3") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert {s.step for s in RunsMonitor(store).refresh()} == {STEPS}  # a fresh reader agrees
+
+
+def test_a_run_folder_listed_before_its_files_is_read_once_they_are_written(tmp_path: Path, monkeypatch) -> None:
+    """The launcher makes the folder, then writes its spec: a reader that lists in between must still see
+    the run, although the runs folder's mtime does not change again (a fleet stream missed such a run)."""
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "quick.py"
+    script.write_text("print('ok')\n")
+    store = RunStore()
+    first = wait(launch(RunSpec("script", program=str(script)), store, 0), store, timeout=60)
+    assert first.state == "finished"
+    monitor = RunsMonitor(store, adopt=False)
+    assert [s.id for s in monitor.refresh()] == [first.id]
+    made = store.runs_dir / "script-1124-000000-beef"
+    made.mkdir(mode=0o700)  # as store.new_run_dir does, before spec.json and status.json
+    assert [s.id for s in monitor.refresh()] == [first.id]
+    stamp = store.runs_dir.stat().st_mtime_ns
+    for name in ("spec.json", "status.json"):
+        (made / name).write_bytes((first.dir / name).read_bytes())
+    assert store.runs_dir.stat().st_mtime_ns == stamp  # nothing tells the reader to list again
+    assert made.name in [s.id for s in monitor.refresh()]

@@ -81,6 +81,7 @@ class RunsMonitor:
         self._live: dict[str, tuple[RunRecord, RunTelemetry, LeakWatch]] = {}  # runs not ended yet
         self._indexed = False
         self._listed: int | None = None  # the runs folder's mtime when last listed
+        self._unread: set[str] = set()  # folders listed before their files were written: tried again each refresh
         self._sorted: list[RunSummary] | None = None
         self._detail: RunSummary | None = None  # the last ended run asked for with its series
 
@@ -103,19 +104,22 @@ class RunsMonitor:
         """New run folders are opened, vanished ones dropped; nothing is listed while the folder is unchanged."""
         try:
             stamp = self.store.runs_dir.stat().st_mtime_ns
-            if stamp == self._listed:
-                return
-            names = {p.name for p in self.store.runs_dir.iterdir()}
+            names = None if stamp == self._listed else {p.name for p in self.store.runs_dir.iterdir()}
         except OSError:
             return
-        self._listed = stamp
-        for gone in set(self._summaries) - names:
-            self._summaries.pop(gone, None)
-            self._live.pop(gone, None)
-            self._sorted = None
-        for name in names - set(self._summaries) - set(self._live):
+        if names is not None:
+            self._listed = stamp
+            for gone in set(self._summaries) - names:
+                self._summaries.pop(gone, None)
+                self._live.pop(gone, None)
+                self._sorted = None
+            self._unread = (self._unread & names) | (names - set(self._summaries) - set(self._live))
+        # A folder the launcher has just made holds no spec yet, and the folder's mtime will not change
+        # again when it does: such names are read again at each refresh until they load.
+        for name in sorted(self._unread):
             record = self.store.load(self.store.runs_dir / name)
             if record is not None:
+                self._unread.discard(name)
                 self._live[name] = (record, RunTelemetry(record.dir), LeakWatch())
                 self._follow(name, fresh=True)
 

@@ -206,14 +206,17 @@ def note_cells(note: HostNote, columns: Columns) -> dict[str, SortCell]:
     """A host's one line of why: its words laid over the columns after HOST, whole words per cell."""
     cells = {"host": SortCell(note.host.name, Text(elide(note.host.name, 10), style="bold red"))}
     words = f"⚠ {note.text}".split()
-    for key, _, width in columns:
-        if key == "host":
-            continue
+    cells_left = [(key, width) for key, _, width in columns if key != "host"]
+    for index, (key, width) in enumerate(cells_left):
         taken: list[str] = []
         while words and len(" ".join([*taken, words[0]])) <= width:
             taken.append(words.pop(0))
-        if not taken and words:  # a word longer than the cell: cut it there
+        later = max((w for _, w in cells_left[index + 1 :]), default=0)
+        if index == len(cells_left) - 1:  # the last cell holds the rest (cut with … where it must be)
+            taken, words = [*taken, *words], []
+        elif not taken and words and len(words[0]) > later:  # fits no cell to come: cut it here
             taken, words[0] = [words[0][:width]], words[0][width:]
+        # else a word too long for this cell waits for a wider one: never split mid-word
         cells[key] = SortCell((-1.0, note.host.name) if key == "id" else "", Text(" ".join(taken), style="red"))
     return cells
 
