@@ -60,31 +60,34 @@ def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
     done = gpumon("launch", "script", str(script), "--", str(gate1), str(gate2))
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip().splitlines()[-1].split()[-1]
-    log = next((tmp_path / "home" / "runs").glob(f"{run_id}/logs/rank0.log"))
-    assert wait_until(lambda: Path(f"{gate1}.ready").exists(), timeout=120)
-    raw = log.read_bytes()
-    assert b"\n" not in raw[-256 * 1024 :]  # today's readers printed nothing here
-    last = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
-    assert len(last) == 1 and "299/600" in last[0] and len(last[0]) <= 100, last  # one frame, not 500 KB of them
-    assert last[0] == render(raw.rsplit(b"\r", 1)[-1].decode())
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-    from gpumon.core.runs.store import RunStore
-    from gpumon.tui.views.runs.reading import read_log
+    try:
+        log = next((tmp_path / "home" / "runs").glob(f"{run_id}/logs/rank0.log"))
+        assert wait_until(lambda: Path(f"{gate1}.ready").exists(), timeout=120)
+        raw = log.read_bytes()
+        assert b"\n" not in raw[-256 * 1024 :]  # today's readers printed nothing here
+        last = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
+        assert len(last) == 1 and "299/600" in last[0] and len(last[0]) <= 100, last  # one frame, not 500 KB of them
+        assert last[0] == render(raw.rsplit(b"\r", 1)[-1].decode())
+        monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+        from gpumon.core.runs.store import RunStore
+        from gpumon.tui.views.runs.reading import read_log
 
-    pane = read_log(RunStore().resolve(run_id), 0)
-    assert pane.lines and pane.lines[-1] == last[0]  # the Runs view's pane: not "no output yet", not frame 0
-    screen = LogWindow(log).tail()  # the full-screen log (o)
-    assert screen.lines[-1] == last[0] and len(screen.lines) == 1
+        pane = read_log(RunStore().resolve(run_id), 0)
+        assert pane.lines and pane.lines[-1] == last[0]  # the Runs view's pane: not "no output yet", not frame 0
+        screen = LogWindow(log).tail()  # the full-screen log (o)
+        assert screen.lines[-1] == last[0] and len(screen.lines) == 1
 
-    gate1.write_text("go")
-    assert wait_until(lambda: Path(f"{gate2}.ready").exists(), timeout=120)
-    two = gpumon("logs", run_id, "-n", "2").stdout.splitlines()
-    assert two[0] == "{'loss': 1.5, 'epoch': 0.5}" and "421/600" in two[1], two  # the loss line on its own
-    assert LogWindow(log).tail().lines[-2:] == tuple(two)
-    gate2.write_text("go")
-    assert wait_until(lambda: "finished" in gpumon("runs").stdout, timeout=120)
-    end = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
-    assert len(end) == 1 and "600/600" in end[0], end
+        gate1.write_text("go")
+        assert wait_until(lambda: Path(f"{gate2}.ready").exists(), timeout=120)
+        two = gpumon("logs", run_id, "-n", "2").stdout.splitlines()
+        assert two[0] == "{'loss': 1.5, 'epoch': 0.5}" and "421/600" in two[1], two  # the loss line on its own
+        assert LogWindow(log).tail().lines[-2:] == tuple(two)
+        gate2.write_text("go")
+        assert wait_until(lambda: "finished" in gpumon("runs").stdout, timeout=120)
+        end = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
+        assert len(end) == 1 and "600/600" in end[0], end
+    finally:  # a failed assert must not leave the bar waiting on its gates
+        gpumon("stop", run_id, "--kill")
 
 
 def test_a_50_mb_line_without_a_newline_shows_its_tail(tmp_path: Path) -> None:
