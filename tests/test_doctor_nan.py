@@ -60,6 +60,18 @@ def test_a_too_high_learning_rate_alerts_at_its_nan_step_and_the_doctor_leads_wi
     assert f"loss: loss is nan from step {first} on rank 0" in text and "set_detect_anomaly(True)" in text
 
 
+def test_a_run_that_ends_before_the_supervisors_next_pass_still_carries_its_alert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last pass raises the alert after the final summary was written: it must be in what readers get."""
+    pytest.importorskip("torch")
+    out = tmp_path / "first_bad"
+    run_id = launch(tmp_path, "--lr", "1e6", "--log", "--steps", "8", "--step-ms", "1", "--out", str(out))
+    row = ended(tmp_path, run_id, monkeypatch)
+    first = int(out.read_text())
+    assert row["alerts"] in ([f"loss is {v} from step {first} on rank 0"] for v in ("inf", "nan")), row["alerts"]
+
+
 def test_with_no_code_change_the_nan_is_found_from_backward(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "first_bad"

@@ -201,26 +201,33 @@ class Supervisor:
             time.sleep(0.1)
 
     def summarise(self, final: bool = False) -> None:
-        """Fold the new events, save summary.json, and ask once for a census when memory first grows."""
+        """Fold the new events, raise what alarms, save summary.json, and ask once for a census when memory
+        first grows."""
         try:
             changed = self.fold.update()
             states = self.watch.update(self.fold)  # judged against the run's expected end (doctor/horizon.py)
+        except OSError as err:  # a full disk: training goes on; the summary catches up when it can
+            self.summary_error = str(err)
+            return
+        raised = False
+        loss = None if self.loss_alerted else loss_alert(self.fold)
+        if loss is not None:
+            self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
+            self.alert(loss)
+        leaking = {rank: s for rank, s in states.items() if s.alarm}
+        if leaking and not self.leak_alerted:
+            self.leak_alerted = raised = True
+            rank, state = max(leaking.items(), key=lambda item: item[1].slope)
+            self.alert(f"memory leak on rank {rank}: {state.describe()}")
+        try:
+            if raised:  # the alert events into this summary: a final one has no pass after it
+                changed += self.fold.update()
             if changed or final:
                 self.fold.recorded_leaks = record_states(self.watch)
                 save_summary(self.fold, final)
             self.summary_error = None
-        except OSError as err:  # a full disk: training goes on; the summary catches up when it can
+        except OSError as err:
             self.summary_error = str(err)
-            return
-        loss = None if self.loss_alerted else loss_alert(self.fold)
-        if loss is not None:
-            self.loss_alerted = True  # once per run (loss_alert also sees an earlier supervisor's)
-            self.alert(loss)
-        leaking = {rank: s for rank, s in states.items() if s.alarm}
-        if leaking and not self.leak_alerted:
-            self.leak_alerted = True
-            rank, state = max(leaking.items(), key=lambda item: item[1].slope)
-            self.alert(f"memory leak on rank {rank}: {state.describe()}")
         if self.census and not self.census_asked and any(s.grows for s in states.values()):
             from gpumon.telemetry.census import request_census
 
