@@ -49,7 +49,9 @@ def test_a_real_epoch_loop_that_frees_its_outputs_reads_as_a_sawtooth(
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     store = RunStore()
     args = ("--epochs", "8", "--steps-per-epoch", "120")
-    spec = RunSpec(kind="script", program=str(EXAMPLE), args=args, env=(("OMP_NUM_THREADS", "1"),), no_census=True)
+    env = (("OMP_NUM_THREADS", "1"), ("GPUMON_STEP_RATE", "0"))
+    spec = RunSpec(kind="script", program=str(EXAMPLE), args=args, env=env, no_census=True)
+    # every step recorded: on a loaded machine the rate limit would sample the cycle unevenly
     record = wait(launch(spec, store, 0), store, timeout=180)
     assert record.state == "finished"
     report = subprocess.run([sys.executable, "-m", "gpumon", "doctor", record.id, "--json"],

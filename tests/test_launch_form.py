@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from gpumon.core.runs.launcher import launch
+from gpumon.core.runs.launcher import launch, wait
 from gpumon.core.runs.spec import RunSpec, SpecError
 from gpumon.core.runs.store import RunStore
 from gpumon.tui.views.runs.form_spec import FormValues, build_spec, spec_values, values_from_spec
@@ -224,7 +224,8 @@ async def test_e_clones_a_finished_run_to_edit_and_launch_and_its_detail_shows_t
         on_alert=("echo", "alert"),
         cwd=str(tmp_path),  # not the directory gpumon starts in: the clone resolves from here
     )
-    first = launch(base, RunStore(), 0)
+    first = wait(launch(base, RunStore(), 0), RunStore(), timeout=120)  # ended before the app looks
+    assert first.state == "finished", first.state
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         table = await open_runs(pilot, 1)
