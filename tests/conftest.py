@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +112,16 @@ def nvml_device_count() -> int:
 
 
 requires_gpu = pytest.mark.skipif(nvml_device_count() == 0, reason="NVML sees no GPU here: the GPU suite needs one")
+
+
+@pytest.fixture
+def gpumon(tmp_path: Path):
+    """`gpumon ARGS` as a user runs it, in tmp_path with its own state dir; no GPU."""
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+
+    return run

@@ -13,18 +13,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def gpumon(tmp_path: Path):
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
-        )
-
-    return run
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [

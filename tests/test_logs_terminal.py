@@ -40,18 +40,6 @@ bar.close()
 """
 
 
-@pytest.fixture
-def gpumon(tmp_path: Path):
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
-        )
-
-    return run
-
-
 def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
     gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

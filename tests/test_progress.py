@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +31,6 @@ for step in range(1, total + 1):
         while not os.path.exists(gate):
             time.sleep(0.02)
 """
-
-
-@pytest.fixture
-def gpumon(tmp_path: Path):
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
-        )
-
-    return run
 
 
 def launched(done: subprocess.CompletedProcess[str]) -> str:
