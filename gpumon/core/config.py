@@ -64,3 +64,26 @@ def load_keymap(path: Path | None = None) -> dict[str, str]:
             raise ConfigError(f'{path}: binding {name!r} needs a key string, e.g. {name} = "x"')
         keymap[name] = keys
     return keymap
+
+
+def config_path() -> Path:
+    """config.toml: ``[fleet]``, ``[alerts]``, ``[runs]``, ``[slurm]``, ``[queue]`` (keys stay in keymap.toml)."""
+    return config_dir() / "config.toml"
+
+
+def config_section(name: str, path: Path | None = None) -> dict[str, object]:
+    """One table of config.toml (empty when the file or the table is missing). Raises ConfigError with the
+    file's name and what to write when the file cannot be read or the table is not a table."""
+    path = path or config_path()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read it ({err})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table of key = value lines")
+    return table

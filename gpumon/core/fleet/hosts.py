@@ -142,9 +142,9 @@ def fleet_reach(ssh: str | None, config: FleetConfig, need_ssh: bool = True) -> 
 
 
 def fleet_config_path() -> Path:
-    from gpumon.core.config import config_dir
+    from gpumon.core.config import config_path
 
-    return config_dir() / "config.toml"
+    return config_path()
 
 
 def load_fleet_config(path: Path | None = None) -> FleetConfig:

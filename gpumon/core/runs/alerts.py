@@ -34,9 +34,12 @@ def shell_operator(text: str) -> str | None:
     return None
 
 
-def raise_alert(run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = ()) -> None:
-    """Record ``text`` as an ``alert`` event and start ``command`` with it as the last argument."""
-    events.write("alert", text=text)
+def raise_alert(
+    run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = (), kind: str = "leak"
+) -> None:
+    """Record ``text`` as an ``alert`` event of ``kind`` (failed, finished, stopped, leak, nan, stalled,
+    input_bound, gpu_idle, ...) and start ``command`` with it as the last argument."""
+    events.write("alert", text=text, kind=kind)
     if not command:
         return
     env = {**os.environ, "GPUMON_RUN_ID": run_dir.name, "GPUMON_RUN_DIR": str(run_dir), "GPUMON_ALERT": text}

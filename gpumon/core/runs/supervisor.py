@@ -213,12 +213,12 @@ class Supervisor:
         loss = None if self.loss_alerted else loss_alert(self.fold)
         if loss is not None:
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
-            self.alert(loss)
+            self.alert(loss, "nan")
         leaking = {rank: s for rank, s in states.items() if s.alarm}
         if leaking and not self.leak_alerted:
             self.leak_alerted = raised = True
             rank, state = max(leaking.items(), key=lambda item: item[1].slope)
-            self.alert(f"memory leak on rank {rank}: {state.describe()}")
+            self.alert(f"memory leak on rank {rank}: {state.describe()}", "leak")
         try:
             if raised:  # the alert events into this summary: a final one has no pass after it
                 changed += self.fold.update()
@@ -236,8 +236,9 @@ class Supervisor:
                 request_census(self.run_dir)
                 self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
 
-    def alert(self, text: str) -> None:
-        raise_alert(self.run_dir, self.events, text, tuple(str(a) for a in self.spec.get("on_alert") or ()))
+    def alert(self, text: str, kind: str) -> None:
+        on_alert = tuple(str(a) for a in self.spec.get("on_alert") or ())
+        raise_alert(self.run_dir, self.events, text, on_alert, kind)
 
     def _scan(self) -> None:
         """Remember every descendant (torchrun's workers leave our process group), and write them down:
@@ -323,7 +324,7 @@ class Supervisor:
         if state == "failed":
             self.fold.update()
             why = failure_line(self.run_dir, error, self.fold.exceptions)
-            self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""))
+            self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""), "failed")
         if state == "failed" and self.spec.get("oom_retry"):
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
