@@ -39,7 +39,7 @@ def raise_alert(
 ) -> None:
     """Record ``text`` as an ``alert`` event of ``kind`` (failed, finished, stopped, leak, nan, stalled,
     input_bound, gpu_idle, ...) and start ``command`` with it as the last argument."""
-    events.write("alert", text=text, kind=kind)
+    events.write("alert", text=text, alert_kind=kind)
     if not command:
         return
     env = {**os.environ, "GPUMON_RUN_ID": run_dir.name, "GPUMON_RUN_DIR": str(run_dir), "GPUMON_ALERT": text}
