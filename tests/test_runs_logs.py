@@ -149,6 +149,9 @@ async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(home: Path)
         await pilot.press("f")
         await until(pilot, lambda: "written while not following" in screen_text(app))
         assert "following" in head(app) and "follow off" not in head(app)
+        await pilot.press("q")  # as in less: q leaves the log, not the app
+        await until(pilot, lambda: not isinstance(app.screen, LogScreen))
+        assert app.is_running
 
 
 async def test_l_and_L_switch_ranks_and_the_launcher_log(home: Path) -> None:

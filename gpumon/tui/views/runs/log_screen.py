@@ -41,7 +41,13 @@ class LogScreen(Screen[None]):
     LogScreen #log-search.-open { display: block; }
     """
     BINDINGS = [
-        Binding("escape", "close", "back", id="log_close", tooltip="back to the Runs view (or close the search box)"),
+        Binding(
+            "escape,q",
+            "close",
+            "back",
+            id="log_close",
+            tooltip="back to the Runs view, as q leaves less (or close the search box)",
+        ),
         Binding("slash", "search", "search", id="log_search", tooltip="search the log (literal; capitals: exact case)"),
         Binding("n", "match(1)", "next match", id="log_match_next", tooltip="next match (further down)"),
         Binding("N", "match(-1)", "previous match", id="log_match_prev", tooltip="previous match (further up)"),
