@@ -91,6 +91,15 @@ def test_the_judgement_keeps_the_verdict_where_nothing_rules_it_out() -> None:
     assert judge(judge(filling, End(3_000, "its plan")), End(10_000, "its plan")).state == "growing"  # re-judged
 
 
+def test_memory_that_stopped_growing_never_alarms() -> None:
+    # Seen live: the detector kept "leak" through its cool-down while the slope had turned to -138 B/iter;
+    # with no run-out to project from a falling slope, the alert fired on a healthy DataLoader run.
+    falling = LeakState("leak", slope=-138.0, strength=-0.12, samples=120, step=120, since=59)
+    for end in (End(150, "its plan of 150 steps"), None):
+        judged = judge(falling, end)
+        assert not judged.alarm and not judged.warning
+
+
 def test_advice_agrees_with_a_census_that_saw_nothing() -> None:
     events = [json.loads(line) for line in (DATA / "ddp_rank1_census.jsonl").read_text().splitlines()]
     assert name_causes(events) == {1: []}  # the real census of the DDP trainer: no tensor or graph grew

@@ -57,6 +57,8 @@ def judge(state: LeakState, end: End | None) -> LeakState:
     trend = state.trend or (state.state if state.state in TRENDS else "")
     if not trend:
         return state
+    if state.slope <= 0:  # the detector's verdict outlives the rise by a cool-down; memory no longer grows
+        return replace(state, state="ok", trend=trend)
     out = state.runs_out_at
     threatens = out is None or end is None or out <= end.step
     return replace(state, state=trend if threatens else "growth", trend=trend)
