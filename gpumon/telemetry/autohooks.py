@@ -19,6 +19,7 @@ from typing import Any
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import frameworks, ranks
+from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
 from gpumon.telemetry.steps import StepRecorder
@@ -106,6 +107,8 @@ def _on_torch(torch: ModuleType) -> None:
     register_optimizer_step_post_hook(recorder)
     _count_backward(torch, recorder)
     hook_scaler(torch, recorder.scaled)
+    hook_dataloader(torch, lambda: recorder.feed)
+    hook_clip(torch, recorder.clipped)
     ranks.hook_group(torch, recorder.group)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True

@@ -95,9 +95,9 @@ def metrics_line(source: str, step: int, value: float, now: float, pid: int) -> 
     ).encode()
 
 
-def hook_scaler(torch: ModuleType, on_scale: Callable[[Any, Any], None]) -> None:
-    """Wrap ``torch.amp.GradScaler.scale`` (``torch.cuda.amp.GradScaler`` inherits it): ``on_scale(outputs,
-    result)`` after each call."""
+def hook_scaler(torch: ModuleType, on_scale: Callable[[Any, Any, Any], None]) -> None:
+    """Wrap ``torch.amp.GradScaler.scale`` (``torch.cuda.amp.GradScaler`` inherits it): ``on_scale(scaler,
+    outputs, result)`` after each call."""
     scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
     original = getattr(scaler, "scale", None)
     if original is None or getattr(original, "__gpumon__", False):
@@ -105,7 +105,7 @@ def hook_scaler(torch: ModuleType, on_scale: Callable[[Any, Any], None]) -> None
 
     def scale(self: Any, outputs: Any) -> Any:
         result = original(self, outputs)
-        on_scale(outputs, result)
+        on_scale(self, outputs, result)
         return result
 
     scale.__wrapped__ = original  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
 from gpumon.telemetry.census import CensusTrigger
+from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.loss import BackwardLoss, metrics_line
 
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
@@ -106,6 +107,10 @@ class StepRecorder:
         self.loss = BackwardLoss(self.torch)
         self.group_created = False  # init_process_group ran: the rank may be named otherwise now
         self.held: tuple[int, float] | None = None  # the backward loss read, written one recorded step later
+        self.feed = Feed()  # the DataLoader wait since the last recorded step (feeding.py)
+        self.norm = BackwardLoss(self.torch)  # clip_grad_norm_'s result, read as the loss is: never a sync
+        self.scale = BackwardLoss(self.torch)  # the GradScaler's scale, likewise
+        self.scaler: Any = None  # weakref to the last GradScaler that scaled a loss
         if self.statm is not None:
             with contextlib.suppress(OSError):
                 os.close(self.statm)
@@ -129,6 +134,8 @@ class StepRecorder:
         if w is not None and not self.told_torch:
             self.told_torch = True
             w.write("torch", version=getattr(self.torch, "__version__", "?"))
+        if w is not None and (threads := self.feed.thread_change(self.torch)) is not None:
+            w.write("threads", **threads)
         mp = sys.modules.get("multiprocessing")
         util = sys.modules.get("multiprocessing.util")
         if mp is not None and util is not None and mp.parent_process() is not None:
@@ -159,12 +166,20 @@ class StepRecorder:
         """``torch.distributed.init_process_group`` returned: look at the rank again at the next record."""
         self.group_created = True
 
-    def scaled(self, outputs: Any, result: Any) -> None:
+    def scaled(self, scaler: Any, outputs: Any, result: Any) -> None:
         """``GradScaler.scale(outputs)`` returned ``result`` (AMP): a backward from it is ``outputs``' loss."""
         if not self.joined or self.pid != os.getpid():
             self._join()  # a backward follows: a forked child's own state must hold this scale
         if not self.quiet:
             self.loss.at_scale(outputs, result)
+            if self.scaler is None or self.scaler() is not scaler:
+                with contextlib.suppress(TypeError):
+                    self.scaler = weakref.ref(scaler)
+
+    def clipped(self, norm: Any) -> None:
+        """``clip_grad_norm_`` returned the gradients' norm before clipping (kept, read at the next record)."""
+        if self.pid == os.getpid() and isinstance(norm, self.torch.Tensor):
+            self.norm.latest, self.norm.step = norm.detach(), self.step + 1
 
     def __call__(self, optimizer: object, args: object, kwargs: object) -> None:
         if not self.joined or self.pid != os.getpid():
@@ -216,6 +231,7 @@ class StepRecorder:
         self.recorded = self.step
         dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
+        extra = self._optimizer_values(w, max(1, steps))
         cuda = self.torch.cuda
         if cuda.is_initialized():
             index = cuda.current_device()
@@ -239,15 +255,41 @@ class StepRecorder:
                 peak=alloc.get("peak", 0),
                 heap=self._heap(),  # graphs kept alive grow the host, not the GPU
                 rss=self._rss(),
+                **extra,
             )
         else:
-            w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss())
+            w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss(), **extra)
         loss = self.loss.read()
         if loss is not None:
             self._emit_loss(w, now)
             self.held = loss
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
+
+    def _optimizer_values(self, w: EventWriter, steps: int) -> dict[str, Any]:
+        """The step event's ``wait`` (DataLoader seconds per step), ``lr``, ``grad_norm`` and ``loss_scale``
+        where the script has them; the loaders and thread counts not reported yet go out first."""
+        feed = self.feed
+        while feed.loaders:
+            w.write("dataloader", **feed.loaders.pop(0))
+        if (threads := feed.thread_change(self.torch)) is not None:
+            w.write("threads", **threads)
+        extra: dict[str, Any] = {}
+        waited = feed.take_wait()
+        if waited is not None:
+            extra["wait"] = round(waited / steps, 6)
+        optimizer = self.first_alive() if self.first_alive is not None else None
+        if optimizer is not None and (lr := optimizer_lr(optimizer)) is not None:
+            extra["lr"] = lr
+        if (norm := self.norm.read()) is not None:
+            extra["grad_norm"] = norm[1]
+        scaler = self.scaler() if self.scaler is not None else None
+        scale = getattr(scaler, "_scale", None)
+        if isinstance(scale, self.torch.Tensor):
+            self.scale.latest, self.scale.step = scale, self.step
+        if (value := self.scale.read()) is not None:
+            extra["loss_scale"] = value[1]
+        return extra
 
     def _emit_loss(self, w: EventWriter, now: float) -> None:
         """Held back one reading: by then a script that logs its own loss (``telemetry.log``) has, and wins."""

@@ -19,6 +19,7 @@ from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
+from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
@@ -38,6 +39,7 @@ class Diagnosis:
     advice: tuple[Advice, ...] = ()
     seen: tuple[str, ...] = ()  # the run's processes: "rank 0 (pid 12)" for ranks, "pid 11" for the others
     loss: LossProblem | None = None  # a loss that turned NaN/inf or diverges (divergence.py)
+    slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
 
     @property
     def worst(self) -> LeakState | None:
@@ -66,6 +68,8 @@ class Diagnosis:
             return self.failure.title
         if self.loss is not None:
             return self.loss.text
+        if self.slow:  # slow now beats memory that fills only after the run's end
+            return self.slow[0].text
         if worst is not None and worst.grows:
             return self._trend(worst)
         if self.leaks:
@@ -106,6 +110,7 @@ class Diagnosis:
             "advice": [asdict(a) for a in self.advice],
             "seen": list(self.seen),
             "loss": asdict(self.loss) if self.loss is not None else None,
+            "slow": [asdict(found) for found in self.slow],
         }
 
 
@@ -159,6 +164,12 @@ def diagnose(
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
+    slow = tuple(slow_findings(telemetry))
+    if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
+        ranks = max(1, len(telemetry.feeding.ranks), record.spec.nproc * record.spec.nnodes)
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
+        warned = loss is not None or any(s.warning for s in leaks.values())
+        advice = advice + found if warned else found + advice
     return Diagnosis(
         record.id,
         record.state,
@@ -170,6 +181,7 @@ def diagnose(
         advice=advice,
         seen=processes_seen(record, telemetry),
         loss=loss,
+        slow=slow,
     )
 
 

@@ -69,6 +69,17 @@ def loss_alert(fold: Any) -> str | None:
     return text
 
 
+def input_alert(fold: Any) -> str | None:
+    """ "input-bound: 74% of each step waits for data (...)" the first time the run waits on its DataLoader;
+    None after its alert was raised (by this supervisor or an earlier one)."""
+    from gpumon.core.doctor.slow import slow_findings
+
+    found = [f.text for f in slow_findings(fold) if f.kind == "input_bound"]
+    if not found or any(a.startswith("input-bound") for a in fold.alerts):
+        return None
+    return found[0]
+
+
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
     """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line."""
     from gpumon.core.runs.telemetry import tail_lines

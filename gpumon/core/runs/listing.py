@@ -23,6 +23,8 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc.update({key: getattr(summary, key) for key in ROW_FIELDS})  # progress.py
     doc["total_source"] = summary.total_source  # plan, hf, lightning, tqdm
     doc["alerts"] = list(summary.alerts)
+    doc["data_wait_share"] = summary.data_wait  # 0..1: DataLoader wait per second of training (feeding.py)
+    doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")
         error: dict[str, Any] = raw if isinstance(raw, dict) else {}

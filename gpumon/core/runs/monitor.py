@@ -51,6 +51,8 @@ class RunSummary:
     eta_s: float | None = None  # None once ended
     step_time_s: float | None = None  # median seconds per optimizer step, recent
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
+    data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
+    warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
 
     @property
     def leak(self) -> LeakState | None:
@@ -230,6 +232,8 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
         "loss_source": summary.loss_source,
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
+        "data_wait": summary.data_wait,
+        "warnings": list(summary.warnings),
     }
 
 
@@ -262,6 +266,8 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             leaks=leaks,
             series=False,
             loss_source=row.get("loss_source"),
+            data_wait=row.get("data_wait"),
+            warnings=tuple(str(w) for w in row.get("warnings") or ()),
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -295,8 +301,22 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         leaks=dict(leaks or {}),
         loss_source=tele.loss_source,
         loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
+        data_wait=tele.feeding.wait_share(),
+        warnings=run_warnings(tele),
         **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
+
+
+def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
+    """What slows the run or spoils its loss, short of an alert: the doctor's findings, in its words."""
+    from gpumon.core.doctor.divergence import loss_problem
+    from gpumon.core.doctor.slow import slow_findings
+
+    found = [f.text for f in slow_findings(tele)]
+    loss = loss_problem(tele)
+    if loss is not None and loss.kind == "diverging":
+        found.append(loss.text)
+    return tuple(found)
 
 
 def read_one(record: RunRecord) -> RunSummary:

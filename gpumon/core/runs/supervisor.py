@@ -25,7 +25,7 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.alerts import failure_line, loss_alert, raise_alert
+from gpumon.core.runs.alerts import failure_line, input_alert, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
@@ -57,6 +57,7 @@ class Supervisor:
         self.census_asked = False
         self.leak_alerted = False
         self.loss_alerted = False
+        self.input_alerted = False
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
@@ -214,6 +215,10 @@ class Supervisor:
         if loss is not None:
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
             self.alert(loss, "nan")
+        slow = None if self.input_alerted else input_alert(self.fold)
+        if slow is not None:
+            self.input_alerted = raised = True  # once per run: the doctor keeps saying it
+            self.alert(slow, "input_bound")
         leaking = {rank: s for rank, s in states.items() if s.alarm}
         if leaking and not self.leak_alerted:
             self.leak_alerted = raised = True

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
 from gpumon.core.logs.tail import tail_lines
+from gpumon.core.runs.feeding import Feeding
 from gpumon.core.runs.progress import Progress
 from gpumon.core.runs.series import MAX_POINTS, Pace, Series
 from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
@@ -111,6 +112,7 @@ class RunTelemetry:
     progress: Progress = field(default_factory=Progress)  # total steps, time per step (progress.py)
     nonfinite: NonFinite = field(default_factory=NonFinite)  # the loss's NaN/inf values (values.py)
     limits: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its memory limits (``proc_start``)
+    feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -200,6 +202,7 @@ class RunTelemetry:
             "progress": self.progress.to_state(),
             "nonfinite": self.nonfinite.to_state(),
             "limits": {str(r): v for r, v in self.limits.items()},
+            "feeding": self.feeding.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -223,6 +226,7 @@ class RunTelemetry:
         self.progress = Progress.from_state(state.get("progress"))
         self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
         self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
+        self.feeding = Feeding.from_state(state.get("feeding"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -250,6 +254,10 @@ class RunTelemetry:
             self.memory.setdefault(rank, RankMemory(device=str(event.get("dev", "cuda")))).capacity = event["total"]
         elif kind == "census":
             self.census.append(event)
+        elif kind == "dataloader":
+            self.feeding.loader(rank, event)
+        elif kind == "threads":
+            self.feeding.threads(rank, event)
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plans[rank] = event["steps"]
         elif kind in TUNE_EVENTS:
@@ -340,6 +348,10 @@ class RunTelemetry:
             self.paces.setdefault(rank, Pace()).add(float(t), step)
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
+        self.feeding.step(rank, event, step)
+        for key in ("lr", "grad_norm", "loss_scale"):  # read from the optimizer, clip_grad_norm_, the GradScaler
+            if (value := number(event.get(key))) is not None:
+                self.latest.setdefault(rank, {})[key] = value
         self.rank_steps[rank] = step
         if self.optimizer_steps is None or step > self.optimizer_steps:
             self.optimizer_steps = step

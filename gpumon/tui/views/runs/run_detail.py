@@ -159,11 +159,16 @@ def fit_series(summary: RunSummary | None) -> Series | None:
 
 
 def memory_line(summary: RunSummary | None, width: int = 200) -> Text | None:
-    """ "▲ memory: leak: +7.6 KiB/iter (…) · d: doctor" while a rank's memory warns, else None.
+    """ "▲ memory: leak: +7.6 KiB/iter (…) · d: doctor" while a rank's memory warns, else the run's first
+    warning ("▲ input-bound: 74% of each step waits for data …"), else None.
 
     The trend is cut to leave the hint whole in ``width`` cells.
     """
     rank = warning_rank(summary)
+    if summary is not None and rank is None and summary.warnings:  # input-bound, oversubscribed, diverging
+        line = Text(f"▲ {summary.warnings[0]}", style="yellow")
+        line.truncate(max(8, width - len(" · d: doctor")), overflow="ellipsis")
+        return line.append(" · ", style="dim").append("d", style="bold").append(": doctor", style="dim")
     if summary is None or rank is None:
         return None
     state = summary.leaks[rank]

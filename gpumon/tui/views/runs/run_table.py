@@ -159,7 +159,7 @@ def common_cells(
 def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCell]:
     record = s.record
     leak = s.leak
-    warn = leak_style(leak)
+    warn = leak_style(leak) or ("yellow" if s.warnings and record.live else "")  # slow: the doctor says why
     if leak is not None:  # memory grows per iteration: the rate in place of the size, in the warning colour
         memory = Text.assemble((growth_marker(leak.slope), warn), justify="right")
     else:

@@ -1,0 +1,132 @@
+"""Is the run waiting for its data, or fighting over CPUs? Folded from the ranks' ``step`` events (their
+``wait``: DataLoader seconds per step), ``dataloader`` and ``threads`` events (telemetry/feeding.py).
+
+Input-bound: over a rank's recent steps (those of the last ``WINDOW_S`` seconds, kept as one bucket a second:
+at least ``MIN_STEPS`` steps covering ``MIN_SPAN_S`` seconds), the share of wall time spent inside the DataLoader's ``__next__`` is at least
+``INPUT_BOUND``. Measured here (2 CPUs, docs/benchmarks.md "Data wait"): decoding in ``__getitem__`` with
+``num_workers=0`` waits 80-95% of each step; the same loop with 2 workers 0-25%; the trainers and the public
+examples of docs/public-code.md 0-30% (a tiny CPU model's in-memory batches cost a fifth of its step). Half is
+well clear of both.
+
+Oversubscribed: the ranks on one host run more intra-op threads together than the host gives them CPUs
+(torch starts one per core in every process; torchrun sets OMP_NUM_THREADS=1 for this reason, mp.spawn
+and hand-started ranks do not).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+INPUT_BOUND = 0.5
+WINDOW_S = 30
+MIN_STEPS = 10
+MIN_SPAN_S = 5.0
+
+
+@dataclass
+class RankFeed:
+    # [second, elapsed, waited, steps] per second of the rank's step events: bounded whatever its speed
+    recent: deque[list[float]] = field(default_factory=lambda: deque(maxlen=WINDOW_S))
+    last: tuple[int, float] | None = None  # (step, time) of the previous step event
+    saved: float | None = None  # the share a summary said, until new steps come
+    loader: dict[str, Any] | None = None  # the latest ``dataloader`` event's fields
+    threads: dict[str, Any] | None = None  # the latest ``threads`` event's fields
+
+    def share(self) -> float | None:
+        """Seconds waiting for data per second of training, over the recent window; None: too few steps."""
+        elapsed = sum(bucket[1] for bucket in self.recent)
+        if elapsed < MIN_SPAN_S or sum(bucket[3] for bucket in self.recent) < MIN_STEPS:
+            return self.saved
+        return min(1.0, sum(bucket[2] for bucket in self.recent) / elapsed)
+
+
+_LOADER_KEYS: tuple[str, ...] = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor")
+_LOADER_KEYS += ("dataset", "getitem", "getitem_path")
+
+
+@dataclass
+class Feeding:
+    ranks: dict[int, RankFeed] = field(default_factory=dict)
+
+    def step(self, rank: int, event: dict[str, Any], step: int) -> None:
+        wait, t = event.get("wait"), event.get("t")
+        if not isinstance(t, int | float):
+            return
+        feed = self.ranks.setdefault(rank, RankFeed())
+        last, feed.last = feed.last, (step, float(t))
+        if not isinstance(wait, int | float) or last is None or step <= last[0] or t <= last[1]:
+            return  # the first step holds start-up: no share from it
+        steps, elapsed = step - last[0], float(t) - last[1]
+        second = float(int(t))
+        if not feed.recent or feed.recent[-1][0] != second:
+            feed.recent.append([second, 0.0, 0.0, 0.0])
+        bucket = feed.recent[-1]
+        bucket[1] += elapsed
+        bucket[2] += min(float(wait) * steps, elapsed)
+        bucket[3] += steps
+        feed.saved = None
+
+    def loader(self, rank: int, event: dict[str, Any]) -> None:
+        info = {k: event[k] for k in _LOADER_KEYS if isinstance(event.get(k), int | str | bool)}
+        self.ranks.setdefault(rank, RankFeed()).loader = info
+
+    def threads(self, rank: int, event: dict[str, Any]) -> None:
+        info = {k: event[k] for k in ("threads", "cpus", "host", "omp") if isinstance(event.get(k), int | str)}
+        self.ranks.setdefault(rank, RankFeed()).threads = info
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            str(rank): {"share": feed.share(), "loader": feed.loader, "threads": feed.threads}
+            for rank, feed in self.ranks.items()
+        }
+
+    @classmethod
+    def from_state(cls, state: Any) -> Feeding:
+        out = cls()
+        for rank, saved in (state or {}).items() if isinstance(state, dict) else ():
+            if isinstance(saved, dict) and str(rank).isdigit():
+                share = saved.get("share")
+                out.ranks[int(rank)] = RankFeed(
+                    saved=float(share) if isinstance(share, int | float) else None,
+                    loader=saved.get("loader") if isinstance(saved.get("loader"), dict) else None,
+                    threads=saved.get("threads") if isinstance(saved.get("threads"), dict) else None,
+                )
+        return out
+
+    # -- verdicts ---------------------------------------------------------------------------------------
+    def input_bound(self) -> tuple[int, float, dict[str, Any]] | None:
+        """(rank, share, its loader) of the rank that waits most, when it waits at least INPUT_BOUND."""
+        shares = [(feed.share(), rank, feed) for rank, feed in self.ranks.items()]
+        known = [(share, rank, feed) for share, rank, feed in shares if share is not None]
+        if not known:
+            return None
+        share, rank, feed = max(known, key=lambda item: item[0])
+        return (rank, share, feed.loader or {}) if share >= INPUT_BOUND else None
+
+    def wait_share(self) -> float | None:
+        shares = [s for feed in self.ranks.values() if (s := feed.share()) is not None]
+        return max(shares) if shares else None
+
+    def oversubscribed(self) -> tuple[str, int, int, int, int] | None:
+        """(host, ranks, threads in all, CPUs, DataLoader workers) for a host whose ranks run more intra-op
+        threads than it has CPUs for them; None when none does."""
+        hosts: dict[str, list[RankFeed]] = {}
+        for feed in self.ranks.values():
+            if feed.threads and isinstance(feed.threads.get("threads"), int):
+                hosts.setdefault(str(feed.threads.get("host", "")), []).append(feed)
+        for host, feeds in hosts.items():
+            threads = sum(int(f.threads["threads"]) for f in feeds if f.threads)
+            cpus = max(int(f.threads.get("cpus") or 1) for f in feeds if f.threads)
+            workers = sum(int((f.loader or {}).get("num_workers") or 0) for f in feeds)
+            if threads > cpus:
+                return host, len(feeds), threads, cpus, workers
+        return None
+
+
+def suggested_workers(ranks: int, cpus: int | None = None) -> int:
+    """DataLoader workers per rank for this machine: the CPUs left after one per rank, shared, at most 8."""
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, min(8, (cpus - ranks) // max(1, ranks)))

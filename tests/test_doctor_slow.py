@@ -1,0 +1,72 @@
+"""Runs that train slowly: waiting on their DataLoader, or more torch threads than CPUs. Real runs through
+``gpumon launch script``; what a user reads in ``gpumon runs --json`` and ``gpumon doctor --json``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.sshd_host import free_port
+
+SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
+Gpumon = Callable[..., CompletedProcess[str]]
+
+pytest.importorskip("torch")
+
+
+def launch(gpumon: Gpumon, script: str, *args: str) -> str:
+    done = gpumon("launch", "script", str(SCRIPTS / script), "--", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def ended_rows(gpumon: Gpumon, *run_ids: str) -> dict[str, dict]:
+    def rows() -> dict[str, dict] | None:
+        found = {r["id"]: r for r in json.loads(gpumon("runs", "--json").stdout)["runs"]}
+        return found if all(found.get(i, {}).get("status") in ("finished", "failed") for i in run_ids) else None
+
+    done = wait_until(rows, timeout=300, step=1.0)
+    assert done, "the runs did not end"
+    return done
+
+
+def test_an_input_bound_loop_is_flagged_with_its_fix_and_its_fixed_twin_is_not(gpumon: Gpumon) -> None:
+    slow = launch(gpumon, "input_bound.py", "--workers", "0", "--steps", "60")  # ~0.17 s a step
+    fixed = launch(gpumon, "input_bound.py", "--workers", "4", "--steps", "160")  # ~0.04 s a step
+    rows = ended_rows(gpumon, slow, fixed)
+    assert rows[slow]["status"] == rows[fixed]["status"] == "finished"
+
+    row = rows[slow]
+    assert row["data_wait_share"] >= 0.5, row  # 16 x 8 ms of waiting against 40 ms of work: about 75%
+    [warning] = [w for w in row["warnings"] if w.startswith("input-bound")]
+    assert "waits for data (DataLoader num_workers=0, batch 16)" in warning
+    assert any(a.startswith("input-bound") for a in row["alerts"]), row["alerts"]  # the alert, once
+    doctor = json.loads(gpumon("doctor", slow, "--json").stdout)
+    assert doctor["headline"].startswith("input-bound: ")
+    first, second = doctor["advice"][:2]
+    assert first["key"] == "num_workers" and "num_workers=0 now" in first["title"], first
+    assert "DataLoader(..., num_workers=" in first["change"]
+    assert second["key"] == "decode" and "Decoded.__getitem__ at input_bound.py:" in second["why"], second
+
+    twin = rows[fixed]
+    assert twin["data_wait_share"] is not None and twin["data_wait_share"] < 0.5, twin
+    assert twin["warnings"] == [] and twin["alerts"] == [], twin
+    calm = json.loads(gpumon("doctor", fixed, "--json").stdout)
+    assert calm["slow"] == [] and not any(a["key"] == "num_workers" for a in calm["advice"]), calm
+
+
+def test_two_spawned_ranks_with_a_thread_per_cpu_each_are_oversubscribed(gpumon: Gpumon) -> None:
+    run_id = launch(gpumon, "crowded_ranks.py", str(free_port()), "300")
+    row = ended_rows(gpumon, run_id)[run_id]
+    assert row["status"] == "finished", row
+    [warning] = [w for w in row["warnings"] if w.startswith("CPU oversubscribed")]
+    assert "2 ranks run " in warning and "torch threads on" in warning, warning
+    doctor = json.loads(gpumon("doctor", run_id, "--json").stdout)
+    assert doctor["headline"] == warning
+    [threads] = [a for a in doctor["advice"] if a["key"] == "threads"]
+    assert "OMP_NUM_THREADS=" in threads["change"] and "torch.set_num_threads(" in threads["change"]
