@@ -1,12 +1,12 @@
 """Is the run waiting for its data, or fighting over CPUs? Folded from the ranks' ``step`` events (their
 ``wait``: DataLoader seconds per step), ``dataloader`` and ``threads`` events (telemetry/feeding.py).
 
-Input-bound: over a rank's recent steps (those of the last ``WINDOW_S`` seconds, kept as one bucket a second:
-at least ``MIN_STEPS`` steps covering ``MIN_SPAN_S`` seconds), the share of wall time spent inside the DataLoader's ``__next__`` is at least
-``INPUT_BOUND``. Measured here (2 CPUs, docs/benchmarks.md "Data wait"): decoding in ``__getitem__`` with
-``num_workers=0`` waits 80-95% of each step; the same loop with 2 workers 0-25%; the trainers and the public
-examples of docs/public-code.md 0-30% (a tiny CPU model's in-memory batches cost a fifth of its step). Half is
-well clear of both.
+Input-bound: over a rank's steps of the last ``WINDOW_S`` seconds (one bucket a second, at least
+``MIN_STEPS`` steps covering ``MIN_SPAN_S`` seconds), the share of wall time spent inside the DataLoader's
+``__next__`` is at least ``INPUT_BOUND``. Measured here (2 CPUs, docs/benchmarks.md "Data wait"): a loop
+decoding in ``__getitem__`` with ``num_workers=0`` waits 46-75% of each step (more as the decoding grows);
+the same loops with 2-4 workers 0-14%; gpumon's trainers and the public examples of docs/public-code.md
+stay near 0. Half is well clear of the healthy runs and catches the issue's 74%.
 
 Oversubscribed: the ranks on one host run more intra-op threads together than the host gives them CPUs
 (torch starts one per core in every process; torchrun sets OMP_NUM_THREADS=1 for this reason, mp.spawn
