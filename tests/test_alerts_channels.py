@@ -1,0 +1,169 @@
+"""Issue 26, point 1: alerts reach the user's channels from the run's supervisor, with no app open.
+
+Real runs launched by `gpumon launch`, a webhook receiver of the test's own on 127.0.0.1 (stdlib http.server),
+real commands for the command channel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.alert_receiver import Receiver, free_port
+from tests.conftest import wait_until
+
+FAILS = 'import sys\nprint("loading shards", flush=True)\nsys.exit("the shard index is corrupt")\n'
+WRITE_STDIN = "import sys\nopen(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')\n"
+
+
+class Cli:
+    def __init__(self, tmp: Path, config: str) -> None:
+        self.tmp = tmp
+        self.cfg = tmp / "cfg"
+        self.cfg.mkdir(exist_ok=True)
+        self.config(config)
+        self.env = {**os.environ, "GPUMON_HOME": str(tmp / "home"), "GPUMON_CONFIG_DIR": str(self.cfg),
+                    "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+        self.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+
+    def config(self, text: str, mode: int = 0o600) -> None:
+        path = self.cfg / "config.toml"
+        path.write_text(text)
+        path.chmod(mode)
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gpumon", *args], env=self.env, capture_output=True,
+                              text=True, cwd=self.tmp, timeout=120)  # fmt: skip
+
+    def launch(self, source: str, *flags: str) -> str:
+        script = self.tmp / f"job{len(list(self.tmp.glob('job*.py')))}.py"
+        script.write_text(source)
+        done = self("launch", "script", script.name, *flags)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()[-1]
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.tmp / "home" / "runs" / run_id
+
+    def status(self, run_id: str) -> dict:
+        try:
+            return json.loads((self.run_dir(run_id) / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def supervisor_gone(self, run_id: str) -> bool:
+        import fcntl
+
+        with open(self.run_dir(run_id) / "supervisor.lock", "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+            return True
+
+
+def test_a_failed_runs_alert_arrives_with_its_reason_and_a_finished_one_only_when_asked(tmp_path: Path) -> None:
+    receiver = Receiver().start()
+    try:
+        cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\n')
+        failed = cli.launch(FAILS)
+        ok = cli.launch("print('done')\n")
+        assert wait_until(lambda: receiver.arrived, timeout=90), "no alert arrived"
+        (body,) = receiver.arrived
+        assert (body["run"], body["state"], body["kind"]) == (failed, "failed", "failed")
+        assert "the shard index is corrupt" in body["reason"] and "the shard index is corrupt" in body["text"]
+        assert body["text"].count("\n") == 0 and failed in body["text"]  # one line, as Slack shows it
+        attempts = cli.run_dir(failed) / "alerts.jsonl"
+        assert attempts.stat().st_mode & 0o777 == 0o600
+        assert wait_until(lambda: cli.supervisor_gone(ok), timeout=90)
+        assert cli.status(ok)["state"] == "finished"
+        assert not (cli.run_dir(ok) / "alerts.jsonl").exists()  # finished is off by default: not even raised
+
+        cli.config(f'[alerts]\nwebhook = "{receiver.url}"\non = ["finished"]\n')
+        again = cli.launch("print('done')\n")
+        assert wait_until(lambda: len(receiver.arrived) == 2, timeout=90)
+        assert (receiver.arrived[1]["run"], receiver.arrived[1]["kind"]) == (again, "finished")
+        assert receiver.arrived[1]["text"].endswith(tuple("0123456789s"))  # "finished after 1s"
+    finally:
+        receiver.stop()
+
+
+def test_a_receiver_down_slow_or_failing_leaves_the_run_alone_and_the_retry_arrives(tmp_path: Path) -> None:
+    port = free_port()
+    receiver = Receiver(port, answers=["slow:3", "500"])  # not started yet: down
+    cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\ntimeout = 1\n')
+    run_id = cli.launch(FAILS)
+    attempts = cli.run_dir(run_id) / "alerts.jsonl"
+    assert wait_until(lambda: attempts.exists() and '"type": "attempt"' in attempts.read_text(), timeout=90)
+    assert wait_until(lambda: cli.status(run_id).get("state") == "failed", timeout=60)  # the run ended as it did
+    listed = cli("alerts")
+    assert listed.returncode == 0, listed.stderr
+    assert f"webhook http://127.0.0.1:{port}/…: trying: Connection refused" in listed.stdout, listed.stdout
+    assert "SECRET" not in listed.stdout + listed.stderr
+    receiver.start()  # it comes back: slow first (timed out), then a 500, then it answers
+    try:
+        assert wait_until(lambda: receiver.arrived, timeout=90), receiver.requests
+        assert receiver.arrived[0]["run"] == run_id
+        assert [r["answer"] for r in receiver.requests][:2] == ["slow:3", "500"]
+        doc = json.loads(cli("alerts", "--json").stdout)
+        (alert,) = [a for a in doc["alerts"] if a["run"] == run_id]
+        assert alert["status"] == "sent" and alert["channels"][f"webhook http://127.0.0.1:{port}/…"].startswith("sent")
+        reasons = [json.loads(line).get("reason", "") for line in attempts.read_text().splitlines()]
+        assert any("Connection refused" in r for r in reasons) and "timed out after 1 s" in reasons
+        assert "HTTP 500 Internal Server Error" in reasons
+        assert "SECRET" not in attempts.read_text()
+    finally:
+        receiver.stop()
+
+
+def test_the_command_channel_gets_the_event_on_stdin_and_on_alert_still_runs(tmp_path: Path) -> None:
+    writer = tmp_path / "write_stdin.py"
+    writer.write_text(WRITE_STDIN)
+    got, legacy = tmp_path / "got.jsonl", tmp_path / "legacy.txt"
+    cli = Cli(tmp_path, f"[alerts]\ncommand = {json.dumps([sys.executable, str(writer), str(got)])}\n")
+    legacy_cmd = f"{sys.executable} -c \"import sys; open({str(legacy)!r}, 'a').write(sys.argv[-1])\""
+    run_id = cli.launch(FAILS, "--on-alert", legacy_cmd)
+    assert wait_until(lambda: got.exists() and legacy.exists(), timeout=90)
+    event = json.loads(got.read_text().splitlines()[0])
+    assert (event["run"], event["kind"], event["state"]) == (run_id, "failed", "failed")
+    assert "the shard index is corrupt" in event["reason"]
+    assert legacy.read_text().startswith("failed with exit code 1: the shard index is corrupt")
+
+
+def test_alerts_test_says_per_channel_what_happened_and_never_prints_the_url(tmp_path: Path) -> None:
+    receiver = Receiver().start()
+    try:
+        cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\ncommand = ["false"]\ndesktop = true\n')
+        done = cli("alerts", "test")
+        assert done.returncode == 1, done.stderr  # one channel failed
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith(f"webhook http://127.0.0.1:{receiver.port}/…: sent (HTTP 200")
+        assert lines[1].startswith("command false: FAILED (exit code 1")
+        assert lines[2].startswith("desktop: FAILED (no session bus here")
+        assert receiver.arrived[0]["kind"] == "test"
+        listed = cli("alerts")
+        assert "test" in listed.stdout and "SECRET" not in listed.stdout + done.stdout
+
+        cli.config(f'[alerts]\nwebhook = "{receiver.url}"\n', mode=0o644)  # readable by others: refused
+        done = cli("alerts", "test")
+        assert done.returncode == 1 and "is readable by others (mode 0644)" in done.stdout
+        assert "chmod 600" in done.stdout and len(receiver.arrived) == 1
+        assert "is readable by others" in cli("alerts").stderr
+
+        cli.config('[alerts]\ncommand = "notify-send hi"\n')
+        done = cli("alerts")
+        assert done.returncode == 2 and "argument list, never a shell line" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    finally:
+        receiver.stop()
+
+
+@pytest.mark.parametrize("text", ["[alerts]\non = ['failed', 'exploded']\n", "[alerts]\nwebhook = 'ftp://x/y'\n"])
+def test_a_config_mistake_is_one_line_and_exit_2(tmp_path: Path, text: str) -> None:
+    done = Cli(tmp_path, text)("alerts", "test")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
