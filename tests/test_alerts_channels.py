@@ -167,3 +167,43 @@ def test_alerts_test_says_per_channel_what_happened_and_never_prints_the_url(tmp
 def test_a_config_mistake_is_one_line_and_exit_2(tmp_path: Path, text: str) -> None:
     done = Cli(tmp_path, text)("alerts", "test")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_fleet_host_going_down_while_watched_is_an_alert(tmp_path: Path) -> None:
+    """`gpumon fleet --watch` through tests/ssh_standin.py (every "host" is this machine): the host's stream
+    process is killed, its link goes down, and the host_down alert arrives where `on` asks for it."""
+    import threading
+
+    import psutil
+
+    receiver = Receiver().start()
+    cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\non = ["host_down"]\n')
+    env = {**cli.env, "STANDIN_ROOT": str(tmp_path / "hosts")}
+    env.pop("GPUMON_SSH", None)
+    standin = f"{sys.executable} {Path(__file__).resolve().parent / 'ssh_standin.py'}"
+    argv = [sys.executable, "-m", "gpumon", "fleet", "--hosts", "gpu7", "--ssh", standin, "--watch", "--json"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert wait_until(lambda: any('"link":"live"' in line for line in lines), timeout=90), lines[-1:]
+        streams = [p for p in psutil.Process(proc.pid).children(recursive=True) if "snapshot" in p.cmdline()]
+        assert streams
+        for p in streams:
+            p.kill()
+        assert wait_until(lambda: receiver.arrived, timeout=60)
+        body = receiver.arrived[0]
+        assert (body["kind"], body["fleet_host"]) == ("host_down", "gpu7") and "run" not in body
+        assert body["text"].startswith("gpumon@") and "host gpu7 went down: " in body["text"]
+        listed = cli("alerts")
+        row = next(line.split() for line in listed.stdout.splitlines()[2:] if "host_down" in line.split())
+        assert row[2:5] == ["-", "host_down", "sent"], listed.stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        receiver.stop()
