@@ -25,6 +25,7 @@ class Receiver:
         self.answers = list(answers or [])
         self.requests: list[dict[str, Any]] = []
         self.arrived: list[dict[str, Any]] = []
+        self.arrived_at: list[float] = []  # time.time() of each arrival
         self.server: http.server.ThreadingHTTPServer | None = None
         self.lock = threading.Lock()
 
@@ -48,6 +49,7 @@ class Receiver:
                 if code == 200 and not answer.startswith("slow:"):
                     with receiver.lock:
                         receiver.arrived.append(doc)
+                        receiver.arrived_at.append(time.time())
                 try:
                     self.send_response(code)
                     self.end_headers()

@@ -128,7 +128,9 @@ def test_the_command_channel_gets_the_event_on_stdin_and_on_alert_still_runs(tmp
     cli = Cli(tmp_path, f"[alerts]\ncommand = {json.dumps([sys.executable, str(writer), str(got)])}\n")
     legacy_cmd = f"{sys.executable} -c \"import sys; open({str(legacy)!r}, 'a').write(sys.argv[-1])\""
     run_id = cli.launch(FAILS, "--on-alert", legacy_cmd)
-    assert wait_until(lambda: got.exists() and legacy.exists(), timeout=90)
+    # each file is complete once written: opened ('a') and written are two steps of the other process
+    assert wait_until(lambda: got.exists() and got.read_text().endswith("\n") and legacy.exists(), timeout=90)
+    assert wait_until(lambda: legacy.read_text().endswith("corrupt"), timeout=60), legacy.read_text()
     event = json.loads(got.read_text().splitlines()[0])
     assert (event["run"], event["kind"], event["state"]) == (run_id, "failed", "failed")
     assert "the shard index is corrupt" in event["reason"]
@@ -207,3 +209,40 @@ def test_a_fleet_host_going_down_while_watched_is_an_alert(tmp_path: Path) -> No
         proc.terminate()
         proc.wait(timeout=30)
         receiver.stop()
+
+
+def test_one_alert_per_kind_per_run_in_the_window_and_a_bounded_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpumon.core.alerts.delivery import Deliverer
+    from gpumon.core.alerts.outbox import send_alert
+    from gpumon.core.events import EventWriter
+    from gpumon.core.runs.alerts import raise_alert
+
+    receiver = Receiver().start()
+    cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\nwindow = 600\n')
+    monkeypatch.setenv("GPUMON_CONFIG_DIR", str(cli.cfg))
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "home" / "runs" / "script-1125-000000-abcd"
+    (run_dir / "events").mkdir(parents=True)
+    events = EventWriter(run_dir, "launcher")
+    raise_alert(run_dir, events, "memory leak on rank 0: +2 MiB/step", kind="leak")
+    raise_alert(run_dir, events, "memory leak on rank 1: +3 MiB/step", kind="leak")  # the same kind: held
+    raise_alert(run_dir, events, "loss is nan from step 37 on rank 0", kind="nan")  # another kind: sent
+    assert wait_until(lambda: len(receiver.arrived) == 2, timeout=60)
+    assert sorted(b["kind"] for b in receiver.arrived) == ["leak", "nan"]
+    records = [json.loads(line) for line in (run_dir / "alerts.jsonl").read_text().splitlines()]
+    held = [r for r in records if r["type"] == "alert" and r.get("held")]
+    assert len(held) == 1 and "rank 1" in held[0]["text"] and "one per kind per run every 600 s" in held[0]["held"]
+    receiver.stop()
+
+    deliverer = Deliverer()  # a receiver that stays down: the wait at exit is bounded, and what is left is said
+    from gpumon.core.alerts.channels import channels_of
+    from gpumon.core.alerts.settings import load_settings
+
+    record = send_alert("failed with exit code 1", "failed", run_dir=run_dir, deliver=False, channels=[])
+    deliverer.submit(run_dir / "alerts.jsonl", record, channels_of(load_settings()))
+    attempts = run_dir / "alerts.jsonl"
+    assert wait_until(lambda: deliverer.pending() == 1 and "Connection refused" in attempts.read_text(), timeout=60)
+    assert deliverer.drain(timeout_s=0.5) == 1
+    assert "given up: gpumon exited after 0.5 s of retries" in (run_dir / "alerts.jsonl").read_text()

@@ -10,7 +10,12 @@ from gpumon.core.runs.alerts import failure_line
 
 
 def end_alert(
-    run_dir: Path, spec: dict[str, Any], status: dict[str, Any], fold: Any, rc: int, error: dict[str, Any] | None
+    run_dir: Path,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    fold: Any,
+    rc: int | None,
+    error: dict[str, Any] | None,
 ) -> tuple[str, str, dict[str, Any]] | None:
     """(text, kind, fields) for the run that just ended with ``status`` (its end state already in it)."""
     from gpumon.core.alerts.outbox import wanted
@@ -20,7 +25,8 @@ def end_alert(
     if state == "failed":
         fold.update()
         why = failure_line(run_dir, error, fold.exceptions)
-        text = f"failed with exit code {rc}" + (f": {why[:200]}" if why else "")
+        code = f"failed with exit code {rc}" if rc is not None else "failed (seen by the gpumon that adopted it)"
+        text = code + (f": {why[:200]}" if why else "")
         return text, "failed", {"exit_code": rc, "reason": why[:500], **_doctor(run_dir, spec, status, fold)}
     if state in ("stopped", "killed") and wanted("stopped"):
         return f"{state} by the user{took}", "stopped", {"exit_code": rc}

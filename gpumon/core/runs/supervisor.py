@@ -170,6 +170,9 @@ class Supervisor:
         state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
         fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
         self.events.write("run_end", state=state, exit_code=None, adopted=True)
+        ending = end_alert(self.run_dir, self.spec, {**self.status, **fields}, self.fold, None, None)
+        if ending is not None:
+            self.alert(ending[0], ending[1], state=state, **ending[2])
         self.summarise(final=True)
         self.save(**fields)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
