@@ -18,6 +18,10 @@ from tests.alert_receiver import Receiver, free_port
 from tests.conftest import wait_until
 
 FAILS = 'import sys\nprint("loading shards", flush=True)\nsys.exit("the shard index is corrupt")\n'
+OOM = (
+    'raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; '
+    '76.10 GiB already allocated; 1.02 GiB free; 77.50 GiB reserved in total by PyTorch)")\n'
+)
 WRITE_STDIN = "import sys\nopen(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')\n"
 
 
@@ -127,14 +131,17 @@ def test_the_command_channel_gets_the_event_on_stdin_and_on_alert_still_runs(tmp
     got, legacy = tmp_path / "got.jsonl", tmp_path / "legacy.txt"
     cli = Cli(tmp_path, f"[alerts]\ncommand = {json.dumps([sys.executable, str(writer), str(got)])}\n")
     legacy_cmd = f"{sys.executable} -c \"import sys; open({str(legacy)!r}, 'a').write(sys.argv[-1])\""
-    run_id = cli.launch(FAILS, "--on-alert", legacy_cmd)
+    run_id = cli.launch(OOM, "--on-alert", legacy_cmd, "--", "--batch-size", "64")
     # each file is complete once written: opened ('a') and written are two steps of the other process
     assert wait_until(lambda: got.exists() and got.read_text().endswith("\n") and legacy.exists(), timeout=90)
-    assert wait_until(lambda: legacy.read_text().endswith("corrupt"), timeout=60), legacy.read_text()
+    assert wait_until(lambda: legacy.read_text().endswith("PyTorch)"), timeout=60), legacy.read_text()
     event = json.loads(got.read_text().splitlines()[0])
     assert (event["run"], event["kind"], event["state"]) == (run_id, "failed", "failed")
-    assert "the shard index is corrupt" in event["reason"]
-    assert legacy.read_text().startswith("failed with exit code 1: the shard index is corrupt")
+    assert event["reason"].startswith("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    # the doctor's word: its headline and first fix, in the event and in the one line a chat shows
+    assert event["headline"].startswith("CUDA out of memory on GPU 0: tried to allocate 2.00 GiB")
+    assert "--batch-size" in event["fix"]
+    assert legacy.read_text().startswith("failed with exit code 1: RuntimeError: CUDA out of memory.")
 
 
 def test_alerts_test_says_per_channel_what_happened_and_never_prints_the_url(tmp_path: Path) -> None:
@@ -246,3 +253,18 @@ def test_one_alert_per_kind_per_run_in_the_window_and_a_bounded_drain(
     assert wait_until(lambda: deliverer.pending() == 1 and "Connection refused" in attempts.read_text(), timeout=60)
     assert deliverer.drain(timeout_s=0.5) == 1
     assert "given up: gpumon exited after 0.5 s of retries" in (run_dir / "alerts.jsonl").read_text()
+
+
+def test_a_run_stopped_by_the_user_alerts_only_when_asked(tmp_path: Path) -> None:
+    receiver = Receiver().start()
+    try:
+        cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\non = ["stopped"]\n')
+        run_id = cli.launch("import time\ntime.sleep(300)\n")
+        assert wait_until(lambda: cli.status(run_id).get("state") == "running", timeout=60)
+        assert cli("stop", run_id).returncode == 0
+        assert wait_until(lambda: receiver.arrived, timeout=60)
+        body = receiver.arrived[0]
+        assert (body["run"], body["kind"], body["state"]) == (run_id, "stopped", "stopped")
+        assert body["message"].startswith("stopped by the user after ")
+    finally:
+        receiver.stop()

@@ -64,9 +64,14 @@ def one_line(alert: dict[str, Any]) -> str:
     characters: it reaches chat clients and terminals)."""
     where = f"gpumon@{alert.get('host') or socket.gethostname()}"
     subject = f"{alert['run']} {alert['kind']}" if alert.get("run") else str(alert["kind"])
-    line = f"{where}: {subject}: {alert.get('text', '')}"
-    if alert.get("headline") and str(alert["headline"]) not in line:  # the doctor's word on a failure
-        line += f" | doctor: {alert['headline']}" + (f"; fix: {alert['fix']}" if alert.get("fix") else "")
+    head = f"{where}: {subject}: "
+    doctor = ""
+    if alert.get("headline") and str(alert["headline"]) not in str(alert.get("text")):  # the doctor's word
+        doctor = f" | doctor: {alert['headline']}" + (f"; fix: {alert['fix']}" if alert.get("fix") else "")
+        doctor = doctor[:180]
+    text = str(alert.get("text", ""))
+    room = max(60, TEXT_MAX - len(head) - len(doctor))  # the alert's own words give way to the doctor's fix
+    line = head + (text if len(text) <= room else text[: room - 1] + "…") + doctor
     line = "".join(c if c.isprintable() else " " for c in line)
     return line if len(line) <= TEXT_MAX else line[: TEXT_MAX - 1] + "…"
 
