@@ -7,6 +7,9 @@
 2. at rest: a run that sleeps, supervised with ``[alerts]`` configured and without; reported: the supervisor's
    CPU seconds over the same window and its thread count (the delivery thread starts with the first alert).
 
+3. the reader: ``AlertBook.read()`` (``gpumon alerts``, the Alerts view's worker every 2 s) over 2,000 run
+   directories, 200 of them with an attempts file, 6 live (moved lately): the first read and the next ones.
+
 Usage: python bench/alerts.py [--runs 10] [--rest 20]
 """
 
@@ -89,6 +92,29 @@ def at_rest(seconds: float, configured: bool) -> tuple[float, int]:
     return used, threads
 
 
+def reader(dirs: int = 2000) -> tuple[float, float]:
+    from gpumon.core.alerts.history import AlertBook
+
+    root = Path(tempfile.mkdtemp(prefix="gpumon-bench-alerts-book-"))
+    old = time.time() - 3600
+    for i in range(dirs):
+        run = root / "runs" / f"script-{i:05d}"
+        run.mkdir(parents=True)
+        if i % 10 == 0:
+            doc = {"type": "alert", "id": str(i), "kind": "failed", "text": "x", "t": old + i, "run": run.name}
+            (run / "alerts.jsonl").write_text(json.dumps(doc) + "\n")
+        if i >= 6:
+            os.utime(run, (old, old))
+    book = AlertBook(root)
+    started = time.perf_counter()
+    book.read()
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(50):
+        book.read()
+    return first, (time.perf_counter() - started) / 50
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -98,6 +124,9 @@ def main() -> None:
     delays = latency(args.runs)
     print(f"run end -> webhook arrival over {len(delays)} runs: median {statistics.median(delays):.3f} s, "
           f"max {max(delays):.3f} s (goal < {GOAL_S:g} s): {'ok' if max(delays) < GOAL_S else 'MISSED'}")  # fmt: skip
+    first, again = reader()
+    print(f"AlertBook.read() over 2,000 run dirs (200 with alerts, 6 live): first {first * 1000:.1f} ms, "
+          f"then {again * 1000:.1f} ms a read")  # fmt: skip
     for configured in (False, True):
         used, threads = at_rest(args.rest, configured)
         label = "[alerts] webhook + command" if configured else "no [alerts]             "

@@ -151,8 +151,8 @@ def _command(channel: Channel, alert: dict[str, Any]) -> Outcome:
             start_new_session=True,  # not one of the run's processes: stopping the run leaves it alone
             close_fds=True,
         )
-    except subprocess.TimeoutExpired:
-        return Outcome(False, f"{argv[0]} did not end within {channel.timeout_s:g} s")
+    except subprocess.TimeoutExpired:  # killed; not started again: it may have done its work before hanging
+        return Outcome(False, f"{argv[0]} did not end within {channel.timeout_s:g} s: killed", retry=False)
     except OSError as err:
         return Outcome(False, f"{argv[0]} did not start: {err.strerror or err}", retry=False)
     finally:

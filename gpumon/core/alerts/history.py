@@ -1,13 +1,15 @@
 """The alerts of all runs read back from their attempts files: ``gpumon alerts`` and the app's Alerts view.
 
-Bounded: one ``stat`` per run directory (newest attempts file first), at most ``RUNS`` files read, each from its
-last 256 KiB, and a file unchanged since the last read (same size and mtime) is not read again.
+Bounded: one ``stat`` per live or lately ended run directory (each run directory every 30 s), looked into only
+when its mtime moved; one per attempts file; at most ``RUNS`` files read (newest first), each from its last
+256 KiB; a file unchanged since the last read (same size and mtime) is not read again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from gpumon.core.alerts.delivery import read_records
 
 RUNS = 200  # the attempts files read, newest first
 LIMIT = 200  # the alerts kept, newest first
+FULL_EVERY_S = 30.0  # every run directory is stat'ed this often; the hot ones at every read
+HOT_S = 600.0  # a run directory that moved within this long is hot (a live run, one that just ended)
 SEEN_FILE = "alerts-read"  # in the state dir: when the user last looked at the alerts (the unread count)
 
 
@@ -116,20 +120,49 @@ class AlertBook:
         self.root = root
         self.runs, self.limit = runs, limit
         self._cache: dict[Path, tuple[tuple[int, int], list[AlertEntry]]] = {}
+        self._dirs: dict[str, int] = {}  # run directory -> its mtime when last looked into
+        self._known: set[Path] = set()  # the runs' attempts files found so far
+        self._hot: dict[str, str] = {}  # run directories stat'ed at every read: moved lately
+        self._listed: int | None = None  # the runs folder's mtime at the last full scan
+        self._full_at = float("-inf")
 
     def files(self) -> list[Path]:
-        """The attempts files, newest first: the runs' (at most ``runs``) and the state dir's own."""
-        found: list[tuple[int, Path]] = []
+        """The attempts files, newest first: the runs' (at most ``runs``) and the state dir's own.
+
+        A run directory is looked into only when its mtime moved (creating alerts.jsonl moves it). Every run
+        directory is stat'ed every ``FULL_EVERY_S``; in between only the hot ones (moved in the last
+        ``HOT_S``: live runs rename their summary every 2 s) and any new one. The attempts files found are
+        stat'ed each time (an append moves only theirs)."""
+        now = time.monotonic()
+        runs = self.root / "runs"
         try:
-            with os.scandir(self.root / "runs") as entries:
-                for entry in entries:
-                    path = Path(entry.path) / "alerts.jsonl"
-                    try:
-                        found.append((path.stat().st_mtime_ns, path))
-                    except OSError:
-                        continue
+            listed = runs.stat().st_mtime_ns
         except OSError:
-            pass
+            listed = None
+        if listed != self._listed or now - self._full_at >= FULL_EVERY_S:
+            self._listed, self._full_at = listed, now
+            with contextlib.suppress(OSError), os.scandir(runs) as entries:
+                self._hot = {entry.name: entry.path for entry in entries}  # the scan below cools them
+        wall = time.time()
+        for name, where in list(self._hot.items()):
+            try:
+                moved = os.stat(where).st_mtime_ns
+            except OSError:
+                del self._hot[name]
+                continue
+            if self._dirs.get(name) != moved:
+                self._dirs[name] = moved
+                path = Path(where, "alerts.jsonl")
+                if path.exists():
+                    self._known.add(path)
+            if wall - moved / 1e9 > HOT_S:
+                del self._hot[name]
+        found: list[tuple[int, Path]] = []
+        for path in list(self._known):
+            try:
+                found.append((path.stat().st_mtime_ns, path))
+            except OSError:
+                self._known.discard(path)  # pruned
         found.sort(reverse=True)
         own = self.root / "alerts.jsonl"
         return [own, *(p for _, p in found[: self.runs])]

@@ -373,6 +373,7 @@ def main(argv: list[str]) -> int:
         return 2
     else:
         rc = Supervisor(Path(argv[0])).run()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the run has ended: a stop now ends this wait, not a run
     DELIVERER.drain()  # alerts still trying get a bounded time (delivery.DRAIN_S), then are recorded as given up
     return rc
 
