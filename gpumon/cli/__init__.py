@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from gpumon.cli import doctor, fleet, launch, monitor, runs, signals, tune
+from gpumon.cli import alerts, doctor, fleet, launch, monitor, runs, signals, tune
 from gpumon.cli.parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -30,6 +30,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "trials": lambda: tune.cmd_trials(args),
         "fleet": lambda: fleet.cmd_fleet(args),
         "signal": lambda: signals.cmd_signal(args),
+        "alerts": lambda: alerts.cmd_alerts(args),
     }
     return commands.get(args.command, lambda: monitor.cmd_monitor(args))
 

@@ -86,7 +86,9 @@ def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
         return None
     from gpumon.core.fleet.monitor import FleetMonitor
 
-    return FleetMonitor(fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, sampler=sampler)
+    return FleetMonitor(  # the app's: a host going down is an alert (the Alerts view, a toast, the channels)
+        fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, sampler=sampler, alerts=True
+    )
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
@@ -104,8 +106,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         return fail('no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, or [fleet] hosts = ["gpu1"] in config.toml')
     runs_every = 0.0 if not args.json else 5.0  # the table shows no runs: read them only for JSON
     monitor = FleetMonitor(
-        fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every
-    )
+        fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every,
+        alerts=args.watch,  # a host going down while watched: a host_down alert
+    )  # fmt: skip
     monitor.start()
     try:
         state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)

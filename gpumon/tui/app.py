@@ -26,7 +26,7 @@ from gpumon.core.model import Snapshot
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
-from gpumon.tui.feeds import RunsRefreshed, SampleReady
+from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.keys import clashes, help_rows
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
@@ -95,11 +95,14 @@ class GpumonApp(App[None]):
         self._runs_list: object = None
         self._alerts_seen: dict[str, int] | None = None
         self._states_seen: dict[str, str] | None = None
+        self._alert_ids: set[str] | None = None  # the alerts already known (None: none read yet)
+        self._unread = -1
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="top-bar"):
             yield Static(Text("gpumon  sampling…"), id="top-info")
+            yield Static(Text(""), id="top-alerts")
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
@@ -166,6 +169,7 @@ class GpumonApp(App[None]):
         for summary in message.summaries:
             for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
                 failed = text.startswith("failed")
+                self.bell()  # heard from another window too
                 self.notify(
                     f"{summary.id}: {text}",
                     title="gpumon alert",
@@ -175,6 +179,29 @@ class GpumonApp(App[None]):
                 )
             seen[summary.id] = len(summary.alerts)
         self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
+
+    def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
+        """The unread count in the top bar; an alert of no run (a fleet host down) is a toast and a bell here
+        (a run's alerts come with its summary: _tell_alerts)."""
+        unread = message.unread
+        if unread != self._unread:
+            self._unread = unread
+            words = f" ! {unread} unread alert{'s' if unread != 1 else ''} "
+            bar = Text(words, style="bold red") if unread else Text("")
+            self.query_one("#top-alerts", Static).update(bar)
+        ids = {e.id for e in message.entries}
+        known, self._alert_ids = self._alert_ids, ids
+        if known is None:  # the first read: what came before the app opened is in the Alerts view
+            return
+        for entry in message.entries:
+            if entry.id not in known and entry.run is None:
+                self.bell()
+                self.notify(f"{entry.host}: {entry.text}", title=f"gpumon alert: {entry.kind}", severity="warning",
+                            timeout=15, markup=False)  # fmt: skip
+
+    def on_open_run(self, message: OpenRun) -> None:
+        self.show_view("runs")
+        self.view_widget("runs").select_run(message.run_id)
 
     def _tell_finished(self, summaries: list[RunSummary]) -> None:
         """A run that ends well is a notification too, whatever view shows (a failure is one of the alerts):

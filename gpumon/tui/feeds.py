@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from gpumon.core.alerts.history import AlertEntry
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.tui.widgets.log_view import LogTail
@@ -37,4 +38,25 @@ class RunsRefreshed(Message):
         self.visible_gpus = gpus
         self.detail = detail  # the selected run with its series (an ended run's summary has none)
         self.disk = disk  # "state dir full: ..." while the state dir's filesystem is full
+        super().__init__()
+
+
+class AlertsRefreshed(Message):
+    """One read of every run's alerts by the Alerts view's worker (newest first); the app counts the unread."""
+
+    def __init__(self, entries: list[AlertEntry], read_at: float) -> None:
+        self.entries = entries
+        self.read_at = read_at  # when the user last looked: newer ones are unread
+        super().__init__()
+
+    @property
+    def unread(self) -> int:
+        return sum(1 for e in self.entries if e.t > self.read_at)
+
+
+class OpenRun(Message):
+    """A view asks the app to show ``run_id`` in the Runs view (Enter on an alert)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
         super().__init__()

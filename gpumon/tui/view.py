@@ -107,6 +107,9 @@ class View(Refuses):
     def runs_changed(self) -> None:
         """The runs feed changed the context's pid map or warnings."""
 
+    def select_run(self, run_id: str) -> None:
+        """Show ``run_id`` as the selected run (another view asked to open it; the Runs view does)."""
+
     def focus_first(self) -> None:
         """Put focus inside the view, so that its keys act."""
         assert isinstance(self, Widget)

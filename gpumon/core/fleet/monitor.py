@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpumon.core.fleet.host_alerts import HostAlerts
 from gpumon.core.fleet.hosts import Host, ssh_program
 from gpumon.core.fleet.link import RUNS_EVERY_S, RUNS_RECENT, BaseLink, HostLink
 from gpumon.core.fleet.local import LocalLink
@@ -33,14 +34,17 @@ class FleetMonitor:
         fields: str = "fleet",
         runs_every: float = RUNS_EVERY_S,
         recent: int = RUNS_RECENT,
+        alerts: bool = False,
     ) -> None:
         """``ssh``: the user's ssh argv (default: ``ssh_program()``); ``gpumon``: the command on the hosts;
-        ``simulate``/``seed``/``sampler`` apply to ``local`` only; ``runs_every`` 0 reads no runs."""
+        ``simulate``/``seed``/``sampler`` apply to ``local`` only; ``runs_every`` 0 reads no runs; ``alerts``: a
+        host going down raises a ``host_down`` alert (host_alerts.py)."""
         self.hosts = tuple(hosts)
         self.ssh = list(ssh) if ssh is not None else ssh_program()
         self.interval = interval
         self.gpumon = list(gpumon)
         self.on_change = on_change
+        self.host_alerts = HostAlerts() if alerts else None
         self._lock = threading.Lock()
         self._states: dict[str, HostState] = {h.name: HostState(h, since=time.time()) for h in self.hosts}
         self.links: dict[str, BaseLink] = {}
@@ -106,6 +110,8 @@ class FleetMonitor:
     def _publish(self, state: HostState) -> None:
         with self._lock:
             self._states[state.host.name] = state
+        if self.host_alerts is not None:
+            self.host_alerts.observe(state)
         callback = self.on_change
         if callback is not None:
             callback(self.state())

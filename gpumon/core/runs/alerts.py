@@ -3,16 +3,11 @@ user's own command (``gpumon launch --on-alert CMD``: an argument list, never a 
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EventWriter
-
-ALERT_TIMEOUT_S = 30  # the user's command gets this long before it is left to itself
-
 
 _OPERATOR_CHARS = frozenset("();<>|&")
 
@@ -35,27 +30,18 @@ def shell_operator(text: str) -> str | None:
 
 
 def raise_alert(
-    run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = (), kind: str = "leak"
+    run_dir: Path, events: EventWriter, text: str, command: tuple[str, ...] = (), kind: str = "leak", **fields: Any
 ) -> None:
     """Record ``text`` as an ``alert`` event of ``kind`` (failed, finished, stopped, leak, nan, stalled,
-    input_bound, gpu_idle, ...) and start ``command`` with it as the last argument."""
-    events.write("alert", text=text, alert_kind=kind)
-    if not command:
-        return
-    env = {**os.environ, "GPUMON_RUN_ID": run_dir.name, "GPUMON_RUN_DIR": str(run_dir), "GPUMON_ALERT": text}
+    input_bound, gpu_idle, ...) and send it to the user's channels (config.toml ``[alerts]``, plus ``command``:
+    ``--on-alert``, with the text as its last argument) on a thread: this returns at once."""
+    from gpumon.core.alerts.outbox import send_alert
+
+    events.write("alert", text=text, kind=kind)
     try:
-        with open(run_dir / "alerts.log", "ab") as out:
-            subprocess.Popen(
-                [*command, text],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,  # not one of the run's processes: stopping the run leaves it alone
-                close_fds=True,
-            )
-    except OSError as err:
-        events.write("note", text=f"--on-alert {command[0]} did not start: {err}")
+        send_alert(text, kind, run_dir=run_dir, on_alert=command, **fields)
+    except OSError as err:  # the attempts file cannot be written (a full disk): the run goes on
+        events.write("note", text=f"the {kind} alert was not sent: {err}")
 
 
 def loss_alert(fold: Any) -> str | None:

@@ -25,8 +25,9 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.alerts import failure_line, input_alert, loss_alert, raise_alert
+from gpumon.core.runs.alerts import input_alert, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
+from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -170,6 +171,9 @@ class Supervisor:
         state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
         fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
         self.events.write("run_end", state=state, exit_code=None, adopted=True)
+        ending = end_alert(self.run_dir, self.spec, {**self.status, **fields}, self.fold, None, None)
+        if ending is not None:
+            self.alert(ending[0], ending[1], state=state, **ending[2])
         self.summarise(final=True)
         self.save(**fields)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
@@ -241,9 +245,9 @@ class Supervisor:
                 request_census(self.run_dir)
                 self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
 
-    def alert(self, text: str, kind: str) -> None:
+    def alert(self, text: str, kind: str, **fields: Any) -> None:
         on_alert = tuple(str(a) for a in self.spec.get("on_alert") or ())
-        raise_alert(self.run_dir, self.events, text, on_alert, kind)
+        raise_alert(self.run_dir, self.events, text, on_alert, kind, **fields)
 
     def _scan(self) -> None:
         """Remember every descendant (torchrun's workers leave our process group), and write them down:
@@ -326,10 +330,9 @@ class Supervisor:
             fields["error"] = error
         self.status.update(fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
-        if state == "failed":
-            self.fold.update()
-            why = failure_line(self.run_dir, error, self.fold.exceptions)
-            self.alert(f"failed with exit code {rc}" + (f": {why[:200]}" if why else ""), "failed")
+        ending = end_alert(self.run_dir, self.spec, self.status, self.fold, rc, error)
+        if ending is not None:
+            self.alert(ending[0], ending[1], state=state, **ending[2])
         if state == "failed" and self.spec.get("oom_retry"):
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
@@ -366,12 +369,18 @@ def _become_subreaper() -> None:
 
 
 def main(argv: list[str]) -> int:
+    from gpumon.core.alerts.delivery import DELIVERER
+
     if len(argv) == 2 and argv[0] == "--adopt":
-        return Supervisor(Path(argv[1])).adopt()
-    if len(argv) != 1:
+        rc = Supervisor(Path(argv[1])).adopt()
+    elif len(argv) != 1:
         print("usage: python -m gpumon.core.runs.supervisor [--adopt] RUN_DIR", file=sys.stderr)
         return 2
-    return Supervisor(Path(argv[0])).run()
+    else:
+        rc = Supervisor(Path(argv[0])).run()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the run has ended: a stop now ends this wait, not a run
+    DELIVERER.drain()  # alerts still trying get a bounded time (delivery.DRAIN_S), then are recorded as given up
+    return rc
 
 
 if __name__ == "__main__":

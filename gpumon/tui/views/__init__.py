@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from gpumon.tui.view import View
+from gpumon.tui.views.alerts.view import AlertsView
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.fleet.view import FleetView
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.views.trials.view import TrialsView
 
-VIEWS: tuple[type[View], ...] = (GpusView, RunsView, TrialsView, DoctorView, FleetView)
+VIEWS: tuple[type[View], ...] = (GpusView, RunsView, TrialsView, DoctorView, FleetView, AlertsView)
 
 
 def view_class(name: str) -> type[View]:

@@ -30,8 +30,7 @@ class ViewTabs(Widget):
         for name, title in self.views:
             start = len(text)
             text.append(f" {title} ", style="bold reverse" if name == self.current else "dim")
-            self._spans.append((start, len(text), name))
-            text.append(" ")
+            self._spans.append((start, len(text), name))  # no separator: the padding spaces read as one
         return text
 
     def get_content_width(self, container: Size, viewport: Size) -> int:

@@ -202,6 +202,14 @@ class RunsView(Launching, View, Vertical):
         self._select_next = run_id
         self.context.selected_run, self.context.selected_host = run_id, None
 
+    def select_run(self, run_id: str) -> None:
+        """Open ``run_id`` (Enter on an alert): selected once the list has it, whatever the filter."""
+        self._select_next = run_id
+        self.context.selected_run, self.context.selected_host = run_id, None
+        if self.filter:
+            self.query_one("#run-filter", Input).value = ""
+        self._set_filter("")
+
     # -- showing ------------------------------------------------------------------
     def _show(self, summaries: list[RunSummary]) -> None:
         table = self.query_one(RunTable)

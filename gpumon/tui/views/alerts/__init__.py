@@ -1,0 +1,1 @@
+"""The Alerts view: every run's alerts and where they went."""

@@ -1,0 +1,150 @@
+"""The Alerts view (!, F7): the alerts of every run in one table, newest on top, with where each went.
+
+Its worker reads the runs' attempts files every 2 s, shown or not (the top bar counts the unread), through
+``core/alerts/history.AlertBook``, which re-reads only files that changed. Enter opens the alert's run in the
+Runs view. Alert texts are not ours: cells and the detail are Rich ``Text``, never markup.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+from textual.worker import Worker, WorkerState
+
+from gpumon.core.alerts.history import AlertBook, AlertEntry, mark_read, read_at
+from gpumon.tui.feeds import AlertsRefreshed, OpenRun
+from gpumon.tui.view import AppContext, View
+
+REFRESH_S = 2.0
+STATUS_STYLE = {"sent": "green", "failed": "red", "trying": "yellow", "held": "dim"}
+
+
+class AlertsView(View, Vertical):
+    NAME = "alerts"
+    TITLE = "Alerts"
+    KEYS = "exclamation_mark,f7"
+    HELP_NOTE = "every run's alerts, newest on top, and what each channel did with them ([alerts] in config.toml)"
+    BINDINGS = [
+        Binding("enter", "open_run", "open run", id="alert_open", tooltip="open the alert's run in the Runs view"),
+    ]
+
+    def __init__(self, context: AppContext) -> None:
+        super().__init__(id="alerts")
+        self.context = context
+        self.entries: list[AlertEntry] = []
+        self.read_at = 0.0
+        self._book: AlertBook | None = None
+        self._busy = False
+        self._mark = False  # the user looks: the next read marks everything read
+        self._drawn: tuple[tuple[str, str, bool], ...] | None = None
+        self._failed: str | None = None
+
+    def compose(self) -> ComposeResult:
+        table: DataTable[Text] = DataTable(cursor_type="row", zebra_stripes=True, id="alert-table")
+        table.add_columns("TIME", "RUN", "KIND", "STATUS", "TEXT")
+        yield table
+        yield Static(Text("no alerts yet", style="dim"), id="alert-detail")
+
+    def on_mount(self) -> None:
+        self.set_interval(REFRESH_S, self.poll)
+        self.poll()
+
+    def shown(self) -> None:
+        self._mark = True
+        self.poll()
+
+    def poll(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        self._read(self._mark or self.app.view == self.NAME)  # type: ignore[attr-defined]
+
+    @work(thread=True, exit_on_error=False, group="alerts-feed", description="read alerts")
+    def _read(self, mark: bool) -> None:
+        if self._book is None:
+            self._book = AlertBook(self.context.store.root if self.context.store is not None else None)
+        entries = self._book.read()
+        seen = read_at(self._book.root)
+        if mark and entries and entries[0].t > seen:
+            seen = entries[0].t
+            mark_read(self._book.root, seen)
+        self.post_message(AlertsRefreshed(entries, seen))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "alerts-feed" and event.state in (WorkerState.ERROR, WorkerState.CANCELLED):
+            self._busy = False
+            error = str(event.worker.error)
+            if error != self._failed:
+                self._failed = error
+                self.notify(f"Could not read alerts: {error}", severity="error", timeout=8, markup=False)
+
+    def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
+        self._busy = False
+        if self.app.view == self.NAME:  # type: ignore[attr-defined]
+            self._mark = False
+        self.entries, self.read_at = message.entries, message.read_at
+        drawn = tuple((e.id, e.summary(), e.t > message.read_at) for e in message.entries)
+        if drawn != self._drawn:  # unchanged alerts: no redraw
+            self._drawn = drawn
+            self._draw()
+
+    def _draw(self) -> None:
+        table = self.query_one("#alert-table", DataTable)
+        keep = table.cursor_row
+        table.clear()
+        for e in self.entries:
+            unread = e.t > self.read_at
+            status = e.summary()
+            table.add_row(
+                Text(time.strftime("%m-%d %H:%M:%S", time.localtime(e.t)), style="bold" if unread else ""),
+                Text(e.run or "-"),
+                Text(e.kind, style="bold" if unread else ""),
+                Text(status, style=STATUS_STYLE.get(status, "")),
+                Text(" ".join(e.text.split())),
+                key=e.id,
+            )
+        if self.entries:
+            table.move_cursor(row=min(keep, len(self.entries) - 1))
+        self._detail(self._selected())
+
+    def _selected(self) -> AlertEntry | None:
+        table = self.query_one("#alert-table", DataTable)
+        if not self.entries or table.cursor_row < 0:
+            return None
+        return self.entries[min(table.cursor_row, len(self.entries) - 1)]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._detail(self._selected())
+
+    def _detail(self, entry: AlertEntry | None) -> None:
+        if entry is None:
+            text = Text("no alerts yet: runs raise them (failed, leak, nan, stalled, ...)", style="dim")
+        else:
+            text = Text(f"{entry.run or entry.host} · {entry.kind} · {entry.state or ''}\n", style="bold")
+            text.append(entry.text + "\n")
+            for channel, outcome in entry.delivery().items():
+                text.append(f"{channel}: ", style="dim")
+                text.append(outcome + "\n", style="red" if outcome.startswith("failed") else "")
+            for why in (entry.held, entry.config_error):
+                if why:
+                    text.append(why + "\n", style="yellow")
+            if not entry.channels and not entry.config_error:
+                text.append("sent nowhere: no channel in [alerts] picks this kind", style="dim")
+        self.query_one("#alert-detail", Static).update(text)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open_run()  # the table takes enter itself: its selection is the binding's action
+
+    def action_open_run(self) -> None:
+        entry = self._selected()
+        if entry is None or entry.run is None:
+            self.notify("This alert belongs to no run.", severity="warning", markup=False)
+            return
+        self.post_message(OpenRun(entry.run))
