@@ -10,6 +10,7 @@ DataLoader workers, launchers and other helpers write nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -18,7 +19,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import frameworks, ranks
+from gpumon.telemetry import frameworks, phases, ranks, stacks
 from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
 from gpumon.telemetry.steps import StepRecorder
@@ -45,6 +46,8 @@ def install() -> bool:
             _redirect_output(telemetry.run_dir() or ".", telemetry.rank())
         telemetry.writer()  # proc_start now: the GPU view ties the rank's pid to the run before it steps
     _install_excepthook(first)
+    with contextlib.suppress(OSError, RuntimeError, ValueError):  # every thread's stack on SIGUSR2 (a stall)
+        stacks.install(telemetry.run_dir())
     frameworks.install()  # the metrics and totals the script's frameworks already log
     # After the script's own import: a probe (importlib.util.find_spec("torch"), as transformers, datasets
     # and evaluate do first) imports nothing and must not use the watch up.
@@ -106,6 +109,7 @@ def _on_torch(torch: ModuleType) -> None:
     register_optimizer_step_post_hook(recorder)
     _count_backward(torch, recorder)
     hook_scaler(torch, recorder.scaled)
+    phases.hook(torch)  # eval and checkpoint pauses: the stall rule waits longer through them
     ranks.hook_group(torch, recorder.group)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True

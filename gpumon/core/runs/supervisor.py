@@ -29,6 +29,7 @@ from gpumon.core.runs.alerts import failure_line, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.stall import StallWatch
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -57,6 +58,7 @@ class Supervisor:
         self.census_asked = False
         self.leak_alerted = False
         self.loss_alerted = False
+        self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
@@ -188,6 +190,7 @@ class Supervisor:
                 last_scan = now
             if now - last_summary >= SUMMARY_EVERY_S:
                 self.summarise()
+                self.stalls.check(self)
                 if self.unsaved is not None:
                     self.save()
                 last_summary = now

@@ -1,0 +1,65 @@
+"""Known pauses in a rank's stepping: an evaluation (a model switched to eval mode) and a checkpoint save.
+
+The supervisor's stall rule (``core/runs/stall.py``) gives a rank in such a pause longer before it calls the
+run stalled. ``model.eval()`` and ``model.train()`` (``Module.train(False/True)``) cover plain loops,
+Lightning's validation loop and HF Trainer's evaluate, which all switch the model; ``torch.save`` covers
+checkpoints. Only a process that is already a rank writes, and only when its phase changes (the outermost
+call: ``train()`` recurses into every submodule), so the cost is a few events per epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from types import ModuleType
+from typing import Any
+
+from gpumon import telemetry
+from gpumon.telemetry import ranks
+
+
+class _State:
+    mode = ""  # the latest phase: "train" or "eval"
+    depth = 0  # nested ``train()`` calls (it recurses into submodules): only the outermost counts
+
+
+_state = _State()
+
+
+def _emit(phase: str) -> None:
+    if ranks.decided() is None:
+        return  # not a rank (yet): its first step decides, and a pause before it is not judged
+    with contextlib.suppress(Exception):  # telemetry never fails a run
+        telemetry.event("phase", phase=phase)
+
+
+def hook(module: ModuleType) -> None:
+    """Wrap ``torch.nn.Module.train`` and ``torch.save`` (after the script's own import of torch)."""
+    torch: Any = module
+    module_cls = torch.nn.Module
+    original_train = module_cls.train
+
+    @functools.wraps(original_train)
+    def train(self: Any, mode: bool = True) -> Any:
+        _state.depth += 1
+        try:
+            return original_train(self, mode)
+        finally:
+            _state.depth -= 1
+            phase = "train" if mode else "eval"
+            if _state.depth == 0 and phase != _state.mode:
+                _state.mode = phase
+                _emit(phase)
+
+    module_cls.train = train
+    original_save = torch.save
+
+    @functools.wraps(original_save)
+    def save(*args: Any, **kwargs: Any) -> Any:
+        _emit("save")
+        try:
+            return original_save(*args, **kwargs)
+        finally:
+            _emit(_state.mode or "train")  # back to what it was doing
+
+    torch.save = save
