@@ -89,8 +89,9 @@ def describe(rank: int, pid: int, frames: list[Frame], world: int) -> RankWhere:
         inner = frames[0] if frames else None
         text = f"rank {rank} waits in {inner.func} ({inner.where})" if inner else f"rank {rank}: empty stack"
         return RankWhere(rank, pid, "waits", "", text)
-    inner = frames[0]
-    what = _call_name(user) if inner is user else f"{inner.func} in {os.path.basename(inner.file)}"
+    # the call on the user's line as written ("time.sleep", "q.get"), else the library function it entered
+    callee = frames[frames.index(user) - 1] if frames[0] is not user else None
+    what = _call_name(user) or (f"{callee.func} in {os.path.basename(callee.file)}" if callee else "")
     return RankWhere(rank, pid, "waits", "", f"rank {rank} waits in {user.func}{at}" + (f" ({what})" if what else ""))
 
 

@@ -4,7 +4,8 @@ The rule, per rank, from the second step on (the first has no usual step yet, an
 the rank is overdue when its last step is older than the larger of ``stall_after`` (120 s) and
 ``stall_steps`` (20) times its median step (``progress.py``'s window); in a known pause (its model
 switched to eval mode, or inside ``torch.save``, after its last step: ``telemetry/phases.py``) the larger
-of that and ``stall_pause_after`` (1800 s). A rank past its plan's last step, or whose process is gone, is
+of that and ``stall_pause_after`` (1800 s); one rank's pause counts for all (the others wait for rank 0's
+evaluation or checkpoint in their next collective). A rank past its plan's last step, or whose process is gone, is
 not judged. A rank whose process is stopped (SIGSTOP, state T) for ``STOPPED_S`` is stalled at once.
 
 At a stall's onset the supervisor takes every rank's stack (``stacks.py``), writes a ``stall`` event, marks
@@ -133,8 +134,12 @@ class StallWatch:
             self._end(owner, now)
 
     def _overdue(self, fold: RunTelemetry, pids: dict[int, int], now: float) -> dict[int, float]:
-        """rank -> its window, for the ranks past it."""
+        """rank -> its window, for the ranks past it. A pause of one rank pauses them all: while rank 0 alone
+        evaluates or saves a checkpoint, the others wait for it in their next collective."""
         progress, out = fold.progress, {}
+        paused = any(
+            phase in PAUSES and at == progress.steps.get(rank) for rank, (phase, at) in progress.phases.items()
+        )
         for rank, dts in progress.dts.items():
             step, plan = progress.steps.get(rank), progress.plan.get(rank)
             if not dts or step is None or (plan and step >= plan) or rank not in self.advanced:
@@ -142,8 +147,6 @@ class StallWatch:
             pid = pids.get(rank)
             if pid is None or proc_state(pid) == "gone":
                 continue
-            phase = progress.phases.get(rank)
-            paused = phase is not None and phase[0] in PAUSES and phase[1] == step
             window = self.rule.window(median(dts), paused)
             if now - self.advanced[rank] > window:
                 out[rank] = window
