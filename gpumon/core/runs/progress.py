@@ -32,6 +32,7 @@ class Progress:
     plan: dict[int, int] = field(default_factory=dict)  # rank -> its plan (``plan`` events)
     guesses: dict[str, int] = field(default_factory=dict)  # source -> its latest ``total`` event's total
     phases: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # rank -> (phase, its step then)
+    stamps: dict[int, float] = field(default_factory=dict)  # rank -> its latest step's time (not saved)
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         """One event, any type (only ``step``, ``plan``, ``total`` and ``phase`` matter here)."""
@@ -39,6 +40,8 @@ class Progress:
             step, dt = event.get("step"), event.get("dt")
             if type(step) is int:
                 self.steps[rank] = step
+            if isinstance(event.get("t"), int | float):
+                self.stamps[rank] = float(event["t"])
             if isinstance(dt, int | float) and not isinstance(dt, bool) and dt > 0:
                 self.dts.setdefault(rank, deque(maxlen=WINDOW)).append(float(dt))
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:

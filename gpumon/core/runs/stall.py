@@ -124,7 +124,8 @@ class StallWatch:
         for rank, step in progress.steps.items():
             if self.seen.get(rank) != step:
                 moved = moved or rank in self.seen
-                self.seen[rank], self.advanced[rank] = step, now
+                # the step's own time (the rank's clock, this host's), not this pass's: 2 s closer
+                self.seen[rank], self.advanced[rank] = step, min(now, progress.stamps.get(rank, now))
         pids = _rank_pids(owner.fold)
         overdue = self._overdue(owner.fold, pids, now)
         halted = self._halted(pids, now)
@@ -200,7 +201,7 @@ class StallWatch:
 
     def _end(self, owner: Owner, now: float) -> None:
         since, self.since = self.since or now, None
-        lasted = max(0.0, now - since)
+        lasted = max(0.0, max(self.advanced.values(), default=now) - since)  # to the latest step seen
         step = owner.fold.progress.step
         owner.events.write("stall_end", since=since, lasted_s=round(lasted, 1), step=step, seq=self.seq)
         owner.events.write("note", text=f"the stall ended: stepping resumed at step {step} after {duration(lasted)}")
