@@ -170,7 +170,7 @@ def rule(work: Path) -> None:
         except ImportError:
             print(f"{name}: skipped ({need} not installed)")
             continue
-        path = work / f"{need}.py"
+        path = work / f"run_{need}.py"  # not lightning.py: it would import itself as lightning
         path.write_text(textwrap.dedent(text))
         cases.append((name, ["script", str(path)]))
     for name, argv in cases:

@@ -3,8 +3,8 @@
 The supervisor's stall rule (``core/runs/stall.py``) gives a rank in such a pause longer before it calls the
 run stalled. ``model.eval()`` and ``model.train()`` (``Module.train(False/True)``) cover plain loops,
 Lightning's validation loop and HF Trainer's evaluate, which all switch the model; ``torch.save`` covers
-checkpoints. Only a process that is already a rank writes, and only when its phase changes (the outermost
-call: ``train()`` recurses into every submodule), so the cost is a few events per epoch.
+checkpoints. Only a process that is already a rank writes, and only when a model's mode changes (the
+outermost call: ``train()`` recurses into every submodule), so the cost is a few events per epoch.
 """
 
 from __future__ import annotations
@@ -41,15 +41,17 @@ def hook(module: ModuleType) -> None:
 
     @functools.wraps(original_train)
     def train(self: Any, mode: bool = True) -> Any:
+        # Only an outermost call that changes the module's mode counts: HF calls model.train() every step, and
+        # Lightning restores train mode by setting ``training`` itself (no call: the next eval() is a change).
+        outer, changed = _state.depth == 0, getattr(self, "training", None) != bool(mode)
         _state.depth += 1
         try:
             return original_train(self, mode)
         finally:
             _state.depth -= 1
-            phase = "train" if mode else "eval"
-            if _state.depth == 0 and phase != _state.mode:
-                _state.mode = phase
-                _emit(phase)
+            if outer and changed:
+                _state.mode = "train" if mode else "eval"
+                _emit(_state.mode)
 
     module_cls.train = train
     original_save = torch.save
