@@ -33,6 +33,15 @@ def _emit(phase: str) -> None:
         telemetry.event("phase", phase=phase)
 
 
+def _differs(module: Any, mode: bool) -> bool:
+    """Whether ``train(mode)`` changes anything: a trainer may have evaluated only the inner model
+    (``ddp.module.eval()``) and then calls ``ddp.train()``, whose own flag never changed."""
+    try:
+        return any(m.training != mode for m in module.modules())
+    except Exception:  # noqa: BLE001 - a module whose modules() fails: judge by its own flag
+        return bool(getattr(module, "training", None) != mode)
+
+
 def hook(module: ModuleType) -> None:
     """Wrap ``torch.nn.Module.train`` and ``torch.save`` (after the script's own import of torch)."""
     torch: Any = module
@@ -43,7 +52,8 @@ def hook(module: ModuleType) -> None:
     def train(self: Any, mode: bool = True) -> Any:
         # Only an outermost call that changes the module's mode counts: HF calls model.train() every step, and
         # Lightning restores train mode by setting ``training`` itself (no call: the next eval() is a change).
-        outer, changed = _state.depth == 0, getattr(self, "training", None) != bool(mode)
+        outer = _state.depth == 0
+        changed = outer and _differs(self, bool(mode))
         _state.depth += 1
         try:
             return original_train(self, mode)

@@ -38,10 +38,13 @@ def proc_state(pid: int) -> str:
     return "traced" if status == psutil.STATUS_TRACING_STOP else "running"
 
 
-def capture(run_dir: Path, ranks: dict[int, int], seq: int, answer_s: float = ANSWER_S) -> list[hang.RankWhere]:
-    """Where each rank (pid -> rank) waits now; the dumps are kept in ``stacks/stall-<seq>.txt``."""
+def capture(
+    run_dir: Path, ranks: dict[int, int], seq: int, world: int = 0, answer_s: float = ANSWER_S
+) -> list[hang.RankWhere]:
+    """Where each rank (pid -> rank) waits now; the dumps are kept in ``stacks/stall-<seq>.txt``. ``world``:
+    the ranks of the run, these and the ended ones."""
     folder = run_dir / STACKS_DIR
-    world = len(set(ranks.values()))
+    world = max(world, len(set(ranks.values())))
     states = {pid: proc_state(pid) for pid in ranks}
     sizes: dict[int, int] = {}
     for pid, state in states.items():

@@ -30,7 +30,9 @@ from gpumon.core.doctor import hang
 from gpumon.core.events import EventWriter
 from gpumon.core.format import duration
 from gpumon.core.runs.stacks import capture, proc_state
+from gpumon.core.runs.store import process_alive
 from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.telemetry.stacks import STACKS_DIR
 
 STALL_AFTER_S = 120.0
 STALL_STEPS = 20.0
@@ -92,6 +94,7 @@ class Owner(Protocol):
     fold: RunTelemetry
     events: EventWriter
     status: dict[str, Any]
+    known: dict[int, float]  # the run's processes: pid -> start time
 
     def save(self, **fields: Any) -> bool: ...
     def alert(self, text: str, kind: str) -> None: ...
@@ -126,11 +129,11 @@ class StallWatch:
                 moved = moved or rank in self.seen
                 # the step's own time (the rank's clock, this host's), not this pass's: 2 s closer
                 self.seen[rank], self.advanced[rank] = step, min(now, progress.stamps.get(rank, now))
-        pids = _rank_pids(owner.fold)
+        pids, ended = _rank_pids(owner.fold, owner.known)
         overdue = self._overdue(owner.fold, pids, now)
         halted = self._halted(pids, now)
         if self.since is None and (overdue or halted):
-            self._onset(owner, pids, overdue, halted, now)
+            self._onset(owner, pids, ended, overdue, halted, now)
         elif self.since is not None and moved and not halted:
             self._end(owner, now)
 
@@ -165,12 +168,19 @@ class StallWatch:
         return out
 
     def _onset(
-        self, owner: Owner, pids: dict[int, int], overdue: dict[int, float], halted: list[int], now: float
+        self,
+        owner: Owner,
+        pids: dict[int, int],
+        ended: dict[int, int],
+        overdue: dict[int, float],
+        halted: list[int],
+        now: float,
     ) -> None:
         self.seq += 1
         ranks = list(overdue) or halted
         self.since = min(self.advanced.get(r, now) for r in ranks)
-        places = capture(owner.run_dir, {pid: rank for rank, pid in pids.items()}, self.seq)
+        places = capture(owner.run_dir, {pid: rank for rank, pid in pids.items()}, self.seq, len(pids) + len(ended))
+        places = sorted(places + [hang.gone(rank, pid) for rank, pid in ended.items()], key=lambda p: p.rank)
         kind, head = hang.verdict(places)
         where = hang.lines(places)
         step = owner.fold.progress.step
@@ -212,10 +222,22 @@ class StallWatch:
         owner.save(**fields)
 
 
-def _rank_pids(fold: RunTelemetry) -> dict[int, int]:
-    """rank -> its live process (the newest pid of a rank that restarted)."""
-    out: dict[int, int] = {}
+def _rank_pids(fold: RunTelemetry, known: dict[int, float]) -> tuple[dict[int, int], dict[int, int]]:
+    """(rank -> its live process, rank -> its ended one when no process of it lives). Only the run's own
+    processes, by pid and start time: a pid reused by another program is never signalled."""
+    live: dict[int, int] = {}
+    ended: dict[int, int] = {}
     for pid, rank in sorted(fold.pids.items()):
-        if rank not in out or proc_state(pid) != "gone":
-            out[rank] = pid
-    return out
+        if pid in known and process_alive(pid, known[pid]):
+            live[rank] = pid
+        elif pid in known:
+            ended[rank] = pid
+    return live, {rank: pid for rank, pid in ended.items() if rank not in live}
+
+
+def tidy(run_dir: Path) -> None:
+    """At the run's end: the stack files that never got a dump (most of them) go; the dumps stay."""
+    for path in (run_dir / STACKS_DIR).glob("*.txt"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == 0:
+                path.unlink()

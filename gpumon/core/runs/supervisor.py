@@ -29,7 +29,7 @@ from gpumon.core.runs.alerts import failure_line, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
-from gpumon.core.runs.stall import StallWatch
+from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -333,6 +333,7 @@ class Supervisor:
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
+        tidy(self.run_dir)  # the empty stack files of processes that never dumped
         if not self.save():
             self.flush()  # a full state dir: the end waits here, not lost
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
