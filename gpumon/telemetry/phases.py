@@ -1,4 +1,4 @@
-"""Known pauses in a rank's stepping: an evaluation (a model switched to eval mode) and a checkpoint save.
+"""Known pauses in a rank's stepping: an evaluation (a model switched to eval mode), a checkpoint save, the exit.
 
 The supervisor's stall rule (``core/runs/stall.py``) gives a rank in such a pause longer before it calls the
 run stalled. ``model.eval()`` and ``model.train()`` (``Module.train(False/True)``) cover plain loops,
@@ -9,6 +9,7 @@ outermost call: ``train()`` recurses into every submodule), so the cost is a few
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 from types import ModuleType
@@ -43,8 +44,10 @@ def _differs(module: Any, mode: bool) -> bool:
 
 
 def hook(module: ModuleType) -> None:
-    """Wrap ``torch.nn.Module.train`` and ``torch.save`` (after the script's own import of torch)."""
+    """Wrap ``torch.nn.Module.train`` and ``torch.save`` (after the script's own import of torch); say when the
+    interpreter exits (its shutdown, a process group's or DataLoader's teardown, takes seconds under load)."""
     torch: Any = module
+    atexit.register(_emit, "exit")
     module_cls = torch.nn.Module
     original_train = module_cls.train
 

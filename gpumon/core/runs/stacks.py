@@ -49,8 +49,8 @@ def capture(
     sizes: dict[int, int] = {}
     for pid, state in states.items():
         path = folder / f"{pid}.txt"
-        if state != "running" or not path.exists():
-            continue
+        if state != "running" or not path.exists() or not catches(pid, STACK_SIGNAL):
+            continue  # not now: a process past faulthandler's end (exiting) would die of SIGUSR2
         with contextlib.suppress(OSError):
             sizes[pid] = path.stat().st_size
             os.kill(pid, STACK_SIGNAL)
@@ -76,6 +76,18 @@ def capture(
     with contextlib.suppress(OSError):
         write_text(folder / f"stall-{seq}.txt", "\n".join(kept))
     return places
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` now (``SigCgt`` in /proc/PID/status); False when unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _collect(folder: Path, sizes: dict[int, int], answer_s: float) -> dict[int, str]:

@@ -3,7 +3,7 @@
 The rule, per rank, from the second step on (the first has no usual step yet, and holds start-up costs):
 the rank is overdue when its last step is older than the larger of ``stall_after`` (120 s) and
 ``stall_steps`` (20) times its median step (``progress.py``'s window); in a known pause (its model
-switched to eval mode, or inside ``torch.save``, after its last step: ``telemetry/phases.py``) the larger
+switched to eval mode, inside ``torch.save``, or exiting, after its last step: ``telemetry/phases.py``) the larger
 of that and ``stall_pause_after`` (1800 s); one rank's pause counts for all (the others wait for rank 0's
 evaluation or checkpoint in their next collective). A rank past its plan's last step, or whose process is gone, is
 not judged. A rank whose process is stopped (SIGSTOP, state T) for ``STOPPED_S`` is stalled at once.
@@ -39,7 +39,7 @@ STALL_STEPS = 20.0
 PAUSE_AFTER_S = 1800.0
 STOPPED_S = 4.0  # a rank stopped this long is a stall (a debugger's brief stop or ctrl-Z then bg is not)
 AFTER_ENV = "GPUMON_STALL_AFTER"
-PAUSES = ("eval", "save")
+PAUSES = ("eval", "save", "exit")
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,9 @@ class StallWatch:
         """rank -> its window, for the ranks past it. A pause of one rank pauses them all: while rank 0 alone
         evaluates or saves a checkpoint, the others wait for it in their next collective."""
         progress, out = fold.progress, {}
-        paused = any(
-            phase in PAUSES and at == progress.steps.get(rank) for rank, (phase, at) in progress.phases.items()
+        paused = any(  # a phase before the rank's latest step is over; an exit has no step after it
+            phase in PAUSES and (at == progress.steps.get(rank) or phase == "exit")
+            for rank, (phase, at) in progress.phases.items()
         )
         for rank, dts in progress.dts.items():
             step, plan = progress.steps.get(rank), progress.plan.get(rank)
