@@ -119,6 +119,8 @@ class StallWatch:
                 owner.events.write("note", text=f"the stall watch failed: {err!r}")
 
     def _check(self, owner: Owner, now: float) -> None:
+        if owner.status.get("state") == "stopping":
+            return  # asked to stop: its ranks stop stepping because of it
         if self.problem:
             owner.events.write("note", text=f"stall rule: {self.problem}; using the defaults")
             self.problem = None
