@@ -85,6 +85,11 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     note = disk_note(record.dir.parent.parent, {record.id: None})
     if note:
         lines.append(f"  {note}")
+    if diagnosis.stall is not None:
+        from gpumon.core.doctor.stall_text import stall_section
+
+        lines.append("\nstalled:" if diagnosis.stalled else "\nlast stall:")
+        lines += [f"  {line}" for line in stall_section(diagnosis.stall, diagnosis.stalled, record.dir)]
     if diagnosis.leaks:
         lines.append("\nmemory per iteration:")
         for rank, state in diagnosis.leaks.items():

@@ -10,6 +10,7 @@ DataLoader workers, launchers and other helpers write nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -18,7 +19,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import frameworks, ranks
+from gpumon.telemetry import frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
@@ -46,6 +47,8 @@ def install() -> bool:
             _redirect_output(telemetry.run_dir() or ".", telemetry.rank())
         telemetry.writer()  # proc_start now: the GPU view ties the rank's pid to the run before it steps
     _install_excepthook(first)
+    with contextlib.suppress(OSError, RuntimeError, ValueError):  # every thread's stack on SIGUSR2 (a stall)
+        stacks.install(telemetry.run_dir())
     frameworks.install()  # the metrics and totals the script's frameworks already log
     # After the script's own import: a probe (importlib.util.find_spec("torch"), as transformers, datasets
     # and evaluate do first) imports nothing and must not use the watch up.
@@ -109,6 +112,7 @@ def _on_torch(torch: ModuleType) -> None:
     hook_scaler(torch, recorder.scaled)
     hook_dataloader(torch, lambda: recorder.feed)
     hook_clip(torch, recorder.clipped)
+    phases.hook(torch)  # eval and checkpoint pauses: the stall rule waits longer through them
     ranks.hook_group(torch, recorder.group)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True

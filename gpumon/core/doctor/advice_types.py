@@ -34,6 +34,8 @@ class Context:
     held: str = ""  # what the last census named growing: "`cache` in train.py:12 keeps ...: 61 x 32 MiB"
     held_fix: str = ""  # that cause's fix
     workers: bool | None = None  # processes beside the ranks were seen (DataLoader workers?); None: unknown
+    stall: str = ""  # the run stalled before it failed: where its ranks waited (runs/stall.py)
+    stall_ranks: str = ""  # the ranks the others waited for: "1"
 
     @classmethod
     def from_argv(cls, argv: Sequence[str], **known: object) -> Context:

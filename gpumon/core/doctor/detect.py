@@ -158,6 +158,14 @@ def shape(text: str) -> Failure | None:
     return None
 
 
+HUNG = (
+    "A rank never reached this collective (it hung in its own code, was stopped, or left the loop early), so "
+    "the others waited until the timeout; the rank that reports the error is often one that only waited. "
+    "gpumon marks such a run stalled long before the timeout and keeps each rank's stack: gpumon doctor RUN "
+    "says where each one waits."
+)
+
+
 def nccl_timeout(text: str) -> Failure | None:
     if watchdog := list(_WATCHDOG.finditer(text)):
         ranks: set[int] = set()
@@ -173,11 +181,12 @@ def nccl_timeout(text: str) -> Failure | None:
         ran = int(watchdog[-1].group(2))
         collective = Collective("nccl", timeout, ran, tuple(sorted(ranks)), tuple(ops))
         title = f"NCCL collective timed out: {ops[0]} ran {ran} ms (timeout {timeout} ms)"
-        return Failure("nccl_timeout", title, text, lines_matching(text, _WATCHDOG), collective=collective)
+        evidence = lines_matching(text, _WATCHDOG)
+        return Failure("nccl_timeout", title, text, evidence, HUNG, collective=collective)
     if gloo := _GLOO_TIMEOUT.search(text):
         title = f"gloo collective timed out after {gloo.group(1)} ms"
         collective = Collective("gloo", int(gloo.group(1)))
-        return Failure("nccl_timeout", title, text, lines_matching(text, _GLOO_TIMEOUT), collective=collective)
+        return Failure("nccl_timeout", title, text, lines_matching(text, _GLOO_TIMEOUT), HUNG, collective=collective)
     return None
 
 

@@ -75,6 +75,9 @@ def nccl_timeout(f: Failure, ctx: Context) -> Scored:
     if c.ranks:
         seen += f" (ranks {', '.join(map(str, c.ranks))})"
     out: Scored = []
+    if ctx.stall:  # gpumon saw the hang itself and took every rank's stack: that names the rank
+        why = f"the run stalled before the timeout: {ctx.stall}"
+        out.append(item(105, "stalled_rank", why, ranks=ctx.stall_ranks or "named above"))
     if len(c.ops) > 1:
         out.append(item(100, "diverged", f"the ranks wait in different collectives: {seen}"))
     if ctx.world_size and c.ranks and len(c.ranks) < ctx.world_size:

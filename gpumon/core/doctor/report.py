@@ -20,6 +20,7 @@ from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
+from gpumon.core.doctor.stall_text import stall_headline, stall_of
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
@@ -40,6 +41,8 @@ class Diagnosis:
     seen: tuple[str, ...] = ()  # the run's processes: "rank 0 (pid 12)" for ranks, "pid 11" for the others
     loss: LossProblem | None = None  # a loss that turned NaN/inf or diverges (divergence.py)
     slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
+    stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
+    stalled: bool = False  # the stall is going on
 
     @property
     def worst(self) -> LeakState | None:
@@ -54,6 +57,8 @@ class Diagnosis:
         return self.censused is not None and not self.causes
 
     def headline(self) -> str:
+        if self.stall is not None and self.stalled and self.failure is None:
+            return stall_headline(self.stall)
         if self.failure is not None and self.failure.kind == "host_oom" and self.causes:
             named = max(self.causes, key=lambda c: c.bytes)
             return f"{self.failure.title}; the last census named {named.title}: {named.evidence}"
@@ -74,7 +79,7 @@ class Diagnosis:
             return self._trend(worst)
         if self.leaks:
             return "no problem seen"
-        if self.state in ("starting", "running", "stopping", "unsupervised"):
+        if self.state in ("starting", "running", "stalled", "stopping", "unsupervised"):
             return "no memory samples yet"
         seen = f"; processes seen: {', '.join(self.seen)}" if self.seen else ""
         return (
@@ -111,6 +116,8 @@ class Diagnosis:
             "seen": list(self.seen),
             "loss": asdict(self.loss) if self.loss is not None else None,
             "slow": [asdict(found) for found in self.slow],
+            "stall": self.stall,
+            "stalled": self.stalled,
         }
 
 
@@ -135,6 +142,7 @@ def diagnose(
     pairs = census_pairs(census)
     censused = max(((int(a.get("step", 0)), int(b.get("step", 0))) for a, b in pairs.values()), default=None)
     failure = run_failure(record, telemetry)
+    stall, stalled = stall_of(record.status)
     advice: tuple[Advice, ...] = ()
     loss = loss_problem(telemetry)
     worst = max(leaks.values(), key=lambda s: s.slope, default=None)
@@ -154,6 +162,8 @@ def diagnose(
             held=_held(held, censused),
             held_fix=held.advice if held is not None else "",
             workers=_others_seen(record, telemetry),
+            stall=str(stall.get("headline") or "; ".join(stall.get("where") or ())) if stall else "",
+            stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
         )
         advice = tuple(advise(failure, context))
     else:  # memory that grows per iteration: the named cause first, then the likely ones
@@ -182,6 +192,8 @@ def diagnose(
         seen=processes_seen(record, telemetry),
         loss=loss,
         slow=slow,
+        stall=stall,
+        stalled=stalled and record.live,
     )
 
 

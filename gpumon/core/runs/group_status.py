@@ -91,7 +91,7 @@ def read_node(group: Group, node: Node, root: Path) -> NodeStatus:
 
 
 def group_state(nodes: list[NodeStatus]) -> str:
-    """finished (every node), running/starting, failing/stopping (a node ended badly, others still live),
+    """finished (every node), running/starting/stalled, failing/stopping (a node ended badly, others still live),
     failed/stopped, or unknown (a node cannot be read and the rest do not decide)."""
     states = [n.state for n in nodes]
     live = any(s in LIVE_STATES for s in states)
@@ -102,6 +102,8 @@ def group_state(nodes: list[NodeStatus]) -> str:
     if states and all(s == "finished" for s in states):
         return "finished"
     if live:
+        if "stalled" in states:  # one node's ranks stopped stepping: the group waits on them
+            return "stalled"
         return "starting" if "starting" in states else "running"
     return "unknown"
 

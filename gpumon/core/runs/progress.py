@@ -31,17 +31,23 @@ class Progress:
     steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest recorded optimizer step
     plan: dict[int, int] = field(default_factory=dict)  # rank -> its plan (``plan`` events)
     guesses: dict[str, int] = field(default_factory=dict)  # source -> its latest ``total`` event's total
+    phases: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # rank -> (phase, its step then)
+    stamps: dict[int, float] = field(default_factory=dict)  # rank -> its latest step's time (not saved)
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
-        """One event, any type (only ``step``, ``plan`` and ``total`` matter here)."""
+        """One event, any type (only ``step``, ``plan``, ``total`` and ``phase`` matter here)."""
         if kind == "step":
             step, dt = event.get("step"), event.get("dt")
             if type(step) is int:
                 self.steps[rank] = step
+            if isinstance(event.get("t"), int | float):
+                self.stamps[rank] = float(event["t"])
             if isinstance(dt, int | float) and not isinstance(dt, bool) and dt > 0:
                 self.dts.setdefault(rank, deque(maxlen=WINDOW)).append(float(dt))
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plan[rank] = event["steps"]
+        elif kind == "phase":  # eval/save/train (telemetry/phases.py): the stall rule reads it, not saved
+            self.phases[rank] = (str(event.get("phase")), self.steps.get(rank))
         elif kind == "total" and type(event.get("total_steps")) is int and event["total_steps"] > 0:
             self.guesses[str(event.get("source") or "framework")] = event["total_steps"]
 

@@ -28,7 +28,7 @@ import psutil
 from gpumon.core.runs.spec import RunSpec
 
 HOME_ENV = "GPUMON_HOME"
-LIVE_STATES = ("starting", "running", "stopping", "unsupervised")
+LIVE_STATES = ("starting", "running", "stalled", "stopping", "unsupervised")  # stalled: runs/stall.py
 # exited: its processes ended while no supervisor watched (after adoption), so the exit code is unknown
 END_STATES = ("finished", "failed", "stopped", "killed", "lost", "exited")
 
@@ -195,6 +195,8 @@ class RunRecord:
             "nnodes": self.spec.nnodes,
             "node_rank": self.spec.node_rank,
             "rdzv_endpoint": self.spec.rdzv_endpoint,
+            "stall": self.status.get("stall"),  # while stalled: since, step, where each rank waits (stall.py)
+            "last_stall": self.status.get("last_stall"),  # the latest stall that ended, with lasted_s
         }
 
 

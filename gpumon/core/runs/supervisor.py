@@ -30,6 +30,7 @@ from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -59,6 +60,7 @@ class Supervisor:
         self.leak_alerted = False
         self.loss_alerted = False
         self.input_alerted = False
+        self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
@@ -193,6 +195,7 @@ class Supervisor:
                 last_scan = now
             if now - last_summary >= SUMMARY_EVERY_S:
                 self.summarise()
+                self.stalls.check(self)
                 if self.unsaved is not None:
                     self.save()
                 last_summary = now
@@ -338,6 +341,7 @@ class Supervisor:
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
+        tidy(self.run_dir)  # the empty stack files of processes that never dumped
         if not self.save():
             self.flush()  # a full state dir: the end waits here, not lost
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)

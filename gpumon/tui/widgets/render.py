@@ -61,6 +61,7 @@ _KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
 STATE_STYLE = {
     "starting": "cyan",
     "running": "bold green",
+    "stalled": "bold yellow",
     "stopping": "yellow",
     "failed": "bold red",
     "stopped": "yellow",

@@ -21,12 +21,19 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
     worst = diagnosis.worst
     nan = diagnosis.loss is not None and diagnosis.loss.kind == "nonfinite"
     headline_style = "bold red" if diagnosis.failure is not None or nan else leak_style(worst) or "bold green"
+    headline_style = "bold yellow" if diagnosis.stalled and diagnosis.failure is None else headline_style
     text.append("\n")
     text.append(diagnosis.headline(), style=headline_style)
 
     def section(title: str) -> None:
         text.append(f"\n\n{title}", style="bold underline")
 
+    if diagnosis.stall is not None:
+        from gpumon.core.doctor.stall_text import stall_section
+
+        section("stalled" if diagnosis.stalled else "last stall")
+        for line in stall_section(diagnosis.stall, diagnosis.stalled, record.dir):
+            text.append(f"\n  {line}", style="yellow" if diagnosis.stalled else "")
     if diagnosis.leaks:
         section("memory per iteration")
         for rank, state in diagnosis.leaks.items():

@@ -1,0 +1,49 @@
+"""A stall (``status.json`` ``stall`` / ``last_stall``, written by ``core/runs/stall.py``) in words."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gpumon.core.format import duration
+
+
+def stall_of(status: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """(the stall, whether it is going on): the current one, else the latest that ended, else None."""
+    current = status.get("stall")
+    if isinstance(current, dict):
+        return current, True
+    last = status.get("last_stall")
+    return (last, False) if isinstance(last, dict) else (None, False)
+
+
+def stall_headline(stall: dict[str, Any], now: float | None = None) -> str:
+    """ "stalled at step 5 for 1m10s: diverged ranks: rank 1 never reached ..." """
+    now = time.time() if now is None else now
+    since = stall.get("since")
+    idle = f" for {duration(now - since)}" if isinstance(since, int | float) else ""
+    step = f" at step {stall['step']}" if stall.get("step") is not None else ""
+    head = stall.get("headline") or "; ".join(stall.get("where") or ()) or "no stack came back"
+    return f"stalled{step}{idle}: {head}"
+
+
+def stall_section(stall: dict[str, Any], going_on: bool, run_dir: Path, now: float | None = None) -> list[str]:
+    """The doctor's lines: when and why, each rank's place, where the stacks are."""
+    now = time.time() if now is None else now
+    since = stall.get("since")
+    step = f" after step {stall['step']}" if stall.get("step") is not None else ""
+    if going_on:
+        idle = duration(now - since) if isinstance(since, int | float) else "?"
+        first = f"no step{step} for {idle}"
+    else:
+        first = f"a stall{step} ended after {duration(stall.get('lasted_s'))}: stepping resumed"
+    usual = stall.get("step_s")
+    if isinstance(usual, int | float):
+        first += f" (usual step {usual:.3g} s)"
+    out = [first, *(str(line) for line in stall.get("where") or ())]
+    if stall.get("rule"):
+        out.append(f"rule: {stall['rule']}")
+    if stall.get("stacks"):
+        out.append(f"stacks: {run_dir / str(stall['stacks'])}")
+    return out

@@ -1,0 +1,148 @@
+"""Take every rank's Python stack from outside and say where each one waits (the supervisor, on a stall).
+
+A rank registered ``faulthandler`` on SIGUSR2 at start-up (``telemetry/stacks.py``): its file
+``stacks/<pid>.txt`` exists, so it is signalled, and what it appends is its dump. Only such processes are
+signalled (to any other, SIGUSR2 is fatal); a stopped one is not (it could not answer until resumed); py-spy,
+where installed, reads the others. Each capture is also kept whole as ``stacks/stall-<n>.txt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from gpumon.core.doctor import hang
+from gpumon.core.runs.store import write_text
+from gpumon.telemetry.stacks import STACK_SIGNAL, STACKS_DIR
+
+ANSWER_S = 3.0  # how long the ranks get to write their dumps
+PY_SPY_S = 10.0
+
+
+def proc_state(pid: int) -> str:
+    """ "running", "stopped" (SIGSTOP, ``T``), "traced" (a debugger, ``t``), "gone"."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return "gone"
+    if status == psutil.STATUS_ZOMBIE:
+        return "gone"
+    if status == psutil.STATUS_STOPPED:
+        return "stopped"
+    return "traced" if status == psutil.STATUS_TRACING_STOP else "running"
+
+
+def capture(
+    run_dir: Path, ranks: dict[int, int], seq: int, world: int = 0, answer_s: float = ANSWER_S
+) -> list[hang.RankWhere]:
+    """Where each rank (pid -> rank) waits now; the dumps are kept in ``stacks/stall-<seq>.txt``. ``world``:
+    the ranks of the run, these and the ended ones."""
+    folder = run_dir / STACKS_DIR
+    world = max(world, len(set(ranks.values())))
+    states = {pid: proc_state(pid) for pid in ranks}
+    sizes: dict[int, int] = {}
+    for pid, state in states.items():
+        path = folder / f"{pid}.txt"
+        if state != "running" or not path.exists() or not catches(pid, STACK_SIGNAL):
+            continue  # not now: a process past faulthandler's end (exiting) would die of SIGUSR2
+        with contextlib.suppress(OSError):
+            sizes[pid] = path.stat().st_size
+            os.kill(pid, STACK_SIGNAL)
+    dumps = _collect(folder, sizes, answer_s)
+    places: list[hang.RankWhere] = []
+    kept: list[str] = []
+    for pid, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        state = states[pid]
+        text = dumps.get(pid) or (_py_spy(pid) if state == "running" else "")
+        if state == "stopped":
+            places.append(hang.stopped(rank, pid))
+        elif state == "gone":
+            places.append(hang.gone(rank, pid))
+        elif state == "traced":
+            places.append(hang.unknown(rank, pid, "stopped by a debugger"))
+        elif not text:
+            why = "it did not answer SIGUSR2" if pid in sizes else "no faulthandler in it"
+            places.append(hang.unknown(rank, pid, f"{why}; try py-spy dump --pid {pid}"))
+        else:
+            threads = hang.parse_dump(text)
+            places.append(hang.describe(rank, pid, threads[0] if threads else [], world))
+        kept.append(f"== rank {rank} (pid {pid}, {state}) ==\n{text or '(no stack)'}\n")
+    with contextlib.suppress(OSError):
+        write_text(folder / f"stall-{seq}.txt", "\n".join(kept))
+    return places
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for ``signum`` now (``SigCgt`` in /proc/PID/status); False when unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _collect(folder: Path, sizes: dict[int, int], answer_s: float) -> dict[int, str]:
+    """What each signalled process appended, once its dump looks whole (its size stopped changing)."""
+    deadline = time.monotonic() + answer_s
+    last: dict[int, int] = {}
+    done: dict[int, str] = {}
+    while sizes.keys() - done.keys() and time.monotonic() < deadline:
+        time.sleep(0.1)
+        for pid, start in sizes.items():
+            if pid in done:
+                continue
+            try:
+                size = (folder / f"{pid}.txt").stat().st_size
+            except OSError:
+                continue
+            if size > start and last.get(pid) == size:
+                done[pid] = _read(folder / f"{pid}.txt", start, size)
+            last[pid] = size
+    for pid, start in sizes.items():  # a late or partial dump is still better than none
+        if pid not in done:
+            with contextlib.suppress(OSError):
+                size = (folder / f"{pid}.txt").stat().st_size
+                if size > start:
+                    done[pid] = _read(folder / f"{pid}.txt", start, size)
+    return done
+
+
+def _read(path: Path, start: int, end: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(min(end - start, 1 << 20)).decode(errors="replace")
+
+
+def _py_spy(pid: int) -> str:
+    """py-spy's dump where it is installed (and ptrace is allowed); "" otherwise."""
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return ""
+    try:
+        out = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=PY_SPY_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return _from_py_spy(out.stdout) if out.returncode == 0 else ""
+
+
+def _from_py_spy(text: str) -> str:
+    """py-spy's "    func (file:line)" lines in faulthandler's form, so one parser reads both."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Thread "):
+            out.append("Thread 0x0 (most recent call first):")
+        elif line.startswith("    ") and line.rstrip().endswith(")") and " (" in line:
+            func, _, rest = line.strip().rpartition(" (")
+            file, _, number = rest[:-1].rpartition(":")
+            if number.isdigit():
+                out.append(f'  File "{file}", line {number} in {func}')
+    return "\n".join(out)
