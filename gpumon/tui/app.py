@@ -22,6 +22,7 @@ from textual.widgets import ContentSwitcher, Footer, Static
 
 from gpumon.core import format as fmt
 from gpumon.core.doctor.leak import LeakState
+from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunStore
@@ -85,6 +86,7 @@ class GpumonApp(App[None]):
         if self.keymap:
             self.set_keymap(self.keymap)
         self.sampler = sampler
+        self.idle_watch = IdleWatch()  # the runs' processes holding an idle GPU (core/gpu/idle.py)
         self.readonly = readonly
         self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
         self.view = "fleet" if fleet is not None else VIEWS[0].NAME  # hosts configured: the fleet first
@@ -135,6 +137,7 @@ class GpumonApp(App[None]):
 
     # -- the feeds --------------------------------------------------------------
     def on_sample_ready(self, message: SampleReady) -> None:
+        self.context.run_idle = self.idle_watch.update(message.snapshot.gpu, self.context.run_pids)
         self.apply(message.snapshot)
 
     def apply(self, snap: Snapshot) -> None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from textual.widget import Widget
 
 from gpumon.core.doctor.leak import LeakState
+from gpumon.core.gpu.idle import HeldIdle
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.monitor import RunSummary
@@ -32,6 +33,7 @@ class AppContext:
     run_pids: dict[int, str] = field(default_factory=dict)  # PID -> run id of live gpumon runs
     run_ranks: dict[int, int] = field(default_factory=dict)  # PID -> rank, for the ranks among them
     run_leaks: dict[str, LeakState] = field(default_factory=dict)  # run id -> warning of live runs that warn
+    run_idle: dict[int, HeldIdle] = field(default_factory=dict)  # PID -> a run's process holding an idle GPU
     fleet: Any = None  # the fleet (its state() -> FleetState) with --hosts or --ray; None: this machine
 
 

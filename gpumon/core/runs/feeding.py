@@ -50,6 +50,14 @@ _LOADER_KEYS += ("dataset", "getitem", "getitem_path")
 @dataclass
 class Feeding:
     ranks: dict[int, RankFeed] = field(default_factory=dict)
+    idle: dict[str, str] = field(default_factory=dict)  # pid -> "GPU held idle: ..." (the supervisor's gpu_idle)
+
+    def gpu(self, kind: str, event: dict[str, Any]) -> None:
+        pid = str(event.get("pid"))
+        if kind == "gpu_idle" and isinstance(event.get("text"), str):
+            self.idle[pid] = event["text"]
+        else:
+            self.idle.pop(pid, None)
 
     def step(self, rank: int, event: dict[str, Any], step: int) -> None:
         wait, t = event.get("wait"), event.get("t")
@@ -78,14 +86,17 @@ class Feeding:
         self.ranks.setdefault(rank, RankFeed()).threads = info
 
     def to_state(self) -> dict[str, Any]:
-        return {
+        ranks = {
             str(rank): {"share": feed.share(), "loader": feed.loader, "threads": feed.threads}
             for rank, feed in self.ranks.items()
         }
+        return {**ranks, "idle": self.idle} if self.idle else ranks
 
     @classmethod
     def from_state(cls, state: Any) -> Feeding:
         out = cls()
+        if isinstance(state, dict) and isinstance(state.get("idle"), dict):
+            out.idle = {str(k): str(v) for k, v in state["idle"].items()}
         for rank, saved in (state or {}).items() if isinstance(state, dict) else ():
             if isinstance(saved, dict) and str(rank).isdigit():
                 share = saved.get("share")

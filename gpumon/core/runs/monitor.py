@@ -312,7 +312,7 @@ def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
     from gpumon.core.doctor.divergence import loss_problem
     from gpumon.core.doctor.slow import slow_findings
 
-    found = [f.text for f in slow_findings(tele)]
+    found = [f.text for f in slow_findings(tele)] + list(tele.feeding.idle.values())
     loss = loss_problem(tele)
     if loss is not None and loss.kind == "diverging":
         found.append(loss.text)

@@ -29,6 +29,7 @@ from gpumon.core.runs.alerts import input_alert, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
+from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -60,6 +61,7 @@ class Supervisor:
         self.leak_alerted = False
         self.loss_alerted = False
         self.input_alerted = False
+        self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
         self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
@@ -222,6 +224,7 @@ class Supervisor:
         if loss is not None:
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
             self.alert(loss, "nan")
+        self.gpus.report(time.monotonic(), self.fold.pids, self.events, self.alert)
         slow = None if self.input_alerted else input_alert(self.fold)
         if slow is not None:
             self.input_alerted = raised = True  # once per run: the doctor keeps saying it

@@ -258,6 +258,8 @@ class RunTelemetry:
             self.feeding.loader(rank, event)
         elif kind == "threads":
             self.feeding.threads(rank, event)
+        elif kind in ("gpu_idle", "gpu_busy"):
+            self.feeding.gpu(kind, event)
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plans[rank] = event["steps"]
         elif kind in TUNE_EVENTS:

@@ -115,7 +115,7 @@ class GpuPanel(LinePanel):
             self.refresh_lines()
 
     def set_warning(self, warning: tuple[str, str] | None) -> None:
-        """(state, note) of a run on this GPU whose memory grows, or None; only a change repaints."""
+        """(state, note) of a run on this GPU whose memory grows or which holds it idle, or None; a change repaints."""
         if warning == self.warning:
             return
         self.warning = warning

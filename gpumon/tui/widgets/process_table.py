@@ -8,6 +8,7 @@ its parents (process_tree.py)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from typing import Any
 
 from rich.text import Text
@@ -49,7 +50,9 @@ def _cells(
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
         "mem": SortCell(p.used_memory if p.used_memory is not None else -1, _right(size(p.used_memory))),
         "sm": SortCell(p.sm_util if p.sm_util is not None else -1, _right(num(p.sm_util))),
-        "run": SortCell(run or "", Text(label, style="bold cyan")),
+        "run": SortCell(
+            run or "", Text(label, style="bold black on yellow" if label.startswith(IDLE) else "bold cyan")
+        ),
         "command": SortCell(
             p.command or "", Text.assemble((prefix, "dim"), elide(p.command, command_width - len(prefix)))
         ),
@@ -70,11 +73,15 @@ def _parent_cells(row: TreeRow, command_width: int) -> dict[str, SortCell]:
     }
 
 
-def _run_label(run: str | None, rank: int | None) -> str:
-    """'ddp-c132 r1' for rank 1 of a run; the run alone for its torchrun or supervisor process."""
+IDLE = "⏸"  # a run's process holding this GPU while it does nothing (core/gpu/idle.py)
+
+
+def _run_label(run: str | None, rank: int | None, idle: bool = False) -> str:
+    """'ddp-c132 r1' for rank 1 of a run; the run alone for its torchrun or supervisor process; '⏸' first while
+    it holds its GPU idle."""
     if not run:
         return ""
-    return short_run_id(run) + (f" r{rank}" if rank is not None else "")
+    return (IDLE if idle else "") + short_run_id(run) + (f" r{rank}" if rank is not None else "")
 
 
 def matches(p: GpuProcess, words: list[str]) -> bool:
@@ -134,6 +141,7 @@ class ProcessTable(DataTable[SortCell]):
         gpu_index: int | None,
         run_pids: dict[int, str] | None = None,
         ranks: dict[int, int] | None = None,
+        idle: Collection[int] = (),
     ) -> None:
         """Show the processes of ``gpu_index`` (or all); ``run_pids`` marks those of gpumon runs (``ranks``: their
         rank processes)."""
@@ -145,7 +153,7 @@ class ProcessTable(DataTable[SortCell]):
         words = self.filter_text.lower().split()
         scoped = [p for d in devices if self.show_all or d.index == gpu_index for p in d.processes]
         wanted = {f"{p.gpu_index}:{p.pid}": p for p in scoped if matches(p, words)}
-        labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid)) for key, p in wanted.items()}
+        labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid), p.pid in idle) for key, p in wanted.items()}
         if self.tree_mode:
             self._show_tree(wanted, labels, run_pids)
         else:

@@ -8,7 +8,7 @@ nothing else anywhere: T SIGTERM, K SIGKILL, I SIGINT, each confirmed.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,6 +19,7 @@ from textual.widgets import Input, Static
 
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.format import size
+from gpumon.core.gpu.idle import HeldIdle
 from gpumon.core.history import History
 from gpumon.core.model import GpuDevice, Snapshot
 from gpumon.core.signals import send_signal
@@ -30,11 +31,18 @@ from gpumon.tui.widgets.render import short_run_id
 from gpumon.tui.widgets.screens import ask_signal
 
 
-def gpu_warning(device: GpuDevice, run_pids: dict[int, str], leaks: dict[str, LeakState]) -> tuple[str, str] | None:
-    """(level, note) when a process on ``device`` belongs to a live run whose memory warns; the worst run wins."""
+def gpu_warning(
+    device: GpuDevice, run_pids: dict[int, str], leaks: dict[str, LeakState], idle: Mapping[int, HeldIdle] = {}
+) -> tuple[str, str] | None:
+    """(level, note) when a process on ``device`` belongs to a live run whose memory warns (the worst run wins),
+    else when one holds the GPU idle."""
     found = {run_pids[p.pid] for p in device.processes if p.pid in run_pids and run_pids[p.pid] in leaks}
     if not found:
-        return None
+        held = [idle[p.pid] for p in device.processes if p.pid in idle and p.pid in run_pids]
+        if not held:
+            return None
+        first = held[0]
+        return "growing", f"⏸ run {short_run_id(run_pids[first.pid])}: GPU held idle for {first.idle_for()}"
     run_id = max(sorted(found), key=lambda r: (leaks[r].state == "leak", leaks[r].slope))
     state = leaks[run_id]
     what = "leak" if state.state == "leak" else "growing"
@@ -150,7 +158,7 @@ class GpusView(View, Vertical):
                 history.tail(("gpu", dev.index, "util"), width),
                 history.tail(("gpu", dev.index, "mem"), width),
             )
-            panel.set_warning(gpu_warning(dev, ctx.run_pids, ctx.run_leaks))
+            panel.set_warning(gpu_warning(dev, ctx.run_pids, ctx.run_leaks, ctx.run_idle))
         host = self.query_one(HostPanel)
         width = host.history_width()
         host.show(snapshot.host, history.tail(("host", "cpu"), width), history.tail(("host", "mem"), width))
@@ -163,7 +171,9 @@ class GpusView(View, Vertical):
             return
         for dev in snapshot.gpu.devices:
             for panel in self.query(f"#gpu-{dev.index}").results(GpuPanel):
-                panel.set_warning(gpu_warning(dev, self.context.run_pids, self.context.run_leaks))
+                panel.set_warning(
+                    gpu_warning(dev, self.context.run_pids, self.context.run_leaks, self.context.run_idle)
+                )
 
     def _rebuild(self, snapshot: Snapshot, indexes: tuple[int, ...]) -> None:
         gpus = self.query_one(GpuList)
@@ -190,7 +200,8 @@ class GpusView(View, Vertical):
     def _show_processes(self) -> None:
         snapshot, ctx = self.context.snapshot, self.context
         if snapshot is not None:
-            self.query_one(ProcessTable).show(snapshot.gpu.devices, self.selected, ctx.run_pids, ctx.run_ranks)
+            table = self.query_one(ProcessTable)
+            table.show(snapshot.gpu.devices, self.selected, ctx.run_pids, ctx.run_ranks, ctx.run_idle)
 
     # -- selection ---------------------------------------------------------------
     def select(self, index: int) -> None:
