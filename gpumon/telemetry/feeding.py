@@ -100,9 +100,12 @@ def hook_dataloader(torch: ModuleType, feed: Callable[[], Feed]) -> None:
         from torch.utils.data.dataloader import _BaseDataLoaderIter
     except ImportError:
         return
-    original = _BaseDataLoaderIter.__next__
-    if getattr(original, "__gpumon__", False):
-        return
+    if not getattr(_BaseDataLoaderIter.__next__, "__gpumon__", False):
+        _BaseDataLoaderIter.__next__ = timed_next(_BaseDataLoaderIter.__next__, feed)  # type: ignore[method-assign,assignment]
+
+
+def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Callable[[Any], Any]:
+    """``original`` (an iterator's ``__next__``) with its time added to ``feed().waited``."""
 
     def __next__(self: Any) -> Any:
         start = _clock()
@@ -121,7 +124,7 @@ def hook_dataloader(torch: ModuleType, feed: Callable[[], Feed]) -> None:
 
     __next__.__wrapped__ = original  # type: ignore[attr-defined]
     __next__.__gpumon__ = True  # type: ignore[attr-defined]
-    _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+    return __next__
 
 
 def optimizer_lr(optimizer: Any) -> float | None:
