@@ -173,8 +173,9 @@ def stop(record: RunRecord, kill: bool = False) -> str:
         request_stop_experiment(record.dir)
         return f"asked {record.id} to stop its trials (stop again to end it now)"
     status = record.status
-    if record.supervisor_alive():
-        os.kill(int(status["supervisor_pid"]), signal.SIGUSR1 if kill else signal.SIGTERM)
+    supervisor = record.supervisor_pid()  # status.json's, else the lock's holder (an unreadable status)
+    if supervisor:
+        os.kill(supervisor, signal.SIGUSR1 if kill else signal.SIGTERM)
         return f"{'killing' if kill else 'stopping'} {record.id}"
     # No supervisor (it was killed): signal every process of the run ourselves, each checked by start time.
     sig = signal.SIGKILL if kill else signal.SIGTERM

@@ -20,7 +20,7 @@ from typing import Any
 from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
 from gpumon.core.runs.index import RunIndex
 from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import END_STATES, RunRecord, RunStore, read_json
+from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
 
 
@@ -128,7 +128,7 @@ class RunsMonitor:
     def _follow(self, run_id: str, fresh: bool = False) -> None:
         record, tele, watch = self._live[run_id]
         if not fresh:
-            record = replace(record, status=read_json(record.dir / "status.json"))
+            record = record.reread()
         ended = record.status.get("state") in END_STATES
         supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
         if self.adopt and not ended and not supervised:
@@ -155,7 +155,7 @@ class RunsMonitor:
 
         # The supervisor may have written the end and exited since status.json was read: read it again,
         # or a run that just finished would be taken for one whose supervisor died.
-        record = replace(record, status=read_json(record.dir / "status.json"))
+        record = record.reread()
         if record.status.get("state") in END_STATES:
             return record
         state = record.state
@@ -165,7 +165,7 @@ class RunsMonitor:
                 adopt(record)
             elif state == "lost":
                 record_end(record, "lost", "its supervisor died, and its processes with it")
-                return replace(record, status=read_json(record.dir / "status.json"))
+                return record.reread()
         return record
 
     def recent(self, ended: int) -> list[RunSummary]:
@@ -302,7 +302,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         loss_source=tele.loss_source,
         loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
         data_wait=tele.feeding.wait_share(),
-        warnings=run_warnings(tele),
+        warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
 

@@ -1,7 +1,8 @@
 """Which ended runs to remove (whole, or only their raw events) to keep the state dir's disk bounded.
 
-Never a live run: only runs whose status.json says they ended. Raw events are what a run's summary
-was folded from; removing them keeps the run listed, its charts and its diagnosis.
+Never a live run: only runs whose status.json says they ended, and whose supervisor's lock nobody holds and
+whose processes are gone (a status written as ended by mistake cannot remove a run that trains). Raw events
+are what a run's summary was folded from; removing them keeps the run listed, its charts and its diagnosis.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from gpumon.core.events import EVENTS_DIR
 from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.liveness import lock_holder
 from gpumon.core.runs.monitor import RunsMonitor
 from gpumon.core.runs.store import END_STATES, RunStore
 
@@ -52,6 +54,8 @@ def apply(store: RunStore, chosen: list[Candidate], events_only: bool) -> int:
     for candidate in chosen:
         record = store.load(candidate.path)
         if record is None or record.status.get("state") not in END_STATES or record.live_processes():
+            continue
+        if lock_holder(candidate.path) is not None:  # a supervisor holds it, whatever its status says
             continue
         target = candidate.path / EVENTS_DIR if events_only else candidate.path
         shutil.rmtree(target, ignore_errors=True)

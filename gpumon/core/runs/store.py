@@ -19,12 +19,13 @@ import json
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from gpumon.core.runs.liveness import lock_holder, read_file
 from gpumon.core.runs.spec import RunSpec
 
 HOME_ENV = "GPUMON_HOME"
@@ -89,6 +90,13 @@ def read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _young(path: Path, seconds: float = 10.0) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return False
+
+
 def process_alive(pid: int | None, create_time: float | None) -> bool:
     """True if ``pid`` still runs and is the same process (its start time matches)."""
     if not pid:
@@ -108,11 +116,22 @@ class RunRecord:
     dir: Path
     spec: RunSpec
     status: dict[str, Any]
+    unreadable: tuple[str, ...] = ()  # "status.json is empty", "spec.json is not valid JSON (cut short?)"
+
+    @property
+    def status_unreadable(self) -> bool:
+        return any(why.startswith("status.json") for why in self.unreadable)
 
     @property
     def state(self) -> str:
         """status.json's state, except a live one whose supervisor died: "unsupervised" while any of the
-        run's processes lives (gpumon can still stop it, and adopts it), else "lost"."""
+        run's processes lives (gpumon can still stop it, and adopts it), else "lost". With status.json
+        unreadable, the supervisor's lock says: "running" while it is held, else "unknown" (never "lost":
+        nothing is written over a file that could not be read)."""
+        if self.status_unreadable:
+            if self.supervisor_alive():
+                return "running"
+            return "unsupervised" if self.live_processes() else "unknown"
         state = str(self.status.get("state", "starting"))
         # A fresh supervisor gets a moment to write its first status.
         fresh = state == "starting" and time.time() - self.created <= 10
@@ -162,7 +181,20 @@ class RunRecord:
         return max(0.0, end - self.started)
 
     def supervisor_alive(self) -> bool:
-        return process_alive(self.status.get("supervisor_pid"), self.status.get("supervisor_create_time"))
+        return self.supervisor_pid() is not None
+
+    def supervisor_pid(self) -> int | None:
+        """The run's live supervisor: status.json's, else whoever holds its lock (liveness.py); None if none."""
+        pid = self.status.get("supervisor_pid")
+        if isinstance(pid, int) and process_alive(pid, self.status.get("supervisor_create_time")):
+            return pid
+        return lock_holder(self.dir)
+
+    def reread(self) -> RunRecord:
+        """The same run with status.json read again (and whether it can be read)."""
+        status, problem = read_file(self.dir / "status.json")
+        kept = tuple(why for why in self.unreadable if not why.startswith("status.json"))
+        return replace(self, status=status, unreadable=kept + ((problem,) if problem else ()))
 
     def log_path(self, rank: int | None = None) -> Path:
         """rank<N>.log, or torchrun's own launcher.log with rank None."""
@@ -197,6 +229,7 @@ class RunRecord:
             "rdzv_endpoint": self.spec.rdzv_endpoint,
             "stall": self.status.get("stall"),  # while stalled: since, step, where each rank waits (stall.py)
             "last_stall": self.status.get("last_stall"),  # the latest stall that ended, with lasted_s
+            "unreadable": list(self.unreadable),  # which of its files could not be read, and why
         }
 
 
@@ -219,14 +252,22 @@ class RunStore:
         raise OSError(f"could not create a run directory under {self.runs_dir}")
 
     def load(self, path: Path) -> RunRecord | None:
-        spec_data = read_json(path / "spec.json")
-        if not spec_data:
-            return None
-        try:
-            spec = RunSpec.from_dict(spec_data)
-        except TypeError:
-            return None
-        return RunRecord(id=path.name, dir=path, spec=spec, status=read_json(path / "status.json"))
+        """The run in ``path``; None for a folder the launcher is still filling (its spec, then its status, are
+        written within milliseconds). A run whose files were damaged later is still listed, saying which."""
+        spec_data, spec_problem = read_file(path / "spec.json")
+        status, status_problem = read_file(path / "status.json")
+        missing = [why for why in (spec_problem, status_problem) if why and why.endswith("is missing")]
+        if len(missing) == 2 or (missing and _young(path)):
+            return None  # not a run's folder, or one being made
+        spec = RunSpec(kind="unknown", name=f"unreadable: {spec_problem}", cwd="")
+        if spec_problem is None:
+            try:
+                spec = RunSpec.from_dict(spec_data)
+            except (TypeError, ValueError):
+                spec_problem = "spec.json has fields of another shape"
+                spec = RunSpec(kind="unknown", name=f"unreadable: {spec_problem}", cwd="")
+        unreadable = tuple(why for why in (spec_problem, status_problem) if why)
+        return RunRecord(id=path.name, dir=path, spec=spec, status=status, unreadable=unreadable)
 
     def list(self) -> list[RunRecord]:
         """All runs, oldest first."""

@@ -1,0 +1,63 @@
+"""Whether a run lives, from what cannot lie: its supervisor's lock and its processes, never from a readable
+status.json alone (a full disk, a crash mid-write or a hand edit can leave that file empty or cut short).
+
+The supervisor holds ``supervisor.lock`` (flock) for its whole life, and the kernel drops it when the
+supervisor dies however it dies. Who holds it is read from ``/proc/locks``, never by trying to take it: a
+reader that took the lock for an instant could make a starting supervisor believe another one has the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+LOCK = "supervisor.lock"
+
+
+def lock_holder(run_dir: Path) -> int | None:
+    """The pid holding ``run_dir``'s supervisor lock (0 when the kernel shows another pid namespace's), or
+    None when nobody holds it (or this machine has no /proc/locks)."""
+    try:
+        st = os.stat(run_dir / LOCK)
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in text.splitlines():
+        # "3: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a waiter's line has "->" after the number
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and _same_file(parts[5], wanted, st.st_ino):
+            return int(parts[4]) if parts[4].isdigit() else 0
+    return None
+
+
+def _same_file(field: str, wanted: str, inode: int) -> bool:
+    if field == wanted:
+        return True
+    try:  # the device as the kernel prints it may pad differently ("00:2e" or "0:2e")
+        major, minor, ino = field.split(":")
+        ours_major, ours_minor, _ = wanted.split(":")
+        return int(ino) == inode and int(major, 16) == int(ours_major, 16) and int(minor, 16) == int(ours_minor, 16)
+    except ValueError:
+        return False
+
+
+def read_file(path: Path) -> tuple[dict[str, Any], str | None]:
+    """(the JSON object in ``path``, None), or ({}, why it cannot be read: "status.json is empty", ...)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}, f"{path.name} is missing"
+    except OSError as err:
+        return {}, f"{path.name} cannot be read ({err.strerror})"
+    if not raw.strip():
+        return {}, f"{path.name} is empty"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {}, f"{path.name} is not valid JSON (cut short?)"
+    if not isinstance(data, dict):
+        return {}, f"{path.name} holds no JSON object"
+    return data, None

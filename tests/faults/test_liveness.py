@@ -1,0 +1,120 @@
+"""A run lives while its supervisor holds its lock or its processes run, whatever its files say: an emptied
+or cut status.json or spec.json never makes a training run "lost", prunable or unstoppable. Real runs
+through the CLI, files damaged by the test as a full disk or a crash would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import psutil
+
+from tests.conftest import wait_until
+
+Gpumon = Callable[..., CompletedProcess[str]]
+
+SLEEPER = "import time\nfor _ in range(600):\n    time.sleep(0.1)\n"
+
+
+def rows(gpumon: Gpumon) -> dict[str, dict]:
+    done = gpumon("runs", "--json")
+    assert done.returncode == 0, done.stderr
+    return {r["id"]: r for r in json.loads(done.stdout)["runs"]}
+
+
+def start(gpumon: Gpumon, tmp_path: Path) -> tuple[str, Path]:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    done = gpumon("launch", "script", str(script))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "running", timeout=60, step=0.3)
+    return run_id, tmp_path / "home" / "runs" / run_id
+
+
+def supervisor_of(run_dir: Path) -> psutil.Process:
+    status = json.loads((run_dir / "status.json").read_text())
+    return psutil.Process(status["supervisor_pid"])
+
+
+def test_a_live_run_with_an_emptied_status_stays_running_unprunable_and_stoppable(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    run_id, run_dir = start(gpumon, tmp_path)
+    supervisor = supervisor_of(run_dir)
+    (run_dir / "status.json").write_text("")  # a full disk or a crash mid-write
+    row = rows(gpumon)[run_id]
+    assert row["status"] == "running", row
+    assert row["unreadable"] == ["status.json is empty"] and "unreadable: status.json is empty" in row["warnings"]
+    assert (run_dir / "status.json").read_text() == ""  # listing wrote nothing over it (no "lost")
+    assert gpumon("prune", "--keep", "0", "--yes").returncode == 0
+    assert run_dir.is_dir() and supervisor.is_running()
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0 and "stopping" in done.stdout, (done.stdout, done.stderr)
+    assert wait_until(lambda: not supervisor.is_running(), timeout=60, step=0.2)
+    assert rows(gpumon)[run_id]["status"] == "stopped"  # the supervisor wrote its end from what it knew
+
+
+def test_a_truncated_status_and_a_truncated_spec_are_said_and_the_run_still_stops(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    run_id, run_dir = start(gpumon, tmp_path)
+    supervisor = supervisor_of(run_dir)
+    for name in ("status.json", "spec.json"):
+        text = (run_dir / name).read_text()
+        (run_dir / name).write_text(text[: len(text) // 2])
+    row = rows(gpumon)[run_id]
+    assert row["status"] == "running", row
+    assert "spec.json is not valid JSON (cut short?)" in row["unreadable"]
+    assert "status.json is not valid JSON (cut short?)" in row["unreadable"]
+    assert row["program"].startswith("unreadable: spec.json")
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0, done.stderr
+    assert wait_until(lambda: not supervisor.is_running(), timeout=60, step=0.2)
+
+
+def test_an_ended_run_whose_status_is_emptied_keeps_what_the_index_knew(gpumon: Gpumon, tmp_path: Path) -> None:
+    script = tmp_path / "quick.py"
+    script.write_text("print('done')\n")
+    run_id = gpumon("launch", "script", str(script)).stdout.split()[-1]
+    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "finished", timeout=60, step=0.3)
+    run_dir = tmp_path / "home" / "runs" / run_id
+    assert wait_until(lambda: not (run_dir / "supervisor.lock").exists() or lock_free(run_dir), timeout=30)
+    (run_dir / "status.json").write_text("")
+    assert rows(gpumon)[run_id]["status"] == "finished"
+    assert (run_dir / "status.json").read_text() == ""
+
+
+def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_never_called_lost(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    run_id, run_dir = start(gpumon, tmp_path)
+    supervisor = supervisor_of(run_dir)
+    children = supervisor.children(recursive=True)
+    (run_dir / "status.json").write_text("{")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    assert wait_until(lambda: not supervisor.is_running(), timeout=30)
+    row = rows(gpumon)[run_id]
+    assert row["status"] == "unknown" and row["status"] != "lost", row  # no lock, no pids it can trust
+    assert (run_dir / "status.json").read_text() == "{"
+    assert gpumon("prune", "--keep", "0", "--yes").returncode == 0 and run_dir.is_dir()
+    for child in children:  # the run's own processes: the mark that finds them is the escape suite's
+        kill(child)
+
+
+def lock_free(run_dir: Path) -> bool:
+    from gpumon.core.runs.liveness import lock_holder
+
+    return lock_holder(run_dir) is None
+
+
+def kill(proc: psutil.Process) -> None:
+    try:
+        proc.kill()
+        proc.wait(10)
+    except psutil.Error:
+        pass
