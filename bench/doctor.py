@@ -42,7 +42,7 @@ def heap_series(args: list[str], run_dir: Path) -> tuple[list[int], list[float]]
     env.update(GPUMON_RUN_DIR=str(run_dir), PYTHONPATH=BOOTSTRAP, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-W", "ignore", *args]
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
-    steps = [e for e in EventReader(run_dir).poll() if e["type"] == "step"]
+    steps = [e for e in list(EventReader(run_dir).each()) if e["type"] == "step"]
     return [e["step"] for e in steps], [float(e["heap"]) for e in steps]
 
 

@@ -115,7 +115,7 @@ def gpumon(home: Path, *args: str, env: dict[str, str] | None = None, cwd: Path 
 def events(run_dir: Path) -> list[dict[str, Any]]:
     from gpumon.core.events import EventReader
 
-    return EventReader(run_dir).poll()
+    return list(EventReader(run_dir).each())
 
 
 def wait_end(home: Path, run_id: str, timeout: float = 900) -> dict[str, Any]:

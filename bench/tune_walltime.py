@@ -65,7 +65,7 @@ def main() -> int:
         tuner.fit()
         took = time.perf_counter() - started
         if with_callback:
-            results = sum(1 for e in EventReader(Path(run_dir)).poll() if e["type"] == "trial_result")
+            results = sum(1 for e in EventReader(Path(run_dir)).each() if e["type"] == "trial_result")
             assert results == args.trials * iterations, results
         return took
 

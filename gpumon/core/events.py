@@ -10,12 +10,13 @@ reader. See docs/events.md.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,11 +105,16 @@ class EventWriter:
 class _Tail:
     offset: int = 0
     partial: bytes = b""
+    stream: Any = None  # a compressed file being read in chunks: kept open between polls (no re-decompression)
+
+
+CHUNK = 4 * 1024 * 1024  # bytes read from one file per poll: a run of any length is folded in bounded memory
 
 
 @dataclass
 class EventReader:
-    """Tails every event file of a run; ``poll()`` returns only what is new.
+    """Tails every event file of a run; ``poll()`` returns only what is new, at most ``CHUNK`` bytes of each
+    file (``more`` says a file had more: poll again).
 
     Lines that do not parse, lack a known version, or are not objects are
     skipped and counted in ``skipped``; they never stop the reader.
@@ -116,6 +122,7 @@ class EventReader:
 
     run_dir: Path
     skipped: int = 0
+    more: bool = False  # the last poll stopped at CHUNK in some file
     _tails: dict[str, _Tail] = field(default_factory=dict)
 
     def files(self) -> list[Path]:
@@ -136,10 +143,18 @@ class EventReader:
 
     def poll(self) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
+        self.more = False
         for path in self.files():
             events.extend(self._read(path))
         events.sort(key=lambda e: e.get("t", 0.0))
         return events
+
+    def each(self) -> Iterator[dict[str, Any]]:
+        """Every event not read yet, chunk by chunk (memory bounded by ``CHUNK`` per file, not by the run)."""
+        while True:
+            yield from self.poll()
+            if not self.more:
+                return
 
     def _read(self, path: Path) -> list[dict[str, Any]]:
         if path.name.endswith(GZ):  # a closed file, compressed at the run's end: read once, from its offset
@@ -148,10 +163,19 @@ class EventReader:
             if tail.offset < 0:
                 return []
             try:
-                data = gzip.decompress(path.read_bytes())[tail.offset :]
+                if tail.stream is None:
+                    tail.stream = gzip.open(path, "rb")  # noqa: SIM115 - kept open across polls, closed at its end
+                    tail.stream.seek(tail.offset)
+                data = tail.stream.read(CHUNK)
             except (OSError, EOFError, gzip.BadGzipFile):
-                return []
-            tail.offset = -1  # done: nothing is appended to a compressed file
+                data = b""
+            if len(data) == CHUNK:
+                tail.offset += len(data)
+                self.more = True
+            else:
+                with contextlib.suppress(OSError):
+                    tail.stream.close()
+                tail.stream, tail.offset = None, -1  # done: nothing is appended to a compressed file
             return self._lines(tail, data)
         tail = self._tails.setdefault(path.name, _Tail())
         if tail.offset < 0:
@@ -159,12 +183,13 @@ class EventReader:
         try:
             with path.open("rb") as fh:
                 fh.seek(tail.offset)
-                data = fh.read()
+                data = fh.read(CHUNK)
         except OSError:
             return []
         if not data:
             return []
         tail.offset += len(data)
+        self.more = self.more or len(data) == CHUNK
         return self._lines(tail, data)
 
     def _lines(self, tail: _Tail, data: bytes) -> list[dict[str, Any]]:

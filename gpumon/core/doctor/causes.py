@@ -233,4 +233,4 @@ def name_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Cause]]:
 
 
 def read_census_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    return [e for e in EventReader(Path(run_dir)).poll() if e.get("type") == "census"]
+    return [e for e in EventReader(Path(run_dir)).each() if e.get("type") == "census"]

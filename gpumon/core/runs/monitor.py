@@ -21,7 +21,7 @@ from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
 from gpumon.core.runs.index import RunIndex
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,9 @@ class RunsMonitor:
             summary, record = old, old.record  # nothing new: the same objects, so the views skip it
         self._live[run_id] = (record, tele, watch)
         if ended:  # read for the last time: from now on the index has it
+            if not tele.final:  # no summary (copied from elsewhere, an older gpumon): the next reader pays nothing
+                with contextlib.suppress(OSError):
+                    save_summary(tele, final=True)
             del self._live[run_id]
             self._summaries[run_id] = replace(summary, loss_steps=(), loss_values=(), memory_series={}, series=False)
             with contextlib.suppress(sqlite3.Error, OSError):  # listing works without the index

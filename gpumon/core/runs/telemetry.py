@@ -149,10 +149,11 @@ class RunTelemetry:
             return changed
         if self._reader is None:
             self._reader = EventReader(self.run_dir)
-        new = self._reader.poll()
-        for event in new:
+        new = 0
+        for event in self._reader.each():  # chunk by chunk: a run never summarised costs bounded memory
             self.apply(event)
-        return changed + len(new)
+            new += 1
+        return changed + new
 
     def _load_summary(self) -> int:
         path = self.run_dir / SUMMARY
