@@ -19,7 +19,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.faults.unsummarised import write_unsummarised  # noqa: E402
+from tests.faults.unsummarised import write_unsummarised
 
 
 def measure(home: Path) -> tuple[float, float]:
