@@ -77,7 +77,7 @@ class EventWriter:
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self.failed: str | None = None
 
-    def write(self, kind: str, **fields: Any) -> None:
+    def write(self, kind: str, /, **fields: Any) -> None:  # positional: an `alert` event has a field `kind`
         if self._fd is None:
             return
         try:

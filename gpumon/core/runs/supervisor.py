@@ -29,6 +29,7 @@ from gpumon.core.runs.alerts import failure_line, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.output import PIPES_ENV, Drain
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -60,6 +61,7 @@ class Supervisor:
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
+        self.umask = os.umask(0o077)  # every file gpumon writes in the state dir: 0600
 
     def save(self, **fields: Any) -> bool:
         """Write status.json; on a full disk keep it here and say so (``flush`` writes it when space returns)."""
@@ -90,23 +92,31 @@ class Supervisor:
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
         base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time()}
-        with open(self.run_dir / "logs" / log_name, "ab") as out:
-            try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    cwd=self.command.get("cwd") or None,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    process_group=0,
-                    close_fds=True,
-                )
-            except OSError as err:
-                out.write(f"gpumon: could not start {argv[0]}: {err}\n".encode())
-                self.save(**base, state="failed", started=time.time(), ended=time.time(), error={"message": str(err)})
-                self.events.write("run_end", state="failed", exit_code=None, error={"message": str(err)})
-                return 1
+        self.drain = Drain(self.run_dir / "logs")  # a pipe: a full state dir never blocks or fails the run
+        if env.get("GPUMON_RANK_LOGS"):
+            self.drain.fifos(int(self.spec.get("nproc") or 1))
+            env[PIPES_ENV] = "1"
+        out = self.drain.pipe(log_name)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=self.command.get("cwd") or None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                close_fds=True,
+                umask=self.umask,  # the user's own, not the state dir's 077
+            )
+        except OSError as err:
+            self.drain.note(log_name, f"gpumon: could not start {argv[0]}: {err}\n")
+            self.drain.close(0.5)
+            self.save(**base, state="failed", started=time.time(), ended=time.time(), error={"message": str(err)})
+            self.events.write("run_end", state="failed", exit_code=None, error={"message": str(err)})
+            return 1
+        finally:
+            os.close(out)
         child = self.proc.pid
         try:
             child_start = psutil.Process(child).create_time()
@@ -117,6 +127,8 @@ class Supervisor:
         self.events.write("run_start", argv=argv, pid=child, cwd=self.command.get("cwd"))
         rc = self._wait()
         self._sweep()
+        if dropped := self.drain.close():
+            self.events.write("note", text=f"{dropped} bytes of the run's output were lost to a full state dir")
         if oom["start"] is not None:
             self.status["oom_kill"] = {**oom, "end": oom_kill_count()}
         return self._finish(rc)
@@ -306,10 +318,12 @@ class Supervisor:
         if not alive:
             return
         self._signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
-            time.sleep(0.1)
-        self._signal_all(signal.SIGKILL)
+        for sig, wait_s in ((signal.SIGKILL, 3.0), (None, 5.0)):  # then wait for the killed to be gone
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
+                time.sleep(0.1)
+            if sig is not None:
+                self._signal_all(sig)
 
     def _finish(self, rc: int) -> int:
         error = root_cause(self.run_dir) if rc != 0 else None
