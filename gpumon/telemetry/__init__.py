@@ -129,7 +129,10 @@ def reopen() -> None:
 
 
 def _close() -> None:
-    global _writer, _writer_pid
+    global _writer, _writer_pid, _limit
+    if _limit is not None:  # metrics the rate held back go to the file they were logged for
+        _limit.flush()
+        _limit = None
     if _writer is not None and _writer_pid == os.getpid():
         _writer.close()
     _writer = None
