@@ -74,10 +74,13 @@ class CappedLog:
         self.tail: deque[bytes] = deque()
         self.tail_bytes = 0
 
-    def _write(self, data: bytes | memoryview) -> int:
+    def open(self) -> int:
         if self.fd is None:
             self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        written = os.write(self.fd, data)
+        return self.fd
+
+    def _write(self, data: bytes | memoryview) -> int:
+        written = os.write(self.open(), data)
         self.size += written
         return written
 
@@ -160,6 +163,7 @@ class Drain:
         """A pipe drained into ``logs/<name>``; returns its write end for the child (close it after Popen)."""
         read, write = os.pipe2(os.O_CLOEXEC)
         _grow(write)
+        self._put(name, b"", touch=True)  # the log exists from the start, as readers expect
         self._read(read, name)
         return write
 
@@ -189,6 +193,7 @@ class Drain:
                     self._put(name, chunk[:at])
                     label = chunk[at + len(RANK_MARK) : end].decode(errors="replace").strip()
                     name = f"rank{int(label)}.log" if label.isdigit() else name
+                    self._put(name, b"", touch=True)
                     chunk = chunk[end + 1 :] if end >= 0 else b""
                 self._put(name, chunk)
         except OSError:
@@ -196,8 +201,8 @@ class Drain:
         finally:
             os.close(fd)
 
-    def _put(self, name: str, data: bytes) -> None:
-        if not data:
+    def _put(self, name: str, data: bytes, touch: bool = False) -> None:
+        if not data and not touch:
             return
         with self.cond:
             if self.queued + len(data) > QUEUE_BYTES:
@@ -223,7 +228,11 @@ class Drain:
             log = self.files.get(name)
             if log is None:
                 log = self.files[name] = CappedLog(self.logs / name, self.cap)
-            log.write(data)
+            if data:
+                log.write(data)
+            else:
+                with contextlib.suppress(OSError):
+                    log.open()
 
     def note(self, name: str, text: str) -> None:
         """A line of gpumon's own in a log (e.g. the command could not start)."""
