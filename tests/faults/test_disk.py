@@ -17,14 +17,15 @@ from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore
 
 PRINTER = """
-import sys, time
+import os, sys, time
 for i in range(1, 301):
     print(f"line {i} " + "y" * 3000)  # ~900 KB in all: more than the full state dir has
     if i % 50 == 0:
         print(f"err {i}", file=sys.stderr)
     time.sleep(0.01)
 open(sys.argv[1], "w").write("trained")  # on the test's own disk
-time.sleep(float(sys.argv[2]))  # the test frees space before the end
+while not os.path.exists(sys.argv[2]):  # the test frees space, then opens this gate
+    time.sleep(0.05)
 print("after space came back")
 """
 
@@ -93,12 +94,14 @@ def test_a_script_that_prints_into_a_full_state_dir_trains_on_and_finishes(
     stat = os.statvfs(tiny_tmpfs)
     filler = tiny_tmpfs / "filler"
     filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 200 * 1024))  # 200 KiB left for gpumon
-    record = launch(RunSpec(kind="script", program=str(script), args=(str(done), "30")), store, 0)
+    gate = tmp_path / "gate"
+    record = launch(RunSpec(kind="script", program=str(script), args=(str(done), str(gate))), store, 0)
     deadline = time.monotonic() + 90
     while not done.exists():  # print() never raised: the output is a pipe, the disk is the supervisor's
         assert time.monotonic() < deadline, f"the script did not get through its prints: {store.load(record.dir)}"
         time.sleep(0.2)
     filler.unlink()  # space comes back before the script's last line
+    gate.write_text("go")
     final = wait_end(store, record)
     assert final.state == "finished" and final.exit_code == 0
     log = (record.dir / "logs" / "rank0.log").read_text()
@@ -175,3 +178,41 @@ def test_a_telemetry_log_flood_is_written_at_the_step_rate(tmp_path: Path, monke
     assert 3 <= len(events) <= 3 * 200 + 20, len(events)  # 3 s at 200 a second, at most
     assert events[-1]["step"] == steps and events[-1]["metrics"]["loss"] == "nan"
     assert events[-2]["metrics"]["lr"] == 0.1
+
+
+CHATTY = """
+import sys, time
+for i in range(1, 201):
+    print(f"line {i} " + "c" * 10000)  # 2 MB in all: more than the pipe holds while nobody drains it
+    time.sleep(0.02)
+print("the end")
+"""
+
+
+def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    store = RunStore()
+    record = launch(RunSpec(kind="script", program=str(script)), store, 0)
+    log = record.dir / "logs" / "rank0.log"
+    deadline = time.monotonic() + 60
+    while log.stat().st_size < 100_000:
+        assert time.monotonic() < deadline, "the run never printed"
+        time.sleep(0.05)
+    os.kill(int(record.status["supervisor_pid"]), signal.SIGKILL)
+    time.sleep(1.0)  # the script prints on with nobody draining: no EPIPE, it waits in the pipe
+    loaded = store.load(record.dir)
+    assert loaded is not None and loaded.state == "unsupervised"
+    from gpumon.core.runs.monitor import RunsMonitor
+
+    RunsMonitor(store, adopt=True).refresh()  # what `gpumon runs` and the app do: adopt it
+    final = wait_end(store, record)
+    assert final.state == "exited", final.status  # adopted: the exit code is not ours to know
+    text = log.read_text()
+    assert "line 200 " in text and text.rstrip().endswith("the end")
+    assert "Error" not in text  # no BrokenPipeError in the run

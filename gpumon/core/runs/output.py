@@ -159,13 +159,28 @@ class Drain:
         self.holds: list[int] = []  # our own write ends of the FIFOs: no EOF between a rank's restarts
         self.writer.start()
 
-    def pipe(self, name: str) -> int:
-        """A pipe drained into ``logs/<name>``; returns its write end for the child (close it after Popen)."""
+    def pipe(self, name: str) -> tuple[int, int]:
+        """A pipe drained into ``logs/<name>``: (write end, a read end) for the child; close both after Popen.
+        The child holds the read end (same fd number: ``output_fd`` in status.json), so a SIGKILLed
+        supervisor never turns the run's next print into EPIPE: output waits in the pipe (then blocks)
+        until an adopter drains it again."""
         read, write = os.pipe2(os.O_CLOEXEC)
         _grow(write)
         self._put(name, b"", touch=True)  # the log exists from the start, as readers expect
         self._read(read, name)
-        return write
+        return write, os.dup(read)
+
+    def reattach(self, pid: object, fd: object, name: str) -> None:
+        """An adopter drains what the dead supervisor drained: the main pipe through the run's main process's
+        held read end, and each rank's FIFO by its path (the ranks hold them open read-write)."""
+        with contextlib.suppress(OSError, TypeError):
+            if isinstance(pid, int) and isinstance(fd, int):
+                self._read(os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC), name)
+        for path in sorted(self.logs.glob("rank*.pipe")):
+            with contextlib.suppress(OSError):
+                read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                os.set_blocking(read, True)
+                self._read(read, f"{path.stem}.log")
 
     def fifos(self, count: int) -> None:
         """``logs/rank<L>.pipe`` for local ranks 0..count-1: each torchrun rank writes its output there."""
@@ -268,10 +283,9 @@ def open_rank_pipe(run_dir: str, local_rank: int, rank: int) -> int | None:
     """A torchrun rank's end of its FIFO (the supervisor reads it), after saying which rank it is; None when
     the supervisor made none (an older supervisor): the rank then writes its log itself."""
     path = os.path.join(run_dir, "logs", f"rank{local_rank}.pipe")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # ENXIO: nobody reads it
+    try:  # read-write: never EPIPE if the supervisor dies (an adopter opens the FIFO by its path again)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except OSError:
         return None
-    os.set_blocking(fd, True)
     os.write(fd, RANK_MARK + str(rank).encode() + b"\n")
     return fd

@@ -96,7 +96,7 @@ class Supervisor:
         if env.get("GPUMON_RANK_LOGS"):
             self.drain.fifos(int(self.spec.get("nproc") or 1))
             env[PIPES_ENV] = "1"
-        out = self.drain.pipe(log_name)
+        out, held = self.drain.pipe(log_name)
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -107,6 +107,7 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 process_group=0,
                 close_fds=True,
+                pass_fds=(held,),
                 umask=self.umask,  # the user's own, not the state dir's 077
             )
         except OSError as err:
@@ -117,12 +118,14 @@ class Supervisor:
             return 1
         finally:
             os.close(out)
+            os.close(held)
         child = self.proc.pid
         try:
             child_start = psutil.Process(child).create_time()
         except psutil.Error:
             child_start = None
         oom = {"start": oom_kill_count()}  # the run shares our cgroup: a rise by its end shows an OOM kill in it
+        base["output_fd"] = held  # its number in the child too: an adopter drains the pipe through it
         self.save(**base, state="running", pid=child, pgid=child, pid_create_time=child_start, started=time.time())
         self.events.write("run_start", argv=argv, pid=child, cwd=self.command.get("cwd"))
         rc = self._wait()
@@ -168,6 +171,11 @@ class Supervisor:
             if started is not None and process_alive(pid, started):
                 self.known[pid] = started
         self.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
+        self.drain = Drain(self.run_dir / "logs")
+        torchrun = self.command.get("env", {}).get("GPUMON_TORCHRUN")
+        self.drain.reattach(
+            self.status.get("pid"), self.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log"
+        )
         me = psutil.Process()
         self.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
         self.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
@@ -177,6 +185,7 @@ class Supervisor:
                 self._signal_all(signal.SIGKILL)
                 self.outcome, self.stop_at = "killed", None
             time.sleep(0.5)
+        self.drain.close()
         self.fold.update()
         state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
         fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
