@@ -27,7 +27,8 @@ from gpumon.core.config import ConfigError, config_section
 
 DEFAULT_CAP = 64 * 1024 * 1024  # per rank log: ~30 min of a flood at 40 kB/s, hours of normal output
 MIN_CAP = 64 * 1024
-QUEUE_BYTES = 8 * 1024 * 1024  # read but not yet written: past this (a stalled disk), output is dropped
+QUEUE_BYTES = 8 * 1024 * 1024  # read but not yet written: past this the reader waits for the writer
+STALL_S = 2.0  # ... unless the writer has taken nothing for this long (a hung disk): then output is dropped
 PIPE_BYTES = 1024 * 1024  # the pipe's own buffer (Linux F_SETPIPE_SZ): fewer wake-ups of the drain
 CHUNK = 256 * 1024
 RANK_MARK = b"\0gpumon-rank "  # a torchrun rank's first bytes on its FIFO: which rank<N>.log it writes
@@ -156,6 +157,7 @@ class Drain:
         self.readers: list[threading.Thread] = []
         self.writer = threading.Thread(target=self._write_loop, name="log-writer", daemon=True)
         self.closing = False
+        self.progress = time.monotonic()  # when the writer last took a chunk
         self.holds: list[int] = []  # our own write ends of the FIFOs: no EOF between a rank's restarts
         self.writer.start()
 
@@ -220,6 +222,10 @@ class Drain:
         if not data and not touch:
             return
         with self.cond:
+            # A full queue waits for the writer (back-pressure, as a file write would) while it makes
+            # progress; a writer stuck in one write for STALL_S (a hung disk) has the output dropped.
+            while self.queued + len(data) > QUEUE_BYTES and time.monotonic() - self.progress < STALL_S:
+                self.cond.wait(0.1)
             if self.queued + len(data) > QUEUE_BYTES:
                 self.overflow += len(data)
                 log = self.files.get(name)
@@ -229,7 +235,7 @@ class Drain:
                 return
             self.queue.append((name, data))
             self.queued += len(data)
-            self.cond.notify()
+            self.cond.notify_all()
 
     def _write_loop(self) -> None:
         while True:
@@ -240,6 +246,8 @@ class Drain:
                     return
                 name, data = self.queue.popleft()
                 self.queued -= len(data)
+                self.progress = time.monotonic()
+                self.cond.notify_all()
             log = self.files.get(name)
             if log is None:
                 log = self.files[name] = CappedLog(self.logs / name, self.cap)
@@ -264,7 +272,7 @@ class Drain:
             thread.join(max(0.0, deadline - time.monotonic()))
         with self.cond:
             self.closing = True
-            self.cond.notify()
+            self.cond.notify_all()
         self.writer.join(max(1.0, deadline - time.monotonic()))
         for log in list(self.files.values()):
             log.close()
