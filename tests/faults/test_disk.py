@@ -216,3 +216,27 @@ def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
     text = log.read_text()
     assert "line 200 " in text and text.rstrip().endswith("the end")
     assert "Error" not in text  # no BrokenPipeError in the run
+
+
+RESTARTED = """
+import os, sys
+attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+print(f"rank {os.environ['RANK']} attempt {attempt}", flush=True)
+if attempt == "0" and os.environ["RANK"] == "1":
+    sys.exit(3)  # torchrun restarts every worker once
+"""
+
+
+def test_restarted_torchrun_ranks_write_on_into_their_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    script = tmp_path / "restarted.py"
+    script.write_text(RESTARTED)
+    store = RunStore()
+    spec = RunSpec(kind="script", program=str(script), nproc=2, max_restarts=1)
+    record = launch(spec, store, 0, wait_s=30)
+    final = wait_end(store, record)
+    assert final.state == "finished", final.status
+    for rank in (0, 1):
+        text = (record.dir / "logs" / f"rank{rank}.log").read_text()
+        assert f"rank {rank} attempt 0" in text and f"rank {rank} attempt 1" in text, text
