@@ -94,6 +94,7 @@ def test_telemetry_is_a_no_op_outside_a_run(tmp_path: Path, monkeypatch) -> None
 def test_telemetry_log_reaches_the_run_view(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GPUMON_RUN_DIR", str(tmp_path))
     monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("GPUMON_STEP_RATE", "0")  # every call written (at the default rate these 3 merge)
     telemetry.configure(None)
     try:
         for step, loss in enumerate([2.0, 1.5, 1.0], start=1):

@@ -121,7 +121,16 @@ def test_follow_redraws_a_bar_in_place_on_a_terminal_and_writes_frames_into_a_pi
     assert "".join(pipe.poll()) == " 3/3 [abc]\nnext line\n"
 
 
-def test_follow_on_a_200_mb_flood_stays_under_50_mb(gpumon, tmp_path: Path) -> None:
+@pytest.fixture
+def uncapped_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log cap above the flood (the default 64 MiB would cut it): the follower must carry all 200 MB."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text('[runs]\nlog_cap = "512 MiB"\n')
+    monkeypatch.setenv("GPUMON_CONFIG_DIR", str(config))
+
+
+def test_follow_on_a_200_mb_flood_stays_under_50_mb(uncapped_logs: None, gpumon, tmp_path: Path) -> None:
     script = tmp_path / "flood.py"
     gate = tmp_path / "gate"
     script.write_text(

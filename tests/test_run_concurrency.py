@@ -32,6 +32,7 @@ def test_two_feeds_and_the_cli_lose_no_event_and_keep_the_index_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GPUMON_STEP_RATE", "0")  # every logged step is an event: the test counts them all
     script = tmp_path / "logger.py"
     script.write_text(LOGGER)
     store = RunStore()

@@ -46,8 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if dashes and args.command != "launch":
         parser.error("'--' only goes with launch, before the program's own arguments")
+    from gpumon.core.runs.store import StateDirError, state_dir
+
     try:
+        state_dir()  # an unusable GPUMON_HOME: one line on every command, before anything starts
         return _command(args, rest)()
+    except StateDirError as err:
+        print(f"gpumon: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpumon snapshot | head`

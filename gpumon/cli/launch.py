@@ -32,6 +32,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     launch.intermixed = True  # an optional program after KIND: argparse alone takes it empty at an option
     launch.add_argument("--module", "-m", metavar="NAME", help="run a Python module instead of a script")
     launch.add_argument("--nproc", type=whole(1), help="processes per node (ddp: GPUs, or 2 on a CPU)")
+    launch.add_argument("--force", action="store_true", help="start --nproc beyond 4 x max(CPUs, GPUs) anyway")
     launch.add_argument("--gpus", metavar="IDS", help="GPU indexes for CUDA_VISIBLE_DEVICES, e.g. 0,1")
     launch.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra environment")
     launch.add_argument("--name", help="a label shown beside the id")
@@ -78,7 +79,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.runs.launcher import build_command, launch, other_node_commands
-    from gpumon.core.runs.spec import SpecError, default_nproc, parse_gpus
+    from gpumon.core.runs.spec import SpecError, default_nproc, nproc_limit, parse_gpus
     from gpumon.core.runs.store import RunStore
 
     if args.module and args.program:
@@ -88,6 +89,12 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     if args.ssh is not None or args.rdzv_host is not None:
         return fail("--ssh and --rdzv-host go with --hosts a,b")
     visible = visible_gpu_count()
+    limit = nproc_limit(visible)
+    if args.nproc and args.nproc > limit and not args.force:
+        return fail(
+            f"--nproc {args.nproc} is more than 4 x max(CPUs, GPUs) = {limit} on this machine: "
+            "give fewer, or add --force"
+        )
     try:
         gpus = parse_gpus(args.gpus, visible)
         spec = build_spec(args, rest, gpus, args.nproc or default_nproc(args.kind, gpus, visible))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from gpumon.cli.common import fail, follow, print_table, whole
@@ -94,6 +95,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     note = disk_note(RunStore().root, {s.id: s.step for s in summaries if s.record.live})
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
+    from gpumon.core.runs.index import NOTICES
+
+    for line in NOTICES:
+        print(f"gpumon: {line}", file=sys.stderr)
     if args.json:
         docs = [run_doc(s) for s in recent(summaries, args.recent)]
         print(json.dumps({"schema": RUNS_SCHEMA, "runs": docs, "groups": groups}, indent=2))
@@ -205,16 +210,40 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if final.live and not supervised:  # nobody else sends the SIGKILL that follows the grace period
         print(stop(final, kill=True), flush=True)
         final = wait(final, RunStore(), timeout=5)
-    left = final.live_processes()
-    if final.live or left:
+    final, left = settle(final)
+    if final.live:
         pids = ", ".join(map(str, left)) or "none found"
-        print(f"{final.id} is still {final.state}: live processes {pids}", file=sys.stderr)
+        print(f"{final.id} is still {final.state} after the grace period: live processes {pids}", file=sys.stderr)
+        return 1
+    if left:
+        pids = ", ".join(map(str, left))
+        print(f"{final.id} is {final.state}, but {len(left)} of its processes outlived it: {pids}", file=sys.stderr)
         return 1
     if not supervised:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
     return 0
+
+
+SETTLE_S = 15.0  # how long stop waits for a supervisor's clean-up (its sweep SIGKILLs stragglers within ~3 s)
+
+
+def settle(record: Any) -> tuple[Any, list[int]]:
+    """An ended run whose supervisor is still cleaning up (its last processes being reaped): wait for it,
+    bounded, so stop never calls a run that is ending 'still stopped'."""
+    from gpumon.core.runs.store import RunStore
+
+    left = record.live_processes()
+    if record.live or not left:
+        return record, left
+    print(f"{record.id} is {record.state}: waiting for its last {len(left)} process(es) to exit", flush=True)
+    deadline = time.monotonic() + SETTLE_S
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        record = RunStore().load(record.dir) or record
+        left = record.live_processes()
+    return record, left
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

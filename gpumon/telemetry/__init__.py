@@ -18,6 +18,7 @@ from typing import Any
 
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
+from gpumon.telemetry.rate import MetricsLimit
 
 RUN_DIR_ENV = "GPUMON_RUN_DIR"
 RUN_ID_ENV = "GPUMON_RUN_ID"
@@ -26,6 +27,7 @@ _writer: EventWriter | None = None
 _writer_pid: int | None = None
 _configured: tuple[str, str] | None = None
 _loss_logged: int | None = None  # the pid whose script reported its own loss
+_limit: MetricsLimit | None = None
 
 
 def rank() -> int:
@@ -84,6 +86,15 @@ def log(step: int | None = None, **metrics: float) -> None:
     global _loss_logged
     if "loss" in metrics:
         _loss_logged = os.getpid()
+    global _limit
+    if writer() is None:
+        return
+    if _limit is None:
+        _limit = MetricsLimit(_write_metrics)
+    _limit.add(step, metrics)  # at most at the step rate: a flood of log() calls costs no disk
+
+
+def _write_metrics(step: int | None, metrics: dict[str, Any]) -> None:
     w = writer()
     if w is not None:
         w.write("metrics", step=step, metrics=metrics)
@@ -118,7 +129,10 @@ def reopen() -> None:
 
 
 def _close() -> None:
-    global _writer, _writer_pid
+    global _writer, _writer_pid, _limit
+    if _limit is not None:  # metrics the rate held back go to the file they were logged for
+        _limit.flush()
+        _limit = None
     if _writer is not None and _writer_pid == os.getpid():
         _writer.close()
     _writer = None

@@ -57,9 +57,15 @@ def install() -> bool:
 
 
 def _redirect_output(run_dir: str, rank: int) -> None:
-    logs = os.path.join(run_dir, "logs")
-    os.makedirs(logs, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    from gpumon.core.runs.output import PIPES_ENV, open_rank_pipe
+
+    fd = None
+    if os.environ.get(PIPES_ENV):  # the supervisor drains it: a full state dir never fails a print()
+        fd = open_rank_pipe(run_dir, int(os.environ.get("LOCAL_RANK", rank)), rank)
+    if fd is None:
+        logs = os.path.join(run_dir, "logs")
+        os.makedirs(logs, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

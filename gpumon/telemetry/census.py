@@ -45,7 +45,8 @@ def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> i
     """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
     folder = control_dir(run_dir)
     tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
-    tmp.write_text(f"{max(1, int(gap))}\n")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:  # state dir: 0600
+        fh.write(f"{max(1, int(gap))}\n")
     os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request
     return (folder / CENSUS_FLAG).stat().st_mtime_ns
 

@@ -12,7 +12,9 @@ costs one read of every run, nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 INDEX = "index.sqlite3"
 SCHEMA = 1
 BUSY_MS = 5000
+NOTICES: list[str] = []  # indexes found unreadable and rebuilt in this process: the CLI says each once
 
 
 class RunIndex:
@@ -30,30 +33,63 @@ class RunIndex:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+            try:
+                self._db = self._open()
+            except sqlite3.DatabaseError as err:  # not a database, unreadable: a cache, so rebuilt
+                self._rebuild(err)
+                self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        # Created 0600 before SQLite opens it: its -wal and -shm take the database file's mode.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        if self.path.stat().st_mode & 0o077:
+            self.path.chmod(0o600)
+        db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+        try:
             db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, created REAL, schema INTEGER, row TEXT NOT NULL)"
             )
-            self.path.chmod(0o600)
-            self._db = db
-        return self._db
+            db.execute("SELECT count(*) FROM runs").fetchone()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _rebuild(self, err: sqlite3.Error) -> None:
+        """Set the unreadable index aside (``index.sqlite3.unreadable``) and start an empty one: readers fill
+        it from the run directories as they would for runs older than the index. Said once, in one line."""
+        self.close()
+        with contextlib.suppress(OSError):
+            os.replace(self.path, self.path.with_name(INDEX + ".unreadable"))
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                self.path.with_name(INDEX + suffix).unlink()
+        NOTICES.append(f"the run index {self.path} was unreadable ({err}): rebuilt from the run directories")
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """Every indexed run: id -> its row (rows of another schema are left out: they get rebuilt)."""
-        try:
-            cursor = self._connect().execute("SELECT id, row FROM runs WHERE schema = ?", (SCHEMA,))
-            out = {}
-            for run_id, text in cursor:
-                try:
-                    out[run_id] = json.loads(text)
-                except ValueError:
+        for attempt in (0, 1):
+            try:
+                cursor = self._connect().execute("SELECT id, row FROM runs WHERE schema = ?", (SCHEMA,))
+                out = {}
+                for run_id, text in cursor:
+                    try:
+                        out[run_id] = json.loads(text)
+                    except ValueError:
+                        continue
+                return out
+            except sqlite3.DatabaseError as err:  # e.g. "database disk image is malformed" past the header
+                if attempt == 0 and not isinstance(err, sqlite3.OperationalError):
+                    self._rebuild(err)
                     continue
-            return out
-        except sqlite3.Error:
-            return {}  # an unreadable index: every run is read from its files instead
+            except sqlite3.Error:
+                pass
+            break
+        return {}  # an unreadable index: every run is read from its files instead
 
     def put(self, rows: Iterable[tuple[str, float, dict[str, Any]]]) -> None:
         """Add or replace rows (id, created, row) in one transaction: all of them or none."""

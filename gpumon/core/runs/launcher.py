@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import BinaryIO
 
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
@@ -116,6 +117,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def open_private(path: Path) -> BinaryIO:
+    """A file of the state dir to append to, 0600 whatever the umask."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600), "ab")
+
+
 def launch(
     spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
 ) -> RunRecord:
@@ -139,7 +145,7 @@ def launch(
         },
     )
     write_json(run_dir / "status.json", {"state": "starting", "created": time.time()})
-    with open(run_dir / "supervisor.log", "ab") as err:
+    with open_private(run_dir / "supervisor.log") as err:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
             stdin=subprocess.DEVNULL,
@@ -196,7 +202,7 @@ def stop(record: RunRecord, kill: bool = False) -> str:
 
 def adopt(record: RunRecord) -> None:
     """Start a new supervisor for an unsupervised run: it records the end and obeys stop (no-op if one lives)."""
-    with open(record.dir / "supervisor.log", "ab") as err:
+    with open_private(record.dir / "supervisor.log") as err:
         child = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.runs.supervisor", "--adopt", str(record.dir)],
             stdin=subprocess.DEVNULL,

@@ -45,10 +45,22 @@ def state_dir() -> Path:
     else:
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         root = Path(base) / "gpumon"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if root.stat().st_mode & 0o077:
-        root.chmod(0o700)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if root.stat().st_mode & 0o077:
+            root.chmod(0o700)
+        probe = root / f".probe-{os.getpid()}"
+        probe.touch(mode=0o600)
+        probe.unlink()
+    except OSError as err:
+        why = err.strerror or str(err)
+        fix = "set GPUMON_HOME to a writable directory"
+        raise StateDirError(f"gpumon cannot use its state dir {root}: {why}; {fix}") from err
     return root
+
+
+class StateDirError(OSError):
+    """The state dir cannot be created or written (under /proc, a file, a read-only parent): one line."""
 
 
 FULL_BYTES = 1 << 20  # less free space than this on the state dir's filesystem: telemetry cannot keep up
@@ -286,6 +298,8 @@ class RunStore:
             if record is None:
                 raise RunNotFound("no runs yet: start one with 'gpumon launch ddp'")
             return record
+        if not text.strip():
+            raise RunNotFound("an empty run id matches every run: give an id (see 'gpumon runs') or 'last'")
         try:
             names = [p.name for p in self.runs_dir.iterdir()]
         except OSError:

@@ -31,6 +31,7 @@ from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.output import PIPES_ENV, Drain
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
@@ -66,6 +67,7 @@ class Supervisor:
         self.summary_error: str | None = None
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
+        self.umask = os.umask(0o077)  # every file gpumon writes in the state dir: 0600
 
     def save(self, **fields: Any) -> bool:
         """Write status.json; on a full disk keep it here and say so (``flush`` writes it when space returns)."""
@@ -96,33 +98,46 @@ class Supervisor:
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
         base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time()}
-        with open(self.run_dir / "logs" / log_name, "ab") as out:
-            try:
-                self.proc = subprocess.Popen(
-                    argv,
-                    cwd=self.command.get("cwd") or None,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    process_group=0,
-                    close_fds=True,
-                )
-            except OSError as err:
-                out.write(f"gpumon: could not start {argv[0]}: {err}\n".encode())
-                self.save(**base, state="failed", started=time.time(), ended=time.time(), error={"message": str(err)})
-                self.events.write("run_end", state="failed", exit_code=None, error={"message": str(err)})
-                return 1
+        self.drain = Drain(self.run_dir / "logs")  # a pipe: a full state dir never blocks or fails the run
+        if env.get("GPUMON_RANK_LOGS"):
+            self.drain.fifos(int(self.spec.get("nproc") or 1))
+            env[PIPES_ENV] = "1"
+        out, held = self.drain.pipe(log_name)
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=self.command.get("cwd") or None,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                close_fds=True,
+                pass_fds=(held,),
+                umask=self.umask,  # the user's own, not the state dir's 077
+            )
+        except OSError as err:
+            self.drain.note(log_name, f"gpumon: could not start {argv[0]}: {err}\n")
+            self.drain.close(0.5)
+            self.save(**base, state="failed", started=time.time(), ended=time.time(), error={"message": str(err)})
+            self.events.write("run_end", state="failed", exit_code=None, error={"message": str(err)})
+            return 1
+        finally:
+            os.close(out)
+            os.close(held)
         child = self.proc.pid
         try:
             child_start = psutil.Process(child).create_time()
         except psutil.Error:
             child_start = None
         oom = {"start": oom_kill_count()}  # the run shares our cgroup: a rise by its end shows an OOM kill in it
+        base["output_fd"] = held  # its number in the child too: an adopter drains the pipe through it
         self.save(**base, state="running", pid=child, pgid=child, pid_create_time=child_start, started=time.time())
         self.events.write("run_start", argv=argv, pid=child, cwd=self.command.get("cwd"))
         rc = self._wait()
         self._sweep()
+        if dropped := self.drain.close():
+            self.events.write("note", text=f"{dropped} bytes of the run's output were lost to a full state dir")
         if oom["start"] is not None:
             self.status["oom_kill"] = {**oom, "end": oom_kill_count()}
         return self._finish(rc)
@@ -162,6 +177,11 @@ class Supervisor:
             if started is not None and process_alive(pid, started):
                 self.known[pid] = started
         self.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
+        self.drain = Drain(self.run_dir / "logs")
+        torchrun = self.command.get("env", {}).get("GPUMON_TORCHRUN")
+        self.drain.reattach(
+            self.status.get("pid"), self.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log"
+        )
         me = psutil.Process()
         self.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
         self.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
@@ -171,6 +191,7 @@ class Supervisor:
                 self._signal_all(signal.SIGKILL)
                 self.outcome, self.stop_at = "killed", None
             time.sleep(0.5)
+        self.drain.close()
         self.fold.update()
         state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
         fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
@@ -321,10 +342,12 @@ class Supervisor:
         if not alive:
             return
         self._signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
-            time.sleep(0.1)
-        self._signal_all(signal.SIGKILL)
+        for sig, wait_s in ((signal.SIGKILL, 3.0), (None, 5.0)):  # then wait for the killed to be gone
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
+                time.sleep(0.1)
+            if sig is not None:
+                self._signal_all(sig)
 
     def _finish(self, rc: int) -> int:
         error = root_cause(self.run_dir) if rc != 0 else None

@@ -1,0 +1,299 @@
+"""The run's output, drained by the supervisor: a full or slow state dir never touches the training.
+
+The command's stdout/stderr (and, under torchrun, each rank's, through a FIFO
+per local rank in ``logs/``) is a pipe that threads here empty into the log
+files. A reader thread only reads the pipe and queues what it read (bounded,
+``QUEUE_BYTES``); a writer thread writes the queue to the log. A write that
+fails (ENOSPC, EDQUOT) drops that output and counts it; the next write that
+succeeds first says how much was dropped. A log keeps at most ``cap`` bytes:
+its head as written, then a line saying output is cut, and when the run ends
+the last ``tail`` bytes after a line saying how much was cut. The file is only
+ever appended to, so readers following it from an offset keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from gpumon.core.config import ConfigError, config_section
+
+DEFAULT_CAP = 64 * 1024 * 1024  # per rank log: ~30 min of a flood at 40 kB/s, hours of normal output
+MIN_CAP = 64 * 1024
+QUEUE_BYTES = 8 * 1024 * 1024  # read but not yet written: past this the reader waits for the writer
+STALL_S = 2.0  # ... unless the writer has taken nothing for this long (a hung disk): then output is dropped
+PIPE_BYTES = 1024 * 1024  # the pipe's own buffer (Linux F_SETPIPE_SZ): fewer wake-ups of the drain
+CHUNK = 256 * 1024
+RANK_MARK = b"\0gpumon-rank "  # a torchrun rank's first bytes on its FIFO: which rank<N>.log it writes
+PIPES_ENV = "GPUMON_RANK_PIPES"
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
+_UNITS |= {"g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_size(text: object) -> int:
+    """``"64 MiB"``, ``"512k"``, ``1048576`` -> bytes; ConfigError on anything else."""
+    if isinstance(text, int):
+        return text
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not found or found.group(2).lower() not in _UNITS:
+        raise ConfigError(f'[runs] log_cap = "{text}" is not a size: write e.g. "64 MiB"')
+    return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
+
+
+def log_cap() -> int:
+    """``[runs] log_cap`` of config.toml (bytes per rank log), else 64 MiB; never below 64 KiB."""
+    value = config_section("runs").get("log_cap", DEFAULT_CAP)
+    return max(MIN_CAP, parse_size(value))
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+class CappedLog:
+    """One log file: appended to, dropping (and counting) while the disk refuses, cut past its cap."""
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self.path = path
+        self.cap = cap
+        self.tail_keep = cap // 8  # the tail kept (in memory) once the head reached the cap
+        self.fd: int | None = None
+        self.size = path.stat().st_size if path.exists() else 0
+        self.dropped = 0  # bytes lost to a full disk, not yet reported in the log
+        self.dropped_total = 0
+        self.cut = 0  # bytes past the cap, not kept
+        self.tail: deque[bytes] = deque()
+        self.tail_bytes = 0
+
+    def open(self) -> int:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return self.fd
+
+    def _write(self, data: bytes | memoryview) -> int:
+        written = os.write(self.open(), data)
+        self.size += written
+        return written
+
+    def _try(self, data: bytes) -> bool:
+        """Write all of ``data`` or count what did not fit; False when the disk refused."""
+        if self.dropped:
+            note = f"\n[gpumon: {_size(self.dropped)} of output dropped here: the state dir was full]\n"
+            try:
+                self._write(note.encode())
+            except OSError:
+                self.dropped += len(data)
+                self.dropped_total += len(data)
+                return False
+            self.dropped = 0
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self._write(view) :]
+            except OSError as err:
+                if err.errno == errno.EINTR:
+                    continue
+                self.dropped += len(view)
+                self.dropped_total += len(view)
+                return False
+        return True
+
+    def write(self, data: bytes) -> None:
+        if self.cut == 0:
+            room = max(0, self.cap - self.tail_keep - self.size)
+            head, data = data[:room], data[room:]
+            if head:
+                self._try(head)
+            if not data:
+                return
+            cap, keep = _size(self.cap), _size(self.tail_keep)
+            self._try(
+                f"\n[gpumon: this log reached its cap ({cap}, [runs] log_cap): output is cut "
+                f"from here; its last {keep} follow when the run ends]\n".encode()
+            )
+        self.cut += len(data)
+        self.tail.append(data)
+        self.tail_bytes += len(data)
+        while self.tail_bytes - len(self.tail[0]) >= self.tail_keep:
+            self.tail_bytes -= len(self.tail.popleft())
+
+    def close(self) -> None:
+        if self.cut:
+            tail = b"".join(self.tail)[-self.tail_keep :]
+            self._try(
+                f"\n[gpumon: {_size(self.cut - len(tail))} of output cut here (log cap {_size(self.cap)}); "
+                f"the last {_size(len(tail))} follow]\n".encode()
+                + tail
+            )
+        elif self.dropped:
+            self._try(b"")
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+class Drain:
+    """Empties pipes into logs on two threads: one reads (never blocked by the disk), one writes."""
+
+    def __init__(self, logs: Path, cap: int | None = None) -> None:
+        self.logs = logs
+        self.cap = cap if cap is not None else log_cap()
+        self.files: dict[str, CappedLog] = {}
+        self.queue: deque[tuple[str, bytes]] = deque()
+        self.queued = 0
+        self.overflow = 0  # read while the queue was full (a stalled disk): dropped
+        self.cond = threading.Condition()
+        self.readers: list[threading.Thread] = []
+        self.writer = threading.Thread(target=self._write_loop, name="log-writer", daemon=True)
+        self.closing = False
+        self.progress = time.monotonic()  # when the writer last took a chunk
+        self.holds: list[int] = []  # our own write ends of the FIFOs: no EOF between a rank's restarts
+        self.writer.start()
+
+    def pipe(self, name: str) -> tuple[int, int]:
+        """A pipe drained into ``logs/<name>``: (write end, a read end) for the child; close both after Popen.
+        The child holds the read end (same fd number: ``output_fd`` in status.json), so a SIGKILLed
+        supervisor never turns the run's next print into EPIPE: output waits in the pipe (then blocks)
+        until an adopter drains it again."""
+        read, write = os.pipe2(os.O_CLOEXEC)
+        _grow(write)
+        self._put(name, b"", touch=True)  # the log exists from the start, as readers expect
+        self._read(read, name)
+        return write, os.dup(read)
+
+    def reattach(self, pid: object, fd: object, name: str) -> None:
+        """An adopter drains what the dead supervisor drained: the main pipe through the run's main process's
+        held read end, and each rank's FIFO by its path (the ranks hold them open read-write)."""
+        with contextlib.suppress(OSError, TypeError):
+            if isinstance(pid, int) and isinstance(fd, int):
+                self._read(os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC), name)
+        for path in sorted(self.logs.glob("rank*.pipe")):
+            with contextlib.suppress(OSError):
+                read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                os.set_blocking(read, True)
+                self._read(read, f"{path.stem}.log")
+
+    def fifos(self, count: int) -> None:
+        """``logs/rank<L>.pipe`` for local ranks 0..count-1: each torchrun rank writes its output there."""
+        for local in range(count):
+            path = self.logs / f"rank{local}.pipe"
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            os.mkfifo(path, 0o600)
+            read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            self.holds.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+            os.set_blocking(read, True)
+            _grow(read)
+            self._read(read, f"rank{local}.log")
+
+    def _read(self, fd: int, name: str) -> None:
+        thread = threading.Thread(target=self._read_loop, args=(fd, name), name=f"log-{name}", daemon=True)
+        thread.start()
+        self.readers.append(thread)
+
+    def _read_loop(self, fd: int, name: str) -> None:
+        try:
+            while chunk := os.read(fd, CHUNK):
+                while (at := chunk.find(RANK_MARK)) >= 0:  # a (re)started rank says which log is its own
+                    end = chunk.find(b"\n", at)
+                    self._put(name, chunk[:at])
+                    label = chunk[at + len(RANK_MARK) : end].decode(errors="replace").strip()
+                    name = f"rank{int(label)}.log" if label.isdigit() else name
+                    self._put(name, b"", touch=True)
+                    chunk = chunk[end + 1 :] if end >= 0 else b""
+                self._put(name, chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def _put(self, name: str, data: bytes, touch: bool = False) -> None:
+        if not data and not touch:
+            return
+        with self.cond:
+            # A full queue waits for the writer (back-pressure, as a file write would) while it makes
+            # progress; a writer stuck in one write for STALL_S (a hung disk) has the output dropped.
+            while self.queued + len(data) > QUEUE_BYTES and time.monotonic() - self.progress < STALL_S:
+                self.cond.wait(0.1)
+            if self.queued + len(data) > QUEUE_BYTES:
+                self.overflow += len(data)
+                log = self.files.get(name)
+                if log is not None:
+                    log.dropped += len(data)
+                    log.dropped_total += len(data)
+                return
+            self.queue.append((name, data))
+            self.queued += len(data)
+            self.cond.notify_all()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.closing:
+                    self.cond.wait()
+                if not self.queue:
+                    return
+                name, data = self.queue.popleft()
+                self.queued -= len(data)
+                self.progress = time.monotonic()
+                self.cond.notify_all()
+            log = self.files.get(name)
+            if log is None:
+                log = self.files[name] = CappedLog(self.logs / name, self.cap)
+            if data:
+                log.write(data)
+            else:
+                with contextlib.suppress(OSError):
+                    log.open()
+
+    def note(self, name: str, text: str) -> None:
+        """A line of gpumon's own in a log (e.g. the command could not start)."""
+        self._put(name, text.encode())
+
+    def close(self, patience_s: float = 3.0) -> int:
+        """After the run: read what is left (bounded: a leftover helper may hold a pipe), finish every log.
+        Returns the bytes dropped in all (a full disk or a stalled one)."""
+        for fd in self.holds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        deadline = time.monotonic() + patience_s
+        for thread in self.readers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self.cond:
+            self.closing = True
+            self.cond.notify_all()
+        self.writer.join(max(1.0, deadline - time.monotonic()))
+        for log in list(self.files.values()):
+            log.close()
+        for path in self.logs.glob("rank*.pipe"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return sum(log.dropped_total for log in self.files.values())
+
+
+def _grow(fd: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+
+
+def open_rank_pipe(run_dir: str, local_rank: int, rank: int) -> int | None:
+    """A torchrun rank's end of its FIFO (the supervisor reads it), after saying which rank it is; None when
+    the supervisor made none (an older supervisor): the rank then writes its log itself."""
+    path = os.path.join(run_dir, "logs", f"rank{local_rank}.pipe")
+    try:  # read-write: never EPIPE if the supervisor dies (an adopter opens the FIFO by its path again)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    os.write(fd, RANK_MARK + str(rank).encode() + b"\n")
+    return fd
