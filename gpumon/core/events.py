@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 VERSION = 1
+RUN_DIR_ENV = "GPUMON_RUN_DIR"  # every process of a run carries it: its events' folder, and its mark (runs/marks.py)
 EVENTS_DIR = "events"
 SUFFIX = ".jsonl"
 GZ = ".gz"

@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpumon.core.events import EventWriter
+from gpumon.core.events import RUN_DIR_ENV, EventWriter
 from gpumon.telemetry import ranks
 from gpumon.telemetry.rate import MetricsLimit
 
-RUN_DIR_ENV = "GPUMON_RUN_DIR"
 RUN_ID_ENV = "GPUMON_RUN_ID"
 
 _writer: EventWriter | None = None

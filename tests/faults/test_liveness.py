@@ -89,21 +89,22 @@ def test_an_ended_run_whose_status_is_emptied_keeps_what_the_index_knew(gpumon: 
     assert (run_dir / "status.json").read_text() == ""
 
 
-def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_never_called_lost(
+def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_found_by_its_mark(
     gpumon: Gpumon, tmp_path: Path
 ) -> None:
     run_id, run_dir = start(gpumon, tmp_path)
     supervisor = supervisor_of(run_dir)
-    children = supervisor.children(recursive=True)
+    [child] = supervisor.children(recursive=True)
     (run_dir / "status.json").write_text("{")
     os.kill(supervisor.pid, signal.SIGKILL)
     assert wait_until(lambda: not supervisor.is_running(), timeout=30)
-    row = rows(gpumon)[run_id]
-    assert row["status"] == "unknown" and row["status"] != "lost", row  # no lock, no pids it can trust
-    assert (run_dir / "status.json").read_text() == "{"
+    # no lock and no pid it can read: the script's own process still carries the run's mark
+    assert rows(gpumon)[run_id]["status"] in ("unsupervised", "running"), rows(gpumon)[run_id]  # or adopted
     assert gpumon("prune", "--keep", "0", "--yes").returncode == 0 and run_dir.is_dir()
-    for child in children:  # the run's own processes: the mark that finds them is the escape suite's
-        kill(child)
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert wait_until(lambda: not child.is_running(), timeout=60, step=0.2), "the marked process outlived stop"
+    kill(child)
 
 
 def lock_free(run_dir: Path) -> bool:

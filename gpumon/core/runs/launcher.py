@@ -190,8 +190,12 @@ def stop(record: RunRecord, kill: bool = False) -> str:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(status["pgid"]), sig)
             sent += 1
-    for pid, started in record.processes():
-        if started is not None and process_alive(pid, started):
+    from gpumon.core.runs.marks import marked
+
+    targets = {pid: t for pid, t in record.processes() if t is not None}
+    targets.update(marked(record.dir, record.created or None))  # those its status never named (marks.py)
+    for pid, started in targets.items():
+        if process_alive(pid, started):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
                 sent += 1

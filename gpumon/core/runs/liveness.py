@@ -29,8 +29,18 @@ def lock_holder(run_dir: Path) -> int | None:
         # "3: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a waiter's line has "->" after the number
         parts = line.split()
         if len(parts) >= 6 and parts[1] == "FLOCK" and _same_file(parts[5], wanted, st.st_ino):
-            return int(parts[4]) if parts[4].isdigit() else 0
+            pid = int(parts[4]) if parts[4].isdigit() else 0
+            return pid if pid == 0 or _running(pid) else None  # a holder caught dying is no supervisor
     return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def _same_file(field: str, wanted: str, inode: int) -> bool:

@@ -143,7 +143,9 @@ class RunRecord:
         if self.status_unreadable:
             if self.supervisor_alive():
                 return "running"
-            return "unsupervised" if self.live_processes() else "unknown"
+            from gpumon.core.runs.marks import marked  # the pids are in the file that cannot be read
+
+            return "unsupervised" if marked(self.dir) else "unknown"
         state = str(self.status.get("state", "starting"))
         # A fresh supervisor gets a moment to write its first status.
         fresh = state == "starting" and time.time() - self.created <= 10

@@ -31,6 +31,7 @@ from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.marks import marked
 from gpumon.core.runs.output import PIPES_ENV, Drain
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -164,46 +165,10 @@ class Supervisor:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def adopt(self) -> int:
-        """Watch a run whose supervisor died: record its end and summarise it; stop it when asked."""
-        from gpumon.core.runs.spec import RunSpec
-        from gpumon.core.runs.store import RunRecord
+        """Watch a run whose supervisor died: record its end and summarise it; stop it when asked (adopt.py)."""
+        from gpumon.core.runs.adopt import adopt
 
-        if not self._lock():
-            return 0  # its supervisor lives, or another gpumon adopted it first
-        self._handle_signals()
-        record = RunRecord(self.run_dir.name, self.run_dir, RunSpec.from_dict(self.spec), self.status)
-        self.known = {}
-        for pid, started in record.processes():
-            if started is not None and process_alive(pid, started):
-                self.known[pid] = started
-        self.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
-        self.drain = Drain(self.run_dir / "logs")
-        torchrun = self.command.get("env", {}).get("GPUMON_TORCHRUN")
-        self.drain.reattach(
-            self.status.get("pid"), self.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log"
-        )
-        me = psutil.Process()
-        self.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
-        self.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
-        while any(process_alive(pid, started) for pid, started in self.known.items()):
-            self.summarise()
-            if self.stop_at is not None and time.monotonic() >= self.stop_at:
-                self._signal_all(signal.SIGKILL)
-                self.outcome, self.stop_at = "killed", None
-            time.sleep(0.5)
-        self.drain.close()
-        self.fold.update()
-        state = self.outcome or ("failed" if self.fold.exceptions or root_cause(self.run_dir) else "exited")
-        fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
-        self.events.write("run_end", state=state, exit_code=None, adopted=True)
-        ending = end_alert(self.run_dir, self.spec, {**self.status, **fields}, self.fold, None, None)
-        if ending is not None:
-            self.alert(ending[0], ending[1], state=state, **ending[2])
-        self.summarise(final=True)
-        self.save(**fields)
-        index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
-        self._compress()
-        return 0
+        return adopt(self)
 
     def _wait(self) -> int:
         assert self.proc is not None
@@ -294,6 +259,7 @@ class Supervisor:
 
     def _signal_all(self, sig: signal.Signals) -> None:
         self._scan()
+        self._find_marked()
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pid, sig)
@@ -307,6 +273,13 @@ class Supervisor:
                     proc.send_signal(sig)
             except psutil.Error:
                 self.known.pop(pid, None)
+
+    def _find_marked(self) -> None:
+        """Every process carrying the run's mark (marks.py): also those that left our tree (a double fork into
+        a session of its own, a helper started before the first scan)."""
+        me = os.getpid()
+        for pid, started in marked(self.run_dir, self.status.get("created"), frozenset({me})).items():
+            self.known.setdefault(pid, started)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.outcome is None:

@@ -1,0 +1,61 @@
+"""A run whose supervisor died is adopted by a new one (``supervisor --adopt RUN_DIR``): it takes the lock,
+finds every process of the run (status.json's pids and every process carrying the run's mark), drains
+their output again, records the end and obeys stop, as the first supervisor would have."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from gpumon.core.runs.end_alerts import end_alert
+from gpumon.core.runs.ending import index_run, root_cause
+from gpumon.core.runs.output import Drain
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import RunRecord, process_alive
+
+if TYPE_CHECKING:
+    from gpumon.core.runs.supervisor import Supervisor
+
+MARKS_EVERY_S = 5.0  # how often the adopter looks again for processes carrying the run's mark
+
+
+def adopt(sup: Supervisor) -> int:
+    if not sup._lock():
+        return 0  # its supervisor lives, or another gpumon adopted it first
+    sup._handle_signals()
+    record = RunRecord(sup.run_dir.name, sup.run_dir, RunSpec.from_dict(sup.spec), sup.status)
+    sup.known = {pid: t for pid, t in record.processes() if t is not None and process_alive(pid, t)}
+    sup._find_marked()  # also what left the pids the dead supervisor knew (a double fork, a late helper)
+    sup.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
+    sup.drain = Drain(sup.run_dir / "logs")
+    torchrun = sup.command.get("env", {}).get("GPUMON_TORCHRUN")
+    sup.drain.reattach(sup.status.get("pid"), sup.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log")
+    me = psutil.Process()
+    sup.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
+    sup.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
+    looked = time.monotonic()
+    while any(process_alive(pid, started) for pid, started in sup.known.items()):
+        sup.summarise()
+        if sup.stop_at is not None and time.monotonic() >= sup.stop_at:
+            sup._signal_all(signal.SIGKILL)
+            sup.outcome, sup.stop_at = "killed", None
+        if time.monotonic() - looked >= MARKS_EVERY_S:
+            sup._find_marked()
+            looked = time.monotonic()
+        time.sleep(0.5)
+    sup.drain.close()
+    sup.fold.update()
+    state = sup.outcome or ("failed" if sup.fold.exceptions or root_cause(sup.run_dir) else "exited")
+    fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
+    sup.events.write("run_end", state=state, exit_code=None, adopted=True)
+    ending = end_alert(sup.run_dir, sup.spec, {**sup.status, **fields}, sup.fold, None, None)
+    if ending is not None:
+        sup.alert(ending[0], ending[1], state=state, **ending[2])
+    sup.summarise(final=True)
+    sup.save(**fields)
+    index_run(sup.run_dir, sup.status, sup.fold, sup.watch, sup.events)
+    sup._compress()
+    return 0

@@ -1,0 +1,93 @@
+"""No process of a run escapes `gpumon stop`: every one carries the run's mark (GPUMON_RUN_DIR in its
+environment), found without the supervisor's memory. Real runs; the helpers double-fork into sessions of
+their own, as daemons do."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import psutil
+
+from tests.conftest import wait_until
+
+Gpumon = Callable[..., CompletedProcess[str]]
+
+SCRIPT = """
+import os, sys, time
+from pathlib import Path
+
+here = Path(sys.argv[1])
+
+def daemon(name):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            (here / name).write_text(str(os.getpid()))
+            while True:
+                time.sleep(0.2)
+        os._exit(0)
+
+if sys.argv[2] == "at-start":
+    daemon("early.pid")  # before the supervisor's first scan
+for _ in range(3000):
+    if (here / "fork-now").exists() and not (here / "late.pid").exists():
+        daemon("late.pid")
+    time.sleep(0.1)
+"""
+
+
+def rows(gpumon: Gpumon) -> dict[str, dict]:
+    return {r["id"]: r for r in json.loads(gpumon("runs", "--json").stdout)["runs"]}
+
+
+def launch(gpumon: Gpumon, tmp_path: Path, when: str) -> tuple[str, Path]:
+    script = tmp_path / "forker.py"
+    script.write_text(SCRIPT)
+    done = gpumon("launch", "script", str(script), "--", str(tmp_path), when)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "running", timeout=60, step=0.3)
+    return run_id, tmp_path / "home" / "runs" / run_id
+
+
+def pid_in(path: Path) -> psutil.Process:
+    assert wait_until(lambda: path.exists() and path.read_text().strip(), timeout=60, step=0.1)
+    return psutil.Process(int(path.read_text()))
+
+
+def test_a_daemon_forked_before_the_first_scan_is_stopped_with_the_run(gpumon: Gpumon, tmp_path: Path) -> None:
+    run_id, _ = launch(gpumon, tmp_path, "at-start")
+    early = pid_in(tmp_path / "early.pid")
+    assert early.status() != psutil.STATUS_ZOMBIE and os.getsid(early.pid) != os.getsid(0)
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert wait_until(lambda: not early.is_running(), timeout=60, step=0.2), "the daemon escaped gpumon stop"
+    assert wait_until(lambda: rows(gpumon)[run_id]["status"] in ("stopped", "killed"), timeout=60, step=0.3)
+
+
+def test_a_daemon_forked_after_the_supervisor_died_and_the_run_was_adopted_is_stopped(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    run_id, run_dir = launch(gpumon, tmp_path, "later")
+    first = json.loads((run_dir / "status.json").read_text())["supervisor_pid"]
+    os.kill(first, signal.SIGKILL)
+    # the next gpumon that looks adopts it: a new supervisor that only knows status.json's pids
+    assert wait_until(
+        lambda: rows(gpumon) and json.loads((run_dir / "status.json").read_text() or "{}").get("adopted"),
+        timeout=60,
+        step=0.5,
+    )
+    (tmp_path / "fork-now").touch()
+    late = pid_in(tmp_path / "late.pid")
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    try:
+        assert wait_until(lambda: not late.is_running(), timeout=60, step=0.2), "the daemon escaped gpumon stop"
+    finally:
+        if late.is_running():
+            late.kill()
