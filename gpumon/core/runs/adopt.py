@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 
@@ -16,13 +16,11 @@ from gpumon.core.runs.output import Drain
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, process_alive
 
-if TYPE_CHECKING:
-    from gpumon.core.runs.supervisor import Supervisor
-
 MARKS_EVERY_S = 5.0  # how often the adopter looks again for processes carrying the run's mark
 
 
-def adopt(sup: Supervisor) -> int:
+def adopt(sup: Any) -> int:
+    """``sup``: the adopting Supervisor (typed loosely: supervisor.py imports this module)."""
     if not sup._lock():
         return 0  # its supervisor lives, or another gpumon adopted it first
     sup._handle_signals()

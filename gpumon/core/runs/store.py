@@ -45,18 +45,24 @@ def state_dir() -> Path:
     else:
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         root = Path(base) / "gpumon"
+    if root in _CHECKED:
+        return root
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         if root.stat().st_mode & 0o077:
             root.chmod(0o700)
-        probe = root / f".probe-{os.getpid()}"
+        probe = root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"  # threads of one process check at once
         probe.touch(mode=0o600)
-        probe.unlink()
+        probe.unlink(missing_ok=True)
     except OSError as err:
         why = err.strerror or str(err)
         fix = "set GPUMON_HOME to a writable directory"
         raise StateDirError(f"gpumon cannot use its state dir {root}: {why}; {fix}") from err
+    _CHECKED.add(root)
     return root
+
+
+_CHECKED: set[Path] = set()  # state dirs this process made sure of: once each, not at every look
 
 
 class StateDirError(OSError):
