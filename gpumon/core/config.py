@@ -46,15 +46,7 @@ def keymap_path() -> Path:
 
 def load_keymap(path: Path | None = None) -> dict[str, str]:
     path = path or keymap_path()
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read it ({err})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML ({err})") from None
-    table = data.get("keymap", {})
+    table = _read_toml(path).get("keymap", {})
     if not isinstance(table, dict):
         raise ConfigError(f'{path}: [keymap] must be a table of binding = "key" lines')
     keymap: dict[str, str] = {}
@@ -76,15 +68,19 @@ def config_section(name: str, path: Path | None = None) -> dict[str, object]:
     """One table of config.toml (empty when the file or the table is missing). Raises ConfigError with the
     file's name and what to write when the file cannot be read or the table is not a table."""
     path = path or config_path()
+    table = _read_toml(path).get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table of key = value lines")
+    return table
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    """The file's tables; empty when it is missing; ConfigError naming the file when it cannot be read."""
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read it ({err})") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from None
-    table = data.get(name, {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [{name}] must be a table of key = value lines")
-    return table
