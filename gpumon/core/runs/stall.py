@@ -124,13 +124,7 @@ class StallWatch:
         if self.problem:
             owner.events.write("note", text=f"stall rule: {self.problem}; using the defaults")
             self.problem = None
-        progress = owner.fold.progress
-        moved = False
-        for rank, step in progress.steps.items():
-            if self.seen.get(rank) != step:
-                moved = moved or rank in self.seen
-                # the step's own time (the rank's clock, this host's), not this pass's: 2 s closer
-                self.seen[rank], self.advanced[rank] = step, min(now, progress.stamps.get(rank, now))
+        moved = self._take_steps(owner, now)
         pids, ended = _rank_pids(owner.fold, owner.known)
         overdue = self._overdue(owner.fold, pids, now)
         halted = self._halted(pids, now)
@@ -138,6 +132,26 @@ class StallWatch:
             self._onset(owner, pids, ended, overdue, halted, now)
         elif self.since is not None and moved and not halted:
             self._end(owner, now)
+
+    def settle(self, owner: Owner) -> None:
+        """At the run's end, after the last fold: a stall that stepping ended between two passes ends too."""
+        now = time.time()
+        try:
+            if self.since is not None and self._take_steps(owner, now):
+                self._end(owner, now)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            with contextlib.suppress(OSError):
+                owner.events.write("note", text=f"the stall watch failed: {err!r}")
+
+    def _take_steps(self, owner: Owner, now: float) -> bool:
+        """Record each rank's latest step; True when one moved since the last pass."""
+        progress, moved = owner.fold.progress, False
+        for rank, step in progress.steps.items():
+            if self.seen.get(rank) != step:
+                moved = moved or rank in self.seen
+                # the step's own time (the rank's clock, this host's), not this pass's: 2 s closer
+                self.seen[rank], self.advanced[rank] = step, min(now, progress.stamps.get(rank, now))
+        return moved
 
     def _overdue(self, fold: RunTelemetry, pids: dict[int, int], now: float) -> dict[int, float]:
         """rank -> its window, for the ranks past it. A pause of one rank pauses them all: while rank 0 alone

@@ -340,6 +340,7 @@ class Supervisor:
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
+        self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
         if not self.save():
             self.flush()  # a full state dir: the end waits here, not lost
