@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from typing import Any
 
 from gpumon.cli.common import announce_start, fail, whole
@@ -69,6 +70,20 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="run CMD (split like a shell would, never run by one) with the alert's text as its last argument "
         "when the run first leaks or fails, e.g. 'notify-send gpumon'",
     )
+    slurm = launch.add_argument_group("as a Slurm job (defaults from [slurm] in config.toml)")
+    slurm.add_argument("--slurm", action="store_true", help="submit the run as a Slurm job (sbatch)")
+    slurm.add_argument("--nodes", type=whole(1), help="nodes of the job: one torchrun on each")
+    slurm.add_argument("--gpus-per-node", type=whole(0), metavar="G", help="GPUs per node (--gpus-per-node)")
+    slurm.add_argument("--partition", metavar="P", help="the partition to submit to")
+    slurm.add_argument("--time", metavar="T", help="the job's time limit, as sbatch takes it (e.g. 4:00:00)")
+    slurm.add_argument("--account", metavar="A", help="the account to charge")
+    slurm.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more sbatch option, e.g. --sbatch-arg=--qos=high",
+    )
     launch.add_argument(
         "--no-census",
         action="store_true",
@@ -88,6 +103,10 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
         return cmd_launch_group(args, rest)
     if args.ssh is not None or args.rdzv_host is not None:
         return fail("--ssh and --rdzv-host go with --hosts a,b")
+    if args.slurm:
+        return cmd_launch_slurm(args, rest)
+    if slurm_only(args):
+        return fail(f"{slurm_only(args)} goes with --slurm (submit the run as a Slurm job)")
     visible = visible_gpu_count()
     limit = nproc_limit(visible)
     if args.nproc and args.nproc > limit and not args.force:
@@ -113,10 +132,60 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     return announce_start(record, "run", args.follow)
 
 
+SLURM_OPTIONS = ("nodes", "gpus_per_node", "partition", "time", "account", "sbatch_arg")
+
+
+def slurm_only(args: argparse.Namespace) -> str | None:
+    """The first Slurm option given without --slurm."""
+    for name in SLURM_OPTIONS:
+        if getattr(args, name) not in (None, []):
+            return "--" + name.replace("_", "-")
+    return None
+
+
+def cmd_launch_slurm(args: argparse.Namespace, rest: list[str]) -> int:
+    from gpumon.core.runs.launcher import launch
+    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.store import RunStore
+    from gpumon.core.slurm.commands import missing
+    from gpumon.core.slurm.submit import with_defaults
+
+    if problem := missing("sbatch"):
+        return fail(problem)
+    try:
+        options = with_defaults(
+            {"nodes": args.nodes, "gpus_per_node": args.gpus_per_node, "partition": args.partition,
+             "time": args.time, "account": args.account, "sbatch_args": tuple(args.sbatch_arg)}
+        )  # fmt: skip
+        nproc = args.nproc or (options.gpus_per_node or (2 if args.kind == "ddp" else 1))
+        if args.kind == "pipeline":
+            nproc = args.nproc or 2
+        spec = build_spec(args, rest, None if args.gpus is None else args.gpus, nproc, options.to_dict())
+        record = launch(spec, RunStore(), 0)
+    except SpecError as err:
+        return fail(str(err))
+    except OSError as err:
+        return fail(f"could not submit the run: {err}")
+    job = record.status.get("slurm_job_id")
+    if args.json:
+        print(json.dumps({"id": record.id, "dir": str(record.dir), "slurm_job_id": job, "state": record.state}))
+        return 0
+    print(f"submitted job {job}: sbatch {shlex.join(record.status.get('sbatch', [])[1:])}")
+    print(f"status:  gpumon runs   stop (scancel): gpumon stop {record.id}")
+    print(f"pending {record.id}", flush=True)
+    if args.follow:
+        return subprocess.call(
+            [sys.executable, "-m", "gpumon", "logs", record.id, "--follow"], stdin=subprocess.DEVNULL
+        )
+    return 0
+
+
 JSON_KEYS = ("id", "kind", "dir", "group", "nnodes", "node_rank", "rdzv_endpoint")
 
 
-def build_spec(args: argparse.Namespace, rest: list[str], gpus: str | None, nproc: int) -> Any:
+def build_spec(
+    args: argparse.Namespace, rest: list[str], gpus: str | None, nproc: int, slurm: dict[str, Any] | None = None
+) -> Any:
     """The RunSpec the options describe (validated by the launcher, on the node that runs it)."""
     from gpumon.core.runs.spec import RunSpec, SpecError, parse_env
 
@@ -141,6 +210,7 @@ def build_spec(args: argparse.Namespace, rest: list[str], gpus: str | None, npro
         on_alert=alert_command(args.on_alert),
         keep_batch=args.keep_batch,
         group=args.group,
+        slurm=slurm,
     )
 
 

@@ -82,6 +82,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
     from gpumon.core.runs.values import number_text
+    from gpumon.core.slurm.rows import slurm_fields, status_text
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -115,7 +116,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 (
                     s.id,
                     r.spec.kind,
-                    f"{s.state} !" if s.alerts else s.state,  # ! : an alert (a leak reached, a failure)
+                    status_text(r, slurm_fields(r)) + (" !" if s.alerts else ""),  # ! : an alert (a leak, a failure)
                     "" if r.exit_code is None else str(r.exit_code),
                     fmt.duration(r.elapsed()),
                     "" if s.step is None else str(s.step),
@@ -194,6 +195,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0
+    if record.status.get("slurm_job_id"):
+        return stop_job(record, args.no_wait)
     supervised = record.supervisor_alive()
     try:
         print(stop(record, kill=args.kill), flush=True)
@@ -223,6 +226,37 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
+    return 0
+
+
+def stop_job(record: Any, no_wait: bool) -> int:
+    """A run that is a Slurm job: scancel it (pending or running), then wait for the end to be written."""
+    from gpumon.core.runs.launcher import STOP_GRACE_S, stop
+    from gpumon.core.runs.store import RunStore
+    from gpumon.core.slurm import jobs
+    from gpumon.core.slurm.ending import record_job_end
+
+    try:
+        print(stop(record), flush=True)
+    except OSError as err:
+        return fail(str(err))
+    if no_wait:
+        return 0
+    deadline = time.monotonic() + STOP_GRACE_S + 60  # Slurm's KillWait (30 s by default) and the clean-up
+    current = record
+    while time.monotonic() < deadline:
+        jobs.forget()
+        current = RunStore().load(record.dir) or current
+        if not current.live:
+            break
+        time.sleep(0.5)
+    if current.state == "lost":  # the job is over and nothing on its node wrote the end
+        record_job_end(current)
+        current = RunStore().load(record.dir) or current
+    if current.live:
+        print(f"{current.id} is still {current.state}: Slurm has not ended job {current.status['slurm_job_id']}")
+        return 1
+    print(f"{current.state} {current.id}")
     return 0
 
 

@@ -15,6 +15,7 @@ from gpumon.core.doctor.oom import MemoryNumbers
 KINDS = (
     "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "no_gpu",
     "checkpoint", "no_launcher", "removed_api", "worker", "killed", "exit", "stopped", "unknown",
+    "slurm_timeout", "slurm_out_of_memory", "slurm_node_fail", "slurm_preempted", "slurm_boot_fail", "slurm_deadline",
 )  # fmt: skip
 
 

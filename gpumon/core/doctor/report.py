@@ -142,6 +142,10 @@ def diagnose(
     pairs = census_pairs(census)
     censused = max(((int(a.get("step", 0)), int(b.get("step", 0))) for a, b in pairs.values()), default=None)
     failure = run_failure(record, telemetry)
+    if failure is not None and record.status.get("slurm_end"):  # Slurm ended it: its words, sbatch's fixes
+        from gpumon.core.doctor.slurm_end import slurm_advice, slurm_failure
+
+        failure, slurm = slurm_failure(record), tuple(slurm_advice(record, telemetry))
     stall, stalled = stall_of(record.status)
     advice: tuple[Advice, ...] = ()
     loss = loss_problem(telemetry)
@@ -165,7 +169,7 @@ def diagnose(
             stall=str(stall.get("headline") or "; ".join(stall.get("where") or ())) if stall else "",
             stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
         )
-        advice = tuple(advise(failure, context))
+        advice = slurm if failure.kind.startswith("slurm_") else tuple(advise(failure, context))
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
         distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1

@@ -28,6 +28,10 @@ STOP_GRACE_S = 10.0
 
 def build_command(spec: RunSpec, run_id: str) -> list[str]:
     """The argument list the supervisor starts (never a shell string)."""
+    if spec.slurm is not None:
+        from gpumon.core.slurm.launch import slurm_command
+
+        return slurm_command(spec)
     target = ["-m", spec.module] if spec.module else [str(spec.program)]
     if not spec.uses_torchrun:
         return [sys.executable, "-u", *target, *spec.full_args]
@@ -126,12 +130,22 @@ def launch(
     spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
 ) -> RunRecord:
     """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
+    if spec.slurm is not None:
+        from gpumon.core.slurm.launch import check
+
+        check(spec)
     spec = validate(spec, visible_gpus)
     if spec.nnodes > 1 and endpoint_port(spec.rdzv_endpoint) == 0:  # node 0 picks the port the others join
         host = str(spec.rdzv_endpoint).rpartition(":")[0]
         spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
     run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
+    if spec.slurm is not None:  # a job: its first node starts the supervisor (core/slurm/launch.py)
+        from gpumon.core.slurm.launch import submit_run
+
+        command = {"argv": build_command(spec, run_id), "env": build_env(spec, run_id, run_dir), "cwd": spec.cwd}
+        submit_run(spec, run_id, run_dir, {**command, "grace_s": grace_s})
+        return store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
     if spec.search:  # the run keeps the file it started from, whatever happens to the original
         write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
     write_json(run_dir / "spec.json", spec.to_dict())
@@ -179,6 +193,13 @@ def stop(record: RunRecord, kill: bool = False) -> str:
         request_stop_experiment(record.dir)
         return f"asked {record.id} to stop its trials (stop again to end it now)"
     status = record.status
+    if status.get("slurm_job_id"):  # a job: Slurm signals its supervisor on the node (or drops it while pending)
+        from gpumon.core.slurm.jobs import cancel
+
+        why = cancel(str(status["slurm_job_id"]))
+        if why:
+            raise OSError(f"could not cancel job {status['slurm_job_id']}: {why}")
+        return f"cancelled job {status['slurm_job_id']} ({record.id})"
     supervisor = record.supervisor_pid()  # status.json's, else the lock's holder (an unreadable status)
     if supervisor:
         os.kill(supervisor, signal.SIGUSR1 if kill else signal.SIGTERM)

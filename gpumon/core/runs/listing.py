@@ -8,6 +8,7 @@ from typing import Any
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import ROW_FIELDS
 from gpumon.core.runs.values import json_value
+from gpumon.core.slurm.rows import slurm_fields
 
 RUNS_SCHEMA = 1
 
@@ -25,6 +26,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["alerts"] = list(summary.alerts)
     doc["data_wait_share"] = summary.data_wait  # 0..1: DataLoader wait per second of training (feeding.py)
     doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
+    doc.update(slurm_fields(summary.record))  # slurm_job_id, slurm_state, slurm_reason (core/slurm/rows.py)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")
         error: dict[str, Any] = raw if isinstance(raw, dict) else {}

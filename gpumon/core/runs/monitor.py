@@ -166,6 +166,11 @@ class RunsMonitor:
             if state == "unsupervised" and record.id not in self._adopted:
                 self._adopted.add(record.id)
                 adopt(record)
+            elif state == "lost" and record.status.get("slurm_job_id"):
+                from gpumon.core.slurm.ending import record_job_end
+
+                record_job_end(record)  # the job is over: Slurm's end (a time limit killed the supervisor too)
+                return record.reread()
             elif state == "lost":
                 record_end(record, "lost", "its supervisor died, and its processes with it")
                 return record.reread()

@@ -29,7 +29,8 @@ from gpumon.core.runs.liveness import lock_holder, read_file
 from gpumon.core.runs.spec import RunSpec
 
 HOME_ENV = "GPUMON_HOME"
-LIVE_STATES = ("starting", "running", "stalled", "stopping", "unsupervised")  # stalled: runs/stall.py
+# stalled: runs/stall.py; pending: a Slurm job not started yet (core/slurm)
+LIVE_STATES = ("starting", "running", "stalled", "stopping", "unsupervised", "pending")
 # exited: its processes ended while no supervisor watched (after adoption), so the exit code is unknown
 END_STATES = ("finished", "failed", "stopped", "killed", "lost", "exited")
 
@@ -153,6 +154,10 @@ class RunRecord:
 
             return "unsupervised" if marked(self.dir) else "unknown"
         state = str(self.status.get("state", "starting"))
+        if self.status.get("slurm_job_id") and state in LIVE_STATES and not self.supervisor_alive():
+            from gpumon.core.slurm.liveness import job_state  # its supervisor runs on a node: Slurm knows
+
+            return job_state(state, str(self.status["slurm_job_id"]))
         # A fresh supervisor gets a moment to write its first status.
         fresh = state == "starting" and time.time() - self.created <= 10
         if state in LIVE_STATES and not fresh and not self.supervisor_alive():

@@ -36,6 +36,8 @@ from gpumon.core.runs.output import PIPES_ENV, Drain
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.slurm.ending import at_end as slurm_end
+from gpumon.core.slurm.ending import started as slurm_started
 from gpumon.telemetry.census import CENSUS_FLAG
 
 END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
@@ -98,7 +100,7 @@ class Supervisor:
         argv = [str(a) for a in self.command["argv"]]
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
-        base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time()}
+        base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time(), **slurm_started()}
         self.drain = Drain(self.run_dir / "logs")  # a pipe: a full state dir never blocks or fails the run
         if env.get("GPUMON_RANK_LOGS"):
             self.drain.fifos(int(self.spec.get("nproc") or 1))
@@ -330,6 +332,8 @@ class Supervisor:
             fields["signal"] = signal.Signals(-rc).name
         if error:
             fields["error"] = error
+        if self.spec.get("slurm"):  # the job's end in Slurm's words; a time limit is a failure, not a stop
+            fields["state"] = state = slurm_end(self.run_dir, state, fields)
         self.status.update(fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
         ending = end_alert(self.run_dir, self.spec, self.status, self.fold, rc, error)

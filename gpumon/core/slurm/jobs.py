@@ -1,0 +1,117 @@
+"""The jobs of this user as Slurm sees them: one ``squeue --me`` for every run of a listing (cached for a few
+seconds, whatever the number of runs), ``sacct`` (else ``scontrol``) for a job squeue no longer knows, and
+``scancel``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from gpumon.core.slurm.commands import run
+
+CACHE_S = 3.0
+# Slurm's states of a job that is not over (squeue %T words).
+ACTIVE = frozenset(
+    {
+        *("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD"),
+        *("REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"),
+    }
+)
+_FORMAT = "%i|%T|%r|%N|%S"
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    state: str  # Slurm's own word: PENDING, RUNNING, COMPLETED, TIMEOUT, OUT_OF_MEMORY, ...
+    reason: str | None = None  # why it waits (Resources, Priority, ...), None where none
+    nodes: str | None = None  # the node list while it runs
+    start: str | None = None  # squeue's start (an estimate while pending), ISO-like; None if unknown
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+
+_lock = threading.Lock()
+_cache: tuple[float, dict[str, Job] | None] = (0.0, None)
+
+
+def parse_squeue(text: str) -> dict[str, Job]:
+    jobs = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 5 or not parts[0]:
+            continue
+        job, state, reason, nodes, start = (p.strip() for p in parts)
+        jobs[job] = Job(
+            job,
+            state.split()[0] if state else "UNKNOWN",
+            None if reason in ("None", "", "(null)") else reason,
+            nodes or None,
+            None if start in ("N/A", "Unknown", "") else start,
+        )
+    return jobs
+
+
+def mine(max_age: float = CACHE_S) -> dict[str, Job] | None:
+    """This user's jobs that the controller still knows; None when Slurm could not be asked."""
+    global _cache
+    with _lock:
+        at, jobs = _cache
+        if time.monotonic() - at < max_age and jobs is not None:
+            return jobs
+        answer = run(["squeue", "--me", "--states=all", "--noheader", f"--format={_FORMAT}"])
+        jobs = parse_squeue(answer.out) if answer.ok else None
+        _cache = (time.monotonic(), jobs)
+        return jobs
+
+
+def forget() -> None:
+    """After a submit or a cancel: the next question asks Slurm again."""
+    global _cache
+    with _lock:
+        _cache = (0.0, None)
+
+
+def job(job_id: str) -> Job | None:
+    """A job squeue knows, else its end from sacct or scontrol; None when no one can say."""
+    known = mine()
+    if known is not None and job_id in known:
+        return known[job_id]
+    return ended(job_id)
+
+
+def ended(job_id: str) -> Job | None:
+    answer = run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=JobID,State,Reason,NodeList,Start"])
+    if answer.ok:
+        for line in answer.out.splitlines():
+            parts = line.split("|")
+            if len(parts) >= 5 and parts[0] == job_id:
+                return Job(job_id, parts[1].split()[0], _none(parts[2]), _none(parts[3]), _none(parts[4]))
+    return from_scontrol(job_id)
+
+
+def from_scontrol(job_id: str) -> Job | None:
+    answer = run(["scontrol", "show", "job", "-o", job_id])
+    if not answer.ok:
+        return None
+    fields = dict(word.split("=", 1) for word in answer.out.split() if "=" in word)
+    state = fields.get("JobState")
+    if not state:
+        return None
+    return Job(
+        job_id, state, _none(fields.get("Reason")), _none(fields.get("NodeList")), _none(fields.get("StartTime"))
+    )
+
+
+def cancel(job_id: str) -> str | None:
+    """scancel; why it failed, or None."""
+    answer = run(["scancel", job_id])
+    forget()
+    return None if answer.ok else answer.why
+
+
+def _none(text: str | None) -> str | None:
+    return None if text in (None, "", "None", "(null)", "Unknown", "N/A") else text
