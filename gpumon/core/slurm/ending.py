@@ -28,6 +28,8 @@ ENDED_BY = {
     "CANCELLED": "the job was cancelled (scancel)",
 }
 
+OUTCOME = {"finished": "COMPLETED", "stopped": "CANCELLED", "killed": "CANCELLED"}  # the rest: FAILED
+
 
 def stepd_lines(run_dir: Path, job_id: str) -> list[str]:
     """slurmstepd's and gpumon's own lines from the tails of the job's output file (the batch step's) and of
@@ -82,6 +84,8 @@ def at_end(run_dir: Path, state: str, fields: dict[str, Any]) -> str:
     job = jobs.from_scontrol(job_id)
     lines = stepd_lines(run_dir, job_id)
     kind = classify(job.state if job else None, lines)
+    if job is not None and job.active:  # the job ends with this process: its state as the run ended
+        job = jobs.Job(job.id, kind or OUTCOME.get(state, "FAILED"), job.reason, job.nodes)
     fields["slurm_state"] = (job.state if job else None) or kind
     fields["slurm_reason"] = job.reason if job else None
     fields["slurm_nodes"] = os.environ.get("SLURM_JOB_NODELIST")

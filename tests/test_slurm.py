@@ -1,0 +1,162 @@
+"""Runs as Slurm jobs, against a real one-node Slurm on this machine (tests/slurm_cluster.py): a DDP run
+submitted with sbatch and started with srun + torchrun, a job that waits and is cancelled, jobs that Slurm
+ends at their time and memory limits, and the one line a user sees where Slurm is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.slurm_cluster import Cluster, start_cluster
+
+pytest.importorskip("torch")
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+STEPS = """
+import time, torch
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(100000):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.05)
+"""
+GROWS = """
+import time, torch
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+for _ in range(100000):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    kept.append(bytearray(16 << 20))  # 16 MiB a step, never freed
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="gpumon-slurm-"))  # not pytest's 0700 tree: munged runs as munge
+    started = start_cluster(root)
+    if isinstance(started, str):
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(started)
+    yield started
+    started.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def cli(cluster: Cluster, tmp_path: Path) -> Iterator[Cli]:
+    env = {**os.environ, **cluster.env, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("GPUMON_RUN_DIR", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120
+        )
+
+    yield run
+    cluster.cancel_all()
+
+
+def rows(cli: Cli) -> dict[str, dict[str, Any]]:
+    done = cli("runs", "--json")
+    assert done.returncode == 0, done.stderr
+    return {r["id"]: r for r in json.loads(done.stdout)["runs"]}
+
+
+def submit(cli: Cli, *args: str) -> dict[str, Any]:
+    done = cli("launch", *args[:1], "--slurm", "--json", *args[1:])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def ended(cli: Cli, run_id: str, timeout: float) -> dict[str, Any]:
+    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in ("pending", "starting", "running") and r,
+                       timeout=timeout, step=1.0)  # fmt: skip
+    assert found, rows(cli)[run_id]
+    return found
+
+
+def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(cli: Cli, cluster: Cluster) -> None:
+    run = submit(cli, "ddp", "--nproc", "2", "--", "--epochs", "1")
+    assert run["slurm_job_id"].isdigit() and run["state"] in ("pending", "starting", "running")
+    row = ended(cli, run["id"], timeout=180)
+    assert row["status"] == "finished", row
+    assert row["slurm_job_id"] == run["slurm_job_id"] and row["slurm_state"] == "COMPLETED"
+    assert row["slurm_nodes"] == cluster.node and row["step"] and row["step"] > 0
+    events = Path(row["dir"], "events")
+    assert {p.name.split(".")[0] for p in events.iterdir()} >= {"launcher", "rank0", "rank1"}  # both ranks' telemetry
+    script = Path(row["dir"], "job.sbatch").read_text()
+    assert "gpumon.core.runs.supervisor" in script and "--cpus-per-task=2" in script
+
+
+def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster) -> None:
+    blocker = cluster.run(
+        "sbatch", "--parsable", f"--cpus-per-task={cluster.cpus}", "-o", "/dev/null", "--wrap", "sleep 300"
+    )
+    assert blocker.returncode == 0, blocker.stderr
+    run = submit(cli, "ddp", "--nproc", "2")
+    waiting = wait_until(lambda: (r := rows(cli)[run["id"]])["slurm_reason"] and r, timeout=60, step=0.5)
+    assert waiting and waiting["status"] == "pending" and waiting["slurm_state"] == "PENDING", waiting
+    assert waiting["slurm_reason"] in ("Resources", "Priority"), waiting
+    listing = cli("runs").stdout
+    assert re.search(rf"pending \(job {run['slurm_job_id']}: (Resources|Priority)", listing), listing
+
+    stopped = cli("stop", run["id"])
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert f"cancelled job {run['slurm_job_id']}" in stopped.stdout and f"stopped {run['id']}" in stopped.stdout
+    assert run["slurm_job_id"] not in cluster.jobs()
+    row = rows(cli)[run["id"]]
+    assert row["status"] == "stopped" and row["slurm_state"] == "CANCELLED", row
+
+
+def test_jobs_ended_by_their_time_and_memory_limits_are_explained(cli: Cli, cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "steps.py").write_text(STEPS)
+    (tmp_path / "grows.py").write_text(GROWS)
+    slow = submit(cli, "script", "steps.py", "--time", "1")  # Slurm's smallest limit: a minute
+    big = submit(cli, "script", "grows.py", "--sbatch-arg=--mem=400M")
+    grown = ended(cli, big["id"], timeout=120)
+    assert grown["status"] == "failed" and grown["slurm_state"] in ("OUT_OF_MEMORY", "FAILED"), grown
+    doctor = json.loads(cli("doctor", big["id"], "--json").stdout)
+    assert doctor["failure"]["kind"] == "slurm_out_of_memory", doctor["failure"]
+    [mem] = [a for a in doctor["advice"] if a["key"] == "mem"]
+    assert "--sbatch-arg=--mem=" in mem["change"] and "peak resident memory" in mem["why"], mem
+
+    timed = ended(cli, slow["id"], timeout=200)
+    assert timed["status"] == "failed" and timed["slurm_state"] == "TIMEOUT", timed
+    assert "time limit" in timed["error"]["message"], timed["error"]
+    doctor = json.loads(cli("doctor", slow["id"], "--json").stdout)
+    assert doctor["failure"]["kind"] == "slurm_timeout" and "(1)" in doctor["failure"]["title"], doctor["failure"]
+    keys = [a["key"] for a in doctor["advice"]]
+    assert keys[:2] == ["time", "requeue"], keys
+    assert "MaxTime=UNLIMITED" in doctor["advice"][0]["change"], doctor["advice"][0]
+
+
+def test_without_slurm_the_options_say_so_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "PATH": os.path.dirname(sys.executable)}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumon", "launch", "ddp", "--slurm"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "sbatch not found" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumon", "launch", "ddp", "--nodes", "2"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "--nodes goes with --slurm" in done.stderr, done.stderr
