@@ -22,6 +22,7 @@ from gpumon.core.runs.index import RunIndex
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.slurm.rows import slurm_line
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class RunSummary:
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
+    slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
 
     @property
     def leak(self) -> LeakState | None:
@@ -311,6 +313,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
         data_wait=tele.feeding.wait_share(),
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
+        slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
         **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
 

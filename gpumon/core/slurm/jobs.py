@@ -36,6 +36,7 @@ class Job:
 
 _lock = threading.Lock()
 _cache: tuple[float, dict[str, Job] | None] = (0.0, None)
+_refreshing = False
 
 
 def parse_squeue(text: str) -> dict[str, Job]:
@@ -56,23 +57,35 @@ def parse_squeue(text: str) -> dict[str, Job]:
 
 
 def mine(max_age: float = CACHE_S) -> dict[str, Job] | None:
-    """This user's jobs that the controller still knows; None when Slurm could not be asked."""
-    global _cache
-    with _lock:
-        at, jobs = _cache
-        if time.monotonic() - at < max_age and jobs is not None:
-            return jobs
-        answer = run(["squeue", "--me", "--states=all", "--noheader", f"--format={_FORMAT}"])
-        jobs = parse_squeue(answer.out) if answer.ok else None
-        _cache = (time.monotonic(), jobs)
+    """This user's jobs that the controller still knows; None when Slurm could not be asked. Only the first
+    question waits for squeue: after it, a stale answer is returned at once while a thread asks again (a
+    view that reads a run's state never waits on the controller)."""
+    global _refreshing
+    at, jobs = _cache
+    if jobs is not None and time.monotonic() - at < max_age:
         return jobs
+    if jobs is not None:
+        with _lock:
+            if not _refreshing:
+                _refreshing = True
+                threading.Thread(target=_ask, name="squeue", daemon=True).start()
+        return jobs
+    with _lock:
+        return _ask()
+
+
+def _ask() -> dict[str, Job] | None:
+    global _cache, _refreshing
+    answer = run(["squeue", "--me", "--states=all", "--noheader", f"--format={_FORMAT}"])
+    jobs = parse_squeue(answer.out) if answer.ok else None
+    _cache, _refreshing = (time.monotonic(), jobs), False
+    return jobs
 
 
 def forget() -> None:
-    """After a submit or a cancel: the next question asks Slurm again."""
+    """After a submit or a cancel: the next question waits for Slurm's answer."""
     global _cache
-    with _lock:
-        _cache = (0.0, None)
+    _cache = (0.0, None)
 
 
 def job(job_id: str) -> Job | None:

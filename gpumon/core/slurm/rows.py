@@ -65,3 +65,20 @@ def _since(start: str | None) -> float:
         return time.time() - datetime.fromisoformat(start).timestamp()
     except ValueError:
         return 0.0
+
+
+def slurm_line(record: RunRecord) -> str:
+    """The job in one line for the run's detail: "job 5 · PENDING (Resources) · start ~…" ("" for no job)."""
+    fields = slurm_fields(record)
+    if not fields["slurm_job_id"]:
+        return ""
+    parts = [f"Slurm job {fields['slurm_job_id']}"]
+    if fields.get("slurm_state"):
+        parts.append(
+            str(fields["slurm_state"]) + (f" ({fields['slurm_reason']})" if fields.get("slurm_reason") else "")
+        )
+    if fields.get("slurm_nodes"):
+        parts.append(f"on {fields['slurm_nodes']}")
+    if fields.get("slurm_start"):
+        parts.append(f"start ~{fields['slurm_start']}")
+    return " · ".join(parts)

@@ -63,6 +63,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
+    if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
+        line.append(f"\n{summary.slurm}", style="cyan")
     error = error_text(summary)
     if error is not None:
         line.append("\n")
