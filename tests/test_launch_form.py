@@ -83,6 +83,7 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
             ("nproc", None),
             ("gpus", None),
             ("hosts", None),
+            ("slurm", None),
             ("name", "mine"),
             ("env", "A=1 B='x y'"),
             ("max-restarts", "0"),
@@ -286,7 +287,7 @@ async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path
         form = app.screen
         assert isinstance(form, LaunchForm)
         scroll = form.query_one("#launch-form")
-        for _ in range(11):  # down to Launch, below the fold at 14 rows
+        for _ in range(12):  # down to Launch, below the fold at 14 rows
             await pilot.press("tab")
             focused = form.focused
             assert focused is not None

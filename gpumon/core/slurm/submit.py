@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +125,59 @@ def submit(argv: list[str]) -> str:
     if not job.isdigit():
         raise SlurmError(f"sbatch answered {answer.out.strip()[:80]!r}, not a job id")
     return job
+
+
+_WORDS = {"--nodes": "nodes", "--gpus-per-node": "gpus_per_node", "--partition": "partition", "--time": "time"}
+_WORDS["--account"] = "account"
+
+
+def parse_line(text: str) -> SlurmOptions:
+    """The launch form's Slurm field: ``job`` (the [slurm] defaults), or options as ``gpumon launch`` takes them
+    (--nodes, --gpus-per-node, --partition, --time, --account); any other option goes to sbatch as it is."""
+    if problem := missing("sbatch"):
+        raise SlurmError(problem)
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise SlurmError(f"Slurm job: {err}") from None
+    given: dict[str, Any] = {}
+    extra: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, sep, value = word.partition("=")
+        if word == "job" and i == 0:
+            i += 1
+            continue
+        if flag in _WORDS:
+            if not sep:
+                if i + 1 >= len(words):
+                    raise SlurmError(f"Slurm job: {flag} needs a value")
+                value, i = words[i + 1], i + 1
+            key = _WORDS[flag]
+            if key in ("nodes", "gpus_per_node"):
+                if not value.isdigit():
+                    raise SlurmError(f"Slurm job: {flag} takes a whole number, not {value!r}")
+                given[key] = int(value)
+            else:
+                given[key] = value
+        elif word.startswith("-"):
+            extra.append(word)
+        else:
+            raise SlurmError(f"Slurm job: {word!r} is not an option: write job, or options like --time 4:00:00")
+        i += 1
+    options = with_defaults({**given, "sbatch_args": tuple(extra)})
+    return replace(options, sbatch_args=tuple(extra) or options.sbatch_args)
+
+
+def options_line(data: dict[str, Any] | None) -> str:
+    """The form's Slurm field that gives these options again ("" for a run on this machine)."""
+    if not data:
+        return ""
+    options = SlurmOptions.from_dict(data)
+    words = ["job"]
+    for flag, key in _WORDS.items():
+        value = getattr(options, key)
+        if value not in (None, 0) and not (key == "nodes" and value == 1):
+            words += [flag, str(value)]
+    return shlex.join([*words, *options.sbatch_args])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from rich.text import Text
@@ -22,6 +22,8 @@ from gpumon.core.runs.spec import (
     parse_int,
     validate,
 )
+from gpumon.core.slurm.launch import check
+from gpumon.core.slurm.submit import options_line, parse_line
 from gpumon.tune.shipped import resolve_search, shipped_names, shipped_searches
 
 PRESETS = ("tiny", "small", "medium", "resnet50")  # the trainers' --preset choices (trainers/model.py)
@@ -45,6 +47,7 @@ class FormValues:
     env: str = ""
     max_restarts: str = ""
     on_alert: str = ""
+    slurm: str = ""  # blank: this machine; "job" or sbatch options: a Slurm job
 
 
 FIELDS = tuple(f.name for f in fields(FormValues))
@@ -159,6 +162,7 @@ def values_from_spec(spec: RunSpec) -> FormValues:
         env=" ".join(shlex.quote(f"{key}={value}") for key, value in spec.env),
         max_restarts=str(spec.max_restarts) if spec.max_restarts else "",
         on_alert=shlex.join(spec.on_alert),
+        slurm=options_line(spec.slurm),
     )
 
 
@@ -219,4 +223,9 @@ def spec_values(values: FormValues, visible: int, cwd: str, keep: RunSpec | None
         on_alert=values.on_alert,
         keep=keep,
     )
+    if values.slurm.strip():
+        if hosts:
+            raise SpecError("hosts and a Slurm job: choose one (Slurm picks the nodes: --nodes N)")
+        spec = replace(spec, slurm=parse_line(values.slurm).to_dict())
+        check(spec)
     return GroupLaunch(spec, hosts) if hosts else spec

@@ -47,6 +47,7 @@ ROWS = {
     "nproc": ("nproc", "processes"),
     "gpus": ("gpus", "GPUs"),
     "hosts": ("hosts", "hosts"),
+    "slurm": ("slurm", "Slurm job"),
     "name": ("name", "name"),
     "env": ("env", "env"),
     "max_restarts": ("max-restarts", "max restarts"),
@@ -56,6 +57,7 @@ PLACEHOLDERS = {
     "args": "e.g. --epochs 1 --lr 0.1",
     "nproc": "processes per node",
     "hosts": "blank: here; gpu1,gpu2: a node on each (ssh)",
+    "slurm": "blank: here; job, or --nodes 2 --time 4:00:00 …",
     "name": "blank: the program's name",
     "env": "NAME=VALUE …",
     "max_restarts": "0 (torchrun restarts after a failure)",
@@ -84,7 +86,7 @@ def shown_rows(kind: str) -> set[str]:
     if kind not in TRAINER_KINDS:
         hidden.add("preset")
     if kind == "tune":
-        hidden |= {"args", "nproc"}  # a search takes no arguments; Ray places the trials
+        hidden |= {"args", "nproc", "slurm"}  # a search takes no arguments; Ray places the trials
     if kind not in HOST_KINDS:
         hidden |= {"hosts", "max_restarts"}
     return set(ROWS) - hidden
