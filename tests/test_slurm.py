@@ -160,3 +160,22 @@ def test_without_slurm_the_options_say_so_in_one_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "gpumon", "launch", "ddp", "--nodes", "2"], env=env, capture_output=True, text=True
     )
     assert done.returncode == 2 and "--nodes goes with --slurm" in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("sbatch") is None, reason="Slurm's sbatch is not installed (apt-get install slurm-wlm)"
+)
+def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_path: Path) -> None:
+    from gpumon.core.runs.spec import SpecError
+    from gpumon.tui.views.runs.form_spec import FormValues, spec_values, values_from_spec
+
+    values = FormValues(kind="ddp", nproc="2", slurm="job --nodes 2 --time 4:00:00 --qos=high")
+    spec = spec_values(values, 0, str(tmp_path), None)
+    assert spec.slurm is not None and spec.slurm["nodes"] == 2 and spec.slurm["time"] == "4:00:00"
+    assert spec.slurm["sbatch_args"] == ["--qos=high"]
+    assert values_from_spec(spec).slurm == "job --nodes 2 --time 4:00:00 --qos=high"  # a clone submits it again
+    for wrong, said in (("--nodes two", "whole number"), ("job please", "is not an option"), ("--time", "needs")):
+        with pytest.raises(SpecError, match=said):
+            spec_values(FormValues(kind="ddp", slurm=wrong), 0, str(tmp_path), None)
+    with pytest.raises(SpecError, match="choose one"):
+        spec_values(FormValues(kind="ddp", slurm="job", hosts="a,b"), 0, str(tmp_path), None)
