@@ -179,3 +179,14 @@ def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_pat
             spec_values(FormValues(kind="ddp", slurm=wrong), 0, str(tmp_path), None)
     with pytest.raises(SpecError, match="choose one"):
         spec_values(FormValues(kind="ddp", slurm="job", hosts="a,b"), 0, str(tmp_path), None)
+
+
+def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "to_gpu.py").write_text("import torch\ntorch.nn.Linear(2, 2).to(0)\n")  # an int device is a GPU
+    run = submit(cli, "script", "to_gpu.py")
+    row = ended(cli, run["id"], timeout=120)
+    assert row["status"] == "failed" and row["slurm_state"] == "FAILED", row
+    doctor = json.loads(cli("doctor", run["id"], "--json").stdout)
+    assert doctor["failure"]["kind"] == "no_gpu"
+    first = doctor["advice"][0]
+    assert first["key"] == "gpus_per_node" and "--slurm --gpus-per-node 1" in first["change"], first

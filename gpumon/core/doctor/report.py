@@ -170,6 +170,10 @@ def diagnose(
             stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
         )
         advice = slurm if failure.kind.startswith("slurm_") else tuple(advise(failure, context))
+        if failure.kind == "no_gpu" and record.spec.slurm is not None:  # in a job, GPUs are asked of Slurm
+            from gpumon.core.doctor.slurm_end import gpus_advice
+
+            advice = (*gpus_advice(record), *advice)
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
         distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1

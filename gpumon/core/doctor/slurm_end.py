@@ -122,3 +122,14 @@ def _time_why(record: RunRecord, telemetry: RunTelemetry) -> str:
     progress = telemetry.progress
     done, plan = max(progress.steps.values(), default=0), max(progress.plan.values(), default=0)
     return f"step {done} of {plan} at {_step_s(telemetry) or 0:.2f} s/step after {record.elapsed() or 0:.0f} s; +25%"
+
+
+def gpus_advice(record: RunRecord) -> list[Advice]:
+    """A job that found no GPU: ask Slurm for them (the node has none unless the job asks)."""
+    asked = int((record.spec.slurm or {}).get("gpus_per_node") or 0)
+    if asked:
+        return []
+    want = max(1, record.spec.nproc)
+    why = "the job asked Slurm for no GPU (no --gpus-per-node), so its ranks see none"
+    change = f"gpumon launch ... --slurm --gpus-per-node {want} (and a GPU partition: --partition)"
+    return [Advice("gpus_per_node", f"ask the job for {want} GPU(s) per node", why, change)]
