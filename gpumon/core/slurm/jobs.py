@@ -91,7 +91,9 @@ def forget() -> None:
 def job(job_id: str) -> Job | None:
     """A job squeue knows, else its end from sacct or scontrol; None when no one can say."""
     known = mine()
-    if known is not None and job_id in known:
+    if known is None:
+        return None  # the controller does not answer: sacct and scontrol would wait on it too
+    if job_id in known:
         return known[job_id]
     return ended(job_id)
 
