@@ -18,6 +18,7 @@ from typing import Any
 from gpumon import __version__
 from gpumon.cli.common import fail, print_table
 from gpumon.cli.ray_fleet import add_ray_option
+from gpumon.cli.slurm_fleet import add_slurm_option
 from gpumon.core import format as fmt
 from gpumon.core.fleet.hosts import (
     SSH_ENV,
@@ -59,6 +60,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     add_fleet_options(fleet, in_command=True)
     add_ray_option(fleet, in_command=True)
+    add_slurm_option(fleet, in_command=True)
     fleet.add_argument("--json", action="store_true", help="print a JSON document (JSON Lines with --watch)")
     fleet.add_argument("--watch", action="store_true", help="print again every interval until Ctrl-C")
 
@@ -94,6 +96,10 @@ def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
 def cmd_fleet(args: argparse.Namespace) -> int:
     from gpumon.core.fleet.monitor import FleetMonitor, settled
 
+    if getattr(args, "slurm", False):
+        from gpumon.cli.slurm_fleet import cmd_fleet_slurm
+
+        return cmd_fleet_slurm(args)
     if getattr(args, "ray", None):
         from gpumon.cli.ray_fleet import cmd_fleet_ray
 
@@ -103,7 +109,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     except HostError as err:
         return fail(str(err))
     if fleet is None:
-        return fail('no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, or [fleet] hosts = ["gpu1"] in config.toml')
+        hosts = '[fleet] hosts = ["gpu1"] in config.toml'
+        return fail(f"no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, --slurm, or {hosts}")
     runs_every = 0.0 if not args.json else 5.0  # the table shows no runs: read them only for JSON
     monitor = FleetMonitor(
         fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every,
@@ -113,7 +120,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     try:
         state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)
         while True:
-            _print(state, args.json, args.watch)
+            print_fleet(state, args.json, args.watch)
             if not args.watch:
                 return 0
             time.sleep(args.interval)
@@ -147,7 +154,7 @@ def fleet_doc(state: Any) -> dict[str, Any]:
     return {"schema": 1, "version": __version__, "time": state.time, "idle_gpus": idle, "gpus": total, "hosts": hosts}
 
 
-def _print(state: Any, as_json: bool, watch: bool) -> None:
+def print_fleet(state: Any, as_json: bool = False, watch: bool = False) -> None:
     if as_json:
         doc = fleet_doc(state)
         print(json.dumps(doc, separators=(",", ":")) if watch else json.dumps(doc, indent=1), flush=True)
