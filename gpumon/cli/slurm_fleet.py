@@ -109,7 +109,7 @@ def cmd_fleet_slurm(args: argparse.Namespace) -> int:
 
 def slurm_doc(fleet: Any) -> dict[str, Any]:
     """``gpumon fleet --json``'s document for the jobs' nodes, with ``slurm``: the jobs, partitions and line."""
-    from gpumon.cli.fleet import fleet_doc
+    from gpumon.cli.fleet_table import fleet_doc
     from gpumon.core.fleet.model import FleetState
 
     doc = fleet_doc(FleetState(fleet.state(), time.time()))
@@ -130,7 +130,7 @@ def _print(fleet: Any, as_json: bool, watch: bool) -> None:
         doc = slurm_doc(fleet)
         print(json.dumps(doc, separators=(",", ":")) if watch else json.dumps(doc, indent=1), flush=True)
         return
-    from gpumon.cli.fleet import print_fleet
+    from gpumon.cli.fleet_table import print_fleet
     from gpumon.core.fleet.model import FleetState
 
     print(fleet.summary())
