@@ -69,6 +69,8 @@ def test_sinfo_counts_nodes_by_state_and_free_gpus_per_partition() -> None:
 def test_srun_failures_are_reasons_in_words() -> None:
     assert srun_reason(2, SRUN_NOT_FOUND) == (NOT_INSTALLED, SRUN_NOT_FOUND[0])
     assert srun_reason(1, SRUN_NO_JOB)[0] == ENDED
+    ended = ["srun: error: Unable to create step for job 2: Job/step already completing or completed"]
+    assert srun_reason(1, ended) == (ENDED, ended[0])
     assert srun_reason(-15, []) == ("srun ended by signal 15", None)
 
 
@@ -86,6 +88,22 @@ def test_without_slurm_on_path_one_line_and_exit_2(tmp_path: Path, argv: list[st
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpumon: error: squeue not found: --slurm needs"), lines
+
+
+@pytest.mark.skipif(shutil.which("squeue") is None, reason="Slurm's commands are not installed")
+def test_a_controller_that_does_not_answer_is_the_reason_and_exit_1(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"  # a cluster whose controller's port has no one behind it
+    conf.write_text(
+        "ClusterName=gone\nSlurmctldHost=localhost\nSlurmctldPort=1\nMessageTimeout=2\n"
+        "NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=ALL Default=YES\n"
+    )
+    env = {**os.environ, "SLURM_CONF": str(conf), "GPUMON_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpumon", "fleet", "--slurm"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done
+    assert done.stdout.startswith("Slurm  squeue failed: ") and "no running job" not in done.stdout
+    assert done.stderr.startswith("gpumon: squeue failed: ") and "controller" in done.stderr, done.stderr
 
 
 # -- on a real cluster ---------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def cmd_fleet_slurm(args: argparse.Namespace) -> int:
     finally:
         fleet.stop()
     status = fleet.status
-    if status.read_at is None or (status.reason and not status.jobs and status.summary is None):
+    if status.read_at is None or status.jobs_failed:  # the cluster's trouble, not a mistake of the user's: 1
         print(f"gpumon: {status.reason or f'squeue did not answer in {SETTLE_S:.0f} s'}", file=sys.stderr)
         return 1
     return 0

@@ -87,6 +87,7 @@ class SlurmStatus:
     jobs: tuple[Job, ...] = ()
     summary: ClusterSummary | None = None
     reason: str | None = None  # why squeue or sinfo failed at the last read
+    jobs_failed: bool = False  # squeue failed at the last read: ``jobs`` are the ones read before
     left_out: int = 0  # nodes not streamed (over MAX_STREAMS)
 
     def line(self) -> str:
@@ -98,7 +99,7 @@ class SlurmStatus:
         if self.jobs:
             plural = "s" if len(self.jobs) != 1 else ""
             words.append(f"{len(self.jobs)} running job{plural} of yours on {nodes} node{'s' if nodes != 1 else ''}")
-        else:
+        elif not self.jobs_failed:  # else the reason says why they are not known
             words.append("no running job of yours")
         if self.left_out:
             words.append(f"{self.left_out} nodes not shown (at most {MAX_STREAMS} streams)")
@@ -149,7 +150,8 @@ class SlurmFleet:
 
     def stop(self) -> None:
         """End the reader and every srun step of ours (in parallel: each may take its 2 s grace)."""
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
         self._soon.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -193,20 +195,25 @@ class SlurmFleet:
         except SlurmError as err:
             jobs, reasons = self.status.jobs, [str(err)]  # the links stream on their own: keep them
         else:
-            self._reconcile(jobs)
+            self._reconcile(jobs)  # starts nothing once stop() has begun
         try:
             summary: ClusterSummary | None = cluster_summary()
         except SlurmError as err:
             summary = self.status.summary
             reasons.append(str(err))
         wanted = sum(len(job.nodes) for job in jobs)
-        self.status = SlurmStatus(time.time(), jobs, summary, "; ".join(reasons) or None, max(0, wanted - MAX_STREAMS))
+        left_out = max(0, wanted - MAX_STREAMS)
+        failed = bool(reasons) and reasons[0].startswith(("squeue", "scontrol"))
+        reason = "; ".join(reasons) or None
+        self.status = SlurmStatus(time.time(), jobs, summary, reason, jobs_failed=failed, left_out=left_out)
         self._notify()
 
     def _reconcile(self, jobs: tuple[Job, ...]) -> None:
         wanted = [(host_name(job, node), job, node) for job in jobs for node in job.nodes][:MAX_STREAMS]
         names = {name for name, _, _ in wanted}
         with self._lock:
+            if self._stop.is_set():  # stop() collects the links under this lock: start none after it
+                return
             gone = [link for name, link in self._links.items() if name not in names]
             links: dict[str, SrunLink] = {}
             new = []
