@@ -234,3 +234,32 @@ async def test_the_fleet_view_shows_the_clusters_summary_line_as_text_not_markup
     async with plain.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
         assert not plain.query_one(FleetView).query_one("#fleet-slurm").display
+
+
+def test_a_node_without_gpumon_says_so_and_the_config_names_the_command(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[slurm]\ngpumon = ["/nonexistent/bin/gpumon"]\n')
+    job = submit(cluster)
+    try:
+        env = {**os.environ, **cluster.env, "GPUMON_CONFIG_DIR": str(tmp_path)}
+        done = subprocess.run(
+            [sys.executable, "-m", "gpumon", "fleet", "--slurm", "--json"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (node,) = json.loads(done.stdout)["hosts"]
+        assert (node["name"], node["link"], node["reason"]) == (f"{cluster.node} (job {job})", "down", NOT_INSTALLED)
+        assert "/nonexistent/bin/gpumon" in node["detail"]  # slurmstepd's own line
+    finally:
+        cluster.cancel_all()
+
+
+@pytest.mark.skipif(shutil.which("squeue") is None, reason="Slurm's commands are not installed")
+def test_a_wrong_slurm_gpumon_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("[slurm]\ngpumon = 3\n")
+    env = {**os.environ, "GPUMON_CONFIG_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "gpumon", "fleet", "--slurm"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"gpumon: error: {tmp_path / 'config.toml'}: [slurm] gpumon must be the command on the nodes, "
+        'e.g. gpumon = ["~/venv/bin/gpumon"]'
+    ]
