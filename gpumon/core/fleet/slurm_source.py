@@ -141,6 +141,7 @@ class SlurmFleet:
         self._soon = threading.Event()
         self._thread: threading.Thread | None = None
         self._expanded: dict[str, tuple[str, ...]] = {}
+        self._stoppers: list[threading.Thread] = []  # ending the links of jobs that left: joined by stop()
 
     # -- the public face -------------------------------------------------------------
     def start(self) -> None:
@@ -159,6 +160,8 @@ class SlurmFleet:
             links = list(self._links.values())
             self._links.clear()
         _stop_all(links)
+        for thread in self._stoppers:
+            thread.join(timeout=30)
 
     def state(self) -> tuple[HostState, ...]:
         """One state per (job, node), in squeue's order: a reference, cheap for a view to read each frame."""
@@ -232,7 +235,9 @@ class SlurmFleet:
         for link in new:
             link.start()
         if gone:  # their steps end with their jobs; a job still running (left the first 32) needs ours stopped
-            threading.Thread(target=_stop_all, args=(gone,), daemon=True).start()
+            stopper = threading.Thread(target=_stop_all, args=(gone,), daemon=True)
+            self._stoppers = [t for t in self._stoppers if t.is_alive()] + [stopper]
+            stopper.start()
 
     def _publish(self, state: HostState) -> None:
         with self._lock:
