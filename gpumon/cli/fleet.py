@@ -8,17 +8,16 @@ A mistake in any of them is one line and exit 2, before any ssh starts.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpumon import __version__
-from gpumon.cli.common import fail, print_table
+from gpumon.cli.common import fail
+from gpumon.cli.fleet_table import print_fleet
 from gpumon.cli.ray_fleet import add_ray_option
-from gpumon.core import format as fmt
+from gpumon.cli.slurm_fleet import add_slurm_option
 from gpumon.core.fleet.hosts import (
     SSH_ENV,
     FleetConfig,
@@ -59,6 +58,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     add_fleet_options(fleet, in_command=True)
     add_ray_option(fleet, in_command=True)
+    add_slurm_option(fleet, in_command=True)
     fleet.add_argument("--json", action="store_true", help="print a JSON document (JSON Lines with --watch)")
     fleet.add_argument("--watch", action="store_true", help="print again every interval until Ctrl-C")
 
@@ -94,6 +94,10 @@ def build_monitor(args: argparse.Namespace, sampler: Any = None) -> Any:
 def cmd_fleet(args: argparse.Namespace) -> int:
     from gpumon.core.fleet.monitor import FleetMonitor, settled
 
+    if getattr(args, "slurm", False):
+        from gpumon.cli.slurm_fleet import cmd_fleet_slurm
+
+        return cmd_fleet_slurm(args)
     if getattr(args, "ray", None):
         from gpumon.cli.ray_fleet import cmd_fleet_ray
 
@@ -103,7 +107,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     except HostError as err:
         return fail(str(err))
     if fleet is None:
-        return fail('no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, or [fleet] hosts = ["gpu1"] in config.toml')
+        hosts = '[fleet] hosts = ["gpu1"] in config.toml'
+        return fail(f"no hosts: give --hosts gpu1,gpu2, --ray ADDRESS, --slurm, or {hosts}")
     runs_every = 0.0 if not args.json else 5.0  # the table shows no runs: read them only for JSON
     monitor = FleetMonitor(
         fleet.hosts, fleet.ssh, args.interval, fleet.gpumon, args.simulate, args.seed, runs_every=runs_every,
@@ -113,7 +118,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     try:
         state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)
         while True:
-            _print(state, args.json, args.watch)
+            print_fleet(state, args.json, args.watch)
             if not args.watch:
                 return 0
             time.sleep(args.interval)
@@ -129,73 +134,6 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 
 def _runs_read(state: Any, runs_every: float) -> bool:
     return not runs_every or all(h.link != "live" or h.runs_at or h.runs_reason for h in state.hosts)
-
-
-def fleet_doc(state: Any) -> dict[str, Any]:
-    idle, total = state.totals()
-    hosts = []
-    for h in state.hosts:
-        where = {"name": h.host.name, "address": h.host.address, "user": h.host.user, "port": h.host.port}
-        hosts.append(
-            {
-                **where,
-                **{key: getattr(h, key) for key in ("link", "reason", "detail", "since", "latency_ms", "version")},
-                **{key: getattr(h, key) for key in ("retry_at", "snapshot", "runs_reason", "runs_at")},
-                "runs": list(h.runs),
-            }
-        )
-    return {"schema": 1, "version": __version__, "time": state.time, "idle_gpus": idle, "gpus": total, "hosts": hosts}
-
-
-def _print(state: Any, as_json: bool, watch: bool) -> None:
-    if as_json:
-        doc = fleet_doc(state)
-        print(json.dumps(doc, separators=(",", ":")) if watch else json.dumps(doc, indent=1), flush=True)
-        return
-    rows: list[tuple[str, ...]] = [("HOST", "LINK", "LATENCY", "GPUS", "IDLE", "HOST CPU", "NOTE")]
-    gpu_rows: list[tuple[str, ...]] = [("HOST", "GPU", "NAME", "UTIL", "MEMORY", "TEMP", "POWER", "PIDS")]
-    for h in state.hosts:
-        busy = {p.get("gpu_index") for p in (h.snapshot or {}).get("processes", [])}
-        idle = sum(1 for d in h.gpus if (d.get("gpu_util") or 0) < 5 and d.get("index") not in busy)
-        host_doc = (h.snapshot or {}).get("host") or {}
-        note = h.reason or ((h.snapshot or {}).get("reason") or "")
-        if h.link == "stale" and h.since:
-            note = f"no sample since {time.strftime('%H:%M:%S', time.localtime(h.since))}"
-        latency = "" if h.latency_ms is None else f"{h.latency_ms:.0f} ms"
-        cpu = "" if host_doc.get("cpu_percent") is None else f"{host_doc['cpu_percent']:.0f}%"
-        gpus = (str(len(h.gpus)), str(idle)) if h.snapshot is not None else ("", "")
-        rows.append((h.host.name, h.link, latency, *gpus, cpu, note))
-        pids: dict[int, int] = {}
-        for proc in (h.snapshot or {}).get("processes", []):
-            pids[proc.get("gpu_index")] = pids.get(proc.get("gpu_index"), 0) + 1
-        for d in h.gpus:
-            gpu_rows.append(_gpu_row(h.host.name, d, pids.get(d.get("index"), 0)))
-    print_table(rows)
-    if len(gpu_rows) > 1:
-        print()
-        print_table(gpu_rows)
-    idle, total = state.totals()
-    print(f"\n{idle} of {total} GPUs idle" + ("\n" if watch else ""), flush=True)
-
-
-def _gpu_row(host: str, d: dict[str, Any], pids: int) -> tuple[str, ...]:
-    def num(value: Any, unit: str) -> str:
-        return "N/A" if value is None else f"{value:.0f}{unit}"
-
-    memory = "N/A"
-    if d.get("mem_used") is not None and d.get("mem_total"):
-        memory = f"{fmt.size(d['mem_used'])} / {fmt.size(d['mem_total'])}"
-    name = str(d.get("name") or "N/A") + ("" if d.get("state", "ok") == "ok" else f" ({d.get('state')})")
-    return (
-        host,
-        str(d.get("index")),
-        name,
-        num(d.get("gpu_util"), "%"),
-        memory,
-        num(d.get("temperature"), " C"),
-        num(d.get("power_draw"), " W"),
-        str(pids),
-    )
 
 
 def cmd_remote_logs(args: argparse.Namespace) -> int:

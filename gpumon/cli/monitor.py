@@ -112,6 +112,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     ray = _fleet(args)
     if isinstance(ray, int):
         return ray
+    slurm = _slurm(args)
+    if isinstance(slurm, int):
+        return slurm
     no_terminal = terminal_problem()
     if no_terminal is not None:  # every mistake above and below is said first: it is the one to fix
         try:
@@ -127,13 +130,13 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         sampler.gpu.close()
         return fail(str(err))
     fleet: Any = ssh_fleet
-    if ray is not None:
+    if ray is not None or slurm is not None:
         from gpumon.core.fleet.combined import CombinedFleet
 
-        fleet = CombinedFleet([p for p in (ssh_fleet, ray) if p is not None])
+        fleet = CombinedFleet([p for p in (ssh_fleet, ray, slurm) if p is not None])
     sampler.start()
     if fleet is not None:
-        fleet.start()  # ssh links connect and Ray's driver joins while Textual imports
+        fleet.start()  # ssh links connect, Ray's driver joins and squeue is read while Textual imports
     try:
         from gpumon.tui.app import GpumonApp
 
@@ -186,3 +189,15 @@ def _fleet(args: argparse.Namespace) -> Any:
         print(f"gpumon: error: {problem}", file=sys.stderr)
         return 2
     return build_ray_fleet(args)
+
+
+def _slurm(args: argparse.Namespace) -> Any:
+    """The Slurm jobs' fleet (None without --slurm), or the exit code of a user's mistake (no Slurm here)."""
+    from gpumon.cli.slurm_fleet import build_slurm_fleet, slurm_problem
+
+    if not getattr(args, "slurm", False):
+        return None
+    problem = slurm_problem()
+    if problem:
+        return fail(problem)
+    return build_slurm_fleet(args)

@@ -10,6 +10,7 @@ from gpumon import __version__
 from gpumon.cli import alerts, doctor, fleet, launch, runs, signals, tune
 from gpumon.cli.common import whole
 from gpumon.cli.ray_fleet import add_ray_option
+from gpumon.cli.slurm_fleet import add_slurm_option
 from gpumon.core.fleet.stream import FIELDS
 from gpumon.core.sampler import MIN_INTERVAL
 
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--readonly", action="store_true", help="look only: never send signals, launch or stop runs")
     fleet.add_fleet_options(parser, in_command=False)
     add_ray_option(parser, in_command=False)
+    add_slurm_option(parser, in_command=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser(
         "snapshot", parents=[_source_options(in_command=True)], help="print GPUs, processes and host once, then exit"

@@ -1,5 +1,5 @@
-"""Several fleet sources as the one fleet the app reads: ssh hosts (``FleetMonitor``) and Ray clusters
-(``RayFleet``), started and stopped together, their hosts in the order given."""
+"""Several fleet sources as the one fleet the app reads: ssh hosts (``FleetMonitor``), Ray clusters
+(``RayFleet``) and Slurm jobs' nodes (``SlurmFleet``), started and stopped together, their hosts in the order given."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from gpumon.core.fleet.model import FleetState, HostState
 
 
 def hosts_of(state: Any) -> tuple[HostState, ...]:
-    """A source's hosts: a ``FleetState``'s, or the tuple a ``RayFleet`` gives."""
+    """A source's hosts: a ``FleetState``'s, or the tuple a ``RayFleet`` or ``SlurmFleet`` gives."""
     return tuple(getattr(state, "hosts", state))
 
 
@@ -34,6 +34,11 @@ class CombinedFleet:
         for part in self.parts:
             if hasattr(part, "refresh_runs"):
                 part.refresh_runs(name)
+
+    def summary(self) -> str | None:
+        """The parts' summary lines (a Slurm cluster's partitions), one per line; None when no part has one."""
+        lines = [part.summary() for part in self.parts if hasattr(part, "summary")]
+        return "\n".join(line for line in lines if line) or None
 
     def state(self) -> FleetState:
         return FleetState(tuple(h for part in self.parts for h in hosts_of(part.state())), time.time())

@@ -138,10 +138,26 @@ class HostLink(BaseLink):
         stop_process(proc)
         super().stop()
 
+    def argv(self, remote: list[str]) -> list[str]:
+        """The argv that runs ``gpumon REMOTE`` on the host (a subclass may reach it another way: srun)."""
+        return ssh_argv(self.ssh, self.host, [*self.gpumon, *remote])
+
+    def env(self) -> dict[str, str] | None:
+        """The environment of that argv (None: this process's)."""
+        return None
+
+    def classify(self, returncode: int | None, stderr: list[str]) -> tuple[str, str | None]:
+        """Why the stream ended, in words, and the line it came from."""
+        return classify(returncode, stderr)
+
     def _popen(self, remote: list[str]) -> subprocess.Popen[bytes] | None:
-        argv = ssh_argv(self.ssh, self.host, [*self.gpumon, *remote])
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            self.argv(remote),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=self.env(),
         )
         with self._lock:
             self._proc = proc
@@ -196,7 +212,7 @@ class HostLink(BaseLink):
             elif got and returncode == 0 and not stderr:
                 reason, detail = "gpumon stopped streaming on the host", None
             else:
-                reason, detail = classify(returncode, list(stderr))
+                reason, detail = self.classify(returncode, list(stderr))
             self._set(link="down", reason=reason, detail=detail)
         return got
 

@@ -72,12 +72,14 @@ class FleetView(View, Vertical):
         self._names: tuple[str, ...] | None = None
         self._blocks: dict[str, HostBlock] = {}
         self._total: str | None = None
+        self._summary: str | None = None
         self._stale = False
         self._links: tuple[str, ...] = ()
         self._drawn_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-total")
+        yield Static(id="fleet-slurm")  # a Slurm cluster's partitions (--slurm), read by core off this thread
         hint = Text.assemble(
             ("This machine only. Add hosts: ", "dim"),
             ("gpumon --hosts a,b", "bold"),
@@ -89,6 +91,7 @@ class FleetView(View, Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#fleet-hint").display = self.context.fleet is None
+        self.query_one("#fleet-slurm").display = False
         if self.context.fleet is not None:
             self.set_interval(LOOK_S, self.poll)
             self.poll()
@@ -143,6 +146,13 @@ class FleetView(View, Vertical):
         if total != self._total:
             self._total = total
             self.query_one("#fleet-total", Static).update(Text(total, style="bold"))
+        summary = getattr(self.context.fleet, "summary", None)
+        line = summary() if callable(summary) else None  # a reference read: squeue and sinfo ran on core's thread
+        if line != self._summary:
+            self._summary = line
+            widget = self.query_one("#fleet-slurm", Static)
+            widget.display = bool(line)
+            widget.update(Text(line or "", style="dim"))  # Slurm's words, never markup
         screen = self.app.screen
         if isinstance(screen, HostScreen):
             for host in state.hosts:
