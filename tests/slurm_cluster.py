@@ -59,7 +59,9 @@ class Cluster:
             if pid:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-                wait_until(lambda p=pid: not _alive(p), timeout=15, step=0.2)
+                if not wait_until(lambda p=pid: not _alive(p), timeout=15, step=0.2):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)  # a slurmd waiting on a job's stepd: never left behind
 
 
 def _free_port() -> int:
