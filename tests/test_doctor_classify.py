@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.doctor import KINDS, Context, MemoryNumbers, advise, classify, exception_text, fmt_size
+from gpumon.core.doctor.failures import STATE_KINDS
 from gpumon.core.doctor.memory_advice import fitting_batch
 from gpumon.core.doctor.oom import SIZE
 
@@ -36,7 +37,8 @@ def keys(items: list) -> list[str]:
 
 def test_the_corpus_covers_every_kind_and_names_its_sources() -> None:
     kinds = {p.name.split("__")[0] for p in FILES}
-    assert kinds == set(KINDS) - {"stopped"}  # a stop is told by the run's state, not by a text
+    assert kinds == set(KINDS) - STATE_KINDS  # a stop, or Slurm's end, is told by a state, not by a text
+    assert "stopped" in STATE_KINDS and "slurm_timeout" in STATE_KINDS and "killed" not in STATE_KINDS
     for path in FILES:
         source = (
             r"# (source: https://github\.com/|produced on this machine: torch 2\.13|produced on an H100: torch 2\.11)"

@@ -15,8 +15,10 @@ from gpumon.core.doctor.oom import MemoryNumbers
 KINDS = (
     "cuda_oom", "host_oom", "device_assert", "cudnn", "nccl", "nccl_timeout", "shape", "import", "no_gpu",
     "checkpoint", "no_launcher", "removed_api", "worker", "killed", "exit", "stopped", "unknown",
-    "slurm_timeout", "slurm_out_of_memory", "slurm_node_fail", "slurm_preempted", "slurm_boot_fail", "slurm_deadline",
+    *(f"slurm_{end}" for end in ("timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline")),
 )  # fmt: skip
+# Kinds told by the run's state (a stop) or by Slurm's end state (doctor/slurm_end.py), never by a log's text.
+STATE_KINDS = frozenset(kind for kind in KINDS if kind == "stopped" or kind.startswith("slurm_"))
 
 
 @dataclass(frozen=True)
