@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +51,7 @@ for _ in range(100000):
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="gpumon-slurm-"))  # not pytest's 0700 tree: munged runs as munge
-    started = start_cluster(root)
+    started = start_cluster(root, cpus=6)  # the jobs below run side by side; most of their time is waiting
     if isinstance(started, str):
         shutil.rmtree(root, ignore_errors=True)
         pytest.skip(started)
@@ -61,18 +60,31 @@ def cluster() -> Iterator[Cluster]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def cli(cluster: Cluster, tmp_path: Path) -> Iterator[Cli]:
-    env = {**os.environ, **cluster.env, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+@pytest.fixture(scope="module")
+def cli(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
+    where = tmp_path_factory.mktemp("slurm-runs")
+    (where / "steps.py").write_text(STEPS)
+    (where / "grows.py").write_text(GROWS)
+    (where / "to_gpu.py").write_text("import torch\ntorch.nn.Linear(2, 2).to(0)\n")  # an int device is a GPU
+    env = {**os.environ, **cluster.env, "GPUMON_HOME": str(where / "home"), "CUDA_VISIBLE_DEVICES": ""}
     env.pop("GPUMON_RUN_DIR", None)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120
+            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=where, timeout=120
         )
 
     yield run
     cluster.cancel_all()
+
+
+@pytest.fixture(scope="module")
+def limited(cli: Cli) -> dict[str, dict[str, Any]]:
+    """Two jobs Slurm will end, submitted first: their minute passes while the other tests run."""
+    return {
+        "time": submit(cli, "script", "steps.py", "--time", "1"),  # Slurm's smallest limit: a minute
+        "memory": submit(cli, "script", "grows.py", "--sbatch-arg=--mem=400M"),
+    }
 
 
 def rows(cli: Cli) -> dict[str, dict[str, Any]]:
@@ -94,7 +106,9 @@ def ended(cli: Cli, run_id: str, timeout: float) -> dict[str, Any]:
     return found
 
 
-def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(cli: Cli, cluster: Cluster) -> None:
+def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(
+    cli: Cli, cluster: Cluster, limited: dict[str, dict[str, Any]]
+) -> None:
     run = submit(cli, "ddp", "--nproc", "2", "--", "--epochs", "1")
     assert run["slurm_job_id"].isdigit() and run["state"] in ("pending", "starting", "running")
     row = ended(cli, run["id"], timeout=180)
@@ -108,16 +122,12 @@ def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(cli: Cli, cl
 
 
 def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster) -> None:
-    blocker = cluster.run(
-        "sbatch", "--parsable", f"--cpus-per-task={cluster.cpus}", "-o", "/dev/null", "--wrap", "sleep 300"
-    )
-    assert blocker.returncode == 0, blocker.stderr
-    run = submit(cli, "ddp", "--nproc", "2")
+    run = submit(cli, "ddp", "--nproc", "2", "--sbatch-arg=--begin=now+1hour")  # it waits, whatever is free
     waiting = wait_until(lambda: (r := rows(cli)[run["id"]])["slurm_reason"] and r, timeout=60, step=0.5)
     assert waiting and waiting["status"] == "pending" and waiting["slurm_state"] == "PENDING", waiting
-    assert waiting["slurm_reason"] in ("Resources", "Priority"), waiting
+    assert waiting["slurm_reason"] == "BeginTime", waiting
     listing = cli("runs").stdout
-    assert re.search(rf"pending \(job {run['slurm_job_id']}: (Resources|Priority)", listing), listing
+    assert f"pending (job {run['slurm_job_id']}: BeginTime" in listing, listing
 
     stopped = cli("stop", run["id"])
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -127,11 +137,18 @@ def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster)
     assert row["status"] == "stopped" and row["slurm_state"] == "CANCELLED", row
 
 
-def test_jobs_ended_by_their_time_and_memory_limits_are_explained(cli: Cli, cluster: Cluster, tmp_path: Path) -> None:
-    (tmp_path / "steps.py").write_text(STEPS)
-    (tmp_path / "grows.py").write_text(GROWS)
-    slow = submit(cli, "script", "steps.py", "--time", "1")  # Slurm's smallest limit: a minute
-    big = submit(cli, "script", "grows.py", "--sbatch-arg=--mem=400M")
+def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli) -> None:
+    run = submit(cli, "script", "to_gpu.py")
+    row = ended(cli, run["id"], timeout=120)
+    assert row["status"] == "failed" and row["slurm_state"] == "FAILED", row
+    doctor = json.loads(cli("doctor", run["id"], "--json").stdout)
+    assert doctor["failure"]["kind"] == "no_gpu"
+    first = doctor["advice"][0]
+    assert first["key"] == "gpus_per_node" and "--slurm --gpus-per-node 1" in first["change"], first
+
+
+def test_jobs_ended_by_their_time_and_memory_limits_are_explained(cli: Cli, limited: dict[str, dict[str, Any]]) -> None:
+    slow, big = limited["time"], limited["memory"]
     grown = ended(cli, big["id"], timeout=120)
     assert grown["status"] == "failed" and grown["slurm_state"] in ("OUT_OF_MEMORY", "FAILED"), grown
     doctor = json.loads(cli("doctor", big["id"], "--json").stdout)
@@ -179,14 +196,3 @@ def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_pat
             spec_values(FormValues(kind="ddp", slurm=wrong), 0, str(tmp_path), None)
     with pytest.raises(SpecError, match="choose one"):
         spec_values(FormValues(kind="ddp", slurm="job", hosts="a,b"), 0, str(tmp_path), None)
-
-
-def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "to_gpu.py").write_text("import torch\ntorch.nn.Linear(2, 2).to(0)\n")  # an int device is a GPU
-    run = submit(cli, "script", "to_gpu.py")
-    row = ended(cli, run["id"], timeout=120)
-    assert row["status"] == "failed" and row["slurm_state"] == "FAILED", row
-    doctor = json.loads(cli("doctor", run["id"], "--json").stdout)
-    assert doctor["failure"]["kind"] == "no_gpu"
-    first = doctor["advice"][0]
-    assert first["key"] == "gpus_per_node" and "--slurm --gpus-per-node 1" in first["change"], first
