@@ -74,6 +74,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="never ask the run for a tensor census by itself when its memory grows (the doctor still ranks fixes)",
     )
+    from gpumon.cli.queue import add_queue_options
+
+    add_queue_options(launch)  # --queue, --gpu-mem, --after, --priority, --slots (docs/queue.md)
 
 
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -86,6 +89,10 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
         return fail("give a script or --module, not both")
     if args.hosts is not None:
         return cmd_launch_group(args, rest)
+    if args.queue or args.gpu_mem or args.after or args.priority is not None or args.slots is not None:
+        from gpumon.cli.queue import cmd_launch_queued
+
+        return cmd_launch_queued(args, rest, build_spec)
     if args.ssh is not None or args.rdzv_host is not None:
         return fail("--ssh and --rdzv-host go with --hosts a,b")
     visible = visible_gpu_count()

@@ -86,6 +86,7 @@ class RunsMonitor:
         self._unread: set[str] = set()  # folders listed before their files were written: tried again each refresh
         self._sorted: list[RunSummary] | None = None
         self._detail: RunSummary | None = None  # the last ended run asked for with its series
+        self._queue_checked = -1e9  # when a keeper for queued runs was last made sure of
 
     def refresh(self) -> list[RunSummary]:
         """All runs, oldest first."""
@@ -130,8 +131,13 @@ class RunsMonitor:
         if not fresh:
             record = record.reread()
         ended = record.status.get("state") in END_STATES
-        supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
-        if self.adopt and not ended and not supervised:
+        if record.status.get("state") == "queued":  # waits for the queue's keeper: no supervisor yet
+            if self.adopt:
+                self._keep_queue()
+            supervised = False
+        else:
+            supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
+        if self.adopt and not ended and not supervised and record.status.get("state") != "queued":
             record = self._take_over(record)
             ended = record.status.get("state") in END_STATES
         # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap).
@@ -152,6 +158,18 @@ class RunsMonitor:
             self._summaries[run_id] = replace(summary, loss_steps=(), loss_values=(), memory_series={}, series=False)
             with contextlib.suppress(sqlite3.Error, OSError):  # listing works without the index
                 self.index.put([(run_id, record.created, to_row(summary))])
+
+    def _keep_queue(self) -> None:
+        """Queued runs and no keeper (it was killed): start one, at most every few seconds."""
+        import time
+
+        if time.monotonic() - self._queue_checked < 5.0:
+            return
+        self._queue_checked = time.monotonic()
+        from gpumon.core.queue.keeper import ensure_keeper
+
+        with contextlib.suppress(OSError):
+            ensure_keeper(self.store.root)
 
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.runs.launcher import adopt, record_end
