@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from gpumon.core.model import GpuSample
 from gpumon.core.queue.plan import GpuState
@@ -71,12 +71,4 @@ def reservations(
             if left > 0:
                 name, before = out.get(index, (run, 0))
                 out[index] = (name, before + left)
-    return out
-
-
-def merge(a: Mapping[int, tuple[str, int]], b: Mapping[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
-    out = dict(a)
-    for index, (run, size) in b.items():
-        name, before = out.get(index, (run, 0))
-        out[index] = (name, before + size)
     return out

@@ -53,6 +53,7 @@ class RunSummary:
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
+    queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
 
     @property
     def leak(self) -> LeakState | None:
@@ -67,6 +68,13 @@ class RunSummary:
     @property
     def state(self) -> str:
         return self.record.state
+
+    @property
+    def state_label(self) -> str:
+        """ "queued 2" for a queued run (its place in the queue), else the state."""
+        if self.queue is not None and self.state == "queued":
+            return f"queued {self.queue[0]}" if self.queue[0] else "queued"
+        return self.state
 
 
 class RunsMonitor:
@@ -99,6 +107,7 @@ class RunsMonitor:
         self._list()
         for run_id in list(self._live):
             self._follow(run_id)
+        self._queue_places()
         if self._sorted is None:
             self._sorted = sorted(self._summaries.values(), key=lambda s: (s.record.created, s.id))
         return self._sorted
@@ -158,6 +167,21 @@ class RunsMonitor:
             self._summaries[run_id] = replace(summary, loss_steps=(), loss_values=(), memory_series={}, series=False)
             with contextlib.suppress(sqlite3.Error, OSError):  # listing works without the index
                 self.index.put([(run_id, record.created, to_row(summary))])
+
+    def _queue_places(self) -> None:
+        """Each queued run's position and reason, from the keeper's plan (read again only when it changed)."""
+        queued = [run_id for run_id in self._live if self._summaries.get(run_id, None) is not None]
+        queued = [run_id for run_id in queued if self._summaries[run_id].record.status.get("state") == "queued"]
+        if not queued:
+            return
+        from gpumon.core.queue.entry import queue_fields
+
+        for run_id in queued:
+            fields = queue_fields(self.store.root, run_id)
+            place = (fields["queue_position"], str(fields["queue_reason"]))
+            if self._summaries[run_id].queue != place:
+                self._summaries[run_id] = replace(self._summaries[run_id], queue=place)
+                self._sorted = None
 
     def _keep_queue(self) -> None:
         """Queued runs and no keeper (it was killed): start one, at most every few seconds."""
