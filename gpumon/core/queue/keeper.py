@@ -98,6 +98,9 @@ class Keeper:
         self.watch = GpuWatch(self.conf["settle"])
         self.source: Any = None
         self.last_plan: dict[str, Any] | None = None
+        self._stamp: int | None = None  # the queue folder's mtime when the entries were read
+        self._cache: list[q.QueueEntry] = []
+        self._sig: tuple[Any, ...] | None = None  # the last look's inputs
         self.stopping = False
 
     def run(self) -> int:
@@ -115,6 +118,7 @@ class Keeper:
                     fd = -1
                     if not any(e.state == q.WAITING for e in q.load_all(self.root)):
                         break
+                    self._stamp = None
                     again = _try_lock(self.root)
                     if again is None:
                         return 0  # a new keeper took over
@@ -134,7 +138,7 @@ class Keeper:
     def tick(self) -> bool:
         """One look: start, fail or explain every waiting run. False when none waits."""
         now = time.time()
-        entries = self._tidy(q.load_all(self.root))
+        entries = self._entries()
         waiting = [e for e in entries if e.state == q.WAITING]
         if not waiting:
             q.write_plan(self.root, {"time": now, "keeper_pid": os.getpid(), "runs": {}})
@@ -153,6 +157,18 @@ class Keeper:
             dep_states={d: self._state(d) for d in deps},
             cpu_running=sum(1 for e in started if e.gpus == 0),
         )
+        # The same look as last time (nothing moved, no GPU changed): nothing to decide or write.
+        sig = (
+            self._stamp,
+            tuple((g.index, g.used, g.settled_free, g.settled_idle, int(g.settling_s), g.procs) for g in gpus),
+            tuple(sorted(inputs.reserved.items())),
+            tuple(sorted(inputs.dep_states.items(), key=str)),
+            inputs.cpu_running,
+            int(now // 5),  # the backfill bound is a time: look again every few seconds anyway
+        )
+        if sig == self._sig:
+            return True
+        self._sig = sig
         decisions = plan(inputs)
         for decision in decisions:
             if decision.action == "start":
@@ -178,11 +194,29 @@ class Keeper:
         record = self.store.load(self.store.runs_dir / run)
         return None if record is None else record.state
 
-    def _tidy(self, entries: list[q.QueueEntry]) -> list[q.QueueEntry]:
+    def _entries(self) -> list[q.QueueEntry]:
+        """The entries, read again only when the queue folder changed (every change renames a file into it);
+        otherwise only the started runs' states are looked at (a waiting run's status changes only with its
+        entry: cancel removes it, start is the keeper's)."""
+        try:
+            stamp = q.queue_dir(self.root).stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if stamp != self._stamp or stamp is None:
+            self._stamp = stamp
+            self._cache = self._tidy(q.load_all(self.root), waiting_too=True)
+        else:
+            self._cache = self._tidy(self._cache, waiting_too=False)
+        return self._cache
+
+    def _tidy(self, entries: list[q.QueueEntry], waiting_too: bool) -> list[q.QueueEntry]:
         """Entries of runs that ended (or vanished) go; a run marked started whose status still says queued (a
         keeper died between the two writes) waits again."""
         kept = []
         for e in entries:
+            if e.state == q.WAITING and not waiting_too:
+                kept.append(e)
+                continue
             record = self.store.load(self.store.runs_dir / e.run)
             state = None if record is None else record.state
             if state is None or state in END_STATES or (e.state == q.WAITING and state != q.QUEUED):
