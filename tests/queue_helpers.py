@@ -17,10 +17,11 @@ from gpumon.core.runs.liveness import flock_holder
 
 GIB = 1024**3
 TOTAL = 80 * GIB
-# Prints the GPUs it got, then waits for its release file (or a few seconds), then exits with EXIT.
+# Prints the GPUs it got (and the order CUDA counts them in), then waits for its release file (or HOLD
+# seconds), then exits with EXIT.
 SCRIPT = """\
 import os, sys, time
-print("CVD", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+print("CVD", os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("CUDA_DEVICE_ORDER"), flush=True)
 release = os.environ.get("RELEASE")
 deadline = time.monotonic() + float(os.environ.get("HOLD", "60"))
 while time.monotonic() < deadline and not (release and os.path.exists(release)):

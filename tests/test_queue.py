@@ -43,7 +43,7 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
     freed = time.time()
     qu.gpus([71, None])
     assert wait_until(lambda: "CVD" in qu.log(run), timeout=T), qu.status(run)
-    assert qu.log(run).splitlines()[0] == "CVD 1"
+    assert qu.log(run).splitlines()[0] == "CVD 1 PCI_BUS_ID"  # NVML's index, in NVML's order
     assert qu.status(run)["started"] >= freed
     assert wait_until(lambda: qu.status(run).get("state") == "finished", timeout=T)
     assert wait_until(lambda: qu.keeper() is None, timeout=T), "the keeper outlived its queue"

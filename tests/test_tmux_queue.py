@@ -65,7 +65,7 @@ def test_queued_rows_show_their_place_and_reason_and_the_keys_act_on_them(qu: Qu
     tmux.wait_for(f"Start {first} now?")
     tmux.keys("y")
     assert wait_until(lambda: qu.status(first).get("state") == "finished", timeout=60), qu.status(first)
-    assert qu.log(first).splitlines()[0] == "CVD 0"  # started now, on the busy GPU, as asked
+    assert qu.log(first).splitlines()[0] == "CVD 0 PCI_BUS_ID"  # started now, on the busy GPU, as asked
     tmux.wait_for("finished", timeout=30)
     tmux.keys("q")
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()

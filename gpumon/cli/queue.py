@@ -48,6 +48,8 @@ def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Cal
 
     if not args.queue:
         return fail("--gpu-mem, --after, --priority and --slots go with --queue")
+    if args.follow:
+        return fail("--follow needs a started run: once it starts, gpumon logs RUN --follow")
     if args.hosts is not None or args.nnodes > 1:
         return fail("--queue starts runs on this host only: drop --hosts/--nnodes, or queue each node's launch")
     count = 0

@@ -102,6 +102,7 @@ class Keeper:
         self._cache: list[q.QueueEntry] = []
         self._sig: tuple[Any, ...] | None = None  # the last look's inputs
         self.stopping = False
+        self.error = ""  # the last look's traceback (keeper.log has each distinct one once)
 
     def run(self) -> int:
         held = _try_lock(self.root)
@@ -111,7 +112,17 @@ class Keeper:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
         try:
             while not self.stopping:
-                if not self.tick():
+                try:
+                    busy = self.tick()
+                except Exception:  # noqa: BLE001 - a bug in one look must not strand the queue: say it, look again
+                    import traceback
+
+                    text = traceback.format_exc()
+                    if text != self.error:  # once per distinct error, not every look
+                        self.error = text
+                        print(text, file=sys.stderr, flush=True)
+                    busy = True
+                if not busy:
                     # Nothing waits: let go of the lock, then look once more, so a run queued meanwhile (whose
                     # launcher saw the lock held and started no keeper) is never left without one.
                     os.close(fd)
@@ -265,7 +276,10 @@ class Keeper:
             q.save(self.root, replace(e, state=q.STARTED, assigned=decision.gpus, started_at=now, force=False))
             spec = record.spec
             if decision.gpus:
-                spec = replace(spec, gpus=",".join(map(str, decision.gpus)))
+                # NVML's indexes are PCI bus order; CUDA's default order may differ, so say which one we mean.
+                order = (("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),)
+                env = spec.env if any(k == order[0][0] for k, _ in spec.env) else spec.env + order
+                spec = replace(spec, gpus=",".join(map(str, decision.gpus)), env=env)
                 from gpumon.core.runs.store import write_json
 
                 write_json(record.dir / "spec.json", spec.to_dict())
