@@ -45,6 +45,10 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
     assert wait_until(lambda: "CVD" in qu.log(run), timeout=T), qu.status(run)
     assert qu.log(run).splitlines()[0] == "CVD 1 PCI_BUS_ID"  # NVML's index, in NVML's order
     assert qu.status(run)["started"] >= freed
+    alerts = qu.home / "runs" / run / "alerts.jsonl"
+    assert wait_until(alerts.exists, timeout=T)
+    sent = [json.loads(line) for line in alerts.read_text().splitlines()]
+    assert [a["kind"] for a in sent] == ["queue_started"] and "on GPU 1" in sent[0]["text"]
     assert wait_until(lambda: qu.status(run).get("state") == "finished", timeout=T)
     assert wait_until(lambda: qu.keeper() is None, timeout=T), "the keeper outlived its queue"
 

@@ -9,6 +9,7 @@ change goes through ``edit_lock`` so the keeper and a user's ``gpumon queue canc
         plan.json       the keeper's latest look: each waiting run's position and reason (readers only)
         keeper.lock     flock held by the keeper for its whole life: never two keepers
         edit.lock       flock held for the instant an entry or its run's status changes
+        changed         a token rewritten after every change to an entry (the keeper reads them again then)
         keeper.log      the keeper's own output
 """
 
@@ -18,13 +19,14 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.store import read_json, write_json
+from gpumon.core.runs.store import read_json, write_json, write_text
 
 QUEUED = "queued"  # the state a queued run's status.json holds
 WAITING, STARTED = "waiting", "started"
@@ -78,11 +80,30 @@ def entry_path(root: Path, run: str) -> Path:
 
 def save(root: Path, entry: QueueEntry) -> None:
     write_json(entry_path(root, entry.run), entry.to_dict())
+    _changed(root)
 
 
 def remove(root: Path, run: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         entry_path(root, run).unlink()
+    _changed(root)
+
+
+CHANGED = "changed"
+
+
+def _changed(root: Path) -> None:
+    """A new token after every change, so the keeper reads the entries again only then. Not the folder's
+    mtime: its clock is coarse, and two changes within a few ms leave the same mtime."""
+    write_text(queue_dir(root) / CHANGED, secrets.token_hex(8))
+
+
+def change_token(root: Path) -> str | None:
+    """The token the last change wrote (None before any)."""
+    try:
+        return (root / "queue" / CHANGED).read_text()
+    except OSError:
+        return None
 
 
 def load(root: Path, run: str) -> QueueEntry | None:
@@ -150,9 +171,9 @@ def read_plan(root: Path) -> dict[str, Any]:
     return data
 
 
-def queue_fields(root: Path, run: str) -> dict[str, Any]:
-    """``queue_position`` and ``queue_reason`` of a queued run, from the keeper's plan."""
-    info = (read_plan(root).get("runs") or {}).get(run) or {}
+def queue_fields(root: Path, run: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``queue_position`` and ``queue_reason`` of a queued run, from the keeper's plan (``plan``: read already)."""
+    info = ((plan if plan is not None else read_plan(root)).get("runs") or {}).get(run) or {}
     return {
         "queue_position": info.get("position"),
         "queue_reason": info.get("reason") or "waiting for the queue's keeper to look",

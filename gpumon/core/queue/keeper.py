@@ -98,7 +98,7 @@ class Keeper:
         self.watch = GpuWatch(self.conf["settle"])
         self.source: Any = None
         self.last_plan: dict[str, Any] | None = None
-        self._stamp: int | None = None  # the queue folder's mtime when the entries were read
+        self._stamp: str | None = None  # the change token when the entries were read
         self._cache: list[q.QueueEntry] = []
         self._sig: tuple[Any, ...] | None = None  # the last look's inputs
         self.stopping = False
@@ -206,13 +206,10 @@ class Keeper:
         return None if record is None else record.state
 
     def _entries(self) -> list[q.QueueEntry]:
-        """The entries, read again only when the queue folder changed (every change renames a file into it);
-        otherwise only the started runs' states are looked at (a waiting run's status changes only with its
-        entry: cancel removes it, start is the keeper's)."""
-        try:
-            stamp = q.queue_dir(self.root).stat().st_mtime_ns
-        except OSError:
-            stamp = None
+        """The entries, read again only after a change (``queue/changed`` holds a new token); otherwise only the
+        started runs' states are looked at (a waiting run's status changes only with its entry: cancel removes
+        it, start is the keeper's)."""
+        stamp = q.change_token(self.root)
         if stamp != self._stamp or stamp is None:
             self._stamp = stamp
             self._cache = self._tidy(q.load_all(self.root), waiting_too=True)

@@ -174,10 +174,11 @@ class RunsMonitor:
         queued = [run_id for run_id in queued if self._summaries[run_id].record.status.get("state") == "queued"]
         if not queued:
             return
-        from gpumon.core.queue.entry import queue_fields
+        from gpumon.core.queue.entry import queue_fields, read_plan
 
+        plan = read_plan(self.store.root)  # once a refresh, whatever the number of queued runs
         for run_id in queued:
-            fields = queue_fields(self.store.root, run_id)
+            fields = queue_fields(self.store.root, run_id, plan)
             place = (fields["queue_position"], str(fields["queue_reason"]))
             if self._summaries[run_id].queue != place:
                 self._summaries[run_id] = replace(self._summaries[run_id], queue=place)
