@@ -38,6 +38,12 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
     row = qu.runs()[run]
     assert row["status"] == "queued" and row["queue_position"] == 1
     assert row["queue_reason"].startswith("waiting for 1 GPU with 20 GiB free: ")
+    table = qu.cli("runs").stdout
+    assert f"{run} queued 1: waiting for 1 GPU with 20 GiB free: {reason}" in table
+    assert "queued 1" in next(line for line in table.splitlines() if line.startswith(run))
+    listing = qu.cli("queue").stdout.splitlines()
+    assert listing[0].split() == ["#", "ID", "STATUS", "GPUS", "PRIORITY", "PROGRAM", "WHY"]
+    assert listing[1].split()[:6] == ["1", run, "queued", "1", "0", "job.py"] and reason in listing[1]
     time.sleep(1.5)  # three settle times: still nothing fits, so it must still wait
     assert qu.status(run)["state"] == "queued"
     freed = time.time()
