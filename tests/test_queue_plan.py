@@ -120,13 +120,23 @@ def test_slots_and_start_now() -> None:
     assert out[0].action == "start" and out[0].gpus == (1,)  # the GPU with the most room, fit or not
 
 
-def test_moving_a_run_takes_its_neighbours_place() -> None:
-    entries = [entry("a", seq=1), entry("b", seq=2), entry("c", seq=3, priority=0)]
-    moved = move(entries, "c", -1)
-    assert moved is not None
-    order = sorted([entries[0], entries[1], moved], key=lambda e: e.key)
-    assert [e.run for e in order] == ["a", "c", "b"]
-    assert move(entries, "a", -1) is None
+def test_moving_a_run_swaps_it_with_its_neighbour() -> None:
+    def moved(entries: list[QueueEntry], run: str, step: int) -> list[str]:
+        pair = move(entries, run, step)
+        assert pair is not None
+        changed = {e.run: e for e in pair}
+        return [e.run for e in sorted((changed.get(e.run, e) for e in entries), key=lambda e: e.key)]
+
+    entries = [entry("a", seq=1), entry("b", seq=2), entry("c", seq=3)]
+    assert moved(entries, "c", -1) == ["a", "c", "b"]
+    assert moved(entries, "a", 1) == ["b", "a", "c"]
+    assert move(entries, "a", -1) is None and move(entries, "c", 1) is None
+    # Up then down again never ties two runs (an earlier rule gave the moved run its neighbour's number +- 1).
+    pair = move(entries, "c", -1)
+    assert pair is not None
+    after = sorted([entries[0], *pair], key=lambda e: e.key)
+    assert [e.run for e in after] == ["a", "c", "b"]
+    assert moved(after, "a", 1) == ["c", "a", "b"]
+    assert len({e.key for e in after}) == 3
     top = sorted([entry("x", priority=3, seq=5), entry("y", seq=1)], key=lambda e: e.key)
-    up = move(top, "y", -1)
-    assert up is not None and up.priority == 3 and up.key < top[0].key
+    assert moved(top, "y", -1) == ["y", "x"]

@@ -37,15 +37,16 @@ def tmux() -> Iterator[Tmux]:
 
 def test_queued_rows_show_their_place_and_reason_and_the_keys_act_on_them(qu: Queue, tmux: Tmux) -> None:
     qu.gpus([71])
-    first = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"})
-    second = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"})
-    assert wait_until(lambda: qu.runs()[second].get("queue_position") == 2, timeout=60)
     tmux.start([sys.executable, "-m", "gpumon", "--interval", "0.5"])
     tmux.wait_for("SIMULATED")
     tmux.keys("r")
-    # The newest (second) is on top: its place in the status column, its reason in the detail.
+    tmux.wait_for("runs · 0")
+    # A run that appears while the app is open becomes the selected one (newest.py): queue them now.
+    first = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"})
+    tmux.wait_for(f"{first} · queued 1", timeout=30)
+    second = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"})
+    # Each queued row shows its place in the status column; the selected one its reason in the detail.
     tmux.wait_for("queued 1", "queued 2", timeout=30)
-    tmux.keys("Up", "Up")
     tmux.wait_for(
         f"{second} · queued 2",
         "waiting for 1 GPU with 20 GiB free: GPU 0 is used by alice's pid 1234, python train.py (71 GiB)",
@@ -59,13 +60,14 @@ def test_queued_rows_show_their_place_and_reason_and_the_keys_act_on_them(qu: Qu
     tmux.keys("y")
     tmux.wait_for(f"Cancelled {second}", timeout=30)
     assert qu.status(second)["state"] == "stopped"
-    tmux.keys("Down")  # the first run
-    tmux.wait_for(f"{first} · queued 1", timeout=30)
+    third = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"})
+    tmux.wait_for(f"{third} · queued 2", timeout=30)
     tmux.keys("S")
-    tmux.wait_for(f"Start {first} now?")
+    tmux.wait_for(f"Start {third} now?")
     tmux.keys("y")
-    assert wait_until(lambda: qu.status(first).get("state") == "finished", timeout=60), qu.status(first)
-    assert qu.log(first).splitlines()[0] == "CVD 0 PCI_BUS_ID"  # started now, on the busy GPU, as asked
+    assert wait_until(lambda: qu.status(third).get("state") == "finished", timeout=60), qu.status(third)
+    assert qu.log(third).splitlines()[0] == "CVD 0 PCI_BUS_ID"  # started now, on the busy GPU, as asked
+    assert qu.status(first)["state"] == "queued"  # passed by the run started now, still waiting
     tmux.wait_for("finished", timeout=30)
     tmux.keys("q")
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()

@@ -180,9 +180,10 @@ def queue_fields(root: Path, run: str, plan: dict[str, Any] | None = None) -> di
     }
 
 
-def move(entries: list[QueueEntry], run: str, step: int) -> QueueEntry | None:
-    """The entry ``run`` moved ``step`` places (-1: one ahead, +1: one back) among the waiting ones: it takes
-    its neighbour's priority and goes just past it. None when it cannot move that way."""
+def move(entries: list[QueueEntry], run: str, step: int) -> tuple[QueueEntry, QueueEntry] | None:
+    """The entry ``run`` and its neighbour with their places swapped (``step`` -1: one ahead, +1: one back,
+    among the waiting ones): each takes the other's priority and submission number, so the two trade places
+    and no other run moves. None when it cannot move that way."""
     waiting = [e for e in entries if e.state == WAITING]
     index = next((i for i, e in enumerate(waiting) if e.run == run), None)
     if index is None:
@@ -190,5 +191,8 @@ def move(entries: list[QueueEntry], run: str, step: int) -> QueueEntry | None:
     other = index + step
     if not 0 <= other < len(waiting):
         return None
-    neighbour = waiting[other]
-    return replace(waiting[index], priority=neighbour.priority, seq=neighbour.seq + step, force=False)
+    mine, theirs = waiting[index], waiting[other]
+    return (
+        replace(mine, priority=theirs.priority, seq=theirs.seq),
+        replace(theirs, priority=mine.priority, seq=mine.seq),
+    )

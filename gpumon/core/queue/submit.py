@@ -77,7 +77,8 @@ def move(root: Path, run: str, step: int) -> str:
         moved = q.move(q.load_all(root), run, step)
         if moved is None:
             return f"{run} is already {'first' if step < 0 else 'last'} in the queue (or not waiting)"
-        q.save(root, moved)
+        for entry in moved:
+            q.save(root, entry)
     ensure_keeper(root)
     return f"moved {run} {'ahead' if step < 0 else 'back'}"
 
