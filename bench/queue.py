@@ -76,7 +76,18 @@ def latency(tmp: Path, settle: float) -> float:
         if time.perf_counter() - freed > settle + 60:
             raise SystemExit(f"no first step: see {run_dir}")
         time.sleep(0.01)
-    return time.perf_counter() - freed
+    took = time.perf_counter() - freed
+    # Its supervisor and the keeper are gone before the folder goes (a supervisor whose folder vanished would
+    # wait to write the run's end).
+    from gpumon.core.runs.liveness import flock_holder
+
+    locks = (run_dir / "supervisor.lock", tmp / "home" / "queue" / "keeper.lock")
+    deadline = time.monotonic() + 60
+    while any(flock_holder(lock) for lock in locks):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the run or the keeper never ended: see {run_dir}")
+        time.sleep(0.05)
+    return took
 
 
 def idle_cpu(tmp: Path, queued: int, seconds: float) -> tuple[float, int | None]:
@@ -104,7 +115,8 @@ def idle_cpu(tmp: Path, queued: int, seconds: float) -> tuple[float, int | None]
     used = (after.user - before.user) + (after.system - before.system)
     plan = json.loads((store.root / "queue" / "plan.json").read_text())
     positions = len(plan.get("runs", {}))
-    proc.kill()
+    proc.kill()  # no run started (every GPU stayed busy): the keeper is all there is to end
+    proc.wait(10)
     return 100 * used / wall, positions
 
 
