@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from gpumon.cli import alerts, doctor, fleet, launch, monitor, runs, signals, tune
+from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, signals, tune
 from gpumon.cli.parser import build_parser
 
 __all__ = ["build_parser", "main"]
@@ -31,6 +31,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "fleet": lambda: fleet.cmd_fleet(args),
         "signal": lambda: signals.cmd_signal(args),
         "alerts": lambda: alerts.cmd_alerts(args),
+        "queue": lambda: queue.cmd_queue(args),
     }
     return commands.get(args.command, lambda: monitor.cmd_monitor(args))
 

@@ -89,6 +89,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="never ask the run for a tensor census by itself when its memory grows (the doctor still ranks fixes)",
     )
+    from gpumon.cli.queue import add_queue_options
+
+    add_queue_options(launch)  # --queue, --gpu-mem, --after, --priority, --slots (docs/queue.md)
 
 
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
@@ -99,14 +102,21 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
 
     if args.module and args.program:
         return fail("give a script or --module, not both")
-    if args.hosts is not None:
-        return cmd_launch_group(args, rest)
-    if args.ssh is not None or args.rdzv_host is not None:
-        return fail("--ssh and --rdzv-host go with --hosts a,b")
+    queued = args.queue or args.gpu_mem or args.after or args.priority is not None or args.slots is not None
+    if args.slurm and (queued or args.hosts is not None):
+        return fail("--slurm: Slurm queues and places the job itself: drop --queue/--hosts (or --slurm)")
     if args.slurm:
         return cmd_launch_slurm(args, rest)
     if slurm_only(args):
         return fail(f"{slurm_only(args)} goes with --slurm (submit the run as a Slurm job)")
+    if args.hosts is not None:
+        return cmd_launch_group(args, rest)
+    if queued:
+        from gpumon.cli.queue import cmd_launch_queued
+
+        return cmd_launch_queued(args, rest, build_spec)
+    if args.ssh is not None or args.rdzv_host is not None:
+        return fail("--ssh and --rdzv-host go with --hosts a,b")
     visible = visible_gpu_count()
     limit = nproc_limit(visible)
     if args.nproc and args.nproc > limit and not args.force:

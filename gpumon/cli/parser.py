@@ -7,7 +7,7 @@ import difflib
 from typing import Any, NoReturn
 
 from gpumon import __version__
-from gpumon.cli import alerts, doctor, fleet, launch, runs, signals, tune
+from gpumon.cli import alerts, doctor, fleet, launch, queue, runs, signals, tune
 from gpumon.cli.common import whole
 from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.cli.slurm_fleet import add_slurm_option
@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --watch: also the runs (live ones and the newest N ended), sent when they change",
     )
-    for module in (launch, runs, tune, doctor, signals, alerts):  # the order of `gpumon --help`
+    for module in (launch, runs, queue, tune, doctor, signals, alerts):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
     fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: `local`'s or Ray nodes' GPUs
     return parser

@@ -82,7 +82,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
     from gpumon.core.runs.values import number_text
-    from gpumon.core.slurm.rows import slurm_fields, status_text
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -116,7 +115,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 (
                     s.id,
                     r.spec.kind,
-                    status_text(r, slurm_fields(r)) + (" !" if s.alerts else ""),  # ! : an alert (a leak, a failure)
+                    _state_cell(s),
                     "" if r.exit_code is None else str(r.exit_code),
                     fmt.duration(r.elapsed()),
                     "" if s.step is None else str(s.step),
@@ -134,7 +133,29 @@ def cmd_runs(args: argparse.Namespace) -> int:
         rows.sort(key=lambda row: row[0], reverse=True)
     print_table([HEADER, *(cells for _, cells in rows)])
     print_causes(groups)
+    _print_queue_reasons(summaries)
     return 0
+
+
+def _print_queue_reasons(summaries: list[Any]) -> None:
+    from gpumon.core.queue.entry import queue_fields
+
+    queued = [s for s in summaries if s.state == "queued"]
+    for s in sorted(queued, key=lambda s: queue_fields(s.record.dir.parent.parent, s.id)["queue_position"] or 1e9):
+        fields = queue_fields(s.record.dir.parent.parent, s.id)
+        print(f"{s.id} queued {fields['queue_position'] or '-'}: {fields['queue_reason']}")
+
+
+def _state_cell(s: Any) -> str:
+    """ "running", "failed !" (! : an alert, a leak reached, a failure), "queued 2" (its place in the queue)."""
+    if s.state == "queued":
+        from gpumon.core.queue.entry import queue_fields
+
+        place = queue_fields(s.record.dir.parent.parent, s.id)["queue_position"]
+        return f"queued {place}" if place else "queued"
+    from gpumon.core.slurm.rows import slurm_fields, status_text
+
+    return status_text(s.record, slurm_fields(s.record)) + (" !" if s.alerts else "")
 
 
 def _created(doc: dict[str, Any]) -> float:
@@ -192,6 +213,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if group is not None and record.live:  # a node of a group launched from here: the whole group stops
         print(f"{record.id} is node {record.spec.node_rank} of {group.id}: stopping every node")
         return stop_nodes(group, args.kill)
+    if record.state == "queued":  # not started yet: stopping it takes it out of the queue
+        from gpumon.core.queue.submit import cancel
+
+        if cancel(RunStore().root, record.id):
+            print(f"cancelled {record.id} (it was queued)")
+            return 0
+        record = record.reread()  # the keeper started it meanwhile: stopped like any run
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0

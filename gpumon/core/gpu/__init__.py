@@ -37,10 +37,12 @@ class NoGpuSource:
 
 
 def open_gpu_source(simulate: int | None = None, seed: int = 0) -> GpuSource:
-    if simulate:
+    import os
+
+    if simulate or os.environ.get("GPUMON_SIMULATE_STATE"):  # the state file: GPUs a test drives (simulated.py)
         from gpumon.core.gpu.simulated import SimulatedSource
 
-        return SimulatedSource(simulate, seed=seed)
+        return SimulatedSource(simulate or 0, seed=seed)
 
     from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
 

@@ -1,11 +1,21 @@
 """Simulated GPUs for demos and tests (``--simulate N``): deterministic for a
-seed, labelled "simulated" in every view, and never a target for signals."""
+seed, labelled "simulated" in every view, and never a target for signals.
+
+With ``GPUMON_SIMULATE_STATE=PATH`` the GPUs are what that JSON file says, read again at each sample, so
+a test drives their memory (the queue's tests free a GPU by writing the file):
+``{"gpus": [{"total": BYTES, "used": BYTES, "util": 0, "processes": [{"pid": 1, "user": "alice",
+"command": "python train.py", "used": BYTES}]}]}`` (``used`` defaults to the processes' sum).
+"""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 import time
+from pathlib import Path
+from typing import Any
 
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 
@@ -20,16 +30,35 @@ _COMMANDS = (
 )
 
 
+STATE_ENV = "GPUMON_SIMULATE_STATE"
+
+
+def state_gpus(path: str) -> list[dict[str, Any]]:
+    """The GPUs the state file lists ([] when it cannot be read: a test mid-write reads the last one next time)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return []
+    gpus = data.get("gpus") if isinstance(data, dict) else None
+    return [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+
+
 class SimulatedSource:
     name = "simulated"
 
-    def __init__(self, count: int, seed: int = 0) -> None:
+    def __init__(self, count: int, seed: int = 0, state: str | None = None) -> None:
         self.count = count
         self.seed = seed
         self.tick = 0
+        self.state = state if state is not None else os.environ.get(STATE_ENV) or None
+        self._last: list[dict[str, Any]] = []
 
     def sample(self) -> GpuSample:
-        devices = tuple(self._device(i) for i in range(self.count))
+        if self.state:  # a file being rewritten reads as the last good one (a test writes it atomically anyway)
+            self._last = state_gpus(self.state) or self._last
+            devices = tuple(self._from_state(i, g) for i, g in enumerate(self._last))
+        else:
+            devices = tuple(self._device(i) for i in range(self.count))
         self.tick += 1
         return GpuSample(source=self.name, devices=devices, time=time.time(), driver="simulated")
 
@@ -84,4 +113,42 @@ class SimulatedSource:
                 simulated=True,
             )
             for k in range(count)
+        )
+
+    def _from_state(self, index: int, gpu: dict[str, Any]) -> GpuDevice:
+        procs = tuple(
+            GpuProcess(
+                gpu_index=index,
+                pid=int(p.get("pid", SIM_PID_BASE + index * 10 + k)),
+                used_memory=int(p.get("used", 0)),
+                sm_util=None,
+                kind="compute",
+                user=str(p.get("user", "researcher")),
+                command=str(p.get("command", "python train.py")),
+                simulated=True,
+            )
+            for k, p in enumerate(gpu.get("processes") or ())
+            if isinstance(p, dict)
+        )
+        used = int(gpu.get("used", sum(p.used_memory or 0 for p in procs)))
+        util = float(gpu.get("util", 0.0))
+        return GpuDevice(
+            index=index,
+            name="Simulated H100 80GB HBM3",
+            uuid=f"GPU-5151{self.seed:04d}-0000-0000-0000-{index:012d}",
+            gpu_util=util,
+            mem_util=util * 0.6,
+            mem_used=used,
+            mem_total=int(gpu.get("total", _TOTAL)),
+            temperature=34,
+            power_draw=72.0,
+            power_limit=700.0,
+            fan=None,
+            sm_clock=345,
+            mem_clock=2619,
+            pstate=8,
+            ecc_errors=0,
+            mig_mode=False,
+            processes=procs,
+            na={"fan": "Not Supported"},
         )

@@ -138,7 +138,7 @@ def launch(
     if spec.nnodes > 1 and endpoint_port(spec.rdzv_endpoint) == 0:  # node 0 picks the port the others join
         host = str(spec.rdzv_endpoint).rpartition(":")[0]
         spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
-    run_id, run_dir = store.new_run_dir(spec)
+    _, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
     if spec.slurm is not None:  # a job: its first node starts the supervisor (core/slurm/launch.py)
         from gpumon.core.slurm.launch import submit_run
@@ -149,6 +149,20 @@ def launch(
     if spec.search:  # the run keeps the file it started from, whatever happens to the original
         write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
     write_json(run_dir / "spec.json", spec.to_dict())
+    return start_supervisor(spec, store, run_dir, {"created": time.time()}, wait_s, grace_s)
+
+
+def start_supervisor(
+    spec: RunSpec,
+    store: RunStore,
+    run_dir: Path,
+    status: dict[str, object],
+    wait_s: float = 5.0,
+    grace_s: float = STOP_GRACE_S,
+) -> RunRecord:
+    """Write the run's command and a ``starting`` status (over ``status``'s fields), start its supervisor and
+    wait up to ``wait_s`` for it to start the command. Also how the queue's keeper starts a queued run."""
+    run_id = run_dir.name
     write_json(
         run_dir / "command.json",
         {
@@ -158,7 +172,7 @@ def launch(
             "grace_s": grace_s,
         },
     )
-    write_json(run_dir / "status.json", {"state": "starting", "created": time.time()})
+    write_json(run_dir / "status.json", {**status, "state": "starting", "start_asked": time.time()})
     with open_private(run_dir / "supervisor.log") as err:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
@@ -259,4 +273,15 @@ def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:
     return current
 
 
-__all__ = ["STOP_GRACE_S", "SpecError", "adopt", "build_command", "build_env", "launch", "record_end", "stop", "wait"]
+__all__ = [
+    "STOP_GRACE_S",
+    "SpecError",
+    "adopt",
+    "build_command",
+    "build_env",
+    "launch",
+    "record_end",
+    "start_supervisor",
+    "stop",
+    "wait",
+]

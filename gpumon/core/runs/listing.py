@@ -33,15 +33,20 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
         doc["error"] = {**error, "message": error.get("message") or summary.exception}
     if summary.record.live:  # which GPU processes belong to the run (a remote host's RUN column)
         doc["pids"] = [pid for pid, _ in summary.record.processes()]
+    if summary.state == "queued":  # its place in the queue and why it waits (core/queue)
+        from gpumon.core.queue.entry import queue_fields
+
+        doc.update(queue_fields(summary.record.dir.parent.parent, summary.id))
     return doc
 
 
 def recent(summaries: Sequence[RunSummary], ended: int | None) -> list[RunSummary]:
-    """Every live run and the newest ``ended`` ended ones (all with None), in the order given."""
+    """Every live or queued run and the newest ``ended`` ended ones (all with None), in the order given."""
     if ended is None:
         return list(summaries)
-    keep = {id(s) for s in newest_first([s for s in summaries if not s.record.live])[:ended]}
-    return [s for s in summaries if s.record.live or id(s) in keep]
+    ended_runs = [s for s in summaries if not s.record.live and s.state != "queued"]
+    keep = {id(s) for s in newest_first(ended_runs)[:ended]}
+    return [s for s in summaries if s.record.live or s.state == "queued" or id(s) in keep]
 
 
 def newest_first(summaries: Sequence[RunSummary]) -> list[RunSummary]:

@@ -19,8 +19,13 @@ LOCK = "supervisor.lock"
 def lock_holder(run_dir: Path) -> int | None:
     """The pid holding ``run_dir``'s supervisor lock (0 when the kernel shows another pid namespace's), or
     None when nobody holds it (or this machine has no /proc/locks)."""
+    return flock_holder(run_dir / LOCK)
+
+
+def flock_holder(path: Path) -> int | None:
+    """The pid holding a flock on ``path`` (the queue's keeper.lock too), as ``lock_holder``."""
     try:
-        st = os.stat(run_dir / LOCK)
+        st = os.stat(path)
         text = Path("/proc/locks").read_text()
     except OSError:
         return None

@@ -55,6 +55,7 @@ class RunSummary:
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
     slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
+    queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
 
     @property
     def leak(self) -> LeakState | None:
@@ -69,6 +70,13 @@ class RunSummary:
     @property
     def state(self) -> str:
         return self.record.state
+
+    @property
+    def state_label(self) -> str:
+        """ "queued 2" for a queued run (its place in the queue), else the state."""
+        if self.queue is not None and self.state == "queued":
+            return f"queued {self.queue[0]}" if self.queue[0] else "queued"
+        return self.state
 
 
 class RunsMonitor:
@@ -88,6 +96,7 @@ class RunsMonitor:
         self._unread: set[str] = set()  # folders listed before their files were written: tried again each refresh
         self._sorted: list[RunSummary] | None = None
         self._detail: RunSummary | None = None  # the last ended run asked for with its series
+        self._queue_checked = -1e9  # when a keeper for queued runs was last made sure of
 
     def refresh(self) -> list[RunSummary]:
         """All runs, oldest first."""
@@ -100,6 +109,7 @@ class RunsMonitor:
         self._list()
         for run_id in list(self._live):
             self._follow(run_id)
+        self._queue_places()
         if self._sorted is None:
             self._sorted = sorted(self._summaries.values(), key=lambda s: (s.record.created, s.id))
         return self._sorted
@@ -132,8 +142,13 @@ class RunsMonitor:
         if not fresh:
             record = record.reread()
         ended = record.status.get("state") in END_STATES
-        supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
-        if self.adopt and not ended and not supervised:
+        if record.status.get("state") == "queued":  # waits for the queue's keeper: no supervisor yet
+            if self.adopt:
+                self._keep_queue()
+            supervised = False
+        else:
+            supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
+        if self.adopt and not ended and not supervised and record.status.get("state") != "queued":
             record = self._take_over(record)
             ended = record.status.get("state") in END_STATES
         # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap).
@@ -154,6 +169,34 @@ class RunsMonitor:
             self._summaries[run_id] = replace(summary, loss_steps=(), loss_values=(), memory_series={}, series=False)
             with contextlib.suppress(sqlite3.Error, OSError):  # listing works without the index
                 self.index.put([(run_id, record.created, to_row(summary))])
+
+    def _queue_places(self) -> None:
+        """Each queued run's position and reason, from the keeper's plan (read again only when it changed)."""
+        queued = [run_id for run_id in self._live if self._summaries.get(run_id, None) is not None]
+        queued = [run_id for run_id in queued if self._summaries[run_id].record.status.get("state") == "queued"]
+        if not queued:
+            return
+        from gpumon.core.queue.entry import queue_fields, read_plan
+
+        plan = read_plan(self.store.root)  # once a refresh, whatever the number of queued runs
+        for run_id in queued:
+            fields = queue_fields(self.store.root, run_id, plan)
+            place = (fields["queue_position"], str(fields["queue_reason"]))
+            if self._summaries[run_id].queue != place:
+                self._summaries[run_id] = replace(self._summaries[run_id], queue=place)
+                self._sorted = None
+
+    def _keep_queue(self) -> None:
+        """Queued runs and no keeper (it was killed): start one, at most every few seconds."""
+        import time
+
+        if time.monotonic() - self._queue_checked < 5.0:
+            return
+        self._queue_checked = time.monotonic()
+        from gpumon.core.queue.keeper import ensure_keeper
+
+        with contextlib.suppress(OSError):
+            ensure_keeper(self.store.root)
 
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.runs.launcher import adopt, record_end

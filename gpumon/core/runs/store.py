@@ -158,8 +158,9 @@ class RunRecord:
             from gpumon.core.slurm.liveness import job_state  # its supervisor runs on a node: Slurm knows
 
             return job_state(state, str(self.status["slurm_job_id"]))
-        # A fresh supervisor gets a moment to write its first status.
-        fresh = state == "starting" and time.time() - self.created <= 10
+        # A fresh supervisor gets a moment to write its first status (a queued run: from when the queue started it).
+        asked = self.status.get("start_asked")
+        fresh = state == "starting" and time.time() - (asked if isinstance(asked, float) else self.created) <= 10
         if state in LIVE_STATES and not fresh and not self.supervisor_alive():
             return "unsupervised" if self.live_processes() else "lost"
         return state

@@ -59,6 +59,7 @@ _KIND_ABBR = {"pipeline": "pipe", "model-parallel": "mp"}
 
 
 STATE_STYLE = {
+    "queued": "cyan",
     "starting": "cyan",
     "running": "bold green",
     "stalled": "bold yellow",

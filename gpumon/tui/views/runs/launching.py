@@ -40,6 +40,7 @@ class Launching(Widget):
         def selected(self) -> RunSummary | None: ...
         def poll(self) -> None: ...
         def refused(self, what: str) -> bool: ...
+        def ask_cancel(self, summary: RunSummary) -> None: ...
 
     # -- launch and stop --------------------------------------------------------------
     @work(thread=True, exit_on_error=False, group="runs-action")
@@ -121,6 +122,9 @@ class Launching(Widget):
         summary = self.selected()
         if summary is None:
             self.notify("Select a run first", severity="warning", markup=False)
+            return
+        if summary.state == "queued":
+            self.ask_cancel(summary)
             return
         if not summary.record.live:
             self.notify(f"{summary.id} is not running ({summary.state})", severity="warning", timeout=4, markup=False)

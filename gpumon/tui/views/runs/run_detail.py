@@ -43,7 +43,7 @@ def info_text(summary: RunSummary | None) -> Text:
             ("No run selected. ", "bold"), "Press ", ("n", "bold"), " to start one (or: gpumon launch ddp)."
         )
     record, spec = summary.record, summary.record.spec
-    line = Text.assemble((summary.id, "bold"), " · ", (summary.state, STATE_STYLE.get(summary.state, "")))
+    line = Text.assemble((summary.id, "bold"), " · ", (summary.state_label, STATE_STYLE.get(summary.state, "")))
     if record.exit_code is not None:
         line.append(f" (exit {record.exit_code})")
     line.append(f" · {duration(record.elapsed())} · ")
@@ -65,6 +65,9 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
         line.append(f"\n{summary.slurm}", style="cyan")
+    if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
+        line.append("\n")
+        line.append(summary.queue[1], style="cyan")
     error = error_text(summary)
     if error is not None:
         line.append("\n")

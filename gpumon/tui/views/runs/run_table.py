@@ -91,7 +91,7 @@ def value_widths(items: list[Row]) -> tuple[int, int]:
     for item in items:
         if isinstance(item, RunSummary):
             kinds.append(len(item.record.spec.kind))
-            states.append(len(item.state))
+            states.append(len(item.state_label))
         elif isinstance(item, RemoteRun):
             kinds.append(len(str(item.row.get("kind") or "")))
             states.append(len(item.state))
@@ -148,7 +148,7 @@ def common_cells(
         "progress": SortCell(-1.0 if done is None else done, right(progress_text(done, eta))),
         "speed": SortCell(0.0 if not per_step else 1 / per_step, right(rate_text(per_step))),
         "kind": SortCell(kind, Text(kind)),
-        "status": SortCell(state, Text(state, style=STATE_STYLE.get(state, ""))),
+        "status": SortCell(state, Text(state, style=STATE_STYLE.get(state.split()[0] if state else "", ""))),
         "elapsed": SortCell(elapsed or 0.0, right(duration(elapsed) if elapsed is not None else "")),
         "step": SortCell(step or -1, right("" if step is None else str(step))),
         "loss": SortCell(loss_key(loss), loss_text(loss)),
@@ -169,7 +169,7 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
         "id": SortCell((record.created, s.id), Text.assemble((shown_id(s.id, id_width), warn))),
         **common_cells(
             record.spec.kind,
-            s.state,
+            s.state_label,
             record.elapsed(),
             s.step,
             s.loss,

@@ -30,6 +30,7 @@ from gpumon.tui.views.runs.launching import Launching
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.newest import NewRuns
+from gpumon.tui.views.runs.queueing import QUEUE_BINDINGS, Queueing
 from gpumon.tui.views.runs.reading import matches, read_log
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
@@ -44,7 +45,7 @@ REFRESH_S = 1.0
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
-class RunsView(Launching, View, Vertical):
+class RunsView(Launching, Queueing, View, Vertical):
     """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
 
     NAME = "runs"
@@ -54,7 +55,11 @@ class RunsView(Launching, View, Vertical):
     BINDINGS = [
         Binding("n", "new_run", "new run", id="new_run", tooltip="new run: a form; enter in a field launches"),
         Binding(
-            "T", "stop_run(False)", "stop", id="stop_run", tooltip="stop the selected run: SIGTERM, SIGKILL after 10 s"
+            "T",
+            "stop_run(False)",
+            "stop",
+            id="stop_run",
+            tooltip="stop the selected run: SIGTERM, SIGKILL after 10 s (a queued run: cancel it)",
         ),
         Binding("K", "stop_run(True)", "kill", id="kill_run", tooltip="kill the selected run now (SIGKILL)"),
         Binding("l", "log_rank(1)", "next log", id="log_next", tooltip="next log: rank 0, 1, …, torchrun's launcher"),
@@ -82,6 +87,7 @@ class RunsView(Launching, View, Vertical):
             tooltip="clone the selected run into the launch form: its kind, program, args and options, to edit",
         ),
     ]
+    BINDINGS += QUEUE_BINDINGS  # + / - / S on a queued run (queueing.py); T cancels one
 
     def __init__(self, context: AppContext) -> None:
         super().__init__(id="runs")
