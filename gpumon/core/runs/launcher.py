@@ -138,7 +138,7 @@ def launch(
     if spec.nnodes > 1 and endpoint_port(spec.rdzv_endpoint) == 0:  # node 0 picks the port the others join
         host = str(spec.rdzv_endpoint).rpartition(":")[0]
         spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
-    _, run_dir = store.new_run_dir(spec)
+    run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
     if spec.slurm is not None:  # a job: its first node starts the supervisor (core/slurm/launch.py)
         from gpumon.core.slurm.launch import submit_run
