@@ -121,7 +121,7 @@ ReturnToService=2
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 InactiveLimit=0
-KillWait=5
+KillWait=30
 OverTimeLimit=0
 MinJobAge=600
 DefMemPerCPU=500

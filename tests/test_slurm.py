@@ -100,7 +100,7 @@ def submit(cli: Cli, *args: str) -> dict[str, Any]:
 
 
 def ended(cli: Cli, run_id: str, timeout: float) -> dict[str, Any]:
-    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in ("pending", "starting", "running") and r,
+    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in ("pending", "starting", "running", "stopping", "stalled") and r,
                        timeout=timeout, step=1.0)  # fmt: skip
     assert found, rows(cli)[run_id]
     return found

@@ -17,6 +17,7 @@ from gpumon.core.runs.store import RunRecord, write_json
 from gpumon.core.slurm import jobs
 
 TAIL_BYTES = 64 * 1024
+SIGNALLED_WAIT_S = 4.0
 # Slurm's end states that say why the job was ended, with words for the run's error.
 ENDED_BY = {
     "TIMEOUT": "Slurm ended the job at its time limit",
@@ -80,10 +81,16 @@ def at_end(run_dir: Path, state: str, fields: dict[str, Any]) -> str:
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         return state
-    time.sleep(0.5)  # slurmstepd writes its message as it signals: give it a moment to land
-    job = jobs.from_scontrol(job_id)
-    lines = stepd_lines(run_dir, job_id)
-    kind = classify(job.state if job else None, lines)
+    # slurmstepd writes its message as it signals, and the controller may still read RUNNING: a run ended by a
+    # signal (Slurm's or the user's) waits for one of them to say why, bounded (KillWait is 30 s by default).
+    deadline = time.monotonic() + (SIGNALLED_WAIT_S if state in ("stopped", "killed") else 0.5)
+    while True:
+        time.sleep(0.5)
+        job = jobs.from_scontrol(job_id)
+        lines = stepd_lines(run_dir, job_id)
+        kind = classify(job.state if job else None, lines)
+        if kind or (job is not None and not job.active) or time.monotonic() >= deadline:
+            break
     if job is not None and job.active:  # the job ends with this process: its state as the run ended
         job = jobs.Job(job.id, kind or OUTCOME.get(state, "FAILED"), job.reason, job.nodes)
     fields["slurm_state"] = (job.state if job else None) or kind
