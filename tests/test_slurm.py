@@ -99,9 +99,11 @@ def submit(cli: Cli, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+WAITING = ("pending", "starting", "running", "stopping", "stalled")
+
+
 def ended(cli: Cli, run_id: str, timeout: float) -> dict[str, Any]:
-    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in ("pending", "starting", "running", "stopping", "stalled") and r,
-                       timeout=timeout, step=1.0)  # fmt: skip
+    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in WAITING and r, timeout=timeout, step=1.0)
     assert found, rows(cli)[run_id]
     return found
 
