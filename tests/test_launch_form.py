@@ -84,6 +84,7 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
             ("gpus", None),
             ("hosts", None),
             ("slurm", None),
+            ("queue", None),
             ("name", "mine"),
             ("env", "A=1 B='x y'"),
             ("max-restarts", "0"),
@@ -287,9 +288,33 @@ async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path
         form = app.screen
         assert isinstance(form, LaunchForm)
         scroll = form.query_one("#launch-form")
-        for _ in range(12):  # down to Launch, below the fold at 14 rows
+        for _ in range(13):  # down to Launch, below the fold at 14 rows
             await pilot.press("tab")
             focused = form.focused
             assert focused is not None
             await until(pilot, lambda f=focused: scroll.content_region.contains_region(f.region))
         assert form.focused is form.query_one("#launch") and scroll.scroll_y > 0
+
+
+def test_the_queue_field_takes_launch_queues_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpumon.tui.views.runs.form_spec import FormValues, QueuedLaunch, spec_values
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    values = FormValues(kind="script", program="train.py", queue="queue --gpus 2 --gpu-mem 20G --priority 3")
+    queued = spec_values(values, 0, str(tmp_path), None)
+    assert isinstance(queued, QueuedLaunch) and queued.spec.program == "train.py"
+    assert queued.fields == {"gpus": 2, "gpu_mem": 20 * 2**30, "after": (), "priority": 3, "slots": None}
+    assert not isinstance(spec_values(FormValues(kind="script", program="train.py"), 0, str(tmp_path), None),
+                          QueuedLaunch)  # fmt: skip
+    for wrong, said in (
+        ("--gpus two", "whole number"),
+        ("--gpu-mem 2G", "add --gpus N"),
+        ("--gpus 1 --slots 2", "drop --slots"),
+        ("--after nope", "--after"),
+        ("later please", "is not an option"),
+    ):
+        with pytest.raises(SpecError, match=said):
+            spec_values(FormValues(kind="script", program="train.py", queue=wrong), 0, str(tmp_path), None)
+    with pytest.raises(SpecError, match="the queue picks the GPUs"):
+        spec_values(FormValues(kind="script", program="train.py", gpus="0", queue="queue"), 1, str(tmp_path), None)

@@ -38,6 +38,50 @@ def parse_after(text: str | None, store: RunStore) -> tuple[str, ...]:
     return tuple(out)
 
 
+_QUEUE_WORDS = {"--gpus": "gpus", "--gpu-mem": "gpu_mem", "--after": "after", "--priority": "priority"}
+_QUEUE_WORDS["--slots"] = "slots"
+
+
+def parse_line(text: str, store: RunStore) -> dict[str, object]:
+    """The launch form's queue field: ``queue`` and the options of ``launch --queue`` (--gpus N, --gpu-mem SIZE,
+    --after RUN[,RUN], --priority P, --slots N), as QueueEntry's fields. Raises SpecError."""
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError as err:
+        raise SpecError(f"queue: {err}") from None
+    if words[:1] == ["queue"]:
+        words = words[1:]
+    given: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        flag, sep, value = words[i].partition("=")
+        if flag not in _QUEUE_WORDS:
+            raise SpecError(f"queue: {words[i]!r} is not an option: write queue, or --gpus 2 --gpu-mem 20G ...")
+        if not sep:
+            if i + 1 >= len(words):
+                raise SpecError(f"queue: {flag} needs a value")
+            value, i = words[i + 1], i + 1
+        given[_QUEUE_WORDS[flag]] = value
+        i += 1
+    for key in ("gpus", "priority", "slots"):
+        if key in given and not given[key].lstrip("-").isdigit():
+            raise SpecError(f"queue: --{key} takes a whole number, not {given[key]!r}")
+    gpus = int(given.get("gpus", 0))
+    if "gpu_mem" in given and not gpus:
+        raise SpecError("queue: --gpu-mem is per GPU: add --gpus N")
+    if "slots" in given and gpus:
+        raise SpecError("queue: --slots is for runs with no GPU: drop --gpus, or drop --slots")
+    return {
+        "gpus": gpus,
+        "gpu_mem": parse_size(given["gpu_mem"]) if "gpu_mem" in given else None,
+        "after": parse_after(given.get("after"), store),
+        "priority": int(given.get("priority", 0)),
+        "slots": int(given["slots"]) if "slots" in given else None,
+    }
+
+
 def submit(spec: RunSpec, store: RunStore, visible_gpus: int, **fields: object) -> RunRecord:
     """Validate the spec, write the run directory (state ``queued``) and its entry, and make sure a keeper
     runs. ``fields``: QueueEntry's gpus, gpu_mem, after, priority, slots."""

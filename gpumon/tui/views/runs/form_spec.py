@@ -48,6 +48,7 @@ class FormValues:
     max_restarts: str = ""
     on_alert: str = ""
     slurm: str = ""  # blank: this machine; "job" or sbatch options: a Slurm job
+    queue: str = ""  # blank: start now; "queue" or launch --queue's options: this host's queue
 
 
 FIELDS = tuple(f.name for f in fields(FormValues))
@@ -110,6 +111,14 @@ def build_spec(
         args = ["--preset", preset, *args]
     spec = RunSpec(kind=kind, program=program, args=tuple(args), nproc=count, **options)  # type: ignore[arg-type]
     return validate(spec, visible)
+
+
+@dataclass(frozen=True)
+class QueuedLaunch:
+    """A run for this host's queue: its spec and what it waits for (core/queue/submit.py's fields)."""
+
+    spec: RunSpec
+    fields: dict[str, object]
 
 
 @dataclass(frozen=True)
@@ -205,9 +214,15 @@ def _path_line(hint: Text, path: Path) -> Text:
     return hint
 
 
-def spec_values(values: FormValues, visible: int, cwd: str, keep: RunSpec | None) -> RunSpec | GroupLaunch:
-    """The form's values as what to launch: a spec, or a group when hosts are named."""
+def spec_values(
+    values: FormValues, visible: int, cwd: str, keep: RunSpec | None
+) -> RunSpec | GroupLaunch | QueuedLaunch:
+    """The form's values as what to launch: a spec, a group when hosts are named, a queued run."""
     hosts = parse_form_hosts(values.kind, values.hosts)
+    if values.queue.strip() and (hosts or values.slurm.strip()):
+        raise SpecError("queue: this host's queue starts runs here: blank hosts and Slurm job (or the queue)")
+    if values.queue.strip() and values.gpus.strip():
+        raise SpecError("queue: the queue picks the GPUs: blank GPUs and write --gpus N in the queue field")
     spec = build_spec(
         kind=values.kind,
         preset=values.preset or None,
@@ -228,4 +243,13 @@ def spec_values(values: FormValues, visible: int, cwd: str, keep: RunSpec | None
             raise SpecError("hosts and a Slurm job: choose one (Slurm picks the nodes: --nodes N)")
         spec = replace(spec, slurm=parse_line(values.slurm).to_dict())
         check(spec)
+    if values.queue.strip():
+        from gpumon.core.queue.submit import parse_line as queue_line
+        from gpumon.core.runs.store import RunStore
+
+        fields = queue_line(values.queue, RunStore())
+        count = fields["gpus"]
+        if spec.kind == "ddp" and isinstance(count, int) and count and values.nproc.strip() in ("", str(visible)):
+            spec = replace(spec, nproc=count)  # a process per GPU the queue will give, unless typed otherwise
+        return QueuedLaunch(spec, fields)
     return GroupLaunch(spec, hosts) if hosts else spec

@@ -28,6 +28,7 @@ from gpumon.tui.views.runs.form_spec import (
     TRAINER_KINDS,
     FormValues,
     GroupLaunch,
+    QueuedLaunch,
     build_spec,
     kept_options,
     parse_form_hosts,
@@ -36,7 +37,13 @@ from gpumon.tui.views.runs.form_spec import (
     values_from_spec,
 )
 
-__all__ = ["GroupLaunch", "LaunchForm", "build_spec", "parse_form_hosts"]  # the form's parts, where tests look
+__all__ = [
+    "GroupLaunch",
+    "LaunchForm",
+    "QueuedLaunch",
+    "build_spec",
+    "parse_form_hosts",
+]  # the form's parts, where tests look
 
 # field -> (widget id, label); the order on screen and of tab
 ROWS = {
@@ -48,6 +55,7 @@ ROWS = {
     "gpus": ("gpus", "GPUs"),
     "hosts": ("hosts", "hosts"),
     "slurm": ("slurm", "Slurm job"),
+    "queue": ("queue", "queue"),
     "name": ("name", "name"),
     "env": ("env", "env"),
     "max_restarts": ("max-restarts", "max restarts"),
@@ -58,6 +66,7 @@ PLACEHOLDERS = {
     "nproc": "processes per node",
     "hosts": "blank: here; gpu1,gpu2: a node on each (ssh)",
     "slurm": "blank: here; job, or --nodes 2 --time 4:00:00 …",
+    "queue": "blank: now; queue, or --gpus 2 --gpu-mem 20G --after RUN …",
     "name": "blank: the program's name",
     "env": "NAME=VALUE …",
     "max_restarts": "0 (torchrun restarts after a failure)",
@@ -86,14 +95,14 @@ def shown_rows(kind: str) -> set[str]:
     if kind not in TRAINER_KINDS:
         hidden.add("preset")
     if kind == "tune":
-        hidden |= {"args", "nproc", "slurm"}  # a search takes no arguments; Ray places the trials
+        hidden |= {"args", "nproc", "slurm", "queue"}  # a search takes no arguments; Ray places the trials
     if kind not in HOST_KINDS:
         hidden |= {"hosts", "max_restarts"}
     return set(ROWS) - hidden
 
 
-class LaunchForm(ModalScreen[RunSpec | GroupLaunch | None]):
-    """Returns the spec to launch (or a GroupLaunch with hosts), or None when cancelled."""
+class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
+    """Returns the spec to launch (a GroupLaunch with hosts, a QueuedLaunch for the queue), or None."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 

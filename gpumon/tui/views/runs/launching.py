@@ -23,7 +23,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 if TYPE_CHECKING:
-    from gpumon.tui.views.runs.launch_form import GroupLaunch
+    from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
 
 READONLY = "no runs are started or stopped"
 
@@ -90,13 +90,32 @@ class Launching(Widget):
             visible = visible_gpu_count()
         self.app.push_screen(LaunchForm(visible), self._launch)
 
-    def _launch(self, spec: RunSpec | GroupLaunch | None) -> None:
-        from gpumon.tui.views.runs.launch_form import GroupLaunch
+    def _launch(self, spec: RunSpec | GroupLaunch | QueuedLaunch | None) -> None:
+        from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
 
         if isinstance(spec, GroupLaunch):
             self.launch_group(spec)
+        elif isinstance(spec, QueuedLaunch):
+            self.queue_run(spec)
         elif spec is not None:
             self.launch(spec)
+
+    @work(thread=True, exit_on_error=False, group="runs-action")
+    def queue_run(self, request: QueuedLaunch) -> None:
+        """Into this host's queue, as ``launch --queue`` does (a keeper starts it when its GPUs are free)."""
+        from gpumon.core.queue.submit import submit
+
+        try:
+            self.store = self.store or RunStore()
+            visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
+            gpus = request.fields.get("gpus")
+            record = submit(
+                request.spec, self.store, max(visible, gpus if isinstance(gpus, int) else 0), **request.fields
+            )
+        except (SpecError, OSError) as err:
+            self.post_message(RunActionDone(f"Could not queue the run: {err}", "error"))
+            return
+        self.post_message(RunActionDone(f"Queued {record.id}", "information", select=record.id))
 
     @work(thread=True, exit_on_error=False, group="runs-action")
     def launch_group(self, request: GroupLaunch) -> None:
