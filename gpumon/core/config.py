@@ -24,7 +24,7 @@ BINDING_IDS = (
     "log_open", "run_mark", "run_compare", "loss_log_scale", "log_close", "log_search", "log_match_next",
     "log_match_prev", "log_follow", "log_rank_next", "log_rank_prev", "log_up", "log_down", "log_page_up",
     "log_page_down", "log_start", "log_end", "compare_close", "compare_log_scale",
-    "view_alerts", "alert_open",
+    "view_alerts", "alert_open", "queue_up", "queue_down", "queue_start",
 )  # fmt: skip
 
 
