@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gpumon.core.doctor.slow import slow_findings
 from gpumon.core.events import EventWriter
 from gpumon.core.gpu.idle import IDLE_AFTER_S, IdleWatch
 from gpumon.core.gpu.nvml import NvmlSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
+from gpumon.core.runs.feeding import Feeding
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.monitor import run_warnings
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -76,3 +78,30 @@ async def test_the_gpus_view_marks_the_runs_process_in_its_run_column() -> None:
 
 def wait_label(table: ProcessTable) -> str:
     return next(iter(table.labels.values()), "")
+
+
+def test_an_input_bound_ranks_gpu_utilisation_is_said_beside_its_wait(tmp_path: Path) -> None:
+    """The GPU of a rank that waits for its data idles meanwhile: the supervisor's looks record its mean
+    utilisation (``gpu_use``), and the doctor's input-bound line joins it."""
+    pid = os.getpid()
+    device = FakeDevice(gpu_util=30, compute=[proc(pid, 6 * GIB)])
+    check = GpuIdleCheck(lambda: NvmlSource(nvml=FakeNvml([device])), every_s=0.0)
+    (tmp_path / "events").mkdir()
+    events = EventWriter(tmp_path, "launcher")
+    check.report(1.0, {pid: 1}, events, lambda text, kind: None)
+    device.gpu_util = 10
+    check.report(2.0, {pid: 1}, events, lambda text, kind: None)  # the mean of the looks: 20%
+    device.gpu_util = 12
+    check.report(3.0, {pid: 1}, events, lambda text, kind: None)  # 17.3%: within USE_STEP, nothing written
+    rank1 = EventWriter(tmp_path, "rank1")
+    for step in range(40):  # 0.3 s a step, 0.2 s of it in the DataLoader's __next__
+        rank1.write("step", step=step, t=1000.0 + 0.3 * step, wait=0.2)
+    rank1.write("dataloader", num_workers=0, batch_size=16)
+    fold = RunTelemetry(tmp_path, use_summary=False)
+    fold.update()
+    assert fold.feeding.ranks[1].gpu == (0, 20.0)
+    [finding] = slow_findings(fold)
+    assert finding.text == (
+        "input-bound: 67% of each step waits for data (DataLoader num_workers=0, batch 16); its GPU 0 is 20% busy"
+    )
+    assert Feeding.from_state(fold.feeding.to_state()).ranks[1].gpu == (0, 20.0)  # kept in the summary

@@ -36,9 +36,14 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
     found = telemetry.feeding.input_bound()
     if found is not None:
         rank, share, loader = found
+        feed = telemetry.feeding.ranks.get(rank)
+        gpu = feed.gpu if feed is not None else None
+        busy = f"; its GPU {gpu[0]} is {gpu[1]:.0f}% busy" if gpu is not None else ""
         out.append(
             Slowness(
-                "input_bound", rank, f"input-bound: {share:.0%} of each step waits for data{_loader_words(loader)}"
+                "input_bound",
+                rank,
+                f"input-bound: {share:.0%} of each step waits for data{_loader_words(loader)}{busy}",
             )
         )
     crowded = telemetry.feeding.oversubscribed()

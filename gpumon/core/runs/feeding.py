@@ -34,6 +34,7 @@ class RankFeed:
     saved: float | None = None  # the share a summary said, until new steps come
     loader: dict[str, Any] | None = None  # the latest ``dataloader`` event's fields
     threads: dict[str, Any] | None = None  # the latest ``threads`` event's fields
+    gpu: tuple[int, float] | None = None  # (GPU, utilisation %) from the supervisor's latest ``gpu_use``
 
     def share(self) -> float | None:
         """Seconds waiting for data per second of training, over the recent window; None: too few steps."""
@@ -58,6 +59,11 @@ class Feeding:
             self.idle[pid] = event["text"]
         else:
             self.idle.pop(pid, None)
+
+    def gpu_use(self, rank: int, event: dict[str, Any]) -> None:
+        gpu, util = event.get("gpu"), event.get("util")
+        if isinstance(gpu, int) and isinstance(util, int | float):
+            self.ranks.setdefault(rank, RankFeed()).gpu = (gpu, float(util))
 
     def step(self, rank: int, event: dict[str, Any], step: int) -> None:
         wait, t = event.get("wait"), event.get("t")
@@ -87,7 +93,7 @@ class Feeding:
 
     def to_state(self) -> dict[str, Any]:
         ranks = {
-            str(rank): {"share": feed.share(), "loader": feed.loader, "threads": feed.threads}
+            str(rank): {"share": feed.share(), "loader": feed.loader, "threads": feed.threads, "gpu": feed.gpu}
             for rank, feed in self.ranks.items()
         }
         return {**ranks, "idle": self.idle} if self.idle else ranks
@@ -99,8 +105,9 @@ class Feeding:
             out.idle = {str(k): str(v) for k, v in state["idle"].items()}
         for rank, saved in (state or {}).items() if isinstance(state, dict) else ():
             if isinstance(saved, dict) and str(rank).isdigit():
-                share = saved.get("share")
+                share, gpu = saved.get("share"), saved.get("gpu")
                 out.ranks[int(rank)] = RankFeed(
+                    gpu=(int(gpu[0]), float(gpu[1])) if isinstance(gpu, list | tuple) and len(gpu) == 2 else None,
                     saved=float(share) if isinstance(share, int | float) else None,
                     loader=saved.get("loader") if isinstance(saved.get("loader"), dict) else None,
                     threads=saved.get("threads") if isinstance(saved.get("threads"), dict) else None,

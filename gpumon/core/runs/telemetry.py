@@ -261,6 +261,9 @@ class RunTelemetry:
             self.feeding.threads(rank, event)
         elif kind in ("gpu_idle", "gpu_busy"):
             self.feeding.gpu(kind, event)
+        elif kind == "gpu_use":
+            # the supervisor writes it: the rank is a field, not the source
+            self.feeding.gpu_use(event["rank"] if type(event.get("rank")) is int else rank, event)
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plans[rank] = event["steps"]
         elif kind in TUNE_EVENTS:
