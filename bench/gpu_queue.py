@@ -10,7 +10,7 @@ includes the settle time (``--settle``, default 2 s here, 10 s by default in gpu
 (2) 100 runs queued for 8 busy GPUs (in-process ``submit``, so the queue fills in seconds); the keeper's
 CPU (user + system, psutil) over ``--seconds`` (default 60) after a 5 s warm-up, as percent of one core.
 
-Usage: python bench/queue.py [--repeats 5] [--settle 2] [--seconds 60] [--queued 100]
+Usage: python bench/gpu_queue.py [--repeats 5] [--settle 2] [--seconds 60] [--queued 100]
 """
 
 from __future__ import annotations
