@@ -198,7 +198,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from gpumon.cli.group import cmd_stop_group, stop_nodes
     from gpumon.core.runs.group import group_of, is_group_id
-    from gpumon.core.runs.launcher import STOP_GRACE_S, record_end, stop, wait
+    from gpumon.core.runs.launcher import STOP_GRACE_S, TUNE_STOP_GRACE_S, record_end, stop, wait
     from gpumon.core.runs.store import RunNotFound, RunStore
 
     if is_group_id(args.run):
@@ -230,7 +230,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         print(stop(record, kill=args.kill), flush=True)
         if record.spec.kind == "tune" and not args.kill and not args.no_wait:
             # The search ends its trials itself; past the grace period it is stopped like any run.
-            record = wait(record, RunStore(), timeout=STOP_GRACE_S)
+            record = wait(record, RunStore(), timeout=TUNE_STOP_GRACE_S)
             if record.live:
                 print(stop(record), flush=True)
     except PermissionError:

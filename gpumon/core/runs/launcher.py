@@ -24,6 +24,8 @@ from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_jso
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
 STOP_GRACE_S = 10.0
+# A search asked to stop ends its trials at their next results, then Ray shuts down: 10 s was passed under load.
+TUNE_STOP_GRACE_S = 30.0
 
 
 def build_command(spec: RunSpec, run_id: str) -> list[str]:
@@ -275,6 +277,7 @@ def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:
 
 __all__ = [
     "STOP_GRACE_S",
+    "TUNE_STOP_GRACE_S",
     "SpecError",
     "adopt",
     "build_command",
