@@ -8,9 +8,7 @@ A mistake in any of them is one line and exit 2, before any ssh starts.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +16,7 @@ from gpumon.cli.common import fail
 from gpumon.cli.fleet_table import print_fleet
 from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.cli.slurm_fleet import add_slurm_option
+from gpumon.cli.watching import print_until_stopped
 from gpumon.core.fleet.hosts import (
     SSH_ENV,
     FleetConfig,
@@ -116,17 +115,14 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     )  # fmt: skip
     monitor.start()
     try:
-        state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)
-        while True:
-            print_fleet(state, args.json, args.watch)
-            if not args.watch:
-                return 0
-            time.sleep(args.interval)
-            state = monitor.state()
-    except KeyboardInterrupt:
+        settled_state = monitor.wait(lambda s: settled(s) and _runs_read(s, runs_every), SETTLE_S)
+        print_until_stopped(
+            lambda first: print_fleet(settled_state if first else monitor.state(), args.json, args.watch),
+            args.watch,
+            args.interval,
+        )
         return 0
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except KeyboardInterrupt:  # while the hosts settle
         return 0
     finally:
         monitor.stop()

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpumon.cli.common import fail
+from gpumon.cli.watching import print_until_stopped
 
 SETTLE_S = 30.0  # squeue, sinfo, then an srun step per node and its python's start
 
@@ -88,15 +89,10 @@ def cmd_fleet_slurm(args: argparse.Namespace) -> int:
     fleet.start()
     try:
         fleet.wait(lambda f: settled(f, runs=args.json), SETTLE_S)
-        while True:
-            _print(fleet, args.json, args.watch)
-            if not args.watch:
-                break
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print_until_stopped(lambda _first: _print(fleet, args.json, args.watch), args.watch, args.interval)
+        if args.watch:  # ended by the user or the reader
+            return 0
+    except KeyboardInterrupt:  # while the jobs settle
         return 0
     finally:
         fleet.stop()
