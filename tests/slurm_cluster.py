@@ -15,6 +15,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,3 +186,20 @@ def start_cluster(root: Path, cpus: int | None = None) -> Cluster | str:
         cluster.stop()
         return f"the test node never became idle: {log.strip()}"
     return cluster
+
+
+def cluster_fixture(prefix: str, cpus: int | None = None) -> Iterator[Cluster]:
+    """A module fixture's body: a cluster in a fresh mkdtemp (not pytest's 0700 tree: munged runs as munge),
+    or the test skipped with the reason it could not start."""
+    import pytest
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    started = start_cluster(root, cpus=cpus)
+    if isinstance(started, str):
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.skip(started)
+    try:
+        yield started
+    finally:
+        started.stop()
+        shutil.rmtree(root, ignore_errors=True)

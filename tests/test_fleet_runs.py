@@ -228,7 +228,8 @@ async def test_a_remote_log_that_cannot_be_followed_says_why_and_is_tried_again(
             table.select_run(key)
             log = app.query_one("#run-log", LogView)
             await until(pilot, lambda: "host unreachable" in log.note, timeout=30)
-            assert log.note == "log not followed: gpu1: host unreachable · again in 1 s"
+            # the first try's note; under load the second try may have failed before this looks
+            assert log.note in (f"log not followed: gpu1: host unreachable · again in {s} s" for s in (1, 2)), log.note
             await until(pilot, lambda: "again in 2 s" in log.note, timeout=30)  # tried again: it waits longer
             (root / "gpu1" / "down").unlink()
             await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=60)

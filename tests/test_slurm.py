@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.slurm_cluster import Cluster, start_cluster
+from tests.slurm_cluster import Cluster, cluster_fixture
 
 pytest.importorskip("torch")
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -50,14 +49,8 @@ for _ in range(100000):
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    root = Path(tempfile.mkdtemp(prefix="gpumon-slurm-"))  # not pytest's 0700 tree: munged runs as munge
-    started = start_cluster(root, cpus=6)  # the jobs below run side by side; most of their time is waiting
-    if isinstance(started, str):
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(started)
-    yield started
-    started.stop()
-    shutil.rmtree(root, ignore_errors=True)
+    # 6 CPUs: the jobs below run side by side; most of their time is waiting
+    yield from cluster_fixture("gpumon-slurm-", cpus=6)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from gpumon.core.fleet.slurm_source import ENDED, NOT_INSTALLED, SlurmFleet, settled, srun_reason
 from gpumon.core.slurm.cluster import gpu_count, parse_hostnames, parse_jobs, parse_sinfo, slurm_env, state_kind
 from tests.conftest import wait_until
-from tests.slurm_cluster import Cluster, start_cluster
+from tests.slurm_cluster import Cluster, cluster_fixture
 
 # -- what Slurm 22.05 printed on the test cluster (node "vm", one job running, no GRES) ------------------------------
 SQUEUE = "1|1|debug|root|vm|wrap\n"
@@ -109,16 +108,7 @@ def test_a_controller_that_does_not_answer_is_the_reason_and_exit_1(tmp_path: Pa
 # -- on a real cluster ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    root = Path(tempfile.mkdtemp(prefix="gpumon-slurmfleet-"))  # not pytest's 0700 tree: munged runs as munge
-    started = start_cluster(root)
-    if isinstance(started, str):
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(started)
-    try:
-        yield started
-    finally:
-        started.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from cluster_fixture("gpumon-slurmfleet-")
 
 
 @pytest.fixture
@@ -203,7 +193,8 @@ def test_a_new_job_adds_its_node_and_an_ended_one_removes_it(cluster: Cluster, s
     finally:
         fleet.stop()
         cluster.cancel_all()
-    assert not steps_named_gpumon(cluster)
+    # scancel returns before slurmd has ended the job's steps (up to KillWait under load)
+    assert wait_until(lambda: not steps_named_gpumon(cluster), 60), steps_named_gpumon(cluster)
 
 
 # -- the Fleet view's header ---------------------------------------------------------------------------------------
