@@ -125,3 +125,22 @@ def gpumon(tmp_path: Path):
         )
 
     return run
+
+
+# Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject's addopts) each file runs whole on one worker, so its
+# module fixtures are made once. The files that start a cluster of their own (Slurm, Ray) or wait on a real
+# terminal's screen share one worker: they run one at a time, beside the other worker's files.
+_SERIAL = {
+    "test_slurm.py", "test_slurm_fleet.py", "test_ray_fleet.py", "test_tune.py", "test_tune_search.py",
+    "test_tune_launch.py", "test_shipped_searches.py", "test_tmux.py", "test_tmux_fleet.py", "test_tmux_gpus.py",
+    "test_tmux_queue.py", "test_tmux_runs.py", "test_stalls.py",
+}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("serial" if name in _SERIAL else name))
+    # the serial worker's long queue first, so it does not run alone at the end
+    items.sort(key=lambda item: item.path.name not in _SERIAL)
