@@ -137,6 +137,14 @@ _SERIAL = {
 }  # fmt: skip
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # xdist's workers export COLUMNS=80 and LINES=24: every app they start (in tmux, over a pty) would
+        # take them for its terminal's size (shutil.get_terminal_size reads them first)
+        os.environ.pop("COLUMNS", None)
+        os.environ.pop("LINES", None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:

@@ -188,8 +188,9 @@ def test_a_new_job_adds_its_node_and_an_ended_one_removes_it(cluster: Cluster, s
         (step,) = steps_named_gpumon(cluster)  # the stream is a step of the job itself, on its node
         assert step.startswith(f"{job}.") and step.endswith(f"|{cluster.node}")
         cluster.run("scancel", job)
-        fleet.wait(lambda f: f.state() == (), 60)
-        assert fleet.state() == () and "no running job of yours" in fleet.summary()
+        # the hosts and the summary line come from different squeue reads: wait for both
+        fleet.wait(lambda f: f.state() == () and "no running job of yours" in f.summary(), 60)
+        assert fleet.state() == () and "no running job of yours" in fleet.summary(), fleet.summary()
     finally:
         fleet.stop()
         cluster.cancel_all()

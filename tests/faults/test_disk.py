@@ -219,10 +219,16 @@ def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
 
 
 RESTARTED = """
-import os, sys
+import os, pathlib, sys, time
 attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
 print(f"rank {os.environ['RANK']} attempt {attempt}", flush=True)
+printed = pathlib.Path(sys.argv[0]).with_name("rank0-printed")
+if attempt == "0" and os.environ["RANK"] == "0":
+    printed.touch()
 if attempt == "0" and os.environ["RANK"] == "1":
+    deadline = time.monotonic() + 60
+    while not printed.exists() and time.monotonic() < deadline:  # under load rank 0 may not have started yet
+        time.sleep(0.05)
     sys.exit(3)  # torchrun restarts every worker once
 """
 
