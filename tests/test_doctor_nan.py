@@ -115,6 +115,11 @@ def test_a_loss_that_climbs_far_above_its_best_is_a_warning() -> None:
     assert problem.text.startswith("loss diverging on rank 0: ") and "its best" in problem.text
     advice = loss_advice(problem, fold(climbing, lr=0.05))
     assert advice[0].key == "lr" and "lr=0.05" in advice[0].title
+    # a finite loss: no word of NaN (a BoringModel run was told "the loss was not finite from step 1594")
+    assert not {"log_zero", "inputs"} & {a.key for a in advice}, [a.key for a in advice]
+    assert not any("not finite" in a.why for a in advice)
+    unknown_lr = {a.key: a for a in loss_advice(problem, fold(climbing))}
+    assert "clip_grad_norm_" in unknown_lr["diverging"].change and "log_zero" not in unknown_lr
 
 
 @pytest.mark.parametrize(

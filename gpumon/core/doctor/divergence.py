@@ -207,6 +207,20 @@ def loss_advice(problem: LossProblem, telemetry: Any, context: Context | None = 
             )
         )
 
+    if problem.kind == "diverging":  # finite: what makes NaNs (a log of zero, a bad sample) is not the cause
+        scored.append(
+            (
+                50,
+                Advice(
+                    "diverging",
+                    "lower the learning rate, or clip the gradients",
+                    f"{problem.text}: each update overshoots",
+                    "divide the learning rate by 10 (or add warm-up), and "
+                    "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) before optimizer.step()",
+                ),
+            )
+        )
+        return [advice for _, advice in sorted(scored, key=lambda pair: -pair[0])]
     scored.append(
         (
             85 if early else 40,
