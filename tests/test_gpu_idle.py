@@ -105,3 +105,19 @@ def test_an_input_bound_ranks_gpu_utilisation_is_said_beside_its_wait(tmp_path: 
         "input-bound: 67% of each step waits for data (DataLoader num_workers=0, batch 16); its GPU 0 is 20% busy"
     )
     assert Feeding.from_state(fold.feeding.to_state()).ranks[1].gpu == (0, 20.0)  # kept in the summary
+
+
+def test_a_rank_stopped_inside_its_dataloader_is_not_called_input_bound(tmp_path: Path) -> None:
+    """A SIGSTOP (or a stall) inside ``__next__`` is all 'wait' to the wrapper: the interval is a pause, left out."""
+    (tmp_path / "events").mkdir()
+    rank0, t = EventWriter(tmp_path, "rank0"), 1000.0
+    for step in range(1, 120):
+        pause = step == 60  # stopped for 12 s inside the DataLoader's __next__
+        t += 12.0 if pause else 0.1
+        rank0.write("step", step=step, t=t, wait=11.95 if pause else 0.01)
+    rank0.write("dataloader", num_workers=0, batch_size=1)
+    fold = RunTelemetry(tmp_path, use_summary=False)
+    fold.update()
+    share = fold.feeding.wait_share()
+    assert share is not None and share < 0.2, share
+    assert slow_findings(fold) == []

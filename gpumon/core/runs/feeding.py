@@ -16,11 +16,16 @@ and hand-started ranks do not).
 from __future__ import annotations
 
 import os
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 INPUT_BOUND = 0.5
+# An interval between step events this many times the rank's usual step is a pause (SIGSTOP, a stall, a
+# checkpoint), not feeding: left out, or a rank stopped inside __next__ reads input-bound (seen on Lightning's
+# BoringModel stopped for 12 s), and one stopped elsewhere hides a real wait. The stall rule's own factor.
+PAUSE_FACTOR = 20.0
 WINDOW_S = 30
 MIN_STEPS = 10
 MIN_SPAN_S = 5.0
@@ -35,6 +40,7 @@ class RankFeed:
     loader: dict[str, Any] | None = None  # the latest ``dataloader`` event's fields
     threads: dict[str, Any] | None = None  # the latest ``threads`` event's fields
     gpu: tuple[int, float] | None = None  # (GPU, utilisation %) from the supervisor's latest ``gpu_use``
+    per_step: deque[float] = field(default_factory=lambda: deque(maxlen=31))  # recent seconds per step
 
     def share(self) -> float | None:
         """Seconds waiting for data per second of training, over the recent window; None: too few steps."""
@@ -74,6 +80,10 @@ class Feeding:
         if not isinstance(wait, int | float) or last is None or step <= last[0] or t <= last[1]:
             return  # the first step holds start-up: no share from it
         steps, elapsed = step - last[0], float(t) - last[1]
+        usual = statistics.median(feed.per_step) if len(feed.per_step) >= 5 else None
+        feed.per_step.append(elapsed / steps)
+        if usual is not None and elapsed / steps > PAUSE_FACTOR * usual:
+            return  # a pause: neither training nor feeding
         second = float(int(t))
         if not feed.recent or feed.recent[-1][0] != second:
             feed.recent.append([second, 0.0, 0.0, 0.0])
