@@ -204,6 +204,8 @@ def _claim(claims: Path, rank: int, force: bool = False, take_dead: bool = True)
         return True  # no claims folder (a read-only run dir): the number stands unchecked
     try:
         os.write(fd, me)
+    except OSError:
+        pass  # a full disk: the claim stands, empty (read as no live holder); training goes on
     finally:
         os.close(fd)
     return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -108,6 +109,52 @@ def test_a_script_that_prints_into_a_full_state_dir_trains_on_and_finishes(
     assert "line 1 " in log and "of output dropped here: the state dir was full" in log
     assert log.rstrip().endswith("after space came back")
     assert oct(os.stat(record.dir / "logs" / "rank0.log").st_mode & 0o777) == "0o600"
+
+
+TRAINER = """
+import sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+gate = sys.argv[1]
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = DataLoader(TensorDataset(torch.randn(64, 8), torch.randn(64, 1)), batch_size=4)
+for epoch in range(30):  # every hook of the bootstrap runs: rank claim, steps, DataLoader, backward loss
+    for x, y in data:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.save(model.state_dict(), gate + ".pt")
+print("trained", flush=True)
+open(gate + ".done", "w").close()
+"""
+
+
+def test_a_torch_training_loop_trains_on_a_full_state_dir(
+    tiny_tmpfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning's bug-report model failed here: the bootstrap's rank claim raised ENOSPC into the script."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("GPUMON_HOME", str(tiny_tmpfs))
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    store = RunStore()
+    store.root.mkdir(parents=True, exist_ok=True)
+    stat = os.statvfs(tiny_tmpfs)
+    filler = tiny_tmpfs / "filler"
+    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 64 * 1024))  # the run's own files, then full
+    record = launch(RunSpec(kind="script", program=str(script), args=(str(tmp_path / "model"),)), store, 0)
+    with open(filler, "ab") as rest, contextlib.suppress(OSError):  # the ranks start on a full disk
+        rest.write(b"\0" * (1 << 20))
+    done = tmp_path / "model.done"
+    deadline = time.monotonic() + 180
+    while not done.exists():  # the script trains to its end with nothing written
+        assert time.monotonic() < deadline, f"the script did not finish: {store.load(record.dir)}"
+        time.sleep(0.2)
+    filler.unlink()  # space comes back: the supervisor records the end it kept
+    final = wait_end(store, record, timeout=60)
+    assert final.state == "finished" and final.exit_code == 0, final.status
 
 
 def test_a_200_mb_flood_is_capped_keeping_its_head_and_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
