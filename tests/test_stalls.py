@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,16 +101,44 @@ train(30)
 """
 
 
+OWN_USR2 = """
+import signal, sys, time
+import torch
+
+
+def requeue(signum, frame):  # a Slurm/SGE job's checkpoint-and-requeue hook on SIGUSR2
+    open(sys.argv[1], "w").close()
+    sys.exit(3)
+
+
+def wait_for_data():
+    time.sleep(3600)
+
+
+signal.signal(signal.SIGUSR2, requeue)
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(1, 100000):
+    if step == 8:
+        wait_for_data()
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.02)
+"""
+
+
 def line_of(script: str, text: str) -> int:
     return next(n for n, line in enumerate(textwrap.dedent(script).splitlines(), 1) if text in line)
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": "", "GPUMON_STALL_AFTER": "4"}
-    env.pop("GPUMON_RUN_DIR", None)
-
     def run(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+        env["GPUMON_STALL_AFTER"] = "4"
+        env.pop("GPUMON_RUN_DIR", None)
         return subprocess.run(
             [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
         )
@@ -207,3 +236,51 @@ def test_a_long_eval_is_no_stall_and_the_same_pause_without_one_is_a_stall_that_
     assert [a.get("alert_kind", a.get("kind")) for a in launcher_events(info["dir"], "alert")] == ["stalled"]
     done = row(cli, info["id"])
     assert done["last_stall"]["lasted_s"] == ends[0]["lasted_s"]
+
+
+def stalled_with_own_handler(
+    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], marker: Path
+) -> dict[str, Any]:
+    info = launched(OWN_USR2, str(marker))
+
+    def stalled_unharmed() -> Any:
+        assert not marker.exists(), "gpumon sent SIGUSR2 to a script that handles it itself (its requeue hook ran)"
+        return (r := row(cli, info["id"]))["status"] == "stalled" and r
+
+    stalled = wait_for(stalled_unharmed, "the stalled state")  # written after the stacks were taken
+    assert not marker.exists() and row(cli, info["id"])["status"] == "stalled"
+    return stalled
+
+
+def test_a_script_with_its_own_sigusr2_handler_never_gets_gpumons_signal(
+    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "py-spy").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    stalled = stalled_with_own_handler(launched, cli, tmp_path / "requeued")
+    [where] = stalled["stall"]["where"]
+    assert "its script handles SIGUSR2 itself, so gpumon does not send it; try py-spy dump --pid" in where
+
+
+def py_spy_or_skip() -> None:
+    exe = shutil.which("py-spy")
+    if exe is None:
+        pytest.skip("py-spy is not installed (it is in the test extra)")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.5)  # the interpreter's start, so py-spy finds a Python
+        done = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True, text=True, timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    if done.returncode != 0:
+        pytest.skip(f"py-spy may not read another process here: {done.stderr.strip()[-200:]}")
+
+
+def test_py_spy_reads_where_a_rank_that_keeps_its_own_sigusr2_waits(
+    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    py_spy_or_skip()
+    stalled = stalled_with_own_handler(launched, cli, tmp_path / "requeued")
+    sleep_line = line_of(OWN_USR2, "time.sleep(3600)")
+    assert stalled["stall"]["where"] == [f"rank 0 waits in wait_for_data at train.py:{sleep_line} (time.sleep)"]

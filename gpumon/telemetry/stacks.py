@@ -4,21 +4,25 @@ The bootstrap registers it in each Python process of a run. faulthandler writes 
 so a rank blocked in a C call (a gloo/NCCL collective, a sleep, a read) still prints where it is. The file,
 ``<run dir>/stacks/<pid>.txt``, stays open for the process's life; its existence tells the supervisor the
 process answers SIGUSR2 (to any other process SIGUSR2's default action is to end it, so it is never sent
-there). A script that handles SIGUSR2 itself keeps its handler: nothing is registered then.
+there). A script that handles SIGUSR2 itself keeps its handler: a handler set later (a requeue or checkpoint
+hook) renames the file to ``<pid>.taken``, so the supervisor never sends it a signal meant for gpumon.
 """
 
 from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import os
 import signal
-from typing import IO
+from typing import IO, Any
 
 STACKS_DIR = "stacks"
 STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)
+TAKEN = ".taken"  # the suffix of a process's file once the script set its own SIGUSR2 handler
 
 _file: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
+_path: str | None = None
 
 
 def stack_path(run_dir: str, pid: int) -> str:
@@ -27,24 +31,54 @@ def stack_path(run_dir: str, pid: int) -> str:
 
 def install(run_dir: str | None) -> bool:
     """Register the dump in this process; True when it did."""
-    global _file
+    global _file, _path
     if run_dir is None or _file is not None:
         return False
     if signal.getsignal(STACK_SIGNAL) not in (signal.SIG_DFL, None):
         return False  # the script's (or a framework's) own SIGUSR2 handler stays
     directory = os.path.join(run_dir, STACKS_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd = os.open(stack_path(run_dir, os.getpid()), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    _path = stack_path(run_dir, os.getpid())
+    fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     _file = os.fdopen(fd, "w")
     faulthandler.register(STACK_SIGNAL, file=_file, all_threads=True, chain=False)
     os.register_at_fork(after_in_child=_forked)
+    _watch_handler()
     return True
+
+
+def _watch_handler() -> None:
+    """The script's own SIGUSR2 handler, set after ours, replaces faulthandler's (sigaction): from then on the
+    signal is the script's (Slurm/SGE jobs use it to checkpoint or requeue), so the file is renamed and the
+    supervisor leaves the process to py-spy. Never ``unregister`` here: it would restore SIG_DFL over theirs."""
+    original = signal.signal
+    if getattr(original, "_gpumon", False):
+        return
+
+    @functools.wraps(original)
+    def watched(signalnum: Any, handler: Any) -> Any:
+        previous = original(signalnum, handler)
+        if signalnum == STACK_SIGNAL:
+            _give_up()
+        return previous
+
+    watched._gpumon = True  # type: ignore[attr-defined]
+    signal.signal = watched
+
+
+def _give_up() -> None:
+    global _path
+    if _path is not None:
+        with contextlib.suppress(OSError):
+            os.replace(_path, _path[: -len(".txt")] + TAKEN)
+        _path = None
 
 
 def _forked() -> None:
     """A forked child (a DataLoader worker) has no file of its own: it must not write into its parent's, and
     no one signals it, so the registration is dropped."""
-    global _file
-    with contextlib.suppress(RuntimeError, ValueError):
-        faulthandler.unregister(STACK_SIGNAL)
-    _file = None
+    global _file, _path
+    if _path is not None:  # still ours: after the script took SIGUSR2 over, unregister would undo its handler
+        with contextlib.suppress(RuntimeError, ValueError):
+            faulthandler.unregister(STACK_SIGNAL)
+    _file = _path = None

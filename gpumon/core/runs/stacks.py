@@ -2,8 +2,9 @@
 
 A rank registered ``faulthandler`` on SIGUSR2 at start-up (``telemetry/stacks.py``): its file
 ``stacks/<pid>.txt`` exists, so it is signalled, and what it appends is its dump. Only such processes are
-signalled (to any other, SIGUSR2 is fatal); a stopped one is not (it could not answer until resumed); py-spy,
-where installed, reads the others. Each capture is also kept whole as ``stacks/stall-<n>.txt``.
+signalled (to any other, SIGUSR2 is fatal; to one whose script set its own handler, ``<pid>.taken``, it is
+the script's); a stopped one is not (it could not answer until resumed); py-spy, where installed, reads the
+others. Each capture is also kept whole as ``stacks/stall-<n>.txt``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import psutil
 
 from gpumon.core.doctor import hang
 from gpumon.core.runs.store import write_text
-from gpumon.telemetry.stacks import STACK_SIGNAL, STACKS_DIR
+from gpumon.telemetry.stacks import STACK_SIGNAL, STACKS_DIR, TAKEN
 
 ANSWER_S = 3.0  # how long the ranks get to write their dumps
 PY_SPY_S = 10.0
@@ -59,7 +60,9 @@ def capture(
     kept: list[str] = []
     for pid, rank in sorted(ranks.items(), key=lambda item: item[1]):
         state = states[pid]
-        text = dumps.get(pid) or (_py_spy(pid) if state == "running" else "")
+        text, spy_error = dumps.get(pid, ""), ""
+        if not text and state == "running":
+            text, spy_error = _py_spy(pid)
         if state == "stopped":
             places.append(hang.stopped(rank, pid))
         elif state == "gone":
@@ -67,8 +70,9 @@ def capture(
         elif state == "traced":
             places.append(hang.unknown(rank, pid, "stopped by a debugger"))
         elif not text:
-            why = "it did not answer SIGUSR2" if pid in sizes else "no faulthandler in it"
-            places.append(hang.unknown(rank, pid, f"{why}; try py-spy dump --pid {pid}"))
+            why = _why_silent(folder, pid, pid in sizes)
+            tail = spy_error or f"try py-spy dump --pid {pid}"
+            places.append(hang.unknown(rank, pid, f"{why}; {tail}"))
         else:
             threads = hang.parse_dump(text)
             places.append(hang.describe(rank, pid, threads[0] if threads else [], world))
@@ -76,6 +80,14 @@ def capture(
     with contextlib.suppress(OSError):
         write_text(folder / f"stall-{seq}.txt", "\n".join(kept))
     return places
+
+
+def _why_silent(folder: Path, pid: int, signalled: bool) -> str:
+    if signalled:
+        return "it did not answer SIGUSR2"
+    if (folder / f"{pid}{TAKEN}").exists():
+        return "its script handles SIGUSR2 itself, so gpumon does not send it"
+    return "no faulthandler in it"
 
 
 def catches(pid: int, signum: int) -> bool:
@@ -122,16 +134,22 @@ def _read(path: Path, start: int, end: int) -> str:
         return fh.read(min(end - start, 1 << 20)).decode(errors="replace")
 
 
-def _py_spy(pid: int) -> str:
-    """py-spy's dump where it is installed (and ptrace is allowed); "" otherwise."""
+def _py_spy(pid: int) -> tuple[str, str]:
+    """py-spy's dump and "", where it is installed and may read the process; else "" and why not ("" when
+    py-spy is not installed)."""
     exe = shutil.which("py-spy")
     if exe is None:
-        return ""
+        return "", ""
     try:
         out = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=PY_SPY_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return _from_py_spy(out.stdout) if out.returncode == 0 else ""
+    except subprocess.TimeoutExpired:
+        return "", f"py-spy dump did not answer in {PY_SPY_S:.0f} s"
+    except OSError as exc:
+        return "", f"py-spy could not start: {exc.strerror}"
+    if out.returncode != 0:
+        said = (out.stderr.strip().splitlines() or ["no reason given"])[-1]
+        return "", f"py-spy could not read it: {said[:200]}"
+    return _from_py_spy(out.stdout), ""
 
 
 def _from_py_spy(text: str) -> str:
