@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from gpumon.core.events import EventReader
@@ -129,6 +130,35 @@ for step in range(1, 100000):
 """
 
 
+STUCK_WORKER = """
+import sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Files(Dataset):
+    def __len__(self):
+        return 100000
+
+    def __getitem__(self, i):
+        if i == 200:
+            time.sleep(3600)  # one sample's read never returns (a hung network mount)
+        return torch.randn(16), torch.randn(1)
+
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(Files(), batch_size=8, num_workers=2, multiprocessing_context=sys.argv[1])
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        time.sleep(0.02)
+"""
+
+
 def line_of(script: str, text: str) -> int:
     return next(n for n, line in enumerate(textwrap.dedent(script).splitlines(), 1) if text in line)
 
@@ -202,6 +232,7 @@ def test_a_ddp_rank_blocked_in_its_data_function_is_a_stall_with_each_ranks_plac
     doctor = cli("doctor", info["id"]).stdout
     assert "diverged-rank hang: rank 1 never reached the all_reduce that rank 0 waits in" in doctor.splitlines()[0]
     assert f"rank 1 waits in next_batch at train.py:{sleep_line} (time.sleep)" in doctor
+    assert "Look at rank 1: it never reached the collective" in doctor
     alerts = launcher_events(info["dir"], "alert")
     assert [a.get("alert_kind", a.get("kind")) for a in alerts] == ["stalled"] and "at step 5" in alerts[0]["text"]
 
@@ -217,7 +248,9 @@ def test_a_sigstopped_rank_is_said_plainly_and_the_stall_ends_on_sigcont(
         stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
         said = f"rank 0 (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}`"
         assert stalled["stall"]["where"] == [said]
-        assert said in cli("doctor", info["id"]).stdout.splitlines()[0]
+        doctor = cli("doctor", info["id"]).stdout
+        assert said in doctor.splitlines()[0]
+        assert "Resume the stopped process" in doctor and f"kill -CONT {pid} (a SIGSTOP" in doctor
     finally:
         os.kill(pid, signal.SIGCONT)
     resumed = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "running" and r, "the stall's end")
@@ -284,3 +317,22 @@ def test_py_spy_reads_where_a_rank_that_keeps_its_own_sigusr2_waits(
     stalled = stalled_with_own_handler(launched, cli, tmp_path / "requeued")
     sleep_line = line_of(OWN_USR2, "time.sleep(3600)")
     assert stalled["stall"]["where"] == [f"rank 0 waits in wait_for_data at train.py:{sleep_line} (time.sleep)"]
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_dataloader_worker_stuck_in_getitem_is_named_where_it_waits(
+    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], start: str
+) -> None:
+    info = launched(STUCK_WORKER, start)
+    stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
+    loop_line, sleep_line = line_of(STUCK_WORKER, "for x, y in loader"), line_of(STUCK_WORKER, "time.sleep(3600)")
+    [where] = stalled["stall"]["where"]
+    rank, _, worker = where.partition(": its worker ")
+    assert rank == f"rank 0 waits in <module> at train.py:{loop_line} (__next__ in dataloader.py)"
+    pid, _, place = worker.partition(" ")
+    assert place == f"waits in __getitem__ at train.py:{sleep_line} (time.sleep)"  # the idle worker is not named
+    rank_pid = next(int(p.name.split(".")[1]) for p in (Path(info["dir"]) / "events").glob("rank0.*.jsonl"))
+    assert psutil.Process(int(pid)).ppid() == rank_pid
+    doctor = cli("doctor", info["id"]).stdout
+    assert "Make a stuck DataLoader worker raise instead of hanging the run" in doctor
+    assert "DataLoader(..., timeout=120)" in doctor

@@ -6,6 +6,8 @@ so a rank blocked in a C call (a gloo/NCCL collective, a sleep, a read) still pr
 process answers SIGUSR2 (to any other process SIGUSR2's default action is to end it, so it is never sent
 there). A script that handles SIGUSR2 itself keeps its handler: a handler set later (a requeue or checkpoint
 hook) renames the file to ``<pid>.taken``, so the supervisor never sends it a signal meant for gpumon.
+A forked child (a DataLoader worker) keeps the registration and writes into its parent's file: the
+supervisor signals it only after the parent's dump, one child at a time, when the parent waits for data.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ TAKEN = ".taken"  # the suffix of a process's file once the script set its own S
 
 _file: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _path: str | None = None
+_inherited: str | None = None  # a forked child's stacks folder: it writes into its parent's file
 
 
 def stack_path(run_dir: str, pid: int) -> str:
@@ -67,18 +70,20 @@ def _watch_handler() -> None:
 
 
 def _give_up() -> None:
-    global _path
-    if _path is not None:
-        with contextlib.suppress(OSError):
+    global _path, _inherited
+    with contextlib.suppress(OSError):
+        if _path is not None:
             os.replace(_path, _path[: -len(".txt")] + TAKEN)
-        _path = None
+        elif _inherited is not None:  # a forked child says so in a file of its own
+            os.close(os.open(os.path.join(_inherited, f"{os.getpid()}{TAKEN}"), os.O_CREAT | os.O_WRONLY, 0o600))
+    _path = _inherited = None
 
 
 def _forked() -> None:
-    """A forked child (a DataLoader worker) has no file of its own: it must not write into its parent's, and
-    no one signals it, so the registration is dropped."""
-    global _file, _path
-    if _path is not None:  # still ours: after the script took SIGUSR2 over, unregister would undo its handler
-        with contextlib.suppress(RuntimeError, ValueError):
-            faulthandler.unregister(STACK_SIGNAL)
-    _file = _path = None
+    """A forked child (a DataLoader worker) keeps faulthandler and the parent's descriptor (O_APPEND): the
+    supervisor signals it only after its parent answered, alone, so the two dumps never mix. It never
+    renames the parent's file; it has none of its own (a worker per epoch would leave a file each)."""
+    global _path, _inherited
+    if _path is not None:
+        _inherited = os.path.dirname(_path)
+    _path = None

@@ -102,6 +102,10 @@ TEXT: dict[str, tuple[str, str]] = {
     "diverged": ("Make every rank run the same collectives in the same order",
                  "no collective inside `if rank == 0:`; the same code path on every rank (conditional layers, "
                  "find_unused_parameters)"),
+    "loader_timeout": ("Make a stuck DataLoader worker raise instead of hanging the run",
+                       "DataLoader(..., timeout=120): the rank raises 'DataLoader timed out' after 120 s; to see the "
+                       "stuck sample, num_workers=0 runs __getitem__ in the main process"),
+    "resume_rank": ("Resume the stopped process", "kill -CONT {pids} (a SIGSTOP, or Ctrl-Z in its terminal)"),
     "stalled_rank": ("Look at rank {ranks}: it never reached the collective",
                      "read its log (gpumon logs RUN --rank N): a crash, a hang in data loading, or work only it does"),
     "uneven_batches": ("Give every rank the same number of batches",

@@ -85,14 +85,30 @@ def describe(rank: int, pid: int, frames: list[Frame], world: int) -> RankWhere:
     backward = any("torch/autograd" in f.file and f.func in ("_engine_run_backward", "backward") for f in frames)
     if backward and world > 1:  # DDP's gradient all_reduce runs inside the autograd engine (C++)
         return RankWhere(rank, pid, "waits", "all_reduce", f"rank {rank} waits in all_reduce (DDP backward){at}")
+    place = _place(frames)
+    return RankWhere(rank, pid, "waits", "", f"rank {rank} waits in {place}" if place else f"rank {rank}: empty stack")
+
+
+def _place(frames: list[Frame]) -> str:
+    """ "next_batch at train.py:14 (time.sleep)": the script's innermost frame and the call on its line as
+    written ("time.sleep", "q.get"), else the library function it entered; "" for no frames."""
+    user = next((f for f in frames if f.user), None)
     if user is None:
-        inner = frames[0] if frames else None
-        text = f"rank {rank} waits in {inner.func} ({inner.where})" if inner else f"rank {rank}: empty stack"
-        return RankWhere(rank, pid, "waits", "", text)
-    # the call on the user's line as written ("time.sleep", "q.get"), else the library function it entered
-    callee = frames[frames.index(user) - 1] if frames[0] is not user else None
+        return f"{frames[0].func} ({frames[0].where})" if frames else ""
+    inner = frames[: frames.index(user)]  # what the script's line called, gpumon's own wrappers left out
+    callee = next((f for f in reversed(inner) if not f.file.startswith(_OURS)), None)
     what = _call_name(user) or (f"{callee.func} in {os.path.basename(callee.file)}" if callee else "")
-    return RankWhere(rank, pid, "waits", "", f"rank {rank} waits in {user.func}{at}" + (f" ({what})" if what else ""))
+    return f"{user.func} at {user.where}" + (f" ({what})" if what else "")
+
+
+def worker_place(pid: int, frames: list[Frame]) -> str:
+    """A DataLoader worker's place; "" while it waits for work (its loop's index queue). A forked worker's
+    stack goes on below its loop into the parent's frames at the fork: those are left out."""
+    loop = next((i for i, f in enumerate(frames) if f.func == "_worker_loop"), None)
+    own = frames[:loop]
+    if loop is None or not own or (own[-1].func == "get" and own[-1].file.endswith("queues.py")):
+        return ""  # not a DataLoader worker (a forkserver, a helper), or one waiting for work
+    return f"its worker {pid} waits in {_place(own)}"
 
 
 def stopped(rank: int, pid: int) -> RankWhere:

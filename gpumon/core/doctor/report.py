@@ -20,7 +20,7 @@ from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
-from gpumon.core.doctor.stall_text import stall_headline, stall_of
+from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
@@ -182,6 +182,8 @@ def diagnose(
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
+    if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first
+        advice = (*stall_advice(stall), *advice)
     slow = tuple(slow_findings(telemetry))
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), record.spec.nproc * record.spec.nnodes)

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.doctor.advice_text import item
+from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.format import duration
 
 
@@ -47,3 +49,21 @@ def stall_section(stall: dict[str, Any], going_on: bool, run_dir: Path, now: flo
     if stall.get("stacks"):
         out.append(f"stacks: {run_dir / str(stall['stacks'])}")
     return out
+
+
+def stall_advice(stall: dict[str, Any]) -> list[Advice]:
+    """What to do about a stall going on, from where its ranks wait (``core/runs/stall.py``'s verdict)."""
+    where = [str(line) for line in stall.get("where") or ()]
+    found = []
+    stopped = [line for line in where if "is stopped (SIGSTOP)" in line]
+    if stopped:
+        pids = " ".join(line.split("(pid ", 1)[1].split(")", 1)[0] for line in stopped if "(pid " in line)
+        found.append(item(100, "resume_rank", "; ".join(stopped), pids=pids))
+    if stall.get("verdict") == "diverged":  # one rank never reached the others' collective, or they differ
+        why = str(stall.get("headline") or "; ".join(where))
+        blame = ", ".join(str(rank) for rank in stall.get("blame") or ())
+        found.append(item(90, "stalled_rank", why, ranks=blame) if blame else item(90, "diverged", why))
+    stuck = [line for line in where if ": its worker " in line]
+    if stuck:
+        found.append(item(80, "loader_timeout", "; ".join(stuck)))
+    return [advice for _, advice in sorted(found, key=lambda scored: -scored[0])]

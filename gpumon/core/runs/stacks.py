@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from gpumon.core.doctor import hang
+from gpumon.core.runs import worker_stacks
 from gpumon.core.runs.store import write_text
 from gpumon.telemetry.stacks import STACK_SIGNAL, STACKS_DIR, TAKEN
 
@@ -58,6 +59,7 @@ def capture(
     dumps = _collect(folder, sizes, answer_s)
     places: list[hang.RankWhere] = []
     kept: list[str] = []
+    feeders: dict[int, list[int]] = {}  # a rank waiting in the DataLoader -> its workers
     for pid, rank in sorted(ranks.items(), key=lambda item: item[1]):
         state = states[pid]
         text, spy_error = dumps.get(pid, ""), ""
@@ -76,10 +78,30 @@ def capture(
         else:
             threads = hang.parse_dump(text)
             places.append(hang.describe(rank, pid, threads[0] if threads else [], world))
+            if threads and worker_stacks.waits_for_data(threads[0]):
+                feeders[pid] = worker_stacks.workers(pid)
         kept.append(f"== rank {rank} (pid {pid}, {state}) ==\n{text or '(no stack)'}\n")
+    if any(feeders.values()):
+        places, more = _with_workers(folder, places, feeders, answer_s)
+        kept.extend(more)
     with contextlib.suppress(OSError):
         write_text(folder / f"stall-{seq}.txt", "\n".join(kept))
     return places
+
+
+def _with_workers(
+    folder: Path, places: list[hang.RankWhere], feeders: dict[int, list[int]], answer_s: float
+) -> tuple[list[hang.RankWhere], list[str]]:
+    """The ranks' lines with where their DataLoader workers are, and the workers' dumps to keep."""
+    texts = worker_stacks.dumps(folder, feeders, answer_s, _collect, catches)
+    kept = []
+    for rank_pid, pids in feeders.items():
+        for pid in pids:
+            if pid not in texts and proc_state(pid) == "running":
+                texts[pid] = _py_spy(pid)[0]
+            kept.append(f"== DataLoader worker {pid} of pid {rank_pid} ==\n{texts.get(pid) or '(no stack)'}\n")
+    extended = [worker_stacks.extend(p, texts, feeders[p.pid]) if p.pid in feeders else p for p in places]
+    return extended, kept
 
 
 def _why_silent(folder: Path, pid: int, signalled: bool) -> str:
