@@ -93,14 +93,16 @@ def _with_workers(
     folder: Path, places: list[hang.RankWhere], feeders: dict[int, list[int]], answer_s: float
 ) -> tuple[list[hang.RankWhere], list[str]]:
     """The ranks' lines with where their DataLoader workers are, and the workers' dumps to keep."""
-    texts = worker_stacks.dumps(folder, feeders, answer_s, _collect, catches)
+    states = {pid: proc_state(pid) for pids in feeders.values() for pid in pids}
+    running = {rank_pid: [pid for pid in pids if states[pid] == "running"] for rank_pid, pids in feeders.items()}
+    texts = worker_stacks.dumps(folder, running, answer_s, _collect, catches)  # never a stopped one: it would wait
     kept = []
     for rank_pid, pids in feeders.items():
         for pid in pids:
-            if pid not in texts and proc_state(pid) == "running":
+            if pid not in texts and states[pid] == "running":
                 texts[pid] = _py_spy(pid)[0]
             kept.append(f"== DataLoader worker {pid} of pid {rank_pid} ==\n{texts.get(pid) or '(no stack)'}\n")
-    extended = [worker_stacks.extend(p, texts, feeders[p.pid]) if p.pid in feeders else p for p in places]
+    extended = [worker_stacks.extend(p, texts, feeders[p.pid], states) if p.pid in feeders else p for p in places]
     return extended, kept
 
 

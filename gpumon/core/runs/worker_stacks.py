@@ -86,29 +86,34 @@ def dumps(
     return texts
 
 
-def extend(place: hang.RankWhere, dumps_by_pid: dict[int, str], pids: list[int]) -> hang.RankWhere:
-    """The rank's line, with where its busy workers are (or that they are idle)."""
+def extend(
+    place: hang.RankWhere, dumps_by_pid: dict[int, str], pids: list[int], states: dict[int, str]
+) -> hang.RankWhere:
+    """The rank's line, with where its busy workers are (or that they are idle); ``states``: pid ->
+    ``stacks.proc_state``."""
     if not pids:
         return place
     busy: list[str] = []
     unread: list[int] = []
+    idle = 0
     for pid in pids:
         text = dumps_by_pid.get(pid, "")
-        if not text:
-            unread.append(pid)
+        if states.get(pid) == "stopped":
+            busy.append(f"its worker (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}`")
+        elif states.get(pid) == "gone":
             continue
-        threads = hang.parse_dump(text)
-        said = hang.worker_place(pid, threads[0] if threads else [])
-        if said:
+        elif not text:
+            unread.append(pid)
+        elif said := hang.worker_place(pid, next(iter(hang.parse_dump(text)), [])):
             busy.append(said)
-    if busy:
-        more = f" (+{len(busy) - SHOWN} more)" if len(busy) > SHOWN else ""
-        tail = "; ".join(busy[:SHOWN]) + more
-    elif len(unread) < len(pids):
-        tail = f"its {len(pids) - len(unread)} DataLoader worker(s) wait for work"
-    else:
-        tail = ""
+        else:
+            idle += 1
+    parts = busy[:SHOWN] + ([f"+{len(busy) - SHOWN} more"] if len(busy) > SHOWN else [])
+    if idle and not busy:
+        parts.append(f"its {idle} DataLoader worker(s) wait for work")
     if unread:
-        listed = ", ".join(str(p) for p in unread[:SHOWN])
-        tail += ("; " if tail else "") + f"worker(s) {listed} not read (py-spy dump --pid {unread[0]})"
-    return hang.RankWhere(place.rank, place.pid, place.status, place.collective, f"{place.text}: {tail}")
+        listed = ", ".join(str(pid) for pid in unread[:SHOWN])
+        parts.append(f"worker(s) {listed} not read (py-spy dump --pid {unread[0]})")
+    if not parts:
+        return place
+    return hang.RankWhere(place.rank, place.pid, place.status, place.collective, f"{place.text}: {'; '.join(parts)}")
