@@ -12,6 +12,7 @@ supervisor signals it only after the parent's dump, one child at a time, when th
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import faulthandler
 import functools
@@ -46,8 +47,16 @@ def install(run_dir: str | None) -> bool:
     _file = os.fdopen(fd, "w")
     faulthandler.register(STACK_SIGNAL, file=_file, all_threads=True, chain=False)
     os.register_at_fork(after_in_child=_forked)
+    atexit.register(_tidy)
     _watch_handler()
     return True
+
+
+def _tidy() -> None:
+    """At a normal exit an empty file goes: a spawned DataLoader worker per epoch would leave one each."""
+    with contextlib.suppress(OSError):
+        if _path is not None and os.path.getsize(_path) == 0:
+            os.unlink(_path)
 
 
 def _watch_handler() -> None:
