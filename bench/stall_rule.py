@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -223,10 +224,66 @@ def onset(work: Path, repeat: int) -> None:
     print(f"per-pass cost: {cost:.0f} us per rank and pass (psutil {psutil.__version__})")
 
 
+STUCK_WORKERS = """
+import sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Files(Dataset):
+    def __len__(self):
+        return 10**6
+
+    def __getitem__(self, i):
+        if i >= 400:
+            time.sleep(3600)  # every worker is stuck in its next batch past sample 400
+        return torch.randn(16), torch.randn(1)
+
+
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in DataLoader(Files(), batch_size=8, num_workers=int(sys.argv[1])):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.02)
+"""
+
+
+def workers(work: Path, counts: list[int]) -> None:
+    """A rank stalled in its DataLoader with every worker stuck: how long the workers' stacks add to the
+    capture, and how many are named."""
+    home, after = work / "home-workers", 5.0
+    path = work / "stuck_workers.py"
+    path.write_text(textwrap.dedent(STUCK_WORKERS))
+    for count in counts:
+        out = gpumon(home, "launch", "script", str(path), "--json", "--", str(count),
+                     env={"GPUMON_STALL_AFTER": str(after)}, cwd=work)  # fmt: skip
+        info = json.loads(out.splitlines()[-1])
+        deadline, stall = time.monotonic() + 300, None
+        while stall is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            stall = next((e for e in events(Path(info["dir"])) if e["type"] == "stall"), None)
+        gpumon(home, "stop", info["id"])
+        if stall is None:
+            raise SystemExit("no stall event in 300 s")
+        where = " ".join(stall.get("where") or ())
+        more = re.search(r"\+(\d+) more", where)
+        named = where.count("waits in __getitem__") + (int(more.group(1)) if more else 0)
+        unread = re.search(r"worker\(s\) ([\d, ]+) not read", where)
+        capture = stall["t"] - stall["since"] - stall["window_s"]
+        print(
+            f"  {count:2d} workers: {named} found stuck in __getitem__ ({'some not read' if unread else 'all read'}); "
+            f"stall known {capture:.2f} s after its window (one pass {PASS_S:.0f} s + the capture)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("parts", nargs="*", default=["rule", "onset"])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="*", default=[2, 8, 16])
     args = parser.parse_args()
     print(f"{platform.node()} {platform.python_version()} {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -235,6 +292,8 @@ def main() -> None:
             rule(work)
         if "onset" in args.parts:
             onset(work, args.repeat)
+        if "workers" in args.parts:
+            workers(work, args.workers)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from gpumon.telemetry.stacks import STACK_SIGNAL, STACKS_DIR, TAKEN
 
 ANSWER_S = 3.0  # how long the ranks get to write their dumps
 PY_SPY_S = 10.0
+WORKER_S = 0.4  # one worker's dump, read back (two equal sizes 0.1 s apart)
+WORKERS_MAX_S = 10.0  # all workers' dumps: the supervisor's loop waits meanwhile, once per stall
 
 
 def proc_state(pid: int) -> str:
@@ -95,7 +97,9 @@ def _with_workers(
     """The ranks' lines with where their DataLoader workers are, and the workers' dumps to keep."""
     states = {pid: proc_state(pid) for pids in feeders.values() for pid in pids}
     running = {rank_pid: [pid for pid in pids if states[pid] == "running"] for rank_pid, pids in feeders.items()}
-    texts = worker_stacks.dumps(folder, running, answer_s, _collect, catches)  # never a stopped one: it would wait
+    most = max((len(pids) for pids in running.values()), default=0)
+    budget = min(WORKERS_MAX_S, max(answer_s, WORKER_S * most))  # a rank's forked workers answer one at a time
+    texts = worker_stacks.dumps(folder, running, budget, _collect, catches)  # never a stopped one: it would wait
     kept = []
     for rank_pid, pids in feeders.items():
         for pid in pids:
