@@ -9,6 +9,7 @@ from gpumon.core.doctor import hang
 from gpumon.core.doctor.advice import advise
 from gpumon.core.doctor.advice_types import Context
 from gpumon.core.doctor.classifier import classify
+from gpumon.core.doctor.stall_text import stall_advice
 
 SITE = "/venv/lib/python3.11/site-packages"
 STD = "/usr/lib/python3.11"
@@ -71,3 +72,37 @@ def test_a_gloo_timeout_says_what_it_means_and_names_the_rank_the_stall_saw() ->
     first = advise(failure, Context(world_size=2, stall=stalled, stall_ranks="1"))[0]
     assert first.title == "Look at rank 1: it never reached the collective" and stalled in first.why
     assert advise(failure, Context(world_size=2))[0].key != "stalled_rank"  # without a stall: not claimed
+
+
+WORKER_IDLE = f"""Current thread 0x00007f97a722cb80 (most recent call first):
+  File "{STD}/threading.py", line 331 in wait
+  File "{STD}/multiprocessing/queues.py", line 113 in get
+  File "{SITE}/torch/utils/data/_utils/worker.py", line 334 in _worker_loop
+  File "{STD}/multiprocessing/process.py", line 108 in run
+  File "{STD}/multiprocessing/popen_fork.py", line 71 in _launch
+  File "{SITE}/torch/utils/data/dataloader.py", line 505 in __iter__
+  File "/tmp/job/train.py", line 18 in <module>
+"""
+WORKER_STUCK = f"""Current thread 0x00007f97a722cb80 (most recent call first):
+  File "/tmp/job/train.py", line 12 in __getitem__
+  File "{SITE}/torch/utils/data/_utils/fetch.py", line 54 in fetch
+  File "{SITE}/torch/utils/data/_utils/worker.py", line 374 in _worker_loop
+  File "{STD}/multiprocessing/process.py", line 108 in run
+  File "{SITE}/torch/utils/data/dataloader.py", line 505 in __iter__
+  File "/tmp/job/train.py", line 18 in <module>
+"""
+
+
+def test_a_workers_place_leaves_out_the_parents_frames_from_the_fork_and_an_idle_one_is_not_named() -> None:
+    assert hang.worker_place(7, hang.parse_dump(WORKER_IDLE)[0]) == ""
+    assert hang.worker_place(8, hang.parse_dump(WORKER_STUCK)[0]) == "its worker 8 waits in __getitem__ at train.py:12"
+
+
+def test_a_stalls_fix_fits_what_the_stall_saw() -> None:
+    rank = "rank 0 waits in <module> at train.py:18 (DataLoader)"
+    stopped = {"where": [f"{rank}: its worker (pid 41) is stopped (SIGSTOP): `kill -CONT 41`"]}
+    assert [(a.key, a.change.split(" (")[0]) for a in stall_advice(stopped)] == [("resume_rank", "kill -CONT 41")]
+    stuck = {"where": [f"{rank}: its worker 41 waits in __getitem__ at train.py:12 (time.sleep)"]}
+    assert [a.key for a in stall_advice(stuck)] == ["loader_timeout"]
+    diverged = {"verdict": "diverged", "blame": [1], "where": ["rank 0 waits in all_reduce", "rank 1 waits in f"]}
+    assert [a.title for a in stall_advice(diverged)] == ["Look at rank 1: it never reached the collective"]

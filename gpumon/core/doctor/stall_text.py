@@ -63,7 +63,7 @@ def stall_advice(stall: dict[str, Any]) -> list[Advice]:
         why = str(stall.get("headline") or "; ".join(where))
         blame = ", ".join(str(rank) for rank in stall.get("blame") or ())
         found.append(item(90, "stalled_rank", why, ranks=blame) if blame else item(90, "diverged", why))
-    stuck = [line for line in where if ": its worker " in line]
+    stuck = [line for line in where if " waits in " in line.partition(": its worker ")[2]]  # not a stopped one
     if stuck:
         found.append(item(80, "loader_timeout", "; ".join(stuck)))
     return [advice for _, advice in sorted(found, key=lambda scored: -scored[0])]
