@@ -57,7 +57,7 @@ def worker(rank, port):
 
 
 if __name__ == "__main__":
-    mp.spawn(worker, args=(int(sys.argv[1]),), nprocs=2)
+    mp.start_processes(worker, args=(int(sys.argv[1]),), nprocs=2, start_method=sys.argv[2])
 """
 
 STEPS_FOREVER = """
@@ -214,10 +214,12 @@ def launcher_events(run_dir: str, kind: str) -> list[dict[str, Any]]:
     return [e for e in EventReader(Path(run_dir)).poll() if e["type"] == kind and e["src"] == "launcher"]
 
 
+@pytest.mark.parametrize("start", ["spawn", "fork"])  # fork: Lightning's ddp_fork, notebooks
 def test_a_ddp_rank_blocked_in_its_data_function_is_a_stall_with_each_ranks_place(
-    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any]
+    launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, start: str
 ) -> None:
-    info = launched(DDP_HANG, str(free_port()))
+    without_py_spy(monkeypatch)  # forked ranks share their parent's file: read by signals, one at a time
+    info = launched(DDP_HANG, str(free_port()), start)
     stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
     sleep_line = line_of(DDP_HANG, "time.sleep(3600)")
     backward_line = line_of(DDP_HANG, "loss.backward()")
@@ -285,11 +287,15 @@ def stalled_with_own_handler(
     return stalled
 
 
+def without_py_spy(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "py-spy").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+
+
 def test_a_script_with_its_own_sigusr2_handler_never_gets_gpumons_signal(
     launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = [d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "py-spy").exists()]
-    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    without_py_spy(monkeypatch)
     stalled = stalled_with_own_handler(launched, cli, tmp_path / "requeued")
     [where] = stalled["stall"]["where"]
     assert "its script handles SIGUSR2 itself, so gpumon does not send it; try py-spy dump --pid" in where

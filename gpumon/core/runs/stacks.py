@@ -59,6 +59,10 @@ def capture(
             sizes[pid] = path.stat().st_size
             os.kill(pid, STACK_SIGNAL)
     dumps = _collect(folder, sizes, answer_s)
+    forked = _forked_ranks(folder, {pid for pid, state in states.items() if state == "running"} - sizes.keys())
+    if forked:  # ranks forked from one process (start_method="fork", Lightning's ddp_fork) share its file
+        budget = min(WORKERS_MAX_S, max(answer_s, WORKER_S * max(len(pids) for pids in forked.values())))
+        dumps.update(worker_stacks.dumps(folder, forked, budget, _collect, catches))
     places: list[hang.RankWhere] = []
     kept: list[str] = []
     feeders: dict[int, list[int]] = {}  # a rank waiting in the DataLoader -> its workers
@@ -89,6 +93,17 @@ def capture(
     with contextlib.suppress(OSError):
         write_text(folder / f"stall-{seq}.txt", "\n".join(kept))
     return places
+
+
+def _forked_ranks(folder: Path, pids: set[int]) -> dict[int, list[int]]:
+    """Ranks with no file of their own whose parent has one: forked from it (parent pid -> ranks)."""
+    found: dict[int, list[int]] = {}
+    for pid in sorted(pids):
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(pid).ppid()
+            if not (folder / f"{pid}.txt").exists() and (folder / f"{parent}.txt").exists():
+                found.setdefault(parent, []).append(pid)
+    return found
 
 
 def _with_workers(
