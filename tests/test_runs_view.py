@@ -515,3 +515,18 @@ async def test_a_long_run_list_shows_the_newest_page_and_filters_by_keys(home: P
         assert table.has_focus  # back on the list: its keys work again
         await pilot.press("slash", "escape")
         await until(pilot, lambda: table.row_count == 500)
+
+
+async def test_a_stalled_run_says_where_its_ranks_wait_in_its_detail(home: Path) -> None:
+    me = psutil.Process()
+    now = time.time()
+    where = "rank 0 waits in <module> at train[1].py:18 (DataLoader): its worker 41 waits in __getitem__ at x.py:3"
+    stall = {"since": now - 130, "step": 30, "where": [where]}
+    status = {"state": "stalled", "created": now - 200, "started": now - 199, "pid": me.pid, "stall": stall}
+    status.update(supervisor_pid=me.pid, supervisor_create_time=me.create_time())
+    record_run(home, LIVE, RunSpec("script", program="train.py", nproc=1, cwd="/tmp"), status, ranks=1, steps=30)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_runs(pilot, 1)
+        await select(pilot, LIVE)
+        assert "stalled at step 30 for 2m1" in info(app) and where in info(app)  # literal: not read as markup

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
+from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import eta_text, rate_text
@@ -68,6 +69,9 @@ def info_text(summary: RunSummary | None) -> Text:
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
         line.append("\n")
         line.append(summary.queue[1], style="cyan")
+    stall = record.status.get("stall")
+    if isinstance(stall, dict) and summary.state == "stalled":  # where each rank waits: the script's words, plain
+        line.append(f"\n{stall_headline(stall)}", style="yellow")
     error = error_text(summary)
     if error is not None:
         line.append("\n")
