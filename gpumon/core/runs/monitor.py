@@ -244,7 +244,8 @@ class RunsMonitor:
             return cached  # an ended run's series never change: read once while it stays selected
         tele = RunTelemetry(known.record.dir)
         tele.update()
-        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele)), record=known.record)
+        finished = known.record.state == "finished"
+        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele, finished)), record=known.record)
         return self._detail
 
     def pid_runs(self) -> dict[int, str]:
@@ -377,7 +378,7 @@ def read_one(record: RunRecord) -> RunSummary:
     """One run's summary from its files (its supervisor's summary.json), without listing the others."""
     tele = RunTelemetry(record.dir)
     tele.update()
-    return summarise(record, tele, LeakWatch().update(tele))
+    return summarise(record, tele, LeakWatch().update(tele, record.state == "finished"))
 
 
 def _with_record(summary: RunSummary, record: RunRecord) -> RunSummary:
