@@ -72,23 +72,6 @@ def test_the_healthy_ddp_trainer_grows_but_never_alarms(plan: int | None) -> Non
     assert last.describe().endswith(": no alarm")
 
 
-def test_a_finished_run_is_judged_at_the_step_it_reached() -> None:
-    """A short run whose pace was never known (its steps within a second) and whose memory grew: while it
-    runs any run-out counts, but once it finished, memory it would have filled later is no warning (the
-    doctor's headline was a "memory growing ... runs out at iteration ~30,105,291" for a finished run)."""
-    rows = [(s, s / 1000, int(120e6 + 5600 * s)) for s in range(1, 601)]
-    capacity = int(120e6 + 50e6)
-    assert replay(rows, None, capacity)[-1].warning  # live, with no end known: a warning
-    telemetry = RunTelemetry(Path("/nonexistent"))
-    watch = LeakWatch({1: capacity})
-    watch.update(telemetry)
-    for step, t, heap in rows:
-        telemetry.apply(step_event(step, t, heap))
-    done = watch.update(telemetry, finished=True)[1]
-    assert done.state == "growth" and not done.warning and done.ends_at == 600
-    assert "end at step ~600 (it finished there): no alarm" in done.describe()
-
-
 def test_a_leak_that_fills_memory_before_the_planned_end_alarms() -> None:
     rows = [(s, s / 30, int(120e6 + 5600 * s)) for s in range(1, 601)]  # 5.6 KiB a step, 30 steps/s
     capacity = int(120e6 + 50e6)  # 50 MB to go: full at step ~9,000

@@ -7,8 +7,7 @@ with the run's expected end, per rank:
 - the rank's ``plan`` event (``telemetry.plan(steps=...)``; gpumon's trainers send epochs x batches,
   within --max-steps), or past it the step the rank has reached;
 - else the step the rank reaches in ``HORIZON_S`` (24 hours) at its pace over about the last minute;
-- else (no pace yet) no end is known, and any projected run-out counts; but a finished run without either
-  (its steps within a second) ended at the step it reached.
+- else (no pace yet) no end is known, and any projected run-out counts.
 
 Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
 later, the state is ``growth``: reported, no alarm. With no memory size to project against (a CUDA
@@ -49,12 +48,6 @@ def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
     if rate:
         return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s")
     return None
-
-
-def reached_end(telemetry: RunTelemetry, rank: int) -> End:
-    """A finished run's end when neither its plan nor its pace is known: the step the rank reached."""
-    step = telemetry.rank_step(rank) or 0
-    return End(step, "it finished there")
 
 
 def judge(state: LeakState, end: End | None) -> LeakState:

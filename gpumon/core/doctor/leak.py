@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.ceiling import Ceiling, choose
 from gpumon.core.doctor.cycles import Cycles
-from gpumon.core.doctor.horizon import End, expected_end, judge, reached_end
+from gpumon.core.doctor.horizon import End, expected_end, judge
 from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState
 
 __all__ = ["SEVERITY", "STATES", "LeakDetector", "LeakState", "LeakWatch", "analyse", "analyse_series"]
@@ -262,9 +262,8 @@ class LeakWatch:
         self._telemetry: RunTelemetry | None = None  # whose ``limits`` (proc_start) give the ceilings
         self._first_heap: dict[int, float] = {}  # rank -> its first host heap sample (RLIMIT_AS's room)
 
-    def update(self, telemetry: RunTelemetry, finished: bool = False) -> dict[int, LeakState]:
-        """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series.
-        ``finished``: the run ended well; a rank with no plan and no pace is judged at the step it reached."""
+    def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
+        """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
         self._telemetry = telemetry
         if telemetry.watch is not self:
             if not self.detectors:
@@ -275,8 +274,6 @@ class LeakWatch:
                 telemetry.watch = self
         self.recorded = restore_states(telemetry.recorded_leaks)
         self.ends = {rank: expected_end(telemetry, rank) for rank in telemetry.memory}
-        if finished:  # no plan and no pace (a run within a second): it ended where it ended
-            self.ends = {rank: end or reached_end(telemetry, rank) for rank, end in self.ends.items()}
         return self.states()
 
     def step(

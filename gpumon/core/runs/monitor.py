@@ -244,8 +244,7 @@ class RunsMonitor:
             return cached  # an ended run's series never change: read once while it stays selected
         tele = RunTelemetry(known.record.dir)
         tele.update()
-        finished = known.record.state == "finished"
-        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele, finished)), record=known.record)
+        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele)), record=known.record)
         return self._detail
 
     def pid_runs(self) -> dict[int, str]:
@@ -378,7 +377,7 @@ def read_one(record: RunRecord) -> RunSummary:
     """One run's summary from its files (its supervisor's summary.json), without listing the others."""
     tele = RunTelemetry(record.dir)
     tele.update()
-    return summarise(record, tele, LeakWatch().update(tele, record.state == "finished"))
+    return summarise(record, tele, LeakWatch().update(tele))
 
 
 def _with_record(summary: RunSummary, record: RunRecord) -> RunSummary:

@@ -198,12 +198,12 @@ class Supervisor:
                 self.stop_at = None
             time.sleep(0.1)
 
-    def summarise(self, final: bool = False, finished: bool = False) -> None:
+    def summarise(self, final: bool = False) -> None:
         """Fold the new events, raise what alarms, save summary.json, and ask once for a census when memory
-        first grows. ``finished``: the run ended well, so its end is the step it reached."""
+        first grows."""
         try:
             changed = self.fold.update()
-            states = self.watch.update(self.fold, finished)  # judged against the run's end (doctor/horizon.py)
+            states = self.watch.update(self.fold)  # judged against the run's expected end (doctor/horizon.py)
         except OSError as err:  # a full disk: training goes on; the summary catches up when it can
             self.summary_error = str(err)
             return
@@ -343,8 +343,7 @@ class Supervisor:
             retry_after_oom(self.run_dir, self.status, self.fold, self.events)
         with contextlib.suppress(OSError):  # a census nobody will answer now: not left pending for good
             (self.run_dir / CONTROL_DIR / CENSUS_FLAG).unlink()
-        # before the end state: whoever reads the end reads the whole summary
-        self.summarise(final=True, finished=state == "finished")
+        self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
         if not self.save():
