@@ -68,6 +68,10 @@ def test_two_spawned_ranks_with_a_thread_per_cpu_each_are_oversubscribed(gpumon:
     [warning] = [w for w in row["warnings"] if w.startswith("CPU oversubscribed")]
     assert "2 ranks run " in warning and "torch threads on" in warning, warning
     doctor = json.loads(gpumon("doctor", run_id, "--json").stdout)
-    assert doctor["headline"] == warning
+    assert warning in [found["text"] for found in doctor["slow"]]
+    # The headline is the slowness unless memory that would fill within 24 h at the run's pace comes first (a
+    # few hundred bytes a step, sometimes seen in 300 steps within a second, where no pace is known).
+    warned = [m for m in doctor["memory"].values() if m["warning"]]
+    assert doctor["headline"] == warning or (warned and doctor["headline"].startswith("memory growing")), doctor
     [threads] = [a for a in doctor["advice"] if a["key"] == "threads"]
     assert "OMP_NUM_THREADS=" in threads["change"] and "torch.set_num_threads(" in threads["change"]
