@@ -190,22 +190,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stall_event(home: Path, work: Path, path: Path, *args: str, after: float, timeout: float) -> dict[str, Any]:
+    """Launch ``path`` as a run with the stall rule's minimum at ``after`` s, wait for its ``stall`` event, stop it."""
+    out = gpumon(home, "launch", "script", str(path), "--json", "--", *args,
+                 env={"GPUMON_STALL_AFTER": str(after)}, cwd=work)  # fmt: skip
+    info = json.loads(out.splitlines()[-1])
+    deadline, stall = time.monotonic() + timeout, None
+    while stall is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        stall = next((e for e in events(Path(info["dir"])) if e["type"] == "stall"), None)
+    gpumon(home, "stop", info["id"])
+    if stall is None:
+        raise SystemExit(f"no stall event in {timeout:.0f} s")
+    return stall
+
+
 def onset(work: Path, repeat: int) -> None:
     home, after = work / "home-onset", 5.0
     path = work / "ddp_hang.py"
     path.write_text(textwrap.dedent(DDP_HANG))
     late = []
     for _ in range(repeat):
-        out = gpumon(home, "launch", "script", str(path), "--json", "--", str(free_port()),
-                     env={"GPUMON_STALL_AFTER": str(after)}, cwd=work)  # fmt: skip
-        info = json.loads(out.splitlines()[-1])
-        deadline, stall = time.monotonic() + 180, None
-        while stall is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            stall = next((e for e in events(Path(info["dir"])) if e["type"] == "stall"), None)
-        gpumon(home, "stop", info["id"])
-        if stall is None:
-            raise SystemExit("no stall event in 180 s")
+        stall = stall_event(home, work, path, str(free_port()), after=after, timeout=180)
         known = stall["t"] - stall["since"]
         late.append(known)
         print(f"  stall known {known:.2f} s after the last step (window {stall['window_s']:.1f} s): {stall['verdict']}")
@@ -258,16 +264,7 @@ def workers(work: Path, counts: list[int]) -> None:
     path = work / "stuck_workers.py"
     path.write_text(textwrap.dedent(STUCK_WORKERS))
     for count in counts:
-        out = gpumon(home, "launch", "script", str(path), "--json", "--", str(count),
-                     env={"GPUMON_STALL_AFTER": str(after)}, cwd=work)  # fmt: skip
-        info = json.loads(out.splitlines()[-1])
-        deadline, stall = time.monotonic() + 300, None
-        while stall is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            stall = next((e for e in events(Path(info["dir"])) if e["type"] == "stall"), None)
-        gpumon(home, "stop", info["id"])
-        if stall is None:
-            raise SystemExit("no stall event in 300 s")
+        stall = stall_event(home, work, path, str(count), after=after, timeout=300)
         where = " ".join(stall.get("where") or ())
         more = re.search(r"\+(\d+) more", where)
         named = where.count("waits in __getitem__") + (int(more.group(1)) if more else 0)

@@ -61,8 +61,7 @@ def capture(
     dumps = _collect(folder, sizes, answer_s)
     forked = _forked_ranks(folder, {pid for pid, state in states.items() if state == "running"} - sizes.keys())
     if forked:  # ranks forked from one process (start_method="fork", Lightning's ddp_fork) share its file
-        budget = min(WORKERS_MAX_S, max(answer_s, WORKER_S * max(len(pids) for pids in forked.values())))
-        dumps.update(worker_stacks.dumps(folder, forked, budget, _collect, catches))
+        dumps.update(_inherited_dumps(folder, forked, answer_s))
     places: list[hang.RankWhere] = []
     kept: list[str] = []
     feeders: dict[int, list[int]] = {}  # a rank waiting in the DataLoader -> its workers
@@ -112,9 +111,7 @@ def _with_workers(
     """The ranks' lines with where their DataLoader workers are, and the workers' dumps to keep."""
     states = {pid: proc_state(pid) for pids in feeders.values() for pid in pids}
     running = {rank_pid: [pid for pid in pids if states[pid] == "running"] for rank_pid, pids in feeders.items()}
-    most = max((len(pids) for pids in running.values()), default=0)
-    budget = min(WORKERS_MAX_S, max(answer_s, WORKER_S * most))  # a rank's forked workers answer one at a time
-    texts = worker_stacks.dumps(folder, running, budget, _collect, catches)  # never a stopped one: it would wait
+    texts = _inherited_dumps(folder, running, answer_s)  # never a stopped one: it would wait
     kept = []
     for rank_pid, pids in feeders.items():
         for pid in pids:
@@ -123,6 +120,14 @@ def _with_workers(
             kept.append(f"== DataLoader worker {pid} of pid {rank_pid} ==\n{texts.get(pid) or '(no stack)'}\n")
     extended = [worker_stacks.extend(p, texts, feeders[p.pid], states) if p.pid in feeders else p for p in places]
     return extended, kept
+
+
+def _inherited_dumps(folder: Path, groups: dict[int, list[int]], answer_s: float) -> dict[int, str]:
+    """The dumps of forked processes (file owner -> its children), which answer one at a time into the owner's
+    file: a budget of ``WORKER_S`` each for the largest group, at least ``answer_s``, at most ``WORKERS_MAX_S``."""
+    most = max((len(pids) for pids in groups.values()), default=0)
+    budget = min(WORKERS_MAX_S, max(answer_s, WORKER_S * most))
+    return worker_stacks.dumps(folder, groups, budget, _collect, catches)
 
 
 def _why_silent(folder: Path, pid: int, signalled: bool) -> str:
