@@ -100,21 +100,21 @@ def queue_docs() -> list[dict[str, Any]]:
 
     store = RunStore()
     ensure_keeper(store.root)  # a keeper that died: the next gpumon that looks starts one
-    plan = (q.read_plan(store.root).get("runs")) or {}
+    plan = q.read_plan(store.root)
     out = []
     for entry in q.load_all(store.root):
         record = store.load(store.runs_dir / entry.run)
         if record is None:
             continue
-        info = plan.get(entry.run) or {}
+        place = q.queue_fields(store.root, entry.run, plan)
         waiting = entry.state == q.WAITING and record.state == q.QUEUED
         out.append(
             {
                 "id": entry.run,
                 "status": record.state,
                 "program": record.spec.label(),
-                "queue_position": info.get("position") if waiting else None,
-                "queue_reason": (info.get("reason") or "waiting for the queue's keeper to look") if waiting else None,
+                "queue_position": place["queue_position"] if waiting else None,
+                "queue_reason": place["queue_reason"] if waiting else None,
                 "gpus": entry.gpus,
                 "gpu_mem": entry.gpu_mem,
                 "after": list(entry.after),

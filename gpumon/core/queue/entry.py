@@ -172,12 +172,48 @@ def read_plan(root: Path) -> dict[str, Any]:
 
 
 def queue_fields(root: Path, run: str, plan: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``queue_position`` and ``queue_reason`` of a queued run, from the keeper's plan (``plan``: read already)."""
-    info = ((plan if plan is not None else read_plan(root)).get("runs") or {}).get(run) or {}
+    """``queue_position`` and ``queue_reason`` of a queued run, from the keeper's plan (``plan``: read already).
+    A plan written by a keeper that is stopped or gone says so: its reasons may be old."""
+    plan = plan if plan is not None else read_plan(root)
+    info = (plan.get("runs") or {}).get(run) or {}
+    reason = info.get("reason") or "waiting for the queue's keeper to look"
+    stale = keeper_stale(plan)
     return {
         "queue_position": info.get("position"),
-        "queue_reason": info.get("reason") or "waiting for the queue's keeper to look",
+        "queue_reason": f"{reason} (stale: {stale})" if stale and info.get("reason") else stale or reason,
     }
+
+
+_STALE_CACHE: dict[int, tuple[float, str | None]] = {}
+
+
+def keeper_stale(plan: dict[str, Any]) -> str | None:
+    """Why the plan's keeper no longer looks (stopped, gone), in words; None while it lives and looks. The
+    process is read at most once a second, whatever the number of queued runs."""
+    pid = plan.get("keeper_pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    now = time.monotonic()
+    cached = _STALE_CACHE.get(pid)
+    if cached is not None and now - cached[0] < 1.0:
+        return cached[1]
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        ours = any("gpumon.core.queue.keeper" in part for part in proc.cmdline())
+        status = proc.status() if ours else None
+    except psutil.Error:
+        ours, status = False, None
+    if not ours:
+        text: str | None = f"the keeper that wrote them (pid {pid}) has ended"
+    elif status == psutil.STATUS_STOPPED:
+        text = f"the queue's keeper (pid {pid}) is stopped and starts nothing: kill -CONT {pid}"
+    else:
+        text = None
+    _STALE_CACHE.clear()  # one keeper at a time: the cache never grows
+    _STALE_CACHE[pid] = (now, text)
+    return text
 
 
 def move(entries: list[QueueEntry], run: str, step: int) -> tuple[QueueEntry, QueueEntry] | None:

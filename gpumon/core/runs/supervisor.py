@@ -28,7 +28,7 @@ from gpumon.core.events import EventWriter, compress_closed
 from gpumon.core.runs.alerts import input_alert, loss_alert, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause
+from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause, wake_queue
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.marks import marked
@@ -349,6 +349,7 @@ class Supervisor:
         if not self.save():
             self.flush()  # a full state dir: the end waits here, not lost
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
+        wake_queue(self.run_dir, self.events)
         self._compress()
         return 0
 
