@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gpumon.core.dirs import private_dirs
 from trainers.cli import UsageError
 
 NAME = re.compile(r"^epoch(\d+)\.pt$")
@@ -24,7 +25,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 def save(directory: Path, state: dict[str, Any]) -> Path:
     """Write ``state`` to ``directory/epoch<N>.pt`` atomically: readers see the old file or the whole new one."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dirs(directory)  # checkpoints are the user's model and data: not for every user of the host
     target = directory / f"epoch{state['epoch']:04d}.pt"
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)  # same filesystem as the target
     try:

@@ -25,6 +25,7 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from torch.utils.data import DataLoader
 
 from gpumon import telemetry
+from gpumon.core.dirs import private_dirs
 from trainers import checkpoint
 from trainers.cli import UsageError, say
 from trainers.data import Data, make_loader
@@ -294,7 +295,7 @@ def dump_step(
     directory: Path, rank: int, module: nn.Module, x: torch.Tensor | None, y: torch.Tensor, loss: float | None
 ) -> None:
     """This stage's view of one step before the update: for checking against the unsplit model."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dirs(directory)
     state = {
         "params": {n: p.detach() for n, p in module.named_parameters()},
         "grads": {n: p.grad for n, p in module.named_parameters() if p.grad is not None},

@@ -7,12 +7,31 @@ never pays for Textual and nothing here pulls in torch or ray.
 
 from __future__ import annotations
 
-import argparse
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
 
-from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, signals, tune
-from gpumon.cli.parser import build_parser
+
+def _quiet_exit(signum: int, frame: object) -> None:
+    """Ctrl-C while gpumon starts (its imports, the parser) or ends: exit 130 with no traceback."""
+    raise SystemExit(130)
+
+
+def _quiet_interrupts() -> None:
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+        signal.default_int_handler,
+        _quiet_exit,
+    ):
+        signal.signal(signal.SIGINT, _quiet_exit)
+
+
+_quiet_interrupts()  # before the imports below: a Ctrl-C 0.1 s after start printed an import's traceback
+
+import argparse  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+
+from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, signals, tune  # noqa: E402
+from gpumon.cli.parser import build_parser  # noqa: E402
 
 __all__ = ["build_parser", "main"]
 
@@ -51,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         state_dir()  # an unusable GPUMON_HOME: one line on every command, before anything starts
+        if signal.getsignal(signal.SIGINT) is _quiet_exit:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the commands catch KeyboardInterrupt
         return _command(args, rest)()
     except StateDirError as err:
         print(f"gpumon: {err}", file=sys.stderr)
@@ -60,3 +81,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `gpumon snapshot | head`
         sys.stderr.close()
         return 0
+    finally:
+        _quiet_interrupts()  # the interpreter's own shutdown (threads joined) must not print one either

@@ -134,6 +134,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print_table([HEADER, *(cells for _, cells in rows)])
     print_causes(groups)
     _print_queue_reasons(summaries)
+    for s in summaries:  # a damaged file: said under the table, or the row's odd times go unexplained
+        if s.record.unreadable:
+            print(f"{s.id} {s.state}: unreadable: {'; '.join(s.record.unreadable)}")
     return 0
 
 
@@ -324,8 +327,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for candidate in chosen:
         print(f"{candidate.run_id}  {fmt.size(candidate.bytes)}")
     if not args.yes:
-        print(f"would remove the {what} {len(chosen)} runs above ({total}): add --yes to remove".replace("  ", " "))
+        noun = "run" if len(chosen) == 1 else "runs"
+        print(f"would remove the {what} {len(chosen)} {noun} above ({total}): add --yes to remove".replace("  ", " "))
         return 0
-    freed = prune.apply(store, chosen, args.events)
-    print(f"removed the {what} {len(chosen)} runs above: {fmt.size(freed)} freed".replace("  ", " "))
+    outcome = prune.apply(store, chosen, args.events)
+    for candidate, why in outcome.kept:
+        print(f"kept {candidate.run_id}: {why}")
+    count, noun = len(outcome.removed), "run" if len(chosen) == 1 else "runs"
+    which = f"the {what} {count}" if count == len(chosen) else f"{what} {count} of the {len(chosen)}"
+    print(f"removed {which} {noun} above: {fmt.size(outcome.freed)} freed".replace("  ", " "))
     return 0

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.dirs import private_dirs
+
 VERSION = 1
 RUN_DIR_ENV = "GPUMON_RUN_DIR"  # every process of a run carries it: its events' folder, and its mark (runs/marks.py)
 EVENTS_DIR = "events"
@@ -73,7 +75,7 @@ class EventWriter:
     def __init__(self, run_dir: str | os.PathLike[str], source: str) -> None:
         self.source = source
         folder = Path(run_dir) / EVENTS_DIR
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(folder)
         # One file per process: DataLoader workers or a forked helper never share a file.
         self.path = folder / f"{source}.{os.getpid()}{SUFFIX}"
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)

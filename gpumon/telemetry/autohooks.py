@@ -18,6 +18,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from gpumon import telemetry
+from gpumon.core.dirs import private_dirs
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
@@ -64,7 +65,7 @@ def _redirect_output(run_dir: str, rank: int) -> None:
         fd = open_rank_pipe(run_dir, int(os.environ.get("LOCAL_RANK", rank)), rank)
     if fd is None:
         logs = os.path.join(run_dir, "logs")
-        os.makedirs(logs, mode=0o700, exist_ok=True)
+        private_dirs(logs)
         fd = os.open(os.path.join(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpumon.core.dirs import private_dirs
 from gpumon.core.events import EventWriter
 from gpumon.telemetry.limits import read_limits
 
@@ -64,7 +65,7 @@ def decide(run_dir: str | None) -> Identity:
         return Identity(rank if rank is not None else 0, origin, pid)
     claims = Path(run_dir) / CLAIMS_DIR
     with contextlib.suppress(OSError):
-        claims.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(claims)
     if rank is None or not _claim(claims, rank, force=origin == "group"):
         # No number of its own, or one a live process holds (a child that inherited RANK): a free
         # index, past the launcher's ranks (WORLD_SIZE) when RANK was inherited, so no real one is taken.

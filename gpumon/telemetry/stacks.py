@@ -20,6 +20,8 @@ import os
 import signal
 from typing import IO, Any
 
+from gpumon.core.dirs import private_dirs
+
 STACKS_DIR = "stacks"
 STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)
 TAKEN = ".taken"  # the suffix of a process's file once the script set its own SIGUSR2 handler
@@ -41,7 +43,7 @@ def install(run_dir: str | None) -> bool:
     if signal.getsignal(STACK_SIGNAL) not in (signal.SIG_DFL, None):
         return False  # the script's (or a framework's) own SIGUSR2 handler stays
     directory = os.path.join(run_dir, STACKS_DIR)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    private_dirs(directory)
     _path = stack_path(run_dir, os.getpid())
     fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     _file = os.fdopen(fd, "w")

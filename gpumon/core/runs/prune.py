@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpumon.core.events import EVENTS_DIR
 from gpumon.core.runs.index import RunIndex
 from gpumon.core.runs.liveness import lock_holder
+from gpumon.core.runs.marks import marked
 from gpumon.core.runs.monitor import RunsMonitor
 from gpumon.core.runs.store import END_STATES, RunStore
 
@@ -47,23 +48,52 @@ def select(store: RunStore, older_than_days: float | None, keep: int | None, eve
     return chosen
 
 
-def apply(store: RunStore, chosen: list[Candidate], events_only: bool) -> int:
-    """Remove them; returns the bytes freed. Each run is checked again: one that came back to life is kept."""
-    freed = 0
-    removed = []
+@dataclass
+class Outcome:
+    removed: list[Candidate] = field(default_factory=list)
+    kept: list[tuple[Candidate, str]] = field(default_factory=list)  # and why, in words
+
+    @property
+    def freed(self) -> int:
+        return sum(c.bytes for c in self.removed)
+
+
+def apply(store: RunStore, chosen: list[Candidate], events_only: bool) -> Outcome:
+    """Remove them. Each run is checked again, by its lock and its processes: one that came back to life is
+    kept, saying why. A status that cannot be read (emptied, cut) is no reason to keep an ended run: select
+    took its end from the index, and nothing of it lives."""
+    out = Outcome()
     for candidate in chosen:
-        record = store.load(candidate.path)
-        if record is None or record.status.get("state") not in END_STATES or record.live_processes():
-            continue
-        if lock_holder(candidate.path) is not None:  # a supervisor holds it, whatever its status says
+        why = _alive(store, candidate.path)
+        if why is not None:
+            out.kept.append((candidate, why))
             continue
         target = candidate.path / EVENTS_DIR if events_only else candidate.path
         shutil.rmtree(target, ignore_errors=True)
-        freed += candidate.bytes
-        removed.append(candidate.run_id)
+        if target.exists():
+            out.kept.append((candidate, f"could not remove all of {target}"))
+            continue
+        out.removed.append(candidate)
     if not events_only:
-        RunIndex(store.root).remove(removed)
-    return freed
+        RunIndex(store.root).remove([c.run_id for c in out.removed])
+    return out
+
+
+def _alive(store: RunStore, path: Path) -> str | None:
+    """Why the run must stay (it lives after all), or None."""
+    if not path.is_dir():
+        return "it is gone already"
+    holder = lock_holder(path)
+    if holder is not None:  # a supervisor holds it, whatever its status says
+        return f"its supervisor (pid {holder}) holds it"
+    record = store.load(path)
+    state = record.status.get("state") if record is not None else None
+    if record is not None and not record.unreadable and state not in END_STATES:
+        return f"its status says {state}"
+    live = (record.live_processes() if record is not None else []) or sorted(marked(path))
+    if live:
+        return f"its process {live[0]} still runs"
+    return None
 
 
 def _size(path: Path) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.dirs import private_dirs
 from gpumon.core.runs.liveness import lock_holder, read_file
 from gpumon.core.runs.spec import RunSpec
 
@@ -49,7 +50,7 @@ def state_dir() -> Path:
     if root in _CHECKED:
         return root
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(root)
         if root.stat().st_mode & 0o077:
             root.chmod(0o700)
         probe = root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"  # threads of one process check at once
@@ -186,11 +187,23 @@ class RunRecord:
 
     @property
     def created(self) -> float:
-        return float(self.status.get("created", 0.0))
+        value = self.status.get("created")
+        if isinstance(value, int | float):
+            return float(value)
+        return self._file_time("spec.json") if self.status_unreadable else 0.0  # the launcher wrote it then
 
     @property
     def started(self) -> float | None:
-        return self.status.get("started")
+        value = self.status.get("started")
+        if value is None and self.status_unreadable:  # its supervisor made its lock as it started
+            return self._file_time("supervisor.lock") or None
+        return value
+
+    def _file_time(self, name: str) -> float:
+        try:
+            return os.stat(self.dir / name, follow_symlinks=False).st_mtime
+        except OSError:
+            return 0.0
 
     @property
     def ended(self) -> float | None:
@@ -265,7 +278,7 @@ class RunStore:
         self.runs_dir = self.root / "runs"
 
     def new_run_dir(self, spec: RunSpec) -> tuple[str, Path]:
-        self.runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(self.runs_dir)
         stamp = time.strftime("%m%d-%H%M%S")
         for _ in range(100):
             run_id = f"{spec.kind.replace('model-parallel', 'mp')}-{stamp}-{secrets.token_hex(2)}"
