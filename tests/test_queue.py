@@ -140,10 +140,20 @@ def test_slots_one_runs_three_cpu_runs_one_after_the_other(qu: Queue) -> None:
         assert start >= end - 0.05, spans  # the next starts once the one before ended
 
 
-def test_more_gpus_than_the_host_has_fails_at_once_with_an_alert(qu: Queue) -> None:
-    run = qu.queue("--gpus", "3")
+def test_more_gpus_than_the_host_has_is_refused_at_launch(qu: Queue) -> None:
+    done = qu.cli("launch", "script", "job.py", "--queue", "--gpus", "3")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["gpumon: error: --gpus 3: this host has 2 GPUs: it could never start"]
+    assert not (qu.home / "runs").exists() or not list((qu.home / "runs").iterdir())  # nothing left behind
+
+
+def test_a_queued_run_the_host_can_no_longer_hold_fails_with_an_alert(qu: Queue) -> None:
+    qu.gpus([71, 71])
+    run = qu.queue("--gpus", "2", "--gpu-mem", "20G")
+    assert wait_until(lambda: qu.runs()[run].get("queue_position"), timeout=T)
+    qu.gpus([71])  # a GPU gone from the host (lost, or taken out) while the run waited
     assert wait_until(lambda: qu.status(run).get("state") == "failed", timeout=T)
-    assert "it needs 3 GPUs and this host has 2 GPUs" in qu.status(run)["error"]["message"]
+    assert "it needs 2 GPUs and this host has 1 GPU" in qu.status(run)["error"]["message"]
     path = qu.home / "runs" / run / "alerts.jsonl"
     assert wait_until(path.exists, timeout=T)  # written just after the run's end
     alerts = [json.loads(line) for line in path.read_text().splitlines()]

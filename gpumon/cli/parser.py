@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from typing import Any, NoReturn
 
 from gpumon import __version__
@@ -37,17 +38,39 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        prog = self.prog
         unknown = self._unknown_option() if "invalid choice" in message else None
+        command = re.match(r"argument COMMAND: invalid choice: '([^']*)'", message)
         if unknown is not None:  # `gpumon --simulat 4`: argparse would blame '4', taken for the command
-            close = difflib.get_close_matches(unknown.split("=")[0], list(self._option_string_actions), n=1)
-            message = f"unknown option {unknown}" + (f": did you mean {close[0]}?" if close else "")
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+            message = f"unknown option {unknown}" + _did_you_mean(unknown.split("=")[0], self._option_string_actions)
+        elif command is not None:  # `gpumon lanch ddp`
+            message = f"unknown command {command.group(1)!r}" + _did_you_mean(command.group(1), self._commands())
+        elif message.startswith("unrecognized arguments: "):  # `gpumon runs --jsn`: said by the top parser
+            sub = next((self._commands()[w] for w in self._words if w in self._commands()), None)
+            if sub is not None:
+                prog = sub.prog
+                word = message.split(": ", 1)[1].split()[0]
+                message = f"unknown option {word}" if word.startswith("-") else f"unexpected argument {word!r}"
+                if word.startswith("--"):
+                    message += _did_you_mean(word.split("=")[0], sub._option_string_actions)
+        self.exit(2, f"{prog}: error: {message} (see '{prog} --help')\n")
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
 
     def _unknown_option(self) -> str | None:
         for word in self._words:
             if word.startswith("--") and len(word) > 2 and word.split("=")[0] not in self._option_string_actions:
                 return word
         return None
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, [k for k in known if not k.startswith("-") or word.startswith("-")], n=1)
+    return f": did you mean {close[0]}?" if close else ""
 
 
 def _interval(text: str) -> float:

@@ -82,10 +82,29 @@ def parse_line(text: str, store: RunStore) -> dict[str, object]:
     }
 
 
+def host_gpus() -> tuple[int, str]:
+    """The GPUs the keeper will see (its own GPU source) and, with none, why: ``(0, " (NVML ...)")``."""
+    from gpumon.core.gpu import open_gpu_source
+
+    source = open_gpu_source()
+    try:
+        sample = source.sample()
+    finally:
+        source.close()
+    return len(sample.devices), "" if sample.devices or not sample.reason else f" ({sample.reason})"
+
+
 def submit(spec: RunSpec, store: RunStore, visible_gpus: int, **fields: object) -> RunRecord:
     """Validate the spec, write the run directory (state ``queued``) and its entry, and make sure a keeper
     runs. ``fields``: QueueEntry's gpus, gpu_mem, after, priority, slots."""
     spec = validate(spec, visible_gpus)
+    count = int(fields.get("gpus") or 0)  # type: ignore[call-overload]
+    if count:
+        have, why = host_gpus()
+        if count > have:  # the keeper would fail it a second later: say it now
+            raise SpecError(
+                f"--gpus {count}: this host has {have} GPU{'' if have == 1 else 's'}{why}: it could never start"
+            )
     run_id, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
     write_json(run_dir / "spec.json", spec.to_dict())

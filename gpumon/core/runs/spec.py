@@ -222,6 +222,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
             raise SpecError(f"--rdzv-endpoint {spec.rdzv_endpoint}: the port must be 0 (pick one) to 65535")
     elif spec.node_rank or spec.rdzv_endpoint:
         raise SpecError("--node-rank and --rdzv-endpoint go with --nnodes 2 or more")
+    if spec.name is not None and not spec.name.strip():
+        raise SpecError("--name is empty: give the run a name, or leave --name out (gpumon names it)")
     if spec.group is not None and not _GROUP.match(spec.group):
         raise SpecError(f"--group takes an id of letters, digits, '.', '_' and '-', not {spec.group!r}")
     if spec.max_restarts < 0:
@@ -245,6 +247,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         raise SpecError("script needs a program: gpumon launch script PATH [-- args]")
     if spec.program is not None and not spec.program.startswith("-m "):
         path = Path(spec.cwd, spec.program)
+        if path.is_dir():
+            raise SpecError(f"{spec.program} is a folder: give the script in it, e.g. {path / 'train.py'}")
         if not path.is_file():
             hint = " (a module? pass -m NAME)" if shutil.which(spec.program) is None else " (it must be a Python file)"
             raise SpecError(f"program not found: {spec.program}{hint}")
