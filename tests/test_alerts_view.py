@@ -38,7 +38,7 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
                 if "2 unread alerts" in str(top.render()):
                     break
             assert "2 unread alerts" in str(top.render())
-            await pilot.press("f7")
+            await pilot.press("alt+a")
             assert app.view == "alerts"
             table = app.query_one("#alert-table", DataTable)
             rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]

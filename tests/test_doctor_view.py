@@ -183,9 +183,9 @@ async def test_d_opens_the_doctor_on_the_selected_run(home: Path) -> None:
             text.index(f"{n}. {t}") for n, t in enumerate(titles, 1)
         )
         assert "leak" not in text.split("failure")[0]  # a flat memory: no warning
-        await pilot.press("f3")
+        await pilot.press("alt+r")
         assert app.view == "runs"
-        await pilot.press("f5")
+        await pilot.press("alt+d")
         assert app.view == "doctor"
 
 

@@ -233,7 +233,7 @@ async def test_without_a_fleet_the_gpus_view_comes_first_and_the_fleet_shows_thi
         assert "Add hosts: gpumon --hosts a,b or [fleet] hosts in" in text and "config.toml" in text
         await pilot.press("enter")  # this machine: its own GPUs view
         assert app.view == "gpus"
-        await pilot.press("f6")
+        await pilot.press("alt+h")
         assert app.view == "fleet"
 
 

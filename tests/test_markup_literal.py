@@ -203,7 +203,7 @@ async def test_trials_show_parameter_names_values_and_errors_as_written(home: Pa
     record_experiment(home, "tune-1121-100000-a1b2", [trial], space=("opt[lr]", "[b]mode"))
     app = bracket_app()
     async with app.run_test(size=(160, 40)) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")
         table = app.query_one(TrialTable)
         await until(pilot, lambda: table.row_count == 1)
         labels = [column.label.plain for column in table.columns.values()]

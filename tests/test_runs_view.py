@@ -238,9 +238,9 @@ async def test_r_and_g_switch_views_and_gpu_keys_do_nothing_in_runs(home: Path) 
         assert {"s", "a", "t", "r"} <= set(app.screen.active_bindings) and "n" not in app.screen.active_bindings
         await pilot.press("2")
         assert app.query_one(GpusView).selected == 2
-        await pilot.press("f3")
+        await pilot.press("alt+r")
         assert app.view == "runs"
-        await pilot.press("f2")
+        await pilot.press("alt+g")
         assert app.view == "gpus"
 
 

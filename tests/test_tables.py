@@ -102,7 +102,7 @@ async def test_trials_name_the_metrics_that_do_not_fit(home: Path, width: int) -
     record_done(home)
     app = make_app(gpus=1)
     async with app.run_test(size=(width, 40)) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")
         table = app.query_one(TrialTable)
         await until(pilot, lambda: table.row_count == 6)
         labels = [str(c.label) for c in table.columns.values()]
@@ -140,7 +140,7 @@ async def test_trials_angle_brackets_sort_by_the_neighbouring_column(home: Path)
     record_done(home)
     app = make_app(gpus=1)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")
         table = app.query_one(TrialTable)
         await until(pilot, lambda: table.row_count == 6)
         assert table.sort_key == "id"

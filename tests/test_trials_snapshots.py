@@ -32,7 +32,7 @@ def trials_view_on(trial_id: str, *keys: str) -> Callable[[Pilot[None]], Awaitab
     async def run_before(pilot: Pilot[None]) -> None:
         app = pilot.app
         assert isinstance(app, GpumonApp)
-        await pilot.press("f4")
+        await pilot.press("t")
         table = app.query_one(TrialTable)
         view = app.query_one(TrialsView)
         deadline = time.monotonic() + 10

@@ -42,7 +42,7 @@ async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: fl
 
 
 async def open_trials(pilot: Pilot[None], rows: int) -> TrialTable:
-    await pilot.press("f4")
+    await pilot.press("t")
     table = pilot.app.query_one(TrialTable)
     await until(pilot, lambda: table.row_count == rows)
     return table
@@ -68,7 +68,7 @@ async def select(pilot: Pilot[None], trial_id: str) -> None:
 async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")
         assert app.view == "trials"
         empty = app.query_one("#trials-empty")
         await until(pilot, lambda: empty.display)
@@ -290,7 +290,7 @@ async def test_a_read_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("GPUMON_HOME", str(home))  # the state dir cannot be created
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")
         await until(pilot, lambda: any("Could not read experiments" in n for n in notes(app)))
         await pilot.pause(2.5)  # more failed reads
         assert sum("Could not read experiments" in n for n in notes(app)) == 1

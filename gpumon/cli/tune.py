@@ -60,7 +60,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return fail(str(err))
     except OSError as err:
         return fail(f"could not start the search: {err}")
-    print(f"trials:  gpumon trials {record.id}   (or F4 in gpumon)")
+    print(f"trials:  gpumon trials {record.id}   (or t in gpumon)")
     return announce_start(record, "search", args.follow)
 
 

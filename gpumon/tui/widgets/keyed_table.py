@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 
@@ -24,7 +25,24 @@ class SortCell:
         return self.text
 
 
-class KeyedTable(DataTable[SortCell]):
+class RowTable(DataTable[Any]):
+    """A DataTable whose Home and End go to the first and last row, as in htop (DataTable's own scroll sideways)."""
+
+    BINDINGS = [
+        Binding("home", "first_row", "first row", show=False),
+        Binding("end", "last_row", "last row", show=False),
+    ]
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0, animate=False)
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+
+class KeyedTable(RowTable):
     """A DataTable whose rows are keyed by an id: which id is under the cursor, and moving to one."""
 
     def selected_id(self) -> str | None:

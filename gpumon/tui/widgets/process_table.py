@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 
 from gpumon.core.format import NA, elide, num, size
 from gpumon.core.model import GpuDevice, GpuProcess
-from gpumon.tui.widgets.keyed_table import Column, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.keyed_table import Column, RowTable, SortCell, fit_columns, hidden_note
 from gpumon.tui.widgets.process_tree import TreeRow, tree_rows
 from gpumon.tui.widgets.render import short_run_id
 
@@ -90,7 +90,7 @@ def matches(p: GpuProcess, words: list[str]) -> bool:
     return all(word in text for word in words)
 
 
-class ProcessTable(DataTable[SortCell]):
+class ProcessTable(RowTable):
     """Processes of the selected GPU (or of all GPUs), sortable by any column."""
 
     def __init__(self) -> None:
@@ -298,6 +298,21 @@ class ProcessTable(DataTable[SortCell]):
     def select_key(self, key: str) -> None:
         with contextlib.suppress(Exception):  # no such row (filtered out)
             self.move_cursor(row=self.get_row_index(key), animate=False)
+
+    def find(self, words: list[str], after: bool) -> bool:
+        """Move to the first row from the top (``after``: below the cursor, wrapping) whose process matches
+        ``words``, as htop's search does; False when none does."""
+        if not words or not self.row_count:
+            return False
+        start = self.cursor_row + 1 if after else 0
+        for offset in range(self.row_count):
+            row = (start + offset) % self.row_count
+            key = self.ordered_rows[row].key.value
+            proc = self.processes.get(str(key))
+            if proc is not None and matches(proc, words):
+                self.move_cursor(row=row, animate=False)
+                return True
+        return False
 
     def selected(self) -> GpuProcess | None:
         """The selected GPU process; None on a parent row of the tree."""

@@ -10,7 +10,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, OptionList, Static
+from textual.widgets.option_list import Option
 
 from gpumon.core.model import GpuProcess
 from gpumon.tui.keys import HelpSection, bound_keys, help_renderable, key_label, plain_help
@@ -47,6 +48,37 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
+
+
+class ChoiceScreen(ModalScreen[str | None]):
+    """A short list to pick from, as htop's F6 (sort by) and F9 (send signal): ↑ ↓ and enter pick, escape
+    cancels. Each choice is (value, label); the labels are ours."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, title: str, choices: list[tuple[str, str]], current: str | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="choice"):
+            yield Static(Text(self.title_text, style="bold"), id="choice-title")
+            yield OptionList(*(Option(Text(label), id=value) for value, label in self.choices), id="choice-list")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        values = [value for value, _ in self.choices]
+        options.highlighted = values.index(self.current) if self.current in values else 0
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class HelpScreen(ModalScreen[None]):

@@ -1,4 +1,4 @@
-"""The Alerts view (!, F7): the alerts of every run in one table, newest on top, with where each went.
+"""The Alerts view (!, alt+a): the alerts of every run in one table, newest on top, with where each went.
 
 Its worker reads the runs' attempts files every 2 s, shown or not (the top bar counts the unread), through
 ``core/alerts/history.AlertBook``, which re-reads only files that changed. Enter opens the alert's run in the
@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState
 from gpumon.core.alerts.history import AlertBook, AlertEntry, mark_read, read_at
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun
 from gpumon.tui.view import AppContext, View
+from gpumon.tui.widgets.keyed_table import RowTable
 
 REFRESH_S = 2.0
 STATUS_STYLE = {"sent": "green", "failed": "red", "trying": "yellow", "held": "dim"}
@@ -28,7 +29,7 @@ STATUS_STYLE = {"sent": "green", "failed": "red", "trying": "yellow", "held": "d
 class AlertsView(View, Vertical):
     NAME = "alerts"
     TITLE = "Alerts"
-    KEYS = "exclamation_mark,f7"
+    KEYS = "exclamation_mark,alt+a"
     HELP_NOTE = "every run's alerts, newest on top, and what each channel did with them ([alerts] in config.toml)"
     BINDINGS = [
         Binding("enter", "open_run", "open run", id="alert_open", tooltip="open the alert's run in the Runs view"),
@@ -46,7 +47,7 @@ class AlertsView(View, Vertical):
         self._failed: str | None = None
 
     def compose(self) -> ComposeResult:
-        table: DataTable[Text] = DataTable(cursor_type="row", zebra_stripes=True, id="alert-table")
+        table: DataTable[Text] = RowTable(cursor_type="row", zebra_stripes=True, id="alert-table")
         table.add_columns("TIME", "RUN", "KIND", "STATUS", "TEXT")
         yield table
         yield Static(Text("no alerts yet", style="dim"), id="alert-detail")

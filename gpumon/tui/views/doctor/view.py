@@ -65,7 +65,7 @@ class DoctorView(View, VerticalScroll):
 
     NAME = "doctor"
     TITLE = "Doctor"
-    KEYS = "d,f5"
+    KEYS = "d,alt+d"
     HELP_NOTE = "the run selected in Runs, else the newest: memory trend per rank, what grows, failure, advice"
     BINDINGS = [
         Binding("c", "census", "census", id="census", tooltip="ask the live run for a tensor census: names what grows"),

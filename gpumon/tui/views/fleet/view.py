@@ -53,7 +53,7 @@ class HostList(VerticalScroll, can_focus=False, inherit_bindings=False):
 class FleetView(View, Vertical):
     NAME = "fleet"
     TITLE = "Fleet"
-    KEYS = "h,f6"  # h: hosts (f filters the Trials view)
+    KEYS = "h,alt+h"  # h: hosts (f filters the Trials view)
     HELP_NOTE = "every host's GPUs, a line each (who uses it, which run); enter: that host's GPUs and processes"
     HELP_WIDGETS = (HostScreen,)
     BINDINGS = [

@@ -28,7 +28,13 @@ from gpumon.tui.views.gpus.gpu_list import GpuList, no_gpu_text
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import SORT_KEYS, ProcessTable
 from gpumon.tui.widgets.render import short_run_id
-from gpumon.tui.widgets.screens import ask_signal
+from gpumon.tui.widgets.screens import ChoiceScreen, ask_signal
+
+# htop's F9 list, the signals a person sends to a training process, by number as htop shows them
+KILL_MENU = [
+    (sig.name, f"{int(sig):>2} {sig.name}")
+    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGSTOP, signal.SIGCONT)
+] + [(s.name, f"{int(s):>2} {s.name}") for s in (signal.SIGUSR1, signal.SIGUSR2)]
 
 
 def gpu_warning(
@@ -52,7 +58,7 @@ def gpu_warning(
 class GpusView(View, Vertical):
     NAME = "gpus"
     TITLE = "GPUs"
-    KEYS = "g,f2"
+    KEYS = "g,alt+g"
     HELP_NOTE = "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process)"
     HELP_WIDGETS = (GpuList,)
     BINDINGS = [
@@ -82,19 +88,31 @@ class GpusView(View, Vertical):
         ),
         Binding("a", "toggle_all", "all GPUs", id="all_gpus", tooltip="processes of all GPUs / of the selected GPU"),
         Binding(
-            "slash",
+            "f3",
+            "search",
+            "search",
+            show=False,
+            id="process_search",
+            tooltip="find a process by words of its PID, user or command as you type; F3 again: the next one",
+        ),
+        Binding(
+            "slash,f4",
             "filter",
             "filter",
             id="process_filter",
-            tooltip="filter the processes by words of their PID, user or command",
+            tooltip="filter the processes by words of their PID, user or command, as you type",
         ),
         Binding(
-            "p",
+            "p,f5",
             "tree",
             "tree",
             show=False,
             id="process_tree",
             tooltip="show each process under its parent processes (on/off)",
+        ),
+        Binding("f6", "sort_menu", "sort by", show=False, id="sort_menu", tooltip="pick the column to sort by"),
+        Binding(
+            "f9", "kill_menu", "kill", show=False, id="kill_menu", tooltip="pick a signal for the selected process"
         ),
         Binding("c", "compact", "compact", show=False, id="compact", tooltip="one line per GPU (on/off)"),
         Binding("T", "signal('SIGTERM')", "SIGTERM", id="terminate", tooltip="send SIGTERM to the selected process"),
@@ -112,6 +130,7 @@ class GpusView(View, Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#process-filter").display = False
+        self.query_one("#process-search").display = False
         self.shown()
 
     def on_show(self) -> None:  # the switcher showed it (at start, or a view key)
@@ -125,9 +144,12 @@ class GpusView(View, Vertical):
         yield HostPanel()
         yield GpuList(id="gpus")
         yield Input(
-            placeholder="filter processes: words of the PID, user or command (enter applies, escape clears)",
+            placeholder="filter processes: words of the PID, user or command (as you type; escape clears)",
             id="process-filter",
             select_on_focus=False,  # the filter shown again: typing adds words
+        )
+        yield Input(
+            placeholder="search: words of the PID, user or command (F3: next; escape ends)", id="process-search"
         )
         yield ProcessTable()
 
@@ -244,22 +266,76 @@ class GpusView(View, Vertical):
         box.focus()
         box.cursor_position = len(box.value)
 
+    def action_search(self) -> None:
+        box = self.query_one("#process-search", Input)
+        if box.display and box.value.strip():  # F3 again, as in htop: the next match
+            self._find(box.value, after=True)
+            return
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:  # both boxes act as you type, as in htop
+        event.stop()
+        if event.input.id == "process-filter":
+            self.query_one(ProcessTable).set_filter(event.value)
+        elif event.input.id == "process-search" and event.value.strip():
+            self._find(event.value, after=False)
+
+    def _find(self, text: str, after: bool) -> None:
+        box = self.query_one("#process-search", Input)
+        found = self.query_one(ProcessTable).find(text.lower().split(), after)
+        box.set_class(not found, "-no-match")
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        if event.input.id == "process-search":
+            self._find(event.value, after=True)
+            return
         self._set_filter(event.value)
 
     def on_key(self, event: Key) -> None:
+        if event.key != "escape":
+            return
         box = self.query_one("#process-filter", Input)
-        if event.key == "escape" and box.has_focus:
+        search = self.query_one("#process-search", Input)
+        if box.has_focus:
             event.stop()
             box.value = ""
             self._set_filter("")
+        elif search.has_focus:
+            event.stop()
+            search.value = ""
+            search.display = False
+            self.query_one(ProcessTable).focus()
 
     def _set_filter(self, text: str) -> None:
         table = self.query_one(ProcessTable)
         table.set_filter(text)
         self.query_one("#process-filter").display = False  # the table's title shows the filter
         table.focus()
+
+    def action_sort_menu(self) -> None:
+        table = self.query_one(ProcessTable)
+        choices = [(key, key) for key in SORT_KEYS]
+
+        def picked(key: str | None) -> None:
+            if key is not None:
+                table.sort_by(key)
+
+        self.app.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), picked)
+
+    def action_kill_menu(self) -> None:
+        if self.refused(SIGNALS_OFF):
+            return
+        if self.query_one(ProcessTable).selected() is None:
+            self.action_signal("SIGTERM")  # says why nothing can be signalled
+            return
+
+        def picked(name: str | None) -> None:
+            if name is not None:
+                self.action_signal(name)
+
+        self.app.push_screen(ChoiceScreen("Send signal", KILL_MENU, "SIGTERM"), picked)
 
     def action_tree(self) -> None:
         self.query_one(ProcessTable).toggle_tree()

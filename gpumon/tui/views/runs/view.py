@@ -37,6 +37,7 @@ from gpumon.tui.views.runs.remote_log import RemoteLogChanged
 from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
+from gpumon.tui.widgets.screens import ChoiceScreen
 
 if TYPE_CHECKING:
     pass
@@ -50,7 +51,7 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     NAME = "runs"
     TITLE = "Runs"
-    KEYS = "r,f3"
+    KEYS = "r,alt+r"
     HELP_NOTE = "training runs started by gpumon, newest on top (▲: memory grows per step)"
     BINDINGS = [
         Binding("n", "new_run", "new run", id="new_run", tooltip="new run: a form; enter in a field launches"),
@@ -65,12 +66,13 @@ class RunsView(Launching, Queueing, View, Vertical):
         Binding("l", "log_rank(1)", "next log", id="log_next", tooltip="next log: rank 0, 1, …, torchrun's launcher"),
         Binding("L", "log_rank(-1)", "previous log", show=False, id="log_prev", tooltip="previous log"),
         Binding(
-            "slash",
+            "slash,f4",
             "filter",
             "filter",
             id="run_filter",
-            tooltip="filter runs: words matching id, kind, status, program",
+            tooltip="filter runs as you type: words matching id, kind, status, program",
         ),
+        Binding("f9", "stop_menu", "kill", show=False, id="run_kill_menu", tooltip="stop or kill the run: pick how"),
         # the log full screen, comparing runs, the loss chart's scale (log_screen.py, compare.py)
         Binding("o", "open_log", "open log", id="log_open", tooltip="the log full screen: / search, f follow, l/L"),
         Binding("space", "mark", "mark", id="run_mark", tooltip="mark / unmark the run for comparison (c)"),
@@ -117,7 +119,7 @@ class RunsView(Launching, Queueing, View, Vertical):
     def compose(self) -> ComposeResult:
         yield RunTable()
         yield Input(
-            placeholder="filter: words of the id, kind, status or program (enter applies, escape clears)",
+            placeholder="filter: words of the id, kind, status or program (as you type; escape clears)",
             id="run-filter",
         )
         yield RunDetail()
@@ -274,10 +276,25 @@ class RunsView(Launching, Queueing, View, Vertical):
         box.display = True
         box.focus()
 
+    def on_input_changed(self, event: Input.Changed) -> None:  # as you type, as htop filters
+        event.stop()
+        if event.input.id == "run-filter" and event.input.display:
+            self.filter = event.value.strip()
+            self._show(self._listed or [])
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self._set_filter(event.value.strip())
         self.query_one(RunTable).focus()
+
+    def action_stop_menu(self) -> None:  # htop's F9: the signal picked from a list, then asked as T and K ask
+        choices = [("stop", "15 SIGTERM: stop (SIGKILL after 10 s)"), ("kill", " 9 SIGKILL: kill now")]
+
+        def picked(how: str | None) -> None:
+            if how is not None:
+                self.action_stop_run(how == "kill")
+
+        self.app.push_screen(ChoiceScreen("Stop the run", choices), picked)
 
     def on_key(self, event: Key) -> None:
         self.new_runs.touch(event.key)  # moving the selection by hand: a new run does not take it for a while

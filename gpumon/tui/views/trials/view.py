@@ -54,13 +54,13 @@ class TrialActionDone(Message):
 class TrialsView(View, Vertical):
     NAME = "trials"
     TITLE = "Trials"
-    KEYS = "t,f4"
+    KEYS = "t,alt+t"
     HELP_NOTE = "Ray Tune experiments (★: the best trial by the header's scope)"
     BINDINGS = [
-        Binding("x", "stop_trial", "stop", id="stop_trial", tooltip="stop the selected trial (at its next result)"),
+        Binding("x,f9", "stop_trial", "stop", id="stop_trial", tooltip="stop the selected trial (at its next result)"),
         Binding("X", "stop_experiment", "stop all", id="stop_experiment", tooltip="stop the whole search"),
         Binding(
-            "f", "trial_filter", "filter", id="trial_filter", tooltip="show all trials, then only RUNNING, ERROR, …"
+            "f,f4", "trial_filter", "filter", id="trial_filter", tooltip="show all trials, then only RUNNING, ERROR, …"
         ),
         Binding(
             "e", "experiment(1)", "exp.", id="experiment_next", tooltip="next experiment (or select it in the list)"
@@ -186,6 +186,8 @@ class TrialsView(View, Vertical):
                 for widget in (ExperimentTable, TrialTable, TrialDetail):
                     self.query_one(widget).display = bool(infos)
                 self.query_one("#trials-header").display = bool(infos)
+                if infos and self.display and self.screen.focused is None:  # opened before its data: keys work
+                    self.call_after_refresh(self.focus_first)
             width = self.app.size.width
             if self.run_id not in {info.run_id for info in infos}:  # none chosen yet, or it is gone
                 self.run_id = snapshot.info.run_id if snapshot is not None else None
