@@ -11,7 +11,7 @@ from typing import Any
 
 KINDS = ("ddp", "dp", "model-parallel", "pipeline", "script", "tune")
 TORCHRUN_KINDS = ("ddp", "pipeline")  # script joins them when nproc > 1
-# The kind's own trainer, run when no program is given.
+# The kind's own trainer, run when no program is given, and its default options as (flag, value) pairs.
 DEFAULT_PROGRAM = {
     "ddp": ("trainers.ddp", []),
     "dp": ("trainers.dp", []),
@@ -65,8 +65,12 @@ class RunSpec:
 
     @property
     def full_args(self) -> tuple[str, ...]:
+        """The program's arguments: the kind's defaults (``--mode micro-batch``) less every option the user gave
+        (``-- --mode naive`` runs naive, once), then the user's."""
         extra = DEFAULT_PROGRAM[self.kind][1] if self.program is None and self.kind in DEFAULT_PROGRAM else []
-        return (*extra, *self.args)
+        given = {arg.split("=", 1)[0] for arg in self.args if arg.startswith("--")}
+        kept = [word for flag, value in zip(extra[::2], extra[1::2]) if flag not in given for word in (flag, value)]
+        return (*kept, *self.args)
 
     def label(self) -> str:
         if self.name:
