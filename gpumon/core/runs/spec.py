@@ -19,6 +19,16 @@ DEFAULT_PROGRAM = {
     "pipeline": ("trainers.model_parallel", ["--mode", "pipeline"]),
     "tune": ("gpumon.tune.runner", []),  # reads the run's copy of the search file
 }
+# A launcher the user runs as the program (a module, or its command's script) -> what users call it: the
+# script it starts is what the run is (its name, not the launcher's, in the PROGRAM column).
+LAUNCHERS = {
+    "accelerate.commands.launch": "accelerate launch",
+    "torch.distributed.run": "torchrun",
+    "torchrun": "torchrun",
+    "torch.distributed.launch": "torch.distributed.launch",
+    "deepspeed.launcher.runner": "deepspeed",
+    "deepspeed": "deepspeed",
+}
 SEARCH_COPY = "search.toml"  # where a tune run keeps its search file
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ENDPOINT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
@@ -73,11 +83,16 @@ class RunSpec:
         return (*kept, *self.args)
 
     def label(self) -> str:
+        """The PROGRAM column: the name given, the search, else the program; a launcher's script, by it
+        ("train.py via accelerate launch")."""
         if self.name:
             return self.name
         if self.search:
             return Path(self.search).stem
-        return self.module or Path(self.program or "?").name
+        name = self.module or Path(self.program or "?").name
+        launcher = LAUNCHERS.get(name)
+        script = launched_script(self.args) if launcher else None
+        return f"{script} via {launcher}" if script else name
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -302,3 +317,14 @@ def _check_retry(spec: RunSpec) -> None:
     accum = arg_value(spec.args, "--accum-steps")
     if spec.keep_batch and accum is None and spec.program is not None:
         raise SpecError("--keep-batch doubles --accum-steps: pass the program's value after --, e.g. --accum-steps 1")
+
+
+def launched_script(args: tuple[str, ...] | list[str]) -> str | None:
+    """The script a launcher's arguments start: the first ``*.py`` (its file name), or the module after
+    ``-m``/``--module`` (torchrun's and accelerate's flag for a module); None when neither is there."""
+    for i, arg in enumerate(args):
+        if arg in ("-m", "--module") and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            return args[i + 1]
+        if arg.endswith(".py") and not arg.startswith("-"):
+            return Path(arg).name
+    return None
