@@ -79,7 +79,8 @@ class RunSpec:
         (``-- --mode naive`` runs naive, once), then the user's."""
         extra = DEFAULT_PROGRAM[self.kind][1] if self.program is None and self.kind in DEFAULT_PROGRAM else []
         given = {arg.split("=", 1)[0] for arg in self.args if arg.startswith("--")}
-        kept = [word for flag, value in zip(extra[::2], extra[1::2]) if flag not in given for word in (flag, value)]
+        pairs = zip(extra[::2], extra[1::2], strict=True)
+        kept = [word for flag, value in pairs if flag not in given for word in (flag, value)]
         return (*kept, *self.args)
 
     def label(self) -> str:
