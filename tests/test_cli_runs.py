@@ -92,6 +92,29 @@ def test_launch_runs_logs_and_stop(gpumon, tmp_path: Path) -> None:
     assert gpumon("stop", run_id).stdout.strip() == f"{run_id} is not running (stopped)"
 
 
+def test_a_kinds_default_option_gives_way_to_the_users_own(gpumon) -> None:
+    # model-parallel runs --mode micro-batch unless told otherwise: "-- --mode naive" runs naive, said once
+    done = gpumon("launch", "model-parallel", "--follow", "--", "--mode", "naive", "--epochs", "1", "--log-every", "50")
+    assert done.returncode == 0, done.stderr
+    command = next(line for line in done.stdout.splitlines() if line.startswith("command:"))
+    assert command.endswith("-m trainers.model_parallel --mode naive --epochs 1 --log-every 50"), command
+    assert "model_parallel naive: stage 0 on cpu, stage 1 on cpu" in done.stdout  # what the trainer ran
+
+
+def test_a_launcher_modules_run_is_named_by_the_script_it_starts(gpumon, tmp_path: Path) -> None:
+    (tmp_path / "job.py").write_text("print('job ran', flush=True)\n")
+    args = ("--module", "torch.distributed.run", "--follow", "--", "--standalone", "--nproc-per-node", "1", "job.py")
+    done = gpumon("launch", "script", *args)
+    assert done.returncode == 0 and "job ran" in done.stdout, done.stdout + done.stderr
+    (row,) = json.loads(gpumon("runs", "--json").stdout)["runs"]
+    assert row["program"] == "job.py via torchrun", row  # not "torch.distributed.run": which script it ran
+    from gpumon.core.runs.spec import RunSpec
+
+    as_module = RunSpec("script", program="-m torch.distributed.run", args=("--nproc-per-node", "2", "-m", "pkg.train"))
+    assert as_module.label() == "pkg.train via torchrun"
+    assert RunSpec("script", program="-m torch.distributed.run", args=("--help",)).label() == "torch.distributed.run"
+
+
 def test_logs_follow_prints_until_the_run_ends(gpumon, tmp_path: Path) -> None:
     script = tmp_path / "count.py"
     script.write_text("import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n")

@@ -85,6 +85,11 @@ def test_without_a_space_or_a_metric_every_config_key_is_a_column(tmp_path: Path
     assert snap is not None and snap.info.metric is None and snap.info.best_id is None
     assert snap.params == ("batch_size", "lr", "model.width")
     assert snap.metrics == ("acc", "loss")
+    from gpumon.tui.views.trials.trial_detail import header_text
+
+    said = header_text(snap).plain  # the metric is the experiment's (TuneConfig), not a callback's argument
+    assert "no best trial: the experiment names no metric (TuneConfig(metric=..., mode=...))" in said
+    assert "GpumonCallback" not in said
 
 
 def test_active_trials_of_a_run_that_died_read_lost(tmp_path: Path) -> None:

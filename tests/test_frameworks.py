@@ -73,6 +73,59 @@ def test_lightning_self_log_and_estimated_stepping_batches(launch) -> None:
     assert (row["total_steps"], row["total_source"]) == (wrote["total"], "lightning") == (30, "lightning")
 
 
+def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> None:
+    """Rich's bar, Lightning's default with rich installed, draws nothing into a log until the run ends (the
+    log showed only a warning at step 112 of 200): under gpumon the log shows Lightning's TQDM bar as it runs.
+    A Rich bar the script passed itself is kept."""
+    pytest.importorskip("lightning")
+    pytest.importorskip("rich")
+    from tests.conftest import wait_until
+
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    shutil.copy(DATA / "lightning_bar.py", tmp_path / "lightning_bar.py")
+
+    def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    go = tmp_path / "go"
+    runs = {}
+    for choice in ("default", "rich"):
+        bar = tmp_path / f"{choice}.json"
+        launched = gpumon(
+            "launch", "script", str(tmp_path / "lightning_bar.py"), "--json", "--", str(bar), str(go), choice
+        )
+        runs[choice] = json.loads(launched.stdout.splitlines()[-1])["id"]
+
+    def mid_run() -> dict[str, Any] | None:
+        (row,) = [r for r in json.loads(gpumon("runs", "--json").stdout)["runs"] if r["id"] == runs["default"]]
+        shown = gpumon("logs", runs["default"]).stdout
+        return {"row": row, "log": shown} if "12/100" in shown else None
+
+    seen = wait_until(mid_run, timeout=240, step=1.0)
+    try:
+        assert seen, gpumon("logs", runs["default"]).stdout[-2000:]
+        assert seen["row"]["status"] == "running" and seen["row"]["total_steps"] == 200, seen["row"]
+        last = [line for line in seen["log"].splitlines() if line.startswith("Epoch 1:")][-1]
+        assert "| 12/100 [" in last and "train_loss=" in last, last  # the bar as a terminal would show it now
+        assert json.loads((tmp_path / "default.json").read_text()) == {"bar": "TQDMProgressBar"}
+        assert json.loads((tmp_path / "rich.json").read_text()) == {"bar": "RichProgressBar"}  # chosen: kept
+    finally:
+        go.touch()
+    ended = wait_until(
+        lambda: all(r["status"] == "finished" for r in json.loads(gpumon("runs", "--json").stdout)["runs"]),
+        timeout=240,
+        step=1.0,
+    )
+    assert ended, gpumon("runs").stdout
+    assert "Epoch 1: 100%" in gpumon("logs", runs["default"]).stdout
+    from gpumon.core.events import EventReader
+
+    notes = [e["text"] for e in EventReader(Path(seen["row"]["dir"])).poll() if e["type"] == "note"]
+    assert any(n.startswith("Lightning's progress bar is its TQDM bar here") for n in notes), notes  # said why
+
+
 def test_tqdm_postfix_and_the_nested_bars_total(launch) -> None:
     pytest.importorskip("tqdm")
     row, wrote = launch("tqdm_loop.py")

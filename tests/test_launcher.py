@@ -242,4 +242,6 @@ def test_command_and_environment_for_torchrun_kinds(tmp_path: Path) -> None:
     pipeline = build_command(RunSpec(kind="pipeline", nproc=2), "p")
     assert pipeline[-4:] == ["-m", "trainers.model_parallel", "--mode", "pipeline"]
     single = build_command(RunSpec(kind="model-parallel", args=("--mode", "naive")), "m")
-    assert single[1:] == ["-u", "-m", "trainers.model_parallel", "--mode", "micro-batch", "--mode", "naive"]
+    assert single[1:] == ["-u", "-m", "trainers.model_parallel", "--mode", "naive"]  # the user's option wins, once
+    given = build_command(RunSpec(kind="pipeline", nproc=2, args=("--mode=naive", "--epochs", "1")), "p")
+    assert given[-3:] == ["--mode=naive", "--epochs", "1"] and "pipeline" not in given

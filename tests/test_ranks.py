@@ -247,6 +247,10 @@ def test_accelerate_launch_multi_process_on_cpu_is_two_ranks(tmp_path: Path) -> 
     record = run(tmp_path, ACCELERATE, *flags, str(tmp_path / "train.py"), module="accelerate.commands.launch")
     sources = by_source(record)
     assert sorted(sources) == ["launcher", "rank0", "rank1"]  # accelerate's own agent is no rank
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home")}
+    listed = subprocess.run([sys.executable, "-m", "gpumon", "runs", "--json"], env=env, capture_output=True, text=True)
+    (row,) = json.loads(listed.stdout)["runs"]
+    assert row["program"] == "train.py via accelerate launch", row["program"]  # the script, not the launcher
     for rank in (0, 1):
         events = sources[f"rank{rank}"]
         assert proc_start(events)["started"] == "torchelastic"

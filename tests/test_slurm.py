@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,24 @@ for _ in range(100000):
     loss.backward()
     opt.step()
     time.sleep(0.05)
+"""
+PLANNED = """
+import time, torch
+from tqdm import tqdm
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in tqdm(range(5000)):  # its total: 5,000 steps of at least 0.05 s, more than its minute
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    time.sleep(0.05)
+"""
+EXITS = """
+import sys
+print("loading config", flush=True)
+print("config says: stop here", flush=True)
+sys.exit(3)
 """
 GROWS = """
 import time, torch
@@ -58,6 +77,8 @@ def cli(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     where = tmp_path_factory.mktemp("slurm-runs")
     (where / "steps.py").write_text(STEPS)
     (where / "grows.py").write_text(GROWS)
+    (where / "planned.py").write_text(PLANNED)
+    (where / "exits.py").write_text(EXITS)
     (where / "to_gpu.py").write_text("import torch\ntorch.nn.Linear(2, 2).to(0)\n")  # an int device is a GPU
     env = {**os.environ, **cluster.env, "GPUMON_HOME": str(where / "home"), "CUDA_VISIBLE_DEVICES": ""}
     env.pop("GPUMON_RUN_DIR", None)
@@ -73,9 +94,10 @@ def cli(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture(scope="module")
 def limited(cli: Cli) -> dict[str, dict[str, Any]]:
-    """Two jobs Slurm will end, submitted first: their minute passes while the other tests run."""
+    """Jobs Slurm will end, submitted first: their minute passes while the other tests run."""
     return {
         "time": submit(cli, "script", "steps.py", "--time", "1"),  # Slurm's smallest limit: a minute
+        "planned": submit(cli, "script", "planned.py", "--time", "1"),
         "memory": submit(cli, "script", "grows.py", "--sbatch-arg=--mem=400M"),
     }
 
@@ -130,6 +152,8 @@ def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster)
     assert run["slurm_job_id"] not in cluster.jobs()
     row = rows(cli)[run["id"]]
     assert row["status"] == "stopped" and row["slurm_state"] == "CANCELLED", row
+    assert row["slurm_reason"] is None, row  # Slurm keeps Reason=BeginTime for it: a cancelled job waits for nothing
+    assert row["error"]["message"] == "the job was cancelled while it waited in the queue (BeginTime): it never started"
 
 
 def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli) -> None:
@@ -155,10 +179,24 @@ def test_jobs_ended_by_their_time_and_memory_limits_are_explained(cli: Cli, limi
     assert timed["status"] == "failed" and timed["slurm_state"] == "TIMEOUT", timed
     assert "time limit" in timed["error"]["message"], timed["error"]
     doctor = json.loads(cli("doctor", slow["id"], "--json").stdout)
-    assert doctor["failure"]["kind"] == "slurm_timeout" and "(1)" in doctor["failure"]["title"], doctor["failure"]
+    title = doctor["failure"]["title"]
+    assert doctor["failure"]["kind"] == "slurm_timeout" and title.endswith("time limit (00:01:00)"), title  # --time 1
     keys = [a["key"] for a in doctor["advice"]]
     assert keys[:2] == ["time", "requeue"], keys
-    assert "MaxTime=UNLIMITED" in doctor["advice"][0]["change"], doctor["advice"][0]
+    time_advice = doctor["advice"][0]
+    assert "MaxTime=UNLIMITED" in time_advice["change"], time_advice
+    # no total steps to project from: what the run reached in its minute, and no made-up --time
+    assert time_advice["title"] == "ask for a --time more than 00:01:00", time_advice
+    assert time_advice["why"].startswith(f"reached step {timed['step']:,} in 00:0"), (time_advice, timed["step"])
+
+
+def test_slurm_times_are_read_in_every_form_sbatch_takes() -> None:
+    from gpumon.core.slurm.times import seconds, slurm_time
+
+    forms = {"1": 60, "1:30": 90, "2:00:00": 7200, "1-12": 129600, "1-2:03": 93780, "1-02:03:04": 93784}
+    assert {text: seconds(text) for text in forms} == forms  # sbatch(1): "1" is a minute, "1:00" too (squeue's %l)
+    assert seconds("UNLIMITED") is None and seconds("INFINITE") is None and seconds("soon") is None
+    assert (slurm_time(60), slurm_time(75.4), slurm_time(93784)) == ("00:01:00", "00:01:15", "1-02:03:04")
 
 
 def test_without_slurm_the_options_say_so_in_one_line(tmp_path: Path) -> None:
@@ -191,3 +229,41 @@ def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_pat
             spec_values(FormValues(kind="ddp", slurm=wrong), 0, str(tmp_path), None)
     with pytest.raises(SpecError, match="choose one"):
         spec_values(FormValues(kind="ddp", slurm="job", hosts="a,b"), 0, str(tmp_path), None)
+
+
+def test_a_job_ended_at_its_time_limit_is_told_the_time_its_steps_need(
+    cli: Cli, cluster: Cluster, limited: dict[str, dict[str, Any]]
+) -> None:
+    timed = ended(cli, limited["planned"]["id"], timeout=200)
+    assert timed["status"] == "failed" and timed["slurm_state"] == "TIMEOUT", timed
+    assert timed["total_steps"] == 5000, timed  # tqdm's total
+    (advice,) = [a for a in json.loads(cli("doctor", timed["id"], "--json").stdout)["advice"] if a["key"] == "time"]
+    asked = advice["title"].removeprefix("ask for --time ")
+    hours, minutes, seconds = map(int, asked.split(":"))
+    assert seconds == 0 and advice["change"].startswith(f"--time {asked} (partition debug"), advice
+    # the outside reference: tqdm's own estimate of the time left, in its last frame before Slurm ended the job
+    log = Path(timed["dir"], "logs", "rank0.log").read_text(errors="replace")
+    estimates = re.findall(r"\d+/5000 \[[\d:]+<([\d:]+), ", log)  # "1181/5000 [01:03<03:27, 18.41it/s]"
+    assert estimates, log[-2000:]
+    tqdm_left = estimates[-1]
+    left = advice["why"].split("need ~")[1].split(" more")[0]  # "00:03:27"
+    to_s = lambda text: sum(int(p) * 60**i for i, p in enumerate(reversed(text.split(":"))))  # noqa: E731
+    assert abs(to_s(left) - to_s(tqdm_left)) <= 0.15 * to_s(tqdm_left) + 5, (left, tqdm_left, advice)
+    assert "of 5,000 (its tqdm bar's total)" in advice["why"] and advice["why"].endswith("more; +20%"), advice
+    # what it asks covers the run so far and what is left, and no more than +20% and a minute over it
+    need = to_s(left) + timed["ended"] - timed["started"]
+    assert need * 1.2 - 1 <= (hours * 60 + minutes) * 60 <= need * 1.2 + 61, (asked, need)
+
+
+def test_a_failed_jobs_reason_is_the_scripts_last_lines_not_sruns(cli: Cli) -> None:
+    run = submit(cli, "script", "exits.py")
+    row = ended(cli, run["id"], timeout=120)
+    assert row["status"] == "failed" and row["exit_code"] == 3, row
+    log = Path(row["dir"], "logs", "rank0.log").read_text()
+    assert "srun: error:" in log and "_step_signal: Terminating StepId=" in log, log  # Slurm's own lines are there
+    doctor = json.loads(cli("doctor", run["id"], "--json").stdout)
+    assert doctor["headline"] == "the script exited with status 3: loading config | config says: stop here", doctor
+    assert doctor["failure"]["evidence"] == ["loading config", "config says: stop here"], doctor["failure"]
+    alerts = [json.loads(line) for line in Path(row["dir"], "alerts.jsonl").read_text().splitlines()]
+    (failed,) = [a for a in alerts if a["kind"] == "failed"]
+    assert failed["text"] == "failed with exit code 3: config says: stop here", failed

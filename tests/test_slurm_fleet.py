@@ -22,7 +22,7 @@ from tests.slurm_cluster import Cluster, cluster_fixture
 
 # -- what Slurm 22.05 printed on the test cluster (node "vm", one job running, no GRES) ------------------------------
 SQUEUE = "1|1|debug|root|vm|wrap\n"
-SINFO = "debug|vm|mix|(null)|(null)|\n"
+SINFO = "debug*|vm|mix|(null)|(null)|\n"
 SRUN_NOT_FOUND = [
     "slurmstepd-vm: error: execve(): nosuchgpumon: No such file or directory",
     "srun: error: vm: task 0: Exited with exit code 2",
@@ -161,6 +161,7 @@ def test_the_node_shows_in_the_fleet_through_srun_overlap(cluster: Cluster, tmp_
         assert doc["slurm"]["jobs"][0]["nodes"] == [cluster.node]
         (debug,) = doc["slurm"]["partitions"]
         assert debug["name"] == "debug" and debug["allocated"] + debug["mixed"] == 1 and debug["gpus"] == 0
+        assert debug["default"] is True  # slurm.conf's Default=YES, as sinfo's "debug*" says
         assert "no GPUs" in doc["slurm"]["line"] and "1 running job of yours on 1 node" in doc["slurm"]["line"]
         assert wait_until(lambda: not steps_named_gpumon(cluster), timeout=30, step=0.5), steps_named_gpumon(cluster)
         table = subprocess.run(

@@ -74,7 +74,8 @@ async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
         await until(pilot, lambda: empty.display)
         text = screen_text(app)
         assert "No Ray Tune experiments yet" in text and "gpumon tune SEARCH.toml" in text
-        assert "GpumonCallback()" in text and "gpumon launch script" in text
+        assert "gpumon launch script" in text and "unchanged" in text and "RAY_TUNE_CALLBACKS" in text  # README
+        assert "GpumonCallback" not in text
         assert not app.query_one(TrialTable).display
 
 

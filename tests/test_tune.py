@@ -115,9 +115,10 @@ def test_trials_without_tune_events_says_what_to_do(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "gpumon", "trials"], capture_output=True, text=True, env=env)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "gpumon: error: no Ray Tune trials in any run: "
-        "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
-    )
+        "gpumon: error: no Ray Tune trials in any run: start a search with 'gpumon tune SEARCH.toml', or run your "
+        "own Tune script, unchanged, with 'gpumon launch script' (gpumon adds its callback through Ray's "
+        "RAY_TUNE_CALLBACKS)"
+    )  # README: a Tune script is seen without code; nothing tells the user to add a callback
 
 
 PLAIN_SEARCH = textwrap.dedent(

@@ -117,7 +117,10 @@ def cmd_trials(args: argparse.Namespace) -> int:
             break
     else:
         where = f"run {records[0].id}" if args.run else "any run"
-        hint = "add GpumonCallback() to a Tune script and run it with 'gpumon launch script'"
+        hint = (
+            "start a search with 'gpumon tune SEARCH.toml', or run your own Tune script, unchanged, with "
+            "'gpumon launch script' (gpumon adds its callback through Ray's RAY_TUNE_CALLBACKS)"
+        )
         return fail(f"no Ray Tune trials in {where}: {hint}")
     exp = tele.tune
     over = over_status(exp.ended, record.live)  # once the search is over no trial reads RUNNING

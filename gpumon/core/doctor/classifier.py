@@ -14,7 +14,7 @@ import signal as _signal
 from dataclasses import replace
 
 from gpumon.core.doctor.detect import DETECTORS, OOM_KILLER, SIGKILLED, rank_of
-from gpumon.core.doctor.ended import exited, worker
+from gpumon.core.doctor.ended import exited, said_by_slurm, worker
 from gpumon.core.doctor.failures import Failure
 
 _ROOT = re.compile(r"Root Cause \(first observed failure\):(.*?)(?:\n=+|\Z)", re.S)
@@ -101,11 +101,12 @@ def _shell(exit_code: int | None, sig: str) -> str:
 
 
 def headline(text: str) -> str:
-    """The error's own line: the last exception line that is not torchrun's wrapper, else the last line."""
+    """The error's own line: the last exception line that is not torchrun's wrapper, else the last line that
+    is not Slurm's (srun's "Terminating StepId" says how the step ended, not why)."""
     found = [m.group(1).strip() for m in _EXC_LINE.finditer(text) if "ChildFailedError" not in m.group(1)]
     if found:
         return found[-1][:300]
-    rest = [line.strip() for line in text.splitlines() if line.strip()]
+    rest = [line.strip() for line in text.splitlines() if line.strip() and not said_by_slurm(line)]
     return rest[-1][:300] if rest else ""
 
 

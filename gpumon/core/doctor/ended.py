@@ -21,6 +21,10 @@ _WORKER = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
 _INDEX = re.compile(r"\b(?:idx|index|sample_idx)\b\W{0,4}(\d+)")
 _ORIGINAL = "Original Traceback (most recent call last):"
 REASON_LINES = 3  # the last lines a script printed, shown as its reason
+# Slurm's own lines in a job's output ("srun: error: node1: task 0: Exited with exit code 3", "srun: launch/slurm:
+# _step_signal: Terminating StepId=5.0", "slurmstepd-node1: error: *** STEP 5.0 ON node1 CANCELLED AT ..."): they
+# say how the step ended, never why the script did, so they are no script's last line.
+_SLURM = re.compile(r"^\s*(?:srun|salloc|sbatch|slurmstepd(?:-[\w.-]+)?)(?:\[\d+\])?: ")
 
 
 def worker(text: str) -> Failure | None:
@@ -50,9 +54,15 @@ def exited(text: str, exit_code: int) -> Failure:
 
 
 def last_lines(text: str, count: int = REASON_LINES) -> tuple[str, ...]:
-    """The last ``count`` non-empty lines, literal (stripped of surrounding blanks only)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """The script's last ``count`` non-empty lines, literal (stripped of surrounding blanks only); Slurm's
+    own lines left out."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not said_by_slurm(line)]
     return tuple(line[:300] for line in lines[-count:])
+
+
+def said_by_slurm(line: str) -> bool:
+    """A line srun or slurmstepd wrote into the job's output, not the script."""
+    return _SLURM.match(line) is not None
 
 
 def _last_exception_line(trace: str) -> str:

@@ -5,10 +5,10 @@ the partition's limits (``scontrol show partition``)."""
 from __future__ import annotations
 
 import math
-from statistics import median
 
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.doctor.failures import Failure
+from gpumon.core.doctor.slurm_time import limit_text, time_advice
 from gpumon.core.format import size
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -28,8 +28,7 @@ REQUEUE = "--sbatch-arg=--requeue, and start the script from its last checkpoint
 def slurm_failure(record: RunRecord) -> Failure:
     status = record.status
     end = str(status.get("slurm_end"))
-    limit = (record.spec.slurm or {}).get("time") or "the partition's default"
-    title = TITLES.get(end, f"Slurm ended the job ({end})").format(limit=limit)
+    title = TITLES.get(end, f"Slurm ended the job ({end})").format(limit=limit_text(record))
     lines = tuple(str(line) for line in status.get("slurm_messages") or ())
     return Failure(f"slurm_{end.lower()}", title, "\n".join(lines), lines, f"job {status.get('slurm_job_id')}")
 
@@ -42,15 +41,7 @@ def slurm_advice(record: RunRecord, telemetry: RunTelemetry) -> list[Advice]:
     where = f"partition {partition}: MaxTime={limits.get('MaxTime', '?')}" if partition else "the default partition"
     out: list[Advice] = []
     if end == "TIMEOUT":
-        need = _time_needed(record, telemetry)
-        if need is not None:
-            out.append(
-                Advice("time", f"ask for --time {need}", _time_why(record, telemetry), f"--time {need} ({where})")
-            )
-        else:
-            out.append(
-                Advice("time", "ask for a longer --time", "the run had no step plan to project", f"--time ({where})")
-            )
+        out.append(time_advice(record, telemetry, where, limits.get("MaxTime")))
         out.append(Advice("requeue", "resume instead of starting over", "the job ran out of time", REQUEUE))
     elif end == "OUT_OF_MEMORY":
         peak = telemetry.rss()
@@ -98,30 +89,6 @@ def _memory_limits(limits: dict[str, str]) -> str:
     keys = ("DefMemPerCPU", "MaxMemPerCPU", "DefMemPerNode", "MaxMemPerNode", "DefMemPerGPU")
     found = [f"{k}={limits[k]}" for k in keys if k in limits]
     return ", ".join(found) or "unknown (scontrol show partition)"
-
-
-def _step_s(telemetry: RunTelemetry) -> float | None:
-    dts = [median(d) for d in telemetry.progress.dts.values() if d]
-    return max(dts) if dts else None
-
-
-def _time_needed(record: RunRecord, telemetry: RunTelemetry) -> str | None:
-    progress, step_s, elapsed = telemetry.progress, _step_s(telemetry), record.elapsed()
-    plan = max(progress.plan.values(), default=None)
-    done = max(progress.steps.values(), default=None)
-    if step_s is None or plan is None or done is None or elapsed is None:
-        return None
-    seconds = (elapsed + max(0, int(plan) - int(done)) * step_s) * 1.25  # a quarter more for start-up and noise
-    minutes = max(1, math.ceil(seconds / 60))
-    days, rest = divmod(minutes, 24 * 60)
-    hours, mins = divmod(rest, 60)
-    return (f"{days}-" if days else "") + f"{hours:02d}:{mins:02d}:00"
-
-
-def _time_why(record: RunRecord, telemetry: RunTelemetry) -> str:
-    progress = telemetry.progress
-    done, plan = max(progress.steps.values(), default=0), max(progress.plan.values(), default=0)
-    return f"step {done} of {plan} at {_step_s(telemetry) or 0:.2f} s/step after {record.elapsed() or 0:.0f} s; +25%"
 
 
 def gpus_advice(record: RunRecord) -> list[Advice]:

@@ -67,7 +67,9 @@ def input_alert(fold: Any) -> str | None:
 
 
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
-    """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line."""
+    """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line
+    (the script's: not one srun or slurmstepd wrote)."""
+    from gpumon.core.doctor.ended import said_by_slurm
     from gpumon.core.runs.telemetry import tail_lines
 
     lines = str((error or {}).get("message", "")).strip().splitlines()
@@ -76,5 +78,6 @@ def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[d
         lines = [f"{last.get('exc_type')}: {last.get('message')}"]
     if not lines:
         logs = sorted((run_dir / "logs").glob("*.log"))
-        lines = [line for log in logs[:1] for line in tail_lines(log, 5) if line.strip()]
+        tail = [line for log in logs[:1] for line in tail_lines(log, 20)]
+        lines = [line for line in tail if line.strip() and not said_by_slurm(line)][-5:]
     return lines[-1].strip() if lines else ""

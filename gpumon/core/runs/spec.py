@@ -11,13 +11,23 @@ from typing import Any
 
 KINDS = ("ddp", "dp", "model-parallel", "pipeline", "script", "tune")
 TORCHRUN_KINDS = ("ddp", "pipeline")  # script joins them when nproc > 1
-# The kind's own trainer, run when no program is given.
+# The kind's own trainer, run when no program is given, and its default options as (flag, value) pairs.
 DEFAULT_PROGRAM = {
     "ddp": ("trainers.ddp", []),
     "dp": ("trainers.dp", []),
     "model-parallel": ("trainers.model_parallel", ["--mode", "micro-batch"]),
     "pipeline": ("trainers.model_parallel", ["--mode", "pipeline"]),
     "tune": ("gpumon.tune.runner", []),  # reads the run's copy of the search file
+}
+# A launcher the user runs as the program (a module, or its command's script) -> what users call it: the
+# script it starts is what the run is (its name, not the launcher's, in the PROGRAM column).
+LAUNCHERS = {
+    "accelerate.commands.launch": "accelerate launch",
+    "torch.distributed.run": "torchrun",
+    "torchrun": "torchrun",
+    "torch.distributed.launch": "torch.distributed.launch",
+    "deepspeed.launcher.runner": "deepspeed",
+    "deepspeed": "deepspeed",
 }
 SEARCH_COPY = "search.toml"  # where a tune run keeps its search file
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -65,15 +75,25 @@ class RunSpec:
 
     @property
     def full_args(self) -> tuple[str, ...]:
+        """The program's arguments: the kind's defaults (``--mode micro-batch``) less every option the user gave
+        (``-- --mode naive`` runs naive, once), then the user's."""
         extra = DEFAULT_PROGRAM[self.kind][1] if self.program is None and self.kind in DEFAULT_PROGRAM else []
-        return (*extra, *self.args)
+        given = {arg.split("=", 1)[0] for arg in self.args if arg.startswith("--")}
+        pairs = zip(extra[::2], extra[1::2], strict=True)
+        kept = [word for flag, value in pairs if flag not in given for word in (flag, value)]
+        return (*kept, *self.args)
 
     def label(self) -> str:
+        """The PROGRAM column: the name given, the search, else the program; a launcher's script, by it
+        ("train.py via accelerate launch")."""
         if self.name:
             return self.name
         if self.search:
             return Path(self.search).stem
-        return self.module or Path(self.program or "?").name
+        name = self.module or Path(self.program or "?").name
+        launcher = LAUNCHERS.get(name)
+        script = launched_script(self.args) if launcher else None
+        return f"{script} via {launcher}" if script else name
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -302,3 +322,14 @@ def _check_retry(spec: RunSpec) -> None:
     accum = arg_value(spec.args, "--accum-steps")
     if spec.keep_batch and accum is None and spec.program is not None:
         raise SpecError("--keep-batch doubles --accum-steps: pass the program's value after --, e.g. --accum-steps 1")
+
+
+def launched_script(args: tuple[str, ...] | list[str]) -> str | None:
+    """The script a launcher's arguments start: the first ``*.py`` (its file name), or the module after
+    ``-m``/``--module`` (torchrun's and accelerate's flag for a module); None when neither is there."""
+    for i, arg in enumerate(args):
+        if arg in ("-m", "--module") and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            return args[i + 1]
+        if arg.endswith(".py") and not arg.startswith("-"):
+            return Path(arg).name
+    return None

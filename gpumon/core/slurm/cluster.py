@@ -144,7 +144,8 @@ class ClusterSummary:
 
 
 #: sinfo's fields, one line per node and partition (-N): partition, node, compact state, GRES, GRES in use.
-SINFO_FORMAT = ",".join(f"{name}:0{_SEP}" for name in ("PartitionName", "NodeHost", "StateCompact", "Gres", "GresUsed"))
+#: "Partition", not "PartitionName": only the former marks the default partition with "*" (sinfo(1)).
+SINFO_FORMAT = ",".join(f"{name}:0{_SEP}" for name in ("Partition", "NodeHost", "StateCompact", "Gres", "GresUsed"))
 
 
 def gpu_count(gres: str) -> int:

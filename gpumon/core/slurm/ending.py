@@ -43,7 +43,11 @@ def stepd_lines(run_dir: Path, job_id: str) -> list[str]:
                 text = f.read().decode(errors="replace")
         except OSError:
             continue
-        lines += [line.strip() for line in text.splitlines() if "slurmstepd" in line or line.startswith("gpumon:")]
+        for line in text.splitlines():
+            if "slurmstepd" in line:  # from its name on: a tqdm frame without a newline may come before it
+                lines.append(line[line.index("slurmstepd") :].strip())
+            elif line.startswith("gpumon:"):
+                lines.append(line.strip())
     return lines[-10:]
 
 
@@ -92,9 +96,10 @@ def at_end(run_dir: Path, state: str, fields: dict[str, Any]) -> str:
         if kind or (job is not None and not job.active) or time.monotonic() >= deadline:
             break
     if job is not None and job.active:  # the job ends with this process: its state as the run ended
-        job = jobs.Job(job.id, kind or OUTCOME.get(state, "FAILED"), job.reason, job.nodes)
+        job = jobs.Job(job.id, kind or OUTCOME.get(state, "FAILED"), None, job.nodes, job.start, job.limit)
     fields["slurm_state"] = (job.state if job else None) or kind
-    fields["slurm_reason"] = job.reason if job else None
+    fields["slurm_reason"] = job.waiting if job else None
+    fields["slurm_time_limit"] = job.limit if job else None
     fields["slurm_nodes"] = os.environ.get("SLURM_JOB_NODELIST")
     if lines:
         fields["slurm_messages"] = lines
@@ -112,15 +117,13 @@ def record_job_end(record: RunRecord) -> None:
     lines = stepd_lines(record.dir, job_id)
     kind = classify(job.state if job else None, lines)
     status = {**record.status, "ended": time.time(), "exit_code": None}
-    status.update(slurm_state=job.state if job else kind, slurm_reason=job.reason if job else None)
+    status.update(slurm_state=job.state if job else kind, slurm_reason=job.waiting if job else None)
+    status["slurm_time_limit"] = job.limit if job else None
     if lines:
         status["slurm_messages"] = lines
     if record.status.get("state") == "pending" and not record.status.get("started"):
         told = next((line for line in lines if line.startswith("gpumon:")), None)
-        why = told or (
-            f"the job ended ({job.state if job else 'unknown'}) before its supervisor wrote anything into "
-            f"{record.dir}: if it ran, the state dir is not on a filesystem the nodes share (set GPUMON_HOME)"
-        )
+        why = told or _never_wrote(record, job)
         status.update(state="stopped" if kind == "CANCELLED" else "failed", ended_by=why)
         status["error"] = {"message": why}
     elif kind in ENDED_BY:
@@ -131,6 +134,18 @@ def record_job_end(record: RunRecord) -> None:
         status.update(state="lost", ended_by="its supervisor died with the job")
     with contextlib.suppress(OSError):
         write_json(record.dir / "status.json", status)
+
+
+def _never_wrote(record: RunRecord, job: jobs.Job | None) -> str:
+    """Why a job's run has no word from its supervisor: it never started (cancelled while it waited: no node
+    was ever given to it), else the state dir is not shared with the nodes."""
+    if job is not None and job.state == "CANCELLED" and not job.nodes:
+        waited = f" ({job.reason})" if job.reason else ""  # the Reason Slurm keeps: the last thing it waited for
+        return f"the job was cancelled while it waited in the queue{waited}: it never started"
+    return (
+        f"the job ended ({job.state if job else 'unknown'}) before its supervisor wrote anything into "
+        f"{record.dir}: if it ran, the state dir is not on a filesystem the nodes share (set GPUMON_HOME)"
+    )
 
 
 def _message(kind: str, lines: list[str]) -> str:

@@ -18,20 +18,27 @@ ACTIVE = frozenset(
         *("REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"),
     }
 )
-_FORMAT = "%i|%T|%r|%N|%S"
+_FORMAT = "%i|%T|%r|%N|%S|%l"
 
 
 @dataclass(frozen=True)
 class Job:
     id: str
     state: str  # Slurm's own word: PENDING, RUNNING, COMPLETED, TIMEOUT, OUT_OF_MEMORY, ...
-    reason: str | None = None  # why it waits (Resources, Priority, ...), None where none
-    nodes: str | None = None  # the node list while it runs
+    reason: str | None = None  # Slurm's Reason: why it waits (Resources, Priority, ...); it outlives the wait
+    nodes: str | None = None  # the node list while it runs; None for a job that never got one
     start: str | None = None  # squeue's start (an estimate while pending), ISO-like; None if unknown
+    limit: str | None = None  # its time limit as Slurm writes it ("00:01:00", "1-00:00:00"); None if none
 
     @property
     def active(self) -> bool:
         return self.state in ACTIVE
+
+    @property
+    def waiting(self) -> str | None:
+        """Why the job waits, while it is not over: Slurm keeps the last Reason of a job cancelled while
+        pending ("Resources"), which no longer says anything about it."""
+        return self.reason if self.active else None
 
 
 _lock = threading.Lock()
@@ -43,15 +50,16 @@ def parse_squeue(text: str) -> dict[str, Job]:
     jobs = {}
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 5 or not parts[0]:
+        if len(parts) != 6 or not parts[0]:
             continue
-        job, state, reason, nodes, start = (p.strip() for p in parts)
+        job, state, reason, nodes, start, limit = (p.strip() for p in parts)
         jobs[job] = Job(
             job,
             state.split()[0] if state else "UNKNOWN",
             None if reason in ("None", "", "(null)") else reason,
             nodes or None,
             None if start in ("N/A", "Unknown", "") else start,
+            _none(limit),
         )
     return jobs
 
@@ -99,12 +107,13 @@ def job(job_id: str) -> Job | None:
 
 
 def ended(job_id: str) -> Job | None:
-    answer = run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=JobID,State,Reason,NodeList,Start"])
+    answer = run(["sacct", "-X", "-n", "-P", "-j", job_id, "--format=JobID,State,Reason,NodeList,Start,Timelimit"])
     if answer.ok:
         for line in answer.out.splitlines():
             parts = line.split("|")
-            if len(parts) >= 5 and parts[0] == job_id:
-                return Job(job_id, parts[1].split()[0], _none(parts[2]), _none(parts[3]), _none(parts[4]))
+            if len(parts) >= 6 and parts[0] == job_id:
+                state, reason, nodes, start, limit = parts[1].split()[0], *map(_none, parts[2:6])
+                return Job(job_id, state, reason, nodes, start, limit)
     return from_scontrol(job_id)
 
 
@@ -116,9 +125,8 @@ def from_scontrol(job_id: str) -> Job | None:
     state = fields.get("JobState")
     if not state:
         return None
-    return Job(
-        job_id, state, _none(fields.get("Reason")), _none(fields.get("NodeList")), _none(fields.get("StartTime"))
-    )
+    reason, nodes, start = (_none(fields.get(key)) for key in ("Reason", "NodeList", "StartTime"))
+    return Job(job_id, state, reason, nodes, start, _none(fields.get("TimeLimit")))
 
 
 def cancel(job_id: str) -> str | None:
@@ -129,4 +137,4 @@ def cancel(job_id: str) -> str | None:
 
 
 def _none(text: str | None) -> str | None:
-    return None if text in (None, "", "None", "(null)", "Unknown", "N/A") else text
+    return None if text in (None, "", "None", "(null)", "Unknown", "N/A", "None assigned") else text

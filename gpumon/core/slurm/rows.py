@@ -19,17 +19,19 @@ def slurm_fields(record: RunRecord) -> dict[str, Any]:
     job_id = status.get("slurm_job_id")
     if not job_id:
         return {"slurm_job_id": None, "slurm_state": None, "slurm_reason": None}
+    recorded = status.get("slurm_state")
     out: dict[str, Any] = {
         "slurm_job_id": str(job_id),
-        "slurm_state": status.get("slurm_state"),
-        "slurm_reason": status.get("slurm_reason"),
+        "slurm_state": recorded,
+        # an ended job waits for nothing (an older gpumon recorded the Reason Slurm keeps: "Resources")
+        "slurm_reason": status.get("slurm_reason") if recorded in (None, *jobs.ACTIVE) else None,
         "slurm_nodes": status.get("slurm_nodes"),
         "slurm_start": None,
     }
     if record.live:
         job = jobs.job(str(job_id))
         if job is not None:
-            out.update(slurm_state=job.state, slurm_reason=job.reason, slurm_nodes=job.nodes or out["slurm_nodes"])
+            out.update(slurm_state=job.state, slurm_reason=job.waiting, slurm_nodes=job.nodes or out["slurm_nodes"])
             plausible = -_since(job.start) < 300 * 86400  # Slurm says "a year from now" when it cannot tell
             out["slurm_start"] = job.start if job.state == "PENDING" and plausible else None
             if status.get("state") == "pending" and job.state == "RUNNING" and _since(job.start) > SILENT_S:

@@ -1,4 +1,10 @@
-"""Lightning: every ``Trainer`` gets a callback that reads what ``self.log(...)`` logged and the total steps."""
+"""Lightning: every ``Trainer`` gets a callback that reads what ``self.log(...)`` logged and the total steps.
+
+Its default progress bar is Rich's when rich is installed, and Rich draws a live display only on a terminal:
+into a log (a run's output is a pipe to its log file) it writes nothing until the run ends. There a Trainer
+whose script chose no bar gets Lightning's TQDM bar instead, the one Lightning itself picks without rich
+(frames on stdout that the log view draws as a terminal would); a bar the script passed is kept.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +14,19 @@ import math
 from types import ModuleType
 from typing import Any
 
+from gpumon import telemetry
 from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
 
 SOURCE = "lightning"
+BAR_SOURCE = "lightning progress bar"  # its own guard: a failure here leaves the metrics hook on
 _reporter: Reporter | None = None
 _reader = LazyNumber()
 _classes: dict[str, type] = {}  # lightning.pytorch / pytorch_lightning -> our callback class
+_bar_note = False  # the Rich bar was swapped for TQDM's and the run has not been told yet
+BAR_NOTE = (
+    "Lightning's progress bar is its TQDM bar here: the output is not a terminal, where its Rich bar writes "
+    "nothing until the run ends"
+)
 
 
 def hook(module: ModuleType) -> None:
@@ -27,9 +40,30 @@ def hook(module: ModuleType) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         guarded(SOURCE, lambda: self.callbacks.append(new_callback(base)))()
+        guarded(BAR_SOURCE, plain_bar)(self, kwargs.get("callbacks"), base)
 
     init._gpumon = True  # type: ignore[attr-defined]
     trainer_cls.__init__ = init
+
+
+def plain_bar(trainer: Any, given: Any, base: str) -> None:
+    """Lightning's TQDM bar in place of the Rich bar it added by default, where Rich would draw nothing live
+    (Rich's own rule: not a terminal, or a dumb one; Jupyter draws). A bar in the script's ``callbacks`` stays."""
+    bar = trainer.progress_bar_callback
+    callbacks = importlib.import_module(f"{base}.callbacks")
+    if type(bar) is not callbacks.RichProgressBar:
+        return
+    chosen = given if isinstance(given, list | tuple) else [given]
+    if any(c is bar for c in chosen):
+        return
+    from rich import get_console  # imported already: Lightning's Rich bar is made of it
+
+    console = get_console()
+    if console.is_jupyter or (console.is_terminal and not console.is_dumb_terminal):
+        return
+    trainer.callbacks[next(i for i, c in enumerate(trainer.callbacks) if c is bar)] = callbacks.TQDMProgressBar()
+    global _bar_note
+    _bar_note = True  # said at the first training batch: a note now would make a process that trains nothing a rank
 
 
 def new_callback(base: str) -> Any:
@@ -76,9 +110,13 @@ def _start(callback: Any, trainer: Any) -> None:
 
 
 def _batch_end(callback: Any, trainer: Any) -> None:
+    global _bar_note
     reporter = _reporter
     if reporter is None:
         return
+    if _bar_note:
+        _bar_note = False
+        telemetry.note(BAR_NOTE)
     step = trainer.global_step
     last = callback.total is not None and step >= callback.total  # the last step's values are always read
     reporter.progress(callback.total, step)

@@ -23,11 +23,9 @@ EMPTY = Text.assemble(
     ("No Ray Tune experiments yet: ", "bold"),
     "start one with ",
     ("gpumon tune SEARCH.toml", "bold"),
-    ", or add ",
-    ("GpumonCallback()", "bold"),
-    " to your Tune script and run it with ",
+    ", or run your own Tune script, unchanged, with ",
     ("gpumon launch script", "bold"),
-    ".",
+    " (gpumon adds its callback through Ray's RAY_TUNE_CALLBACKS).",
 )
 
 
@@ -58,7 +56,7 @@ def header_text(snap: ExperimentSnapshot) -> Text:
         line.append(f"  {info.metric}={number(info.best)} (last result, as Tune ranks)  ")
         line.append(params_text(best.params, snap.params))
     elif not info.metric:
-        line.append("\nno best trial: the callback was given no metric (GpumonCallback(metric=..., mode=...))", "dim")
+        line.append("\nno best trial: the experiment names no metric (TuneConfig(metric=..., mode=...))", "dim")
     else:
         line.append(f"\nno {info.metric} reported yet", style="dim")
     return line
