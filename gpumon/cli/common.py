@@ -6,6 +6,7 @@ Imports nothing from the other command modules, so each of them can import it.
 from __future__ import annotations
 
 import argparse
+import os
 import select
 import sys
 import time
@@ -57,13 +58,14 @@ def follow(run_id: str, rank: int | None, first: int) -> int:
     from gpumon.core.logs.follow import LogFollower
     from gpumon.core.logs.tail import tail_lines
     from gpumon.core.runs.store import RunStore
+    from gpumon.core.safefs import open_regular
 
     store = RunStore()
     record = store.resolve(run_id)
     path = record.log_path(rank)
     try:
-        offset = path.stat().st_size
-        with path.open("rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO planted in its place
+            offset = fh.seek(0, os.SEEK_END)
             ends_open = offset > 0 and fh.seek(offset - 1) >= 0 and fh.read(1) != b"\n"
     except OSError:
         offset, ends_open = 0, False

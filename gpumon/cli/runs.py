@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -170,7 +171,7 @@ def _resolve(text: str) -> Any:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from gpumon.core.logs.tail import tail_lines
+    from gpumon.core.logs.tail import tail_lines, unreadable
     from gpumon.core.runs.store import RunNotFound
 
     if args.host is not None and args.host.strip() != "local":
@@ -183,7 +184,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
-    if not path.exists():
+    problem = unreadable(path)  # another user's run, a FIFO or a link in the log's place: one line, never a hang
+    if problem is not None:
+        return fail(problem)
+    if not os.path.lexists(path):
         if rank is not None and rank not in record.log_ranks() and record.log_ranks():
             return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
         if not args.follow:

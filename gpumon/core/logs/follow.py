@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpumon.core.logs.terminal import TermLine
+from gpumon.core.safefs import open_regular
 
 CHUNK = 256 * 1024
 EVERY_S = 0.25  # a frame drawn at most this often (4 a second)
@@ -60,7 +61,7 @@ class LogFollower:
 
     def _read(self) -> bytes:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_regular(self.path)  # never a FIFO's writer to wait for, never through a link
         except OSError:
             return b""
         try:
