@@ -173,6 +173,7 @@ def _resolve(text: str) -> Any:
 def cmd_logs(args: argparse.Namespace) -> int:
     from gpumon.core.logs.tail import tail_lines, unreadable
     from gpumon.core.runs.store import RunNotFound
+    from gpumon.core.visible import visible_log
 
     if args.host is not None and args.host.strip() != "local":
         from gpumon.cli.fleet import cmd_remote_logs
@@ -193,8 +194,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if not args.follow:
             return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
+        colour = sys.stdout.isatty()  # a script's colours on a terminal; every other escape shown, not obeyed
         for line in tail_lines(path, args.lines):
-            print(line)
+            print(visible_log(line, colour))
         return 0
     return follow(record.id, rank, args.lines)
 
