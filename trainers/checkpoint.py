@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpumon.core.dirs import private_dirs
+from gpumon.core.safefs import private_dirs
 from trainers.cli import UsageError
 
 NAME = re.compile(r"^epoch(\d+)\.pt$")

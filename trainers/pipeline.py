@@ -25,7 +25,7 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from torch.utils.data import DataLoader
 
 from gpumon import telemetry
-from gpumon.core.dirs import private_dirs
+from gpumon.core.safefs import private_dirs
 from trainers import checkpoint
 from trainers.cli import UsageError, say
 from trainers.data import Data, make_loader

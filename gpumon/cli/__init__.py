@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StateDirError as err:
         print(f"gpumon: {err}", file=sys.stderr)
         return 2
+    except PermissionError as err:  # a file of another user's run (sudo gpumon launch ...): one line, no traceback
+        where = f" on {err.filename}" if err.filename else ""
+        print(f"gpumon: error: permission denied{where}: run gpumon as the user who owns it", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gpumon snapshot | head`

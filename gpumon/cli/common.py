@@ -6,6 +6,7 @@ Imports nothing from the other command modules, so each of them can import it.
 from __future__ import annotations
 
 import argparse
+import os
 import select
 import sys
 import time
@@ -15,7 +16,9 @@ from typing import Any
 
 def fail(message: str) -> int:
     """A user's mistake: one line on stderr; the command returns the exit code, 2."""
-    print(f"gpumon: error: {message}", file=sys.stderr)
+    from gpumon.core.visible import visible
+
+    print(f"gpumon: error: {visible(message)}", file=sys.stderr)  # it may quote a run's name or a user's input
     return 2
 
 
@@ -35,7 +38,11 @@ def whole(minimum: int) -> Callable[[str], int]:
 
 
 def print_table(rows: Sequence[Sequence[str]]) -> None:
-    """Rows of cells, the first the header, in left-aligned columns two spaces apart."""
+    """Rows of cells, the first the header, in left-aligned columns two spaces apart; a cell's control
+    characters shown as text (a run's name is not ours: an escape in it must not reach the terminal)."""
+    from gpumon.core.visible import visible
+
+    rows = [[visible(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -57,24 +64,27 @@ def follow(run_id: str, rank: int | None, first: int) -> int:
     from gpumon.core.logs.follow import LogFollower
     from gpumon.core.logs.tail import tail_lines
     from gpumon.core.runs.store import RunStore
+    from gpumon.core.safefs import open_regular
+    from gpumon.core.visible import visible_log
 
     store = RunStore()
     record = store.resolve(run_id)
     path = record.log_path(rank)
     try:
-        offset = path.stat().st_size
-        with path.open("rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO planted in its place
+            offset = fh.seek(0, os.SEEK_END)
             ends_open = offset > 0 and fh.seek(offset - 1) >= 0 and fh.read(1) != b"\n"
     except OSError:
         offset, ends_open = 0, False
-    follower = LogFollower(path, offset, tty=sys.stdout.isatty())
+    tty = sys.stdout.isatty()
+    follower = LogFollower(path, offset, tty=tty)
     lines = tail_lines(path, first) if first else []
     if ends_open and lines:  # the last line is still being drawn (a bar): the follower goes on with it
         lines, partial = lines[:-1], lines[-1]
     else:
         partial = None
     for line in lines:
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(visible_log(line, colour=tty) + "\n")
     if partial is not None:
         sys.stdout.write(follower.resume(partial))
     sys.stdout.flush()

@@ -71,7 +71,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(diagnosis.to_dict(), indent=2))
         return 0
-    print("\n".join(render(diagnosis, record)))
+    from gpumon.core.visible import visible_log
+
+    print(visible_log("\n".join(render(diagnosis, record)), colour=False))  # it quotes the run's log and name
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpumon.cli.common import fail
 from gpumon.core import format as fmt
+from gpumon.core.visible import visible
 
 
 def group_docs(root: Path, settle: bool) -> list[dict[str, Any]]:
@@ -51,10 +52,10 @@ def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
 def print_causes(docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         if doc.get("root_cause") and doc["state"] in ("failed", "failing", "stopped", "stopping"):
-            print(f"{doc['id']}: {doc['root_cause']}")
+            print(visible(f"{doc['id']}: {doc['root_cause']}"))
         for node in doc.get("nodes") or []:
             if node.get("reason"):
-                print(f"{doc['id']}: {node['host']}: {node['reason']}")
+                print(visible(f"{doc['id']}: {node['host']}: {node['reason']}"))
 
 
 def cmd_stop_group(text: str, kill: bool) -> int:
@@ -75,5 +76,5 @@ def stop_nodes(group: Any, kill: bool) -> int:
     print(f"{'killing' if kill else 'stopping'} {group.id}: {len(group.nodes)} nodes", flush=True)
     results = stop_group(group, kill)
     for node, ok, line in results:
-        print(f"node {node.rank} ({node.host}): {line}", file=sys.stdout if ok else sys.stderr)
+        print(visible(f"node {node.rank} ({node.host}): {line}"), file=sys.stdout if ok else sys.stderr)
     return 0 if all(ok for _, ok, _ in results) else 1

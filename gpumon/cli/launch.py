@@ -15,6 +15,7 @@ from typing import Any
 
 from gpumon.cli.common import announce_start, fail, whole
 from gpumon.core.runs.spec import KINDS
+from gpumon.core.visible import visible as visible_text
 
 
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -136,9 +137,10 @@ def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
         doc = {k: v for k, v in record.to_dict().items() if k in JSON_KEYS}
         print(json.dumps({**doc, "state": record.state}), flush=True)
         return 0
-    print(f"command: {shlex.join(build_command(record.spec, record.id))}")
+    # The run's name and arguments are not ours: their control characters shown as text (^[), never sent raw.
+    print(f"command: {visible_text(shlex.join(build_command(record.spec, record.id)))}")
     for argv in other_node_commands(record.spec, record.id):
-        print(f"on node {argv[argv.index('--node-rank') + 1]}: {shlex.join(argv)}")
+        print(f"on node {argv[argv.index('--node-rank') + 1]}: {visible_text(shlex.join(argv))}")
     return announce_start(record, "run", args.follow)
 
 
@@ -180,7 +182,7 @@ def cmd_launch_slurm(args: argparse.Namespace, rest: list[str]) -> int:
     if args.json:
         print(json.dumps({"id": record.id, "dir": str(record.dir), "slurm_job_id": job, "state": record.state}))
         return 0
-    print(f"submitted job {job}: sbatch {shlex.join(record.status.get('sbatch', [])[1:])}")
+    print(f"submitted job {job}: sbatch {visible_text(shlex.join(record.status.get('sbatch', [])[1:]))}")
     print(f"status:  gpumon runs   stop (scancel): gpumon stop {record.id}")
     print(f"pending {record.id}", flush=True)
     if args.follow:
@@ -269,7 +271,7 @@ def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
         return 0
     print(f"group {group.id}: {len(group.nodes)} nodes, rendezvous {group.rdzv_endpoint}")
     for node in group.nodes:
-        print(f"node {node.rank}  {node.host}  {node.run}")
+        print(f"node {node.rank}  {visible_text(node.host)}  {node.run}")
     print(f"status:  gpumon runs   stop: gpumon stop {group.id}")
     print(f"running {group.id}", flush=True)
     if args.follow:  # node 0's log, read where it runs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -173,8 +174,9 @@ def _resolve(text: str) -> Any:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from gpumon.core.logs.tail import tail_lines
+    from gpumon.core.logs.tail import tail_lines, unreadable
     from gpumon.core.runs.store import RunNotFound
+    from gpumon.core.visible import visible_log
 
     if args.host is not None and args.host.strip() != "local":
         from gpumon.cli.fleet import cmd_remote_logs
@@ -186,14 +188,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
-    if not path.exists():
+    problem = unreadable(path)  # another user's run, a FIFO or a link in the log's place: one line, never a hang
+    if problem is not None:
+        return fail(problem)
+    if not os.path.lexists(path):
         if rank is not None and rank not in record.log_ranks() and record.log_ranks():
             return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
         if not args.follow:
             return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
+        colour = sys.stdout.isatty()  # a script's colours on a terminal; every other escape shown, not obeyed
         for line in tail_lines(path, args.lines):
-            print(line)
+            print(visible_log(line, colour))
         return 0
     return follow(record.id, rank, args.lines)
 

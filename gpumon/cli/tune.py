@@ -8,6 +8,7 @@ from typing import Any
 
 from gpumon.cli.common import announce_start, fail, print_table
 from gpumon.core import format as fmt
+from gpumon.core.visible import visible
 
 
 def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -159,7 +160,7 @@ def cmd_trials(args: argparse.Namespace) -> int:
     print_table(rows)
     for t in exp.trials.values():
         if t.error:
-            print(f"\n{t.id} failed:\n{t.error.strip().splitlines()[-1]}")
+            print(f"\n{t.id} failed:\n{visible(t.error.strip().splitlines()[-1])}")
     return 0
 
 

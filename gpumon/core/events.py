@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.dirs import private_dirs
+from gpumon.core.safefs import open_regular, private_dirs, write_atomic
 
 VERSION = 1
 RUN_DIR_ENV = "GPUMON_RUN_DIR"  # every process of a run carries it: its events' folder, and its mark (runs/marks.py)
@@ -78,7 +78,7 @@ class EventWriter:
         private_dirs(folder)
         # One file per process: DataLoader workers or a forked helper never share a file.
         self.path = folder / f"{source}.{os.getpid()}{SUFFIX}"
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd: int | None = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self.failed: str | None = None
 
     def write(self, kind: str, /, **fields: Any) -> None:  # positional: an `alert` event has a field `kind`
@@ -239,13 +239,7 @@ def compress_closed(run_dir: Path, prefix: str = "rank") -> tuple[int, int]:
         data = path.read_bytes()
         packed = gzip.compress(data, compresslevel=6)
         target = path.with_name(path.name + GZ)
-        tmp = target.with_name(f".{target.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(packed)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        write_atomic(target, packed, sync=True)
         path.unlink()
         before, after = before + len(data), after + len(packed)
     return before, after

@@ -18,8 +18,8 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from gpumon import telemetry
-from gpumon.core.dirs import private_dirs
 from gpumon.core.events import EventWriter
+from gpumon.core.safefs import private_dirs
 from gpumon.telemetry import frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gpumon.core.dirs import private_dirs
 from gpumon.core.events import EventWriter
+from gpumon.core.safefs import private_dirs
 from gpumon.telemetry.limits import read_limits
 
 CLAIMS_DIR = "ranks"

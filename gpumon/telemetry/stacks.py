@@ -20,7 +20,7 @@ import os
 import signal
 from typing import IO, Any
 
-from gpumon.core.dirs import private_dirs
+from gpumon.core.safefs import private_dirs
 
 STACKS_DIR = "stacks"
 STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)

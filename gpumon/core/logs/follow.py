@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpumon.core.logs.terminal import TermLine
+from gpumon.core.safefs import open_regular
+from gpumon.core.visible import visible_log
 
 CHUNK = 256 * 1024
 EVERY_S = 0.25  # a frame drawn at most this often (4 a second)
@@ -41,7 +43,7 @@ class LogFollower:
         self._line.feed(partial)
         self._open = True
         self._drawn, self._drawn_at = self._line.shown(), time.monotonic()
-        return self._drawn if self.tty else self._drawn + "\n"
+        return self._shown(self._drawn) if self.tty else self._shown(self._drawn) + "\n"
 
     def poll(self) -> Iterator[str]:
         """Pieces of text to write, one per chunk read (each at most about a chunk)."""
@@ -58,9 +60,13 @@ class LogFollower:
             if frame:
                 yield frame
 
+    def _shown(self, text: str) -> str:
+        """The run's text as it may reach the terminal: colours on a terminal only, other escapes shown."""
+        return visible_log(text, colour=self.tty)
+
     def _read(self) -> bytes:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_regular(self.path)  # never a FIFO's writer to wait for, never through a link
         except OSError:
             return b""
         try:
@@ -74,7 +80,7 @@ class LogFollower:
         out: list[str] = []
         if not self._open and "\r" not in text:  # plain lines (most logs): written as they are
             last = text.rfind("\n") + 1
-            out.append(text[:last])
+            out.append(self._shown(text[:last]))
             text = text[last:]
         parts = text.split("\n")
         for i, part in enumerate(parts):
@@ -82,9 +88,9 @@ class LogFollower:
                 self._line.feed(part)
                 shown = self._line.shown()
                 if self.tty:
-                    out.append(("\r" + shown + CLEAR if self._open else shown) + "\n")
+                    out.append(("\r" + self._shown(shown) + CLEAR if self._open else self._shown(shown)) + "\n")
                 elif not self._open or shown != self._drawn:
-                    out.append(shown + "\n")
+                    out.append(self._shown(shown) + "\n")
                 self._line, self._open, self._drawn = TermLine(), False, ""
             elif part:
                 self._line.feed(part)
@@ -96,7 +102,7 @@ class LogFollower:
         if shown == self._drawn or (not force and now - self._drawn_at < EVERY_S):
             return ""
         self._drawn, self._drawn_at = shown, now
-        return "\r" + shown + CLEAR if self.tty else shown + "\n"
+        return "\r" + self._shown(shown) + CLEAR if self.tty else self._shown(shown) + "\n"
 
     def close(self) -> str:
         """The run ended: the line still open is written as it stands, ended."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gpumon.core.logs.terminal import render, whole_frames
+from gpumon.core.safefs import NotRegular, open_regular
 
 TAIL_BYTES = 256 * 1024
 
@@ -18,7 +20,7 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
     if lines <= 0:
         return []
     try:
-        with path.open("rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO, never reads through a link
             fh.seek(0, 2)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))
@@ -34,3 +36,37 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
         else:
             raw = raw[1:]
     return [render(r.decode("utf-8", "replace")) for r in raw[-lines:]]
+
+
+def unreadable(path: Path) -> str | None:
+    """Why the log at ``path`` cannot be read, in words ("... is a FIFO: not followed", "permission denied
+    ..."), or None when it can be or is not there yet."""
+    try:
+        os.close(open_regular(path))
+    except FileNotFoundError:
+        return None
+    except NotRegular as err:
+        return str(err.strerror)
+    except PermissionError:
+        return f"cannot read {path}: permission denied{_owned(path)}"
+    except OSError as err:
+        return f"cannot read {path}: {err.strerror or err}"
+    return None
+
+
+def _owned(path: Path) -> str:
+    """ " (its run belongs to alice: run gpumon as alice)" for a run folder of another user, else ""."""
+    import pwd
+
+    for folder in (path.parent.parent, path.parent):  # runs/<id>, then runs/<id>/logs
+        try:
+            uid = os.stat(folder).st_uid
+        except OSError:
+            continue
+        if uid != os.geteuid():
+            try:
+                owner = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                owner = f"uid {uid}"
+            return f" (its run belongs to {owner}: run gpumon as {owner})"
+    return ""

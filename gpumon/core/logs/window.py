@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpumon.core.logs.terminal import render
+from gpumon.core.safefs import open_regular
 
 CHUNK = 256 * 1024  # bytes per read
 MAX_LINE = 64 * 1024  # a longer line is held as pieces of this many bytes
@@ -124,7 +125,7 @@ class LogWindow:
         return LogPage(tuple(self._lines), tuple(self._offsets), self._start, self._end, self._size, note)
 
     def _read(self, offset: int, length: int) -> bytes:
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = open_regular(self.path)  # a link or a FIFO in its place: NotRegular, said as the page's note
         try:
             stat = os.fstat(fd)
             self._size = stat.st_size
@@ -137,7 +138,7 @@ class LogWindow:
 
     def _stat(self) -> os.stat_result | None:
         try:
-            return os.stat(self.path)
+            return os.lstat(self.path)
         except OSError:
             return None
 

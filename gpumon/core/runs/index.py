@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.safefs import open_regular, say_once, take_back
+
 INDEX = "index.sqlite3"
 SCHEMA = 1
 BUSY_MS = 5000
@@ -41,10 +43,14 @@ class RunIndex:
         return self._db
 
     def _open(self) -> sqlite3.Connection:
+        self._take_back()
         # Created 0600 before SQLite opens it: its -wal and -shm take the database file's mode.
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        if self.path.stat().st_mode & 0o077:
-            self.path.chmod(0o600)
+        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
         db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
@@ -58,6 +64,15 @@ class RunIndex:
             db.close()
             raise
         return db
+
+    def _take_back(self) -> None:
+        """A link (or a FIFO) planted at the index or its -wal/-shm is removed, never followed: SQLite would
+        write its pages into the link's target. Said once per process (stderr: the CLI's, a supervisor's log)."""
+        for suffix in ("", "-wal", "-shm"):
+            path = self.path.with_name(INDEX + suffix)
+            what = take_back(path)
+            if what is not None:
+                say_once(f"{path} was {what}: not followed, removed (the run index is rebuilt from the runs)")
 
     def _rebuild(self, err: sqlite3.Error) -> None:
         """Set the unreadable index aside (``index.sqlite3.unreadable``) and start an empty one: readers fill

@@ -21,6 +21,7 @@ from typing import BinaryIO
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
 from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
+from gpumon.core.safefs import open_own
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
 STOP_GRACE_S = 10.0
@@ -125,7 +126,7 @@ def free_port() -> int:
 
 def open_private(path: Path) -> BinaryIO:
     """A file of the state dir to append to, 0600 whatever the umask."""
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600), "ab")
+    return os.fdopen(open_own(path, os.O_WRONLY | os.O_APPEND), "ab")
 
 
 def launch(

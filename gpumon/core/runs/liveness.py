@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.safefs import NotRegular, read_bytes, what_is
+
 LOCK = "supervisor.lock"
 
 
@@ -62,9 +64,11 @@ def _same_file(field: str, wanted: str, inode: int) -> bool:
 def read_file(path: Path) -> tuple[dict[str, Any], str | None]:
     """(the JSON object in ``path``, None), or ({}, why it cannot be read: "status.json is empty", ...)."""
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path)
     except FileNotFoundError:
         return {}, f"{path.name} is missing"
+    except NotRegular:
+        return {}, f"{path.name} is {what_is(path) or 'not a regular file'}: not read"
     except OSError as err:
         return {}, f"{path.name} cannot be read ({err.strerror})"
     if not raw.strip():

@@ -18,12 +18,14 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import threading
 import time
 from collections import deque
 from pathlib import Path
 
 from gpumon.core.config import ConfigError, config_section
+from gpumon.core.safefs import NotRegular, open_regular, say_once, take_back
 
 DEFAULT_CAP = 64 * 1024 * 1024  # per rank log: ~30 min of a flood at 40 kB/s, hours of normal output
 MIN_CAP = 64 * 1024
@@ -68,7 +70,7 @@ class CappedLog:
         self.cap = cap
         self.tail_keep = cap // 8  # the tail kept (in memory) once the head reached the cap
         self.fd: int | None = None
-        self.size = path.stat().st_size if path.exists() else 0
+        self.size = _regular_size(path)
         self.dropped = 0  # bytes lost to a full disk, not yet reported in the log
         self.dropped_total = 0
         self.cut = 0  # bytes past the cap, not kept
@@ -77,7 +79,16 @@ class CappedLog:
 
     def open(self) -> int:
         if self.fd is None:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            try:
+                self.fd = open_regular(self.path, flags)
+            except NotRegular:  # a link or a FIFO planted in its place: removed, never written through
+                what = take_back(self.path)
+                self.fd = open_regular(self.path, flags)
+                self.size = _regular_size(self.path)
+                note = f"{self.path} was {what}: not followed, removed; the run's output goes on here"
+                say_once(note)
+                self._write(f"[gpumon: {note}]\n".encode())
         return self.fd
 
     def _write(self, data: bytes | memoryview) -> int:
@@ -180,7 +191,7 @@ class Drain:
                 self._read(os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC), name)
         for path in sorted(self.logs.glob("rank*.pipe")):
             with contextlib.suppress(OSError):
-                read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
                 os.set_blocking(read, True)
                 self._read(read, f"{path.stem}.log")
 
@@ -280,6 +291,15 @@ class Drain:
             with contextlib.suppress(OSError):
                 path.unlink()
         return sum(log.dropped_total for log in self.files.values())
+
+
+def _regular_size(path: Path) -> int:
+    """The size of the log already there (a restarted or adopted run appends), 0 for none or not a file."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def _grow(fd: int) -> None:

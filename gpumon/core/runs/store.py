@@ -25,9 +25,9 @@ from typing import Any
 
 import psutil
 
-from gpumon.core.dirs import private_dirs
 from gpumon.core.runs.liveness import lock_holder, read_file
 from gpumon.core.runs.spec import RunSpec
+from gpumon.core.safefs import private_dirs, read_bytes, write_atomic
 
 HOME_ENV = "GPUMON_HOME"
 # stalled: runs/stall.py; pending: a Slurm job not started yet (core/slurm)
@@ -95,16 +95,12 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """Atomic, and private: runs' environments and search files may hold secrets."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode())
 
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_bytes(path))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

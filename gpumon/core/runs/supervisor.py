@@ -36,6 +36,7 @@ from gpumon.core.runs.output import PIPES_ENV, Drain
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.safefs import open_own
 from gpumon.core.slurm.ending import at_end as slurm_end
 from gpumon.core.slurm.ending import started as slurm_started
 from gpumon.telemetry.census import CENSUS_FLAG
@@ -150,7 +151,7 @@ class Supervisor:
         knows for sure whether the run still has a supervisor."""
         import fcntl
 
-        fd = os.open(self.run_dir / "supervisor.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = open_own(self.run_dir / "supervisor.lock", os.O_RDWR)  # never through a link planted there
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

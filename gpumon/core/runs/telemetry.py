@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from gpumon.core.runs.series import MAX_POINTS, Pace, Series
 from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.values import NonFinite
+from gpumon.core.safefs import write_atomic
 
 __all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
 
@@ -382,12 +382,8 @@ def _number(value: Any) -> float | None:
 def save_summary(telemetry: RunTelemetry, final: bool = False) -> None:
     """Write summary.json atomically (a reader sees the old one or the new one, never half)."""
     path = telemetry.run_dir / SUMMARY
-    tmp = path.with_name(f".{SUMMARY}.{os.getpid()}.tmp")
     data = json.dumps(telemetry.to_state(final), separators=(",", ":"), default=str)  # NaN loss stays NaN
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    write_atomic(path, data.encode())
     telemetry.final = telemetry.final or final
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
+from gpumon.core.visible import visible_log
+
 
 @dataclass(frozen=True)
 class LogTail:
@@ -53,7 +55,7 @@ class LogView(Widget):
         rows = max(0, height - 1) if self.note else height
         shown = []
         for line in self.lines[-rows:] if rows else ():
-            text = Text.from_ansi(line.expandtabs())
+            text = Text.from_ansi(visible_log(line, colour=True).expandtabs())  # colours only: other escapes shown
             text.truncate(width, overflow="ellipsis")
             shown.append(text)
         return Text("\n").join([*shown, note] if self.note else shown)

@@ -27,6 +27,7 @@ from gpumon.core.doctor.report import Diagnosis, diagnose
 from gpumon.core.fleet.remote_runs import remote_doctor
 from gpumon.core.runs.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.visible import visible_log
 from gpumon.telemetry.census import DEFAULT_GAP, request_census
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import doctor_text, empty_text
@@ -149,7 +150,7 @@ class DoctorView(View, VerticalScroll):
             self._draw(Text(f"could not read the doctor of {run_id}: {message.reason}", style="red"))
             return
         text = Text(f"{host} · its own gpumon doctor {run_id}, read through ssh when opened\n\n", style="dim")
-        self._draw(text + Text.from_ansi(message.text))
+        self._draw(text + Text.from_ansi(visible_log(message.text, colour=True)))  # another host's words
 
     def _tick(self) -> None:
         if self.display and self.found is not None and self.found.record.live:

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 
 from gpumon.core.format import duration
 from gpumon.core.runs.monitor import RunSummary
+from gpumon.core.visible import visible
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, loss_text
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.render import STATE_STYLE, number
@@ -66,7 +67,7 @@ class Comparison:
 
 def run_label(summary: RunSummary) -> str:
     name = summary.record.spec.name
-    return f"{summary.id} ({name})" if name else summary.id
+    return f"{summary.id} ({visible(name)})" if name else summary.id
 
 
 def compare_series(summaries: Sequence[RunSummary]) -> list[Series]:

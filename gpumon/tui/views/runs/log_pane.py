@@ -13,6 +13,7 @@ from textual.widget import Widget
 
 from gpumon.core.logs.search import Needle
 from gpumon.core.logs.window import LogPage
+from gpumon.core.visible import visible_log
 
 PARSE = 4_000  # characters of a line parsed at most (a screen row shows fewer; colour codes take some)
 MATCH_STYLE = "black on yellow"
@@ -119,7 +120,8 @@ class LogPane(Widget):
             return Text(self.note_or_empty(), style="dim")
         shown = []
         for index in range(self.top, min(len(lines), self.top + self.rows)):
-            text = Text.from_ansi(lines[index][:PARSE].expandtabs(), end="")
+            # colours parsed; any other escape (clear, title, cursor) shown as text, never reaching the terminal
+            text = Text.from_ansi(visible_log(lines[index][:PARSE], colour=True).expandtabs(), end="")
             text.no_wrap = True
             if self.needle is not None:
                 current = self.page.offsets[index] == self.current

@@ -9,6 +9,7 @@ from textual.notifications import SeverityLevel
 from gpumon.core.logs.tail import tail_lines
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunRecord
+from gpumon.core.visible import visible
 from gpumon.tui.widgets.log_view import LogTail
 
 LOG_LINES = 200
@@ -46,5 +47,5 @@ def read_log(record: RunRecord, choice: int | None) -> LogTail:
 def stop_question(record: RunRecord, kill: bool) -> str:
     """What T (stop) or K (kill) asks before it signals a run of this machine."""
     if kill:
-        return f"Kill run {record.id} now?\nSIGKILL to all its processes ({record.spec.label()})."
-    return f"Stop run {record.id}?\nSIGTERM to all its processes ({record.spec.label()}), SIGKILL after 10 s."
+        return f"Kill run {record.id} now?\nSIGKILL to all its processes ({visible(record.spec.label())})."
+    return f"Stop run {record.id}?\nSIGTERM to all its processes ({visible(record.spec.label())}), SIGKILL after 10 s."

@@ -15,6 +15,7 @@ from gpumon.core.runs.launcher import build_command
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import read_json
+from gpumon.core.visible import visible
 
 
 def command_text(command: dict[str, object], spec: RunSpec, run_id: str) -> Text:
@@ -29,9 +30,9 @@ def command_text(command: dict[str, object], spec: RunSpec, run_id: str) -> Text
     cwd = command.get("cwd") if isinstance(command.get("cwd"), str) else spec.cwd
     line = Text("$ ", style="dim")
     for key, value in spec.env:  # the user's own; gpumon's (PYTHONPATH, GPUMON_*) are not the user's command
-        line.append(shlex.quote(f"{key}={value}") + " ", style="cyan")
-    line.append(shlex.join(argv))
-    line.append(f" · in {cwd}", style="dim")
+        line.append(visible(shlex.quote(f"{key}={value}")) + " ", style="cyan")
+    line.append(visible(shlex.join(argv)))  # its arguments may hold escapes or newlines: shown, one line
+    line.append(f" · in {visible(str(cwd))}", style="dim")
     return line
 
 

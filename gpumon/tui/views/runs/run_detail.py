@@ -14,6 +14,7 @@ from gpumon.core.format import duration, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import eta_text, rate_text
 from gpumon.core.runs.values import is_nonfinite
+from gpumon.core.visible import visible
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.views.runs.run_command import RunCommand
@@ -48,7 +49,7 @@ def info_text(summary: RunSummary | None) -> Text:
     if record.exit_code is not None:
         line.append(f" (exit {record.exit_code})")
     line.append(f" · {duration(record.elapsed())} · ")
-    line.append(spec.label(), style="bold")
+    line.append(visible(spec.label()), style="bold")  # a name or arguments may hold escapes: shown, not obeyed
     line.append(f" · {spec.nproc} proc")
     if spec.gpus is not None:
         line.append(f" · GPUs {spec.gpus}")
@@ -65,19 +66,19 @@ def info_text(summary: RunSummary | None) -> Text:
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
-        line.append(f"\n{summary.slurm}", style="cyan")
+        line.append(f"\n{visible(summary.slurm)}", style="cyan")
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
         line.append("\n")
         line.append(summary.queue[1], style="cyan")
     stall = record.status.get("stall")
     if isinstance(stall, dict) and summary.state == "stalled":  # where each rank waits: the script's words, plain
-        line.append(f"\n{stall_headline(stall)}", style="yellow")
+        line.append(f"\n{visible(stall_headline(stall))}", style="yellow")
     error = error_text(summary)
     if error is not None:
         line.append("\n")
         line.append_text(error)
     for note in summary.notes[-2:]:
-        line.append(f"\n• {note}", style="dim")
+        line.append(f"\n• {visible(note)}", style="dim")
     return line
 
 
@@ -112,9 +113,9 @@ def error_text(summary: RunSummary) -> Text | None:
     text = Text("✗ ", style="bold red")
     if rank is not None:
         text.append(f"rank {rank} (root cause): ", style="bold red")
-    text.append(first, style="red")
+    text.append(visible(first), style="red")
     if summary.exception and summary.exception != message:
-        text.append(f"  last exception: {summary.exception}", style="red")
+        text.append(f"  last exception: {visible(summary.exception)}", style="red")
     return text
 
 

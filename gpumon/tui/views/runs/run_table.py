@@ -16,6 +16,7 @@ from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import progress_text, rate_text
 from gpumon.core.runs.spec import KINDS, RunSpec
 from gpumon.core.runs.values import is_nonfinite, metric_value
+from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
 from gpumon.tui.widgets.literal import set_title
@@ -107,8 +108,9 @@ def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
 
 
 def program_label(spec: RunSpec) -> str:
-    """The program, after "n1/2 " for node 1 of a 2-node group (gpumon launch --hosts)."""
-    return f"n{spec.node_rank}/{spec.nnodes} {spec.label()}" if spec.group else spec.label()
+    """The program, after "n1/2 " for node 1 of a 2-node group (gpumon launch --hosts); its control characters
+    shown as text (an escape or a newline in a run's name would clear the screen or split the row)."""
+    return visible(f"n{spec.node_rank}/{spec.nnodes} {spec.label()}" if spec.group else spec.label())
 
 
 NONFINITE_STYLE = "bold red"  # a NaN or infinite loss: the value, in the warning style
@@ -192,12 +194,13 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
 
     step, memory = num("step"), num("memory_bytes")
     started = num("started") or 0.0
+    kind = visible(str(row.get("kind") or ""))  # another host's words: shown, never obeyed
     return {
-        "id": SortCell((started, run.id), Text(shown_id(run.id, id_width))),
-        **common_cells(str(row.get("kind") or ""), run.state, run.elapsed(), None if step is None else int(step),
+        "id": SortCell((started, run.id), Text(visible(shown_id(run.id, id_width)))),
+        **common_cells(kind, visible(run.state), run.elapsed(), None if step is None else int(step),
                        num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s"))),
         "memory": SortCell(memory or -1, right("" if memory is None else size(int(memory)))),
-        "program": SortCell(run.program(), Text(run.program())),
+        "program": SortCell(run.program(), Text(visible(run.program()))),  # another host's words
         "host": SortCell(run.host.name, Text(elide(run.host.name, 10), style="bold")),
     }  # fmt: skip
 
