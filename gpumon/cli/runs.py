@@ -183,16 +183,32 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
-    if not path.exists():
-        if rank is not None and rank not in record.log_ranks() and record.log_ranks():
-            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
-        if not args.follow:
-            return fail(f"{record.id} has no log yet at {path}")
+    if rank is not None:
+        found, ranks = _rank_log(record, rank)
+        if found is None and ranks:
+            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, ranks))}")
+        if found is not None:
+            path = found.path
+            if found.note and args.rank is not None:  # asked for a rank's output, given one it shares: said so
+                print(f"gpumon: {found.note}", file=sys.stderr, flush=True)
+    if not path.exists() and not args.follow:
+        return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
         for line in tail_lines(path, args.lines):
             print(line)
         return 0
-    return follow(record.id, rank, args.lines)
+    return follow(record.id, path, args.lines)
+
+
+def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
+    """(where rank's output is, or None; the run's ranks: those that reported or have a log)."""
+    from gpumon.core.runs.rank_rows import rank_log, rank_rows
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    telemetry = RunTelemetry(record.dir)
+    telemetry.update()  # the supervisor's summary, and the few events after it
+    rows = rank_rows(telemetry)
+    return rank_log(record, rank, rows), sorted({row.rank for row in rows} | set(record.log_ranks()))
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
