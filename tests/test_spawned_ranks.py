@@ -5,6 +5,7 @@ and a hung run's doctor puts the stall's fix first with a command that works. Re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -64,7 +65,7 @@ def printed(log: str, pattern: str) -> dict[int, int]:
 
 
 def test_spawned_ranks_are_two_ranks_with_their_steps_and_rank_1s_log_is_the_shared_one(
-    cli: Cli, launched: Callable[..., str], tmp_path: Path
+    cli: Cli, launched: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_id = launched("40")
     ended = wait_until(lambda: (r := row(cli, run_id))["status"] in ("finished", "failed") and r, timeout=240, step=1)
@@ -86,18 +87,21 @@ def test_spawned_ranks_are_two_ranks_with_their_steps_and_rank_1s_log_is_the_sha
     none = cli("logs", run_id, "--rank", "5")
     assert none.returncode == 2 and "has no rank 5; its ranks: 0, 1" in none.stderr
 
-    from gpumon.core.runs.monitor import RunsMonitor
-    from gpumon.core.runs.rank_rows import sharing
-    from gpumon.core.runs.store import RunStore
-    from gpumon.tui.views.runs.run_detail import info_text
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    asyncio.run(shows_ranks_in_the_detail(run_id))
 
-    monitor = RunsMonitor(RunStore(tmp_path / "home"))
-    monitor.refresh()
-    summary = monitor.summary(run_id)
-    assert summary is not None
-    info = info_text(summary).plain
-    assert " · 2 proc" in info and "\nranks: 0 at step 40 · 1 at step 40\n" in info + "\n", info
-    assert sharing(summary.record, summary.ranks) == {0: (0, 1)}  # the log pane's title: "ranks 0, 1 (one shared…)"
+
+async def shows_ranks_in_the_detail(run_id: str) -> None:
+    """The Runs view's detail: 2 proc, each rank's step, and a log pane that says whose output it holds."""
+    from tests.conftest import make_app
+    from tests.test_runs_view import info, log_title, open_runs, select
+
+    app = make_app(gpus=1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_runs(pilot, 1)
+        await select(pilot, run_id)
+        assert " · 2 proc" in info(app) and "\nranks: 0 at step 40 · 1 at step 40" in info(app), info(app)
+        await log_title(pilot, "log · ranks 0, 1 (one shared output)")
 
 
 def test_a_hung_spawned_ddp_run_gets_the_stalls_fix_first_and_its_logs_command_works(

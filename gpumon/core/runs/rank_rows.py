@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.store import RunRecord, read_json
 
 
 @dataclass(frozen=True)
@@ -96,20 +96,21 @@ class RankLog:
 
 
 def rank_log(record: RunRecord, rank: int, rows: tuple[RankRow, ...]) -> RankLog | None:
-    """Where ``rank``'s output is: its own log, else the log it shares (with a note); None when it has no log
-    and either never reported or its output went where gpumon does not know."""
+    """Where ``rank``'s output is: its own log, else the log it shares (with a note); None for a rank that never
+    reported and has no log."""
     by_rank = {row.rank: row for row in rows}
-    torchrun = record.log_path(None).exists()  # torchrun writes launcher.log; its workers each have a log
-    holder = _holder(record, rank, by_rank, torchrun)
-    if holder is None or (rank not in by_rank and not record.log_path(rank).exists()):
+    torchrun = _torchrun(record)
+    if rank not in by_rank and not record.log_path(rank).exists():
         return None
+    holder = _holder(record, rank, by_rank, torchrun)
     path = record.log_path(holder)
-    shared = tuple(
-        r for r in sorted({*by_rank, holder}) if r != rank and _holder(record, r, by_rank, torchrun) == holder
-    )
+    others = set(by_rank) | ({holder} if holder is not None else set())
+    shared = tuple(r for r in sorted(others) if r != rank and _holder(record, r, by_rank, torchrun) == holder)
     if not shared:
         return RankLog(path)
-    if torchrun:
+    if holder is None:  # torchrun's own output: a torchrun that gives its workers no log (under Slurm)
+        how, whose = "their output goes to torchrun's", "torchrun's output (gpumon logs --launcher)"
+    elif torchrun[0]:
         how, whose = f"started by rank {holder}'s process", f"rank {holder}'s log"
     else:
         known = [STARTED[row.started] for r in (rank, *shared) if (row := by_rank.get(r)) and row.started in STARTED]
@@ -119,26 +120,34 @@ def rank_log(record: RunRecord, rank: int, rows: tuple[RankRow, ...]) -> RankLog
     return RankLog(path, shared, note)
 
 
-def _holder(record: RunRecord, rank: int, by_rank: dict[int, RankRow], torchrun: bool) -> int | None:
-    """The rank whose log holds ``rank``'s output: the run's log (rank 0's) outside torchrun; under torchrun its
-    own, else its parent rank's; None when not known."""
-    if not torchrun:
+def _torchrun(record: RunRecord) -> tuple[bool, bool]:
+    """(the run's command is torchrun: its output is launcher.log, there from the start; its workers have logs
+    of their own: each writes ``logs/rank<N>.log`` through a FIFO, from its first line on)."""
+    env = read_json(record.dir / "command.json").get("env")
+    fifos = isinstance(env, dict) and bool(env.get("GPUMON_RANK_LOGS"))
+    return record.log_path(None).exists(), fifos
+
+
+def _holder(record: RunRecord, rank: int, by_rank: dict[int, RankRow], torchrun: tuple[bool, bool]) -> int | None:
+    """Which log holds ``rank``'s output, by its rank number (None: torchrun's launcher.log). Outside torchrun
+    the run's log (rank0.log: the script's output, which the processes it starts inherit); under torchrun the
+    rank's own, else its parent rank's (a rank a worker started), else torchrun's own output."""
+    if not torchrun[0]:
         return 0
-    if record.log_path(rank).exists():
-        return rank
     row = by_rank.get(rank)
+    worker = torchrun[1] and (row is None or row.started == "torchelastic")  # its log comes with its first line
+    if worker or record.log_path(rank).exists():
+        return rank
     parent = next((r for r, other in by_rank.items() if row is not None and other.pid == row.ppid), None)
     return parent if parent is not None and record.log_path(parent).exists() else None
 
 
-def sharing(record: RunRecord, rows: tuple[RankRow, ...]) -> dict[int, tuple[int, ...]]:
-    """Log (by its rank number) -> every reported rank whose output it holds, for the logs more than one rank
-    writes to: {0: (0, 1)} for a script that spawned two ranks."""
+def sharing(record: RunRecord, rows: tuple[RankRow, ...]) -> dict[int | None, tuple[int, ...]]:
+    """Log (by its rank number; None: torchrun's launcher.log) -> every reported rank whose output it holds, for
+    the logs more than one rank writes to: {0: (0, 1)} for a script that spawned two ranks."""
     by_rank = {row.rank: row for row in rows}
-    torchrun = record.log_path(None).exists()
-    holders: dict[int, list[int]] = {}
+    torchrun = _torchrun(record)
+    holders: dict[int | None, list[int]] = {}
     for rank in sorted(by_rank):
-        holder = _holder(record, rank, by_rank, torchrun)
-        if holder is not None:
-            holders.setdefault(holder, []).append(rank)
+        holders.setdefault(_holder(record, rank, by_rank, torchrun), []).append(rank)
     return {log: tuple(ranks) for log, ranks in holders.items() if len(ranks) > 1}

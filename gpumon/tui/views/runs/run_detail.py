@@ -313,7 +313,7 @@ class RunDetail(Vertical):
             return
         log.show(tail.lines, f"{log_name(tail.choice)}: no output yet" if tail.choices else "no log yet")
         title = f"log · {log_name(tail.choice)}" if tail.choices else "log"
-        shared = sharing(self.summary.record, self.summary.ranks).get(tail.choice) if tail.choice is not None else None
+        shared = sharing(self.summary.record, self.summary.ranks).get(tail.choice)
         if shared:  # one output for several ranks (spawned by the script): their lines cannot be told apart
             title = f"log · ranks {', '.join(map(str, shared))} (one shared output)"
         subtitle = "".join(
