@@ -188,20 +188,39 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
+    if rank is not None:
+        try:
+            found, ranks = _rank_log(record, rank)
+        except OSError as err:  # another user's run: one line, never a traceback
+            return fail(f"cannot read {record.id}'s ranks: {err.strerror or err}")
+        if found is None and ranks:
+            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, ranks))}")
+        if found is not None:
+            path = found.path
+            if found.note and args.rank is not None:  # asked for a rank's output, given one it shares: said so
+                print(f"gpumon: {found.note}", file=sys.stderr, flush=True)
     problem = unreadable(path)  # another user's run, a FIFO or a link in the log's place: one line, never a hang
     if problem is not None:
         return fail(problem)
-    if not os.path.lexists(path):
-        if rank is not None and rank not in record.log_ranks() and record.log_ranks():
-            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
-        if not args.follow:
-            return fail(f"{record.id} has no log yet at {path}")
+    if not os.path.lexists(path) and not args.follow:
+        return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
         colour = sys.stdout.isatty()  # a script's colours on a terminal; every other escape shown, not obeyed
         for line in tail_lines(path, args.lines):
             print(visible_log(line, colour))
         return 0
-    return follow(record.id, rank, args.lines)
+    return follow(record.id, path, args.lines)
+
+
+def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
+    """(where rank's output is, or None; the run's ranks: those that reported or have a log)."""
+    from gpumon.core.runs.rank_rows import rank_log, rank_rows
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    telemetry = RunTelemetry(record.dir)
+    telemetry.update()  # the supervisor's summary, and the few events after it
+    rows = rank_rows(telemetry)
+    return rank_log(record, rank, rows), sorted({row.rank for row in rows} | set(record.log_ranks()))
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -150,6 +150,7 @@ def diagnose(
     advice: tuple[Advice, ...] = ()
     loss = loss_problem(telemetry)
     worst = max(leaks.values(), key=lambda s: s.slope, default=None)
+    world = max(record.spec.nproc * record.spec.nnodes, len(set(telemetry.pids.values())))  # a script's own ranks too
     if failure is not None:
         rank = failure.rank if failure.rank is not None else 0
         memory = telemetry.memory.get(rank)
@@ -157,7 +158,7 @@ def diagnose(
         held = max((c for c in causes if c.rank == rank), key=lambda c: c.bytes, default=None)
         context = Context.from_argv(
             record.spec.full_args,
-            world_size=record.spec.nproc * record.spec.nnodes,
+            world_size=world,
             allocated=tuple(int(v) for v in memory.used.values[-200:]) if memory else (),
             rss=tuple(int(v) for v in memory.reserved.values[-200:]) if memory else (),
             leak_slope=worst.slope if worst is not None and worst.warning else None,
@@ -168,6 +169,7 @@ def diagnose(
             workers=_others_seen(record, telemetry),
             stall=str(stall.get("headline") or "; ".join(stall.get("where") or ())) if stall else "",
             stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
+            run_id=record.id,
         )
         advice = slurm if failure.kind.startswith("slurm_") else tuple(advise(failure, context))
         if failure.kind == "no_gpu" and record.spec.slurm is not None:  # in a job, GPUs are asked of Slurm
@@ -176,20 +178,20 @@ def diagnose(
             advice = (*gpus_advice(record), *advice)
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
-        distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1
-        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed))
+        distributed = spec.kind in TORCHRUN_KINDS or world > 1
+        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed, run_id=record.id))
     if loss is not None:  # before a failure's generic advice (a NaN often ends in "unknown"), after a known one
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
-    if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first
-        advice = (*stall_advice(stall), *advice)
     slow = tuple(slow_findings(telemetry))
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
-        ranks = max(1, len(telemetry.feeding.ranks), record.spec.nproc * record.spec.nnodes)
+        ranks = max(1, len(telemetry.feeding.ranks), world)
         found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
+    if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first, even
+        advice = (*stall_advice(stall, record.id), *advice)  # before a slow run's fixes (it is not slow: it stopped)
     return Diagnosis(
         record.id,
         record.state,

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
 from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
@@ -56,6 +57,7 @@ class RunSummary:
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
     slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
     queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
+    ranks: tuple[RankRow, ...] = ()  # every rank that reported: pid, step, host (rank_rows.py)
 
     @property
     def leak(self) -> LeakState | None:
@@ -287,6 +289,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
         "data_wait": summary.data_wait,
         "warnings": list(summary.warnings),
+        "ranks": [row.to_dict() for row in summary.ranks],
     }
 
 
@@ -321,6 +324,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             loss_source=row.get("loss_source"),
             data_wait=row.get("data_wait"),
             warnings=tuple(str(w) for w in row.get("warnings") or ()),
+            ranks=rows_from(row.get("ranks")),
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -357,6 +361,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         data_wait=tele.feeding.wait_share(),
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
+        ranks=rank_rows(tele),
         **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
     )
 

@@ -112,6 +112,7 @@ class RunTelemetry:
     progress: Progress = field(default_factory=Progress)  # total steps, time per step (progress.py)
     nonfinite: NonFinite = field(default_factory=NonFinite)  # the loss's NaN/inf values (values.py)
     limits: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its memory limits (``proc_start``)
+    starts: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> host, started, ppid (``proc_start``)
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
@@ -203,6 +204,7 @@ class RunTelemetry:
             "progress": self.progress.to_state(),
             "nonfinite": self.nonfinite.to_state(),
             "limits": {str(r): v for r, v in self.limits.items()},
+            "starts": {str(r): v for r, v in self.starts.items()},
             "feeding": self.feeding.to_state(),
         }
 
@@ -227,6 +229,7 @@ class RunTelemetry:
         self.progress = Progress.from_state(state.get("progress"))
         self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
         self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
+        self.starts = {int(r): dict(v) for r, v in (state.get("starts") or {}).items() if isinstance(v, dict)}
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
@@ -243,6 +246,7 @@ class RunTelemetry:
             self._step(event, rank)
         elif kind == "proc_start" and isinstance(event.get("pid"), int):
             self.pids[event["pid"]] = rank
+            self.starts[rank] = {k: v for k in ("host", "started", "ppid") if isinstance(v := event.get(k), str | int)}
             if isinstance(event.get("limits"), dict):
                 self.limits[rank] = event["limits"]
         elif kind == "exception":
