@@ -45,12 +45,12 @@ def raise_alert(
 
 
 def loss_alert(fold: Any) -> str | None:
-    """ "loss is nan from step 37 on rank 0" the first time the run's loss is not finite; None after its alert
+    """ "loss is inf from step 37 on rank 0" the first time the run's loss is not finite; None after its alert
     was raised (also by an earlier supervisor of the run: its alerts are in the summary)."""
     from gpumon.core.doctor.divergence import nonfinite_text
 
     text = nonfinite_text(fold)
-    if text is None or any(a.startswith(("loss is ", "loss was not finite")) for a in fold.alerts):
+    if text is None or any(a.startswith(("loss is ", "loss was ", "loss turned ")) for a in fold.alerts):
         return None
     return text
 
