@@ -4,7 +4,7 @@ Events write a non-finite float as the string "nan", "inf" or "-inf" (JSON has n
 reads them back (``metric_value``): a non-finite value replaces the metric's latest value, so a run that
 went NaN shows nan, not its last finite loss; the loss curve keeps only finite points, and ``NonFinite``
 remembers from which step and how often the loss was not finite (what the chart says). Readers write them
-the same way again: the strings in JSON (``json_value``), the words in text (``number_text``).
+the same way again: the strings in JSON (``json_value``), the words in text (``core/format.py`` ``loss``).
 """
 
 from __future__ import annotations
@@ -36,15 +36,6 @@ def json_value(value: Any) -> Any:
 
 def is_nonfinite(value: float | None) -> bool:
     return value is not None and not math.isfinite(value)
-
-
-def number_text(value: float | None, spec: str = ".4f") -> str:
-    """``value`` formatted, "nan"/"inf"/"-inf" when not finite, "" when unknown."""
-    if value is None:
-        return ""
-    if not math.isfinite(value):
-        return str(value)
-    return format(value, spec)
 
 
 @dataclass
