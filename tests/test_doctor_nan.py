@@ -50,6 +50,7 @@ def test_a_too_high_learning_rate_alerts_at_its_nan_step_and_the_doctor_leads_wi
     # inf at its first bad step, nan later: the alert says what the supervisor had seen then
     (alert,) = row["alerts"]
     assert alert.startswith((f"loss is inf from step {first} on rank 0", f"loss turned inf at step {first}, nan"))
+    assert ". Fix: lower the learning rate (lr=1e+06): divide it by 10 (e.g. lr=100000)" in alert  # the doctor's
     doctor = json.loads(gpumon(tmp_path, "doctor", run_id, "--json").stdout)
     assert doctor["headline"].startswith(f"loss turned inf at step {first}, nan from step "), doctor["headline"]
     assert doctor["headline"].endswith(" on rank 0")

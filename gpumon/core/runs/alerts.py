@@ -34,9 +34,12 @@ def raise_alert(
 ) -> None:
     """Record ``text`` as an ``alert`` event of ``kind`` (failed, finished, stopped, leak, nan, stalled,
     input_bound, gpu_idle, ...) and send it to the user's channels (config.toml ``[alerts]``, plus ``command``:
-    ``--on-alert``, with the text as its last argument) on a thread: this returns at once."""
+    ``--on-alert``, with the text as its last argument) on a thread: this returns at once. A ``fix`` field joins
+    the text whole ("<text>. Fix: <fix>", alerts/text.py): the toast, the Alerts view and every channel say it."""
     from gpumon.core.alerts.outbox import send_alert
+    from gpumon.core.alerts.text import with_fix
 
+    text = with_fix(text, fields.get("fix"))
     events.write("alert", text=text, kind=kind)
     try:
         send_alert(text, kind, run_dir=run_dir, on_alert=command, **fields)
@@ -55,6 +58,20 @@ def loss_alert(fold: Any) -> str | None:
     return text
 
 
+def loss_fix(fold: Any) -> dict[str, str]:
+    """The doctor's first fix for the run's loss trouble, as the alert's ``fix`` field (none when it has none)."""
+    from gpumon.core.doctor.divergence import loss_advice, loss_problem
+
+    problem = loss_problem(fold)
+    advice = loss_advice(problem, fold) if problem is not None else []
+    return {"fix": fix_words(advice[0])} if advice else {}
+
+
+def fix_words(advice: Any) -> str:
+    """An advice as one fix: "<title>: <change>"."""
+    return f"{advice.title}: {advice.change}" if advice.change else str(advice.title)
+
+
 def input_alert(fold: Any) -> str | None:
     """ "input-bound: 74% of each step waits for data (...)" the first time the run waits on its DataLoader;
     None after its alert was raised (by this supervisor or an earlier one)."""
@@ -67,14 +84,17 @@ def input_alert(fold: Any) -> str | None:
 
 
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
-    """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line."""
+    """One line on why a run failed: torchrun's root cause, the last exception, else the last worded line of a
+    rank's log (the launcher's last: torchrun ends its own with a banner of '=')."""
     from gpumon.core.runs.telemetry import tail_lines
 
     lines = str((error or {}).get("message", "")).strip().splitlines()
     if not lines and exceptions:
         last = exceptions[-1]
         lines = [f"{last.get('exc_type')}: {last.get('message')}"]
-    if not lines:
-        logs = sorted((run_dir / "logs").glob("*.log"))
-        lines = [line for log in logs[:1] for line in tail_lines(log, 5) if line.strip()]
+    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda log: (log.name == "launcher.log", log.name))
+    for log in logs if not lines else ():
+        lines = [line for line in tail_lines(log, 5) if any(c.isalnum() for c in line)]
+        if lines:
+            break
     return lines[-1].strip() if lines else ""
