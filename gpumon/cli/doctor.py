@@ -99,6 +99,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
             lines.append(f"  rank {rank}: {state.describe()}{current}")
     if diagnosis.loss is not None:
         lines.append(f"\nloss: {diagnosis.loss.text}")
+        lines += [f"  {label}: {said}" for label, said in diagnosis.loss.details()]
     if diagnosis.causes:
         lines.append("\nwhat grows (tensor census):")
         for cause in diagnosis.causes:

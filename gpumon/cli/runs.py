@@ -82,7 +82,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.monitor import read_one
     from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
-    from gpumon.core.runs.values import number_text
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -122,7 +121,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                     "" if s.step is None else str(s.step),
                     progress_text(s.progress, s.eta_s),  # "37% 4m12s"
                     rate_text(s.step_time_s),  # "12.3 it/s", "4.2 s/it"
-                    number_text(s.loss),  # nan, inf and -inf as such
+                    fmt.loss(s.loss),  # 3 significant digits; nan, inf and -inf as such
                     "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
                     "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                     "" if s.rss is None else fmt.size(s.rss),

@@ -150,5 +150,5 @@ TEXT: dict[str, tuple[str, str]] = {
     "not_found": ("Check the command and its permissions",
                   "127: the program is not on PATH (or a typo); 126: it is not executable (chmod +x) or not a program"),
     "exit_reason": ("Read why the script stopped (status {status})",
-                    "the script chose to exit: its last lines above say why (gpumon logs {run})"),
+                    "the script chose to exit; its last lines say why: gpumon logs {run}"),
 }  # fmt: skip

@@ -25,7 +25,7 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.alerts import input_alert, loss_alert, raise_alert
+from gpumon.core.runs.alerts import input_alert, loss_alert, loss_fix, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause, wake_queue
@@ -212,7 +212,7 @@ class Supervisor:
         loss = None if self.loss_alerted else loss_alert(self.fold)
         if loss is not None:
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
-            self.alert(loss, "nan")
+            self.alert(loss, "nan", **loss_fix(self.fold))  # the doctor's first fix, whole
         self.gpus.report(time.monotonic(), self.fold.pids, self.events, self.alert)
         slow = None if self.input_alerted else input_alert(self.fold)
         if slow is not None:

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
-from gpumon.core.format import duration, size
+from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import eta_text, rate_text
 from gpumon.core.runs.rank_rows import proc_count, sharing
@@ -22,7 +22,7 @@ from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
-from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
 LOSS_FROM = {
     "hf": "the HF Trainer's logs",
@@ -236,7 +236,7 @@ class RunDetail(Vertical):
         yield RunCommand()
         yield Static("", id="run-memory")
         with Horizontal(id="run-charts"):
-            yield Chart(number, "no loss reported yet", id="loss-chart")
+            yield Chart(loss, "no loss reported yet", id="loss-chart")
             yield Chart(size, "no per-step memory yet", id="memory-chart")
         yield LogView(id="run-log")
 
