@@ -107,19 +107,25 @@ def leftovers(tmp_path: Path) -> Iterator[list[psutil.Process]]:
             continue
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["SIGKILL", "SIGSTOP"])
-def test_a_printing_script_trains_on_whatever_happens_to_its_supervisor(
-    gpumon: Gpumon, tmp_path: Path, leftovers: list[psutil.Process], sig: signal.Signals
+@pytest.mark.parametrize(
+    ("whom", "sig"),
+    [("supervisor", signal.SIGKILL), ("supervisor", signal.SIGSTOP), ("runner", signal.SIGKILL)],
+    ids=["supervisor SIGKILL", "supervisor SIGSTOP", "runner SIGKILL"],
+)
+def test_a_printing_script_trains_on_whatever_happens_to_its_supervisor_or_runner(
+    gpumon: Gpumon, tmp_path: Path, leftovers: list[psutil.Process], whom: str, sig: signal.Signals
 ) -> None:
     count = tmp_path / "count"
     _, run_dir, supervisor = launch(gpumon, tmp_path, PRINTER, str(count))
     leftovers.append(supervisor)
     assert wait_until(lambda: counted(count) >= 5, timeout=60)
-    os.kill(supervisor.pid, sig)
+    # the runner (the command's parent, which drains the pipe) dying is the supervisor's to make up for
+    target = supervisor.pid if whom == "supervisor" else json.loads((run_dir / "status.json").read_text())["runner_pid"]
+    os.kill(target, sig)
     at = counted(count)
     # no gpumon command looks meanwhile (it would adopt the run): the script alone must get 12 MiB out
     assert wait_until(lambda: counted(count) >= at + 200, timeout=90, step=0.1), (
-        f"the script froze at line {counted(count)} after its supervisor got {sig.name} at line {at}"
+        f"the script froze at line {counted(count)} after its {whom} got {sig.name} at line {at}"
     )
     log = run_dir / "logs" / "rank0.log"
     with open(log, "rb") as fh:  # what it printed reached its log (not dropped)

@@ -117,6 +117,8 @@ class Runner:
 
     def __init__(self, run_dir: Path, job: dict[str, Any]) -> None:
         self.run_dir = run_dir
+        self.log_name = str(job["log_name"])
+        self.drain: Any = None  # the supervisor's own drain, once the runner died under a live command
         self.reports: dict[str, Any] = {}
         self.cond = threading.Condition()
         self.proc = subprocess.Popen(
@@ -177,17 +179,27 @@ class Runner:
             self.rc, self.ended = (found["exit_code"] if found else None), True
             return True
         if pid == 0:
+            self._take_over()
             return False
         self.rc, self.ended = os.waitstatus_to_exitcode(status), True
         return True
+
+    def _take_over(self) -> None:
+        """The runner died (killed) while the command runs: drain its output here, as an adopter would."""
+        if self.drain is None:
+            from gpumon.core.runs.output import Drain
+
+            self.drain = Drain(self.run_dir / "logs")
+            self.drain.reattach(self.pid, self.reports.get("output_fd"), self.log_name)
 
     def finish(self, timeout_s: float = FINISH_S) -> int:
         """After the command ended: wait (bounded) for the runner to finish the logs; the bytes it dropped."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout_s)
+        ours = self.drain.close() if self.drain is not None else 0
         with self.cond:
             self.cond.wait_for(lambda: "closed" in self.reports, timeout=1.0)
-            return int(self.reports.get("dropped") or 0)
+            return int(self.reports.get("dropped") or 0) + ours
 
 
 if __name__ == "__main__":
