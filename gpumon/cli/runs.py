@@ -224,6 +224,8 @@ def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from gpumon.cli.group import cmd_stop_group, stop_nodes
+    from gpumon.core.runs import launcher as runs
+    from gpumon.core.runs.control import stop_requested
     from gpumon.core.runs.group import group_of, is_group_id
     from gpumon.core.runs.launcher import STOP_GRACE_S, TUNE_STOP_GRACE_S, record_end, stop, wait
     from gpumon.core.runs.store import RunNotFound, RunStore
@@ -233,7 +235,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
-        return fail(str(err))
+        done = stop_homeless(args.run, args.kill)  # its directory deleted: found by its processes
+        return fail(str(err)) if done is None else done
     if args.trial is not None:
         return stop_trial(record, args.trial)
     group = group_of(RunStore().root, record.id) if record.spec.group and not args.node_only else None
@@ -252,9 +255,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return 0
     if record.status.get("slurm_job_id"):
         return stop_job(record, args.no_wait)
-    supervised = record.supervisor_alive()
+    supervised = runs.answering_supervisor(record) is not None
+    asked = supervised and not (record.spec.kind == "tune" and not args.kill and not stop_requested(record.dir))
+    since = time.time()
     try:
         print(stop(record, kill=args.kill), flush=True)
+        if asked and not args.no_wait and not runs.answered(record, since):  # stopped, hung: stop goes round it
+            pid = record.supervisor_pid()
+            if pid:
+                why = f"did not answer within {runs.ANSWER_S:.0f} s"
+                print(runs.dismiss_supervisor(record.reread(), pid, why, args.kill), flush=True)
+            supervised = False
         if record.spec.kind == "tune" and not args.kill and not args.no_wait:
             # The search ends its trials itself; past the grace period it is stopped like any run.
             record = wait(record, RunStore(), timeout=TUNE_STOP_GRACE_S)
@@ -281,6 +292,27 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
+    return 0
+
+
+def stop_homeless(text: str, kill: bool) -> int | None:
+    """A run whose directory was deleted while it runs, found by its processes' marks and ended; None if none."""
+    from gpumon.core.runs import homeless
+    from gpumon.core.runs.launcher import STOP_GRACE_S
+    from gpumon.core.runs.store import RunStore
+
+    found = homeless.find(RunStore().runs_dir, text)
+    if len(found) != 1:
+        return None if not found else fail(f"{text!r} matches {len(found)} runs whose directory was deleted")
+    run = found[0]
+    print(f"{run.id}'s directory {run.dir} was deleted: ending its {len(run.procs)} processes by their mark")
+    left, stubborn = homeless.end(run, kill, STOP_GRACE_S)
+    if stubborn:
+        print(f"{run.id}'s supervisor did not end on SIGTERM: killed it (pid {', '.join(map(str, stubborn))})")
+    if left:
+        print(f"{run.id}: processes still alive after SIGKILL: {', '.join(map(str, left))}", file=sys.stderr)
+        return 1
+    print(f"{'killed' if kill else 'stopped'} {run.id} (its directory was deleted)")
     return 0
 
 

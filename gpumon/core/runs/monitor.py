@@ -221,6 +221,9 @@ class RunsMonitor:
             elif state == "lost":
                 record_end(record, "lost", "its supervisor died, and its processes with it")
                 return record.reread()
+            elif state in END_STATES:  # it ended after its supervisor died: its runner wrote the exit
+                record_end(record, state, "its supervisor died; the exit is its runner's record")
+                return record.reread()
         return record
 
     def recent(self, ended: int) -> list[RunSummary]:
