@@ -60,16 +60,21 @@ def channels_of(settings: AlertSettings, on_alert: tuple[str, ...] = (), run_dir
 
 
 def one_line(alert: dict[str, Any]) -> str:
-    """ "gpumon@trainbox: ddp-1125-0210-ab12 failed: failed with exit code 1: ValueError: boom" (no control
-    characters: it reaches chat clients and terminals)."""
+    """ "gpumon@trainbox: ddp-1125-0210-ab12: failed with exit code 1: ValueError: boom | doctor: ...; fix: ..."
+    (the kind only where the text's first words do not say it; no control characters: it reaches chat clients
+    and terminals)."""
     where = f"gpumon@{alert.get('host') or socket.gethostname()}"
-    subject = f"{alert['run']} {alert['kind']}" if alert.get("run") else str(alert["kind"])
-    head = f"{where}: {subject}: "
-    doctor = ""
-    if alert.get("headline") and str(alert["headline"]) not in str(alert.get("text")):  # the doctor's word
-        doctor = f" | doctor: {alert['headline']}" + (f"; fix: {alert['fix']}" if alert.get("fix") else "")
-        doctor = doctor[:180]
     text = str(alert.get("text", ""))
+    kind = str(alert["kind"])
+    said = kind in text.split(":", 1)[0]  # "memory leak on rank 0: ...", "failed with exit code 1: ..."
+    subject = f"{alert['run']}{'' if said else ' ' + kind}" if alert.get("run") else kind
+    head = f"{where}: {subject}: "
+    extra = []
+    if alert.get("headline") and str(alert["headline"]) not in text:  # the doctor's word
+        extra.append(f"doctor: {alert['headline']}")
+    if alert.get("fix") and str(alert["fix"]) not in text:
+        extra.append(f"fix: {alert['fix']}")
+    doctor = f" | {'; '.join(extra)}"[:180] if extra else ""
     room = max(60, TEXT_MAX - len(head) - len(doctor))  # the alert's own words give way to the doctor's fix
     line = head + (text if len(text) <= room else text[: room - 1] + "…") + doctor
     line = "".join(c if c.isprintable() else " " for c in line)
