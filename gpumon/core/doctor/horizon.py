@@ -10,7 +10,8 @@ with the run's expected end, per rank:
 - else (no pace yet) no end is known, and any projected run-out counts.
 
 Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
-later, the state is ``growth``: reported, no alarm. With no memory size to project against (a CUDA
+later, the state is ``growth``: reported, no alarm. So is a sawtooth (memory released at each cycle's end)
+whose peaks never reach memory's size. With no memory size to project against (a CUDA
 rank whose ``device`` event failed) nothing can be ruled out, and the detector's verdict stands.
 """
 
@@ -60,5 +61,7 @@ def judge(state: LeakState, end: End | None) -> LeakState:
     if state.slope <= 0:  # the detector's verdict outlives the rise by a cool-down; memory no longer grows
         return replace(state, state="ok", trend=trend)
     out = state.runs_out_at
+    if out is None and state.cycle and state.capacity is not None:  # released each cycle, peaks below memory
+        return replace(state, state="growth", trend=trend)
     threatens = out is None or end is None or out <= end.step
     return replace(state, state=trend if threatens else "growth", trend=trend)

@@ -88,6 +88,9 @@ class Diagnosis:
         )
 
     def _trend(self, worst: LeakState) -> str:
+        if worst.cause:  # what a census named first (what to fix), then how fast and how far it grows
+            memory = {"gpu": "GPU memory", "host": "host memory"}.get(worst.memory, "memory")
+            return f"{memory} {worst.verdict}: {worst.cause}: {worst.describe(label=False)}"
         text = worst.describe() if worst.memory else f"memory {worst.describe()}"
         if self.census_saw_nothing:
             return f"{text}; the tensor census saw no tensors or autograd graphs grow"

@@ -30,6 +30,7 @@ from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.leak_alert import LeakAlert
 from gpumon.core.runs.marks import marked
 from gpumon.core.runs.output import log_cap
 from gpumon.core.runs.runner import Runner
@@ -63,7 +64,7 @@ class Supervisor:
         self.spec = read_json(run_dir / "spec.json")  # read once: the census, alert, stop and retry choices use it
         self.census = not self.spec.get("no_census")
         self.census_asked = False
-        self.leak_alerted = False
+        self.leak_alert = LeakAlert(census=self.census)  # sent once, with the census's cause (leak_alert.py)
         self.loss_alerted = False
         self.input_alerted = False
         self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
@@ -216,11 +217,10 @@ class Supervisor:
         if slow is not None:
             self.input_alerted = raised = True  # once per run: the doctor keeps saying it
             self.alert(slow, "input_bound")
-        leaking = {rank: s for rank, s in states.items() if s.alarm}
-        if leaking and not self.leak_alerted:
-            self.leak_alerted = raised = True
-            rank, state = max(leaking.items(), key=lambda item: item[1].slope)
-            self.alert(f"memory leak on rank {rank}: {state.describe()}", "leak")
+        leak = self.leak_alert.due(states, self.fold, final)
+        if leak is not None:
+            raised = True
+            self.alert(leak[0], "leak", **leak[1])
         try:
             if raised:  # the alert events into this summary: a final one has no pass after it
                 changed += self.fold.update()
