@@ -46,7 +46,7 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
             assert rows[1][2:4] == ["failed", "not sent (no channel picks it)"]
             # the doctor's headline (the script's words, literally) and its first fix, whole
             assert rows[1][4].startswith("failed: the script exited with status 1: [red]corrupt[/] shard 3. Fix: ")
-            assert rows[1][4].endswith("its last lines say why: gpumon logs RUN")
+            assert rows[1][4].endswith(f"its last lines say why: gpumon logs {rows[1][1]}")  # a command that runs
             for _ in range(100):  # looking at them marks them read
                 await pilot.pause(0.1)
                 if str(top.render()).strip() == "":

@@ -191,7 +191,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         try:
             found, ranks = _rank_log(record, rank)
         except OSError as err:  # another user's run: one line, never a traceback
-            return fail(f"cannot read {record.id}'s ranks: {err.strerror or err}")
+            return fail(unreadable(path) or f"cannot read {record.id}'s ranks: {err.strerror or err}")
         if found is None and ranks:
             return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, ranks))}")
         if found is not None:
