@@ -178,10 +178,12 @@ def loss_advice(problem: LossProblem, telemetry: Any, context: Context | None = 
     latest = telemetry.latest.get(problem.rank) or telemetry.metrics
     where = f"step {problem.step}" if problem.step is not None else "its latest steps"
     shape = problem.onset if problem.kind == "nonfinite" else "climb"  # a divergence is a climb
-    climbed = f"the loss climbed before it went bad at {where}" if shape == "climb" else ""
+    finite = problem.kind == "diverging"  # still finite: never "went bad", never NaN-only causes
+    went = f"the loss climbed up to {where}" if finite else f"the loss went bad at {where}"
+    climbed = (went if finite else f"the loss climbed before it went bad at {where}") if shape == "climb" else ""
     scored: list[tuple[int, Advice]] = []
     lr = _metric(latest, "lr", "learning_rate", prefix="lr-")
-    scored += _lr(lr, shape, where, climbed)
+    scored += _lr(lr, shape, went, climbed, ordinary=not finite)
     scored += _grad_norm(_metric(latest, "grad_norm", "gradient_norm", "total_norm"), shape, climbed)
     scored += _amp(_metric(latest, "loss_scale", "grad_scale", "scale"), context)
     if problem.kind == "diverging":  # finite: what makes NaNs (a log of zero, a bad sample) is not the cause
@@ -241,9 +243,12 @@ def _ranked(scored: list[tuple[int, Advice]]) -> list[Advice]:
     return [advice for _, advice in sorted(scored, key=lambda pair: -pair[0])]
 
 
-def _lr(found: tuple[str, float] | None, shape: str, where: str, climbed: str) -> list[tuple[int, Advice]]:
+def _lr(
+    found: tuple[str, float] | None, shape: str, went: str, climbed: str, ordinary: bool = True
+) -> list[tuple[int, Advice]]:
     """The learning rate: never at the first step (no update yet); a reported high one where the loss climbed or
-    too little is known; an ordinary or unreported one only where it climbed."""
+    too little is known; an ordinary or unreported one only where it climbed (``ordinary``: a finite climb's
+    own advice already says to lower it, and the lr it reports now may be a scheduler's, long after the climb)."""
     if shape == "start":
         return []
     if found is None or not math.isfinite(found[1]):
@@ -261,7 +266,7 @@ def _lr(found: tuple[str, float] | None, shape: str, where: str, climbed: str) -
         score, judged = 95, "far above what any usual optimizer trains with (Adam 1e-4..1e-3, SGD 0.01..0.1)"
     elif value >= LR_HIGH and shape in ("climb", "unknown"):
         score, judged = 75, "high for Adam/AdamW (usual 1e-4..1e-3); ordinary only for SGD"
-    elif shape == "climb":
+    elif shape == "climb" and ordinary:
         score, judged = 40, "in the usual range, yet the loss climbed: with no warm-up even that can be too high"
     else:
         return []
@@ -271,7 +276,7 @@ def _lr(found: tuple[str, float] | None, shape: str, where: str, climbed: str) -
             Advice(
                 "lr",
                 f"lower the learning rate ({name}={value:g})",
-                f"the run reported {name}={value:g}, {judged}; the loss went bad at {where}",
+                f"the run reported {name}={value:g}, {judged}; {went}",
                 f"divide it by 10 (e.g. lr={value / 10:g}) and add a warm-up "
                 "(torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.01, total_iters=500))",
             ),
