@@ -30,7 +30,7 @@ from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
-from gpumon.core.runs.marks import marked
+from gpumon.core.runs.marks import descendants, marked
 from gpumon.core.runs.output import log_cap
 from gpumon.core.runs.runner import Runner
 from gpumon.core.runs.stall import StallWatch, tidy
@@ -283,6 +283,9 @@ class Supervisor:
         a session of its own, a helper started before the first scan)."""
         me = os.getpid()
         for pid, started in marked(self.run_dir, self.status.get("created"), frozenset({me})).items():
+            self.known.setdefault(pid, started)
+        # and every descendant of the runner (a subreaper): a helper with an empty environment has no mark
+        for pid, started in descendants(self.status.get("runner_pid"), self.status.get("runner_create_time")).items():
             self.known.setdefault(pid, started)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
