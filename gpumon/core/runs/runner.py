@@ -171,7 +171,7 @@ def serve(run_dir: Path) -> int:
     write_exit(run_dir, proc.pid, rc)
     _report(exit_code=rc)
     _end_left()
-    _report(dropped=drain.close(DRAIN_PATIENCE_S))
+    _report(dropped=drain.close(DRAIN_PATIENCE_S), dropped_by=drain.dropped_by_log())
     return 0
 
 
@@ -263,6 +263,13 @@ class Runner:
         with self.cond:
             self.cond.wait_for(lambda: "closed" in self.reports, timeout=1.0)
             return int(self.reports.get("dropped") or 0) + ours
+
+    def dropped_by_log(self) -> dict[str, list[int]]:
+        """After ``finish``: log name -> [bytes dropped, of them not yet said in the log]."""
+        found = dict(self.reports.get("dropped_by") or {})
+        if self.drain is not None:
+            found.update(self.drain.dropped_by_log())
+        return found
 
 
 if __name__ == "__main__":
