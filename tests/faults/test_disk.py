@@ -324,3 +324,8 @@ def test_a_run_that_ends_on_a_full_state_dir_reads_finished_and_says_what_was_dr
     assert "first line" in log
     assert log.rstrip().splitlines()[-1].startswith("[gpumon: ") and "dropped" in log.rstrip().splitlines()[-1]
     assert not (record.dir / ".end-reserve").exists()
+    from gpumon.core.doctor.report import diagnose
+
+    found = diagnose(final)  # the doctor says it, not "no problem seen"
+    assert found.headline().startswith("output dropped: the state dir was full (") and "rank0.log" in found.headline()
+    assert any(a.key == "state_dir_full" for a in found.advice)
