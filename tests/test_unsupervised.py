@@ -73,7 +73,8 @@ def test_a_reused_pid_is_never_taken_for_a_run_process(store: RunStore) -> None:
     record = orphan(store, "60")
     pid = record.status["pid"]
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not alive({pid}))
+    # the run has ended: its main process and its runner (which ends what the command left, then exits)
+    wait_for(lambda: not alive({pid, record.status["runner_pid"]}))
     # Our own pid, with another start time: a process that took a run's pid after the run's ended.
     status = {**record.status, "pid": os.getpid(), "procs": [[os.getpid(), 1.0]]}
     write_json(record.dir / "status.json", status)

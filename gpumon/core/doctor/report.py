@@ -43,6 +43,7 @@ class Diagnosis:
     slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
     stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
     stalled: bool = False  # the stall is going on
+    dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
 
     @property
     def worst(self) -> LeakState | None:
@@ -77,6 +78,8 @@ class Diagnosis:
             return self.slow[0].text
         if worst is not None and worst.grows:
             return self._trend(worst)
+        if self.dropped:  # a quiet run whose output was lost: not "no problem seen"
+            return dropped_text(self.dropped)
         if self.leaks:
             return "no problem seen"
         if self.state in ("starting", "running", "stalled", "stopping", "unsupervised"):
@@ -121,6 +124,7 @@ class Diagnosis:
             "slow": [asdict(found) for found in self.slow],
             "stall": self.stall,
             "stalled": self.stalled,
+            "dropped": self.dropped,
         }
 
 
@@ -193,6 +197,9 @@ def diagnose(
         found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
+    dropped = output_dropped(record.status)
+    if dropped:
+        advice = (*advice, drop_advice(record, dropped))
     if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first, even
         advice = (*stall_advice(stall, record.id), *advice)  # before a slow run's fixes (it is not slow: it stopped)
     return Diagnosis(
@@ -209,6 +216,31 @@ def diagnose(
         slow=slow,
         stall=stall,
         stalled=stalled and record.live,
+        dropped=dropped,
+    )
+
+
+def output_dropped(status: dict[str, Any]) -> dict[str, int]:
+    """status.json's ``output_dropped``: log name -> bytes the state dir had no room for."""
+    found = status.get("output_dropped")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
+def dropped_text(dropped: dict[str, int]) -> str:
+    from gpumon.core.runs.output import _size
+
+    where = ", ".join(f"{_size(n)} from {name}" for name, n in sorted(dropped.items()))
+    return f"output dropped: the state dir was full ({where})"
+
+
+def drop_advice(record: RunRecord, dropped: dict[str, int]) -> Advice:
+    return Advice(
+        "state_dir_full",
+        "Free space in gpumon's state dir",
+        dropped_text(dropped) + "; training went on, those lines are not in the logs",
+        f"free space on the filesystem of {record.dir.parent} (or set GPUMON_HOME to a larger one)",
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 
 from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import end_fields, index_run
+from gpumon.core.runs.ending import compress, end_fields, index_run
 from gpumon.core.runs.output import Drain
 from gpumon.core.runs.runner import FINISH_S, read_exit
 from gpumon.core.runs.spec import RunSpec
@@ -64,5 +64,5 @@ def adopt(sup: Any) -> int:
     sup.summarise(final=True)
     sup.save(**fields)
     index_run(sup.run_dir, sup.status, sup.fold, sup.watch, sup.events)
-    sup._compress()
+    compress(sup)
     return 0

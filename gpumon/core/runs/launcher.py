@@ -275,10 +275,11 @@ def stop_directly(record: RunRecord, kill: bool = False, why: str = "its supervi
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(status["pgid"]), sig)
             sent += 1
-    from gpumon.core.runs.marks import marked
+    from gpumon.core.runs.marks import descendants, marked
 
     targets = {pid: t for pid, t in record.processes() if t is not None}
     targets.update(marked(record.dir, record.created or None))  # those its status never named (marks.py)
+    targets.update(descendants(status.get("runner_pid"), status.get("runner_create_time")))  # no mark needed
     for pid, started in targets.items():
         if process_alive(pid, started):
             with contextlib.suppress(ProcessLookupError):

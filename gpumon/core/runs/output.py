@@ -306,6 +306,10 @@ class Drain:
                 path.unlink()
         return sum(log.dropped_total for log in self.files.values())
 
+    def dropped_by_log(self) -> dict[str, list[int]]:
+        """Log name -> [bytes dropped in all, of them not yet said in the log] (after ``close``)."""
+        return {name: [log.dropped_total, log.dropped] for name, log in self.files.items() if log.dropped_total}
+
 
 def _regular_size(path: Path) -> int:
     """The size of the log already there (a restarted or adopted run appends), 0 for none or not a file."""

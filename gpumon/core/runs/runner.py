@@ -13,7 +13,13 @@ Its job (argv, env, cwd, umask, logs) comes as one JSON line on stdin; it report
 lines on stdout: ``{"pid", "output_fd"}`` once the command started (or ``{"error"}``), ``{"exit_code"}``
 when it ended, ``{"dropped"}`` once the logs are finished. A report nobody reads (the supervisor died) is
 skipped. SIGTERM and SIGINT do not end it (they are the run's to get, not its own): it ends when the
-command has ended and its output is drained. Not a subreaper: orphans still go to the supervisor.
+command has ended and its output is drained.
+
+A child subreaper: a helper the command double-forks (even with an empty environment, so without the run's
+mark) re-parents to the runner, not init, so ``stop`` and the end sweep find it among the runner's
+descendants (``marks.descendants``) after the supervisor died. The runner reaps such orphans while the
+command runs, and once the command ended it ends those left (SIGTERM, SIGKILL after ``LEFT_GRACE_S``)
+before it finishes the logs: a run's end is its main process's end, as the supervisor's sweep says.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from typing import Any
 
 EXIT_FILE = "exit.json"
 DRAIN_PATIENCE_S = 10.0  # after the command ended: output of processes still holding the pipe (swept meanwhile)
-FINISH_S = DRAIN_PATIENCE_S + 10.0  # how long the supervisor waits for the runner to finish the logs
+LEFT_GRACE_S = 3.0  # after the command ended: SIGTERM to what it left, SIGKILL after this
+FINISH_S = DRAIN_PATIENCE_S + LEFT_GRACE_S + 10.0  # how long the supervisor waits for the runner to finish the logs
 
 
 def write_exit(run_dir: Path, pid: int, rc: int) -> None:
@@ -70,9 +77,64 @@ def _report(**fields: Any) -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
 
 
+def become_subreaper() -> None:
+    """Orphaned descendants re-parent to this process, not init (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _wait_reaping(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for the command, reaping the orphans that re-parent to us meanwhile (a zombie would read alive)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:  # cannot happen while the command is our child; be safe
+            return proc.wait()
+        if pid == proc.pid:
+            proc.returncode = rc = os.waitstatus_to_exitcode(status)
+            return rc
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _end_left() -> None:
+    """The command ended: end every process it left under us (SIGTERM, then SIGKILL), and reap them."""
+    import psutil
+
+    me = psutil.Process()
+    for sig, wait_s in ((signal.SIGTERM, LEFT_GRACE_S), (signal.SIGKILL, 2.0)):
+        _reap()
+        try:
+            left = me.children(recursive=True)
+        except psutil.Error:
+            return
+        if not left:
+            return
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            _reap()
+            with contextlib.suppress(psutil.Error):
+                if not me.children(recursive=True):
+                    return
+            time.sleep(0.05)
+    _reap()
+
+
 def serve(run_dir: Path) -> int:
     from gpumon.core.runs.output import PIPES_ENV, Drain
 
+    become_subreaper()
     for sig in (signal.SIGTERM, signal.SIGINT):  # a Python handler, not SIG_IGN: the command gets the default
         signal.signal(sig, lambda *_: None)
     job = json.loads(sys.stdin.readline())
@@ -105,10 +167,11 @@ def serve(run_dir: Path) -> int:
         os.close(out)
         os.close(held)
     _report(pid=proc.pid, output_fd=held)  # its number in the child too: an adopter drains the pipe through it
-    rc = proc.wait()
+    rc = _wait_reaping(proc)
     write_exit(run_dir, proc.pid, rc)
     _report(exit_code=rc)
-    _report(dropped=drain.close(DRAIN_PATIENCE_S))
+    _end_left()
+    _report(dropped=drain.close(DRAIN_PATIENCE_S), dropped_by=drain.dropped_by_log())
     return 0
 
 
@@ -200,6 +263,13 @@ class Runner:
         with self.cond:
             self.cond.wait_for(lambda: "closed" in self.reports, timeout=1.0)
             return int(self.reports.get("dropped") or 0) + ours
+
+    def dropped_by_log(self) -> dict[str, list[int]]:
+        """After ``finish``: log name -> [bytes dropped, of them not yet said in the log]."""
+        found = dict(self.reports.get("dropped_by") or {})
+        if self.drain is not None:
+            found.update(self.drain.dropped_by_log())
+        return found
 
 
 if __name__ == "__main__":

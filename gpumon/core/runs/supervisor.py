@@ -31,9 +31,10 @@ from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.leak_alert import LeakAlert
-from gpumon.core.runs.marks import marked
+from gpumon.core.runs.marks import descendants, marked
 from gpumon.core.runs.output import log_cap
-from gpumon.core.runs.runner import Runner
+from gpumon.core.runs.reserve import free_reserve, reserve, say_drops
+from gpumon.core.runs.runner import Runner, become_subreaper
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
@@ -70,6 +71,7 @@ class Supervisor:
         self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
         self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         self.summary_error: str | None = None
+        self.dropped: dict[str, list[int]] = {}  # log name -> [bytes lost to a full disk, of them unsaid]
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
         self.ending = False  # the command ended: what is left is writing its end
@@ -107,7 +109,8 @@ class Supervisor:
     def run(self) -> int:
         if not self._lock():
             return 0  # another supervisor has the run
-        _become_subreaper()
+        become_subreaper()  # orphaned workers (their torchrun died) re-parent to us, not init: still seen
+        reserve(self.run_dir)  # room kept for the run's end on a state dir that fills (reserve.py)
         me = psutil.Process()
         self._handle_signals()
         argv = [str(a) for a in self.command["argv"]]
@@ -142,6 +145,8 @@ class Supervisor:
         self._sweep()
         if dropped := runner.finish():
             self.events.write("note", text=f"{dropped} bytes of the run's output were lost to a full state dir")
+            self.dropped = runner.dropped_by_log()
+            self.status["output_dropped"] = {name: n[0] for name, n in self.dropped.items()}
         if oom["start"] is not None:
             self.status["oom_kill"] = {**oom, "end": oom_kill_count()}
         return self._finish(rc)
@@ -284,6 +289,9 @@ class Supervisor:
         me = os.getpid()
         for pid, started in marked(self.run_dir, self.status.get("created"), frozenset({me})).items():
             self.known.setdefault(pid, started)
+        # and every descendant of the runner (a subreaper): a helper with an empty environment has no mark
+        for pid, started in descendants(self.status.get("runner_pid"), self.status.get("runner_create_time")).items():
+            self.known.setdefault(pid, started)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.ending:
@@ -354,15 +362,15 @@ class Supervisor:
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
-        if not self.save():
-            self.flush()  # a full state dir: the end waits here, not lost
+        if not self.save() and free_reserve(self.run_dir) and self.save():
+            say_drops(self.run_dir, self.dropped)  # in the space the reserve gave back, after the end itself
+        if self.unsaved is not None:
+            self.flush()  # still full: the end waits here, not lost
+        free_reserve(self.run_dir)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         wake_queue(self.run_dir, self.events)
-        self._compress()
-        return 0
-
-    def _compress(self) -> None:
         compress(self)
+        return 0
 
 
 def _started(pid: int) -> float | None:
@@ -370,16 +378,6 @@ def _started(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
-
-
-def _become_subreaper() -> None:
-    """Orphaned descendants (workers whose torchrun died) re-parent to us, not init, so we still see them."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (Linux)
-    except (OSError, AttributeError):
-        pass
 
 
 def main(argv: list[str]) -> int:
