@@ -59,7 +59,7 @@ def test_the_leak_alert_waits_for_the_census_and_names_the_variable_its_line_and
         assert alert["message"].startswith(f"memory leak on rank 0: `running_loss` in {where} keeps"), alert
         assert alert["cause"] == f"`running_loss` in {where}", alert
         assert "`running_loss += loss.item()`" in alert["fix"], alert
-        assert "fix: accumulate a number: `running_loss += loss.item()`" in alert["text"], alert["text"]
+        assert "Fix: accumulate a number: `running_loss += loss.item()`" in alert["text"], alert["text"]
         for said in (alert["message"], alert["text"]):  # the chat's one line and the alert's own words
             assert said.lower().count("leak") == 1, said
     finally:
