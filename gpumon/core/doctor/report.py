@@ -7,6 +7,7 @@ one, and one whose machine is gone.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class Diagnosis:
     slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
     stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
     stalled: bool = False  # the stall is going on
+    step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
 
     @property
     def worst(self) -> LeakState | None:
@@ -118,6 +120,8 @@ class Diagnosis:
             "slow": [asdict(found) for found in self.slow],
             "stall": self.stall,
             "stalled": self.stalled,
+            "step_time_s": self.step_time_s,
+            "pace": 1 / self.step_time_s if self.step_time_s else None,  # steps a second, by the wall clock
         }
 
 
@@ -185,9 +189,11 @@ def diagnose(
     if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first
         advice = (*stall_advice(stall), *advice)
     slow = tuple(slow_findings(telemetry))
+    per_step = telemetry.progress.step_time(time.time() if record.state == "stalled" else None)  # the row's
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), record.spec.nproc * record.spec.nnodes)
-        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
+        pace = 1 / per_step if per_step else None
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
     return Diagnosis(
@@ -204,6 +210,7 @@ def diagnose(
         slow=slow,
         stall=stall,
         stalled=stalled and record.live,
+        step_time_s=per_step,
     )
 
 
