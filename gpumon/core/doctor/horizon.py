@@ -6,7 +6,8 @@ with the run's expected end, per rank:
 
 - the rank's ``plan`` event (``telemetry.plan(steps=...)``; gpumon's trainers send epochs x batches,
   within --max-steps), or past it the step the rank has reached;
-- else the step the rank reaches in ``HORIZON_S`` (24 hours) at its pace over about the last minute;
+- else the step the rank reaches in ``HORIZON_S`` (24 hours) at the run's pace (progress.py: steps a second by
+  the wall clock over about the last two minutes, the figure the Runs view's SPEED and the ETA show);
 - else (no pace yet) no end is known, and any projected run-out counts.
 
 Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
@@ -44,8 +45,7 @@ def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
     plan = telemetry.plans.get(rank)
     if plan:
         return End(max(plan, step), f"its plan of {plan:,} steps")
-    pace = telemetry.paces.get(rank)
-    rate = pace.rate if pace is not None else None
+    rate = telemetry.progress.pace()  # the run's: its ranks step together, and the row shows this one
     if rate:
         return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s")
     return None

@@ -7,6 +7,7 @@ one, and one whose machine is gone.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ class Diagnosis:
     stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
     stalled: bool = False  # the stall is going on
     dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
+    step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
 
     @property
     def worst(self) -> LeakState | None:
@@ -125,6 +127,8 @@ class Diagnosis:
             "stall": self.stall,
             "stalled": self.stalled,
             "dropped": self.dropped,
+            "step_time_s": self.step_time_s,
+            "pace": 1 / self.step_time_s if self.step_time_s else None,  # steps a second, by the wall clock
         }
 
 
@@ -192,9 +196,11 @@ def diagnose(
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
     slow = tuple(slow_findings(telemetry))
+    per_step = telemetry.progress.step_time(time.time() if record.state == "stalled" else None)  # the row's
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)
-        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
+        pace = 1 / per_step if per_step else None
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
     dropped = output_dropped(record.status)
@@ -217,6 +223,7 @@ def diagnose(
         stall=stall,
         stalled=stalled and record.live,
         dropped=dropped,
+        step_time_s=per_step,
     )
 
 

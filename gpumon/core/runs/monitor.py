@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,8 @@ class RunSummary:
     total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
     progress: float | None = None  # 0..1
     eta_s: float | None = None  # None once ended
-    step_time_s: float | None = None  # median seconds per optimizer step, recent
+    step_time_s: float | None = None  # seconds per step by the wall clock, the last ~2 min (progress.py's pace)
+    median_step_s: float | None = None  # the median step: long waits between steps left out
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
@@ -159,6 +161,10 @@ class RunsMonitor:
         if changed or fresh or old is None or old.record.status != record.status:
             summary = summarise(record, tele, watch.update(tele))
             self._summaries[run_id] = summary
+            self._sorted = None
+        elif record.status.get("state") == "stalled":  # nothing new, but its pace falls as time passes
+            summary = replace(old, **progress_fields(old.record, tele))
+            self._summaries[run_id], record = summary, old.record
             self._sorted = None
         else:
             summary, record = old, old.record  # nothing new: the same objects, so the views skip it
@@ -296,7 +302,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s")
+PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s", "median_step_s")
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}
@@ -365,8 +371,15 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
         ranks=rank_rows(tele),
-        **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
+        **progress_fields(record, tele),
     )
+
+
+def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:
+    """progress.py's fields; a stalled run's pace runs to now: it falls while the run waits, never stays."""
+    state = record.status.get("state")
+    now = time.time() if state == "stalled" else None
+    return tele.progress.fields(state in END_STATES, tele.current_step, now)
 
 
 def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
