@@ -243,6 +243,9 @@ def test_a_supervisor_holding_its_end_for_disk_space_ends_on_sigterm(
     gate = tmp_path / "gate"
     _, run_dir, supervisor = launch(gpumon, tmp_path, GATED, str(gate), "0")
     leftovers.append(supervisor)
+    # no reserve for its end (one that could not be made): only then does its end wait for space
+    assert wait_until(lambda: (run_dir / ".end-reserve").exists(), timeout=30)
+    (run_dir / ".end-reserve").unlink()
     stat = os.statvfs(tiny_tmpfs)
     filler = tiny_tmpfs / "filler"
     filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 64 * 1024))
