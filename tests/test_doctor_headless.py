@@ -101,7 +101,8 @@ def test_without_a_census_the_likely_fixes_are_still_ranked(
     assert not (record.dir / "control" / "census").exists()
     keys = [a["key"] for a in report["advice"]]
     assert keys[0] == "leak_loss_graph" and "leak_outputs_list" in keys  # a CPU heap: a kept graph first
-    assert all("gpumon doctor RUN --census" in a["why"] for a in report["advice"])
+    # The way to confirm names this run: a command the user can paste.
+    assert all(f"gpumon doctor {record.id} --census" in a["why"] for a in report["advice"]), report["advice"]
 
 
 @pytest.mark.parametrize("name", HEALTHY)
