@@ -97,7 +97,7 @@ def test_an_empty_run_id_is_refused(run_id: str, tmp_path: Path) -> None:
 
 
 def test_an_index_locked_by_another_writer_is_read_around_never_rebuilt(tmp_path: Path) -> None:
-    """"database is locked" (or full) is an OperationalError, itself a DatabaseError: it once set the live index
+    """ "database is locked" (or full) is an OperationalError, itself a DatabaseError: it once set the live index
     aside and deleted its WAL under the other readers (a loaded CI lost every row)."""
     (tmp_path / "train.py").write_text("print('done')\n")
     home = tmp_path / "home"
