@@ -30,7 +30,7 @@ _quiet_interrupts()  # before the imports below: a Ctrl-C 0.1 s after start prin
 import argparse  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 
-from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, signals, tune  # noqa: E402
+from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, serve, signals, tune  # noqa: E402
 from gpumon.cli.parser import build_parser  # noqa: E402
 
 __all__ = ["build_parser", "main"]
@@ -51,6 +51,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "signal": lambda: signals.cmd_signal(args),
         "alerts": lambda: alerts.cmd_alerts(args),
         "queue": lambda: queue.cmd_queue(args),
+        "serve": lambda: serve.cmd_serve(args),
     }
     return commands.get(args.command, lambda: monitor.cmd_monitor(args))
 

@@ -8,7 +8,7 @@ import re
 from typing import Any, NoReturn
 
 from gpumon import __version__
-from gpumon.cli import alerts, doctor, fleet, launch, queue, runs, signals, tune
+from gpumon.cli import alerts, doctor, fleet, launch, queue, runs, serve, signals, tune
 from gpumon.cli.common import whole
 from gpumon.cli.ray_fleet import add_ray_option
 from gpumon.cli.slurm_fleet import add_slurm_option
@@ -151,4 +151,5 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (launch, runs, queue, tune, doctor, signals, alerts):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
     fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: `local`'s or Ray nodes' GPUs
+    serve.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: serve's GPUs
     return parser

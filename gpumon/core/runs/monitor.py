@@ -271,6 +271,12 @@ class RunsMonitor:
                 out[rank_pid] = run_id
         return out
 
+    def live_telemetry(self, run_id: str) -> RunTelemetry | None:
+        """A live run's fold as of the last refresh (serve reads its last step's time and NaN count); None once
+        it ended."""
+        live = self._live.get(run_id)
+        return live[1] if live is not None else None
+
     def pid_ranks(self) -> dict[int, int]:
         """PID → rank for the ranks of live runs (what the process table's RUN column adds to the run)."""
         return {pid: rank for record, tele, _ in self._live.values() if record.live for pid, rank in tele.pids.items()}

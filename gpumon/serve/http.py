@@ -1,0 +1,195 @@
+"""The HTTP side: GET/HEAD only, a token for any bind beyond localhost, headers that stop framing.
+
+Routes: ``/`` the page (``page.html``, one file, no CDN), ``/metrics`` (Prometheus), ``/api/...`` (JSON).
+The token is read once from a file that only its owner may read (0600), and compared in constant time
+(``hmac.compare_digest``); it may come as ``Authorization: Bearer T``, or, for a browser, as ``?token=T``
+once (then a SameSite=Strict, HttpOnly cookie). Nothing served carries a webhook URL, an environment or a
+command line. Every request reads the latest view: no request waits on a GPU or a run's files.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import socket
+import stat
+from collections.abc import Callable
+from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import exposition
+from prometheus_client.exposition import generate_latest
+
+from gpumon.serve.api import dumps, route
+from gpumon.serve.metrics import registry
+from gpumon.serve.state import ServeState
+
+LOCAL = ("127.0.0.1", "localhost", "::1")
+COOKIE = "gpumon_token"
+# The classic text format every Prometheus 2.x reads (newer clients announce 1.0.0 for the same bytes)
+CONTENT_TYPE = getattr(exposition, "CONTENT_TYPE_PLAIN_0_0_4", exposition.CONTENT_TYPE_LATEST)
+
+
+class TokenError(ValueError):
+    """A token file serve refuses: its one line says why."""
+
+
+def read_token(path: Path) -> str:
+    """The token in ``path``: the file must be the user's own and readable by no one else (0600)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        raise TokenError(f"cannot read the token file {path}: {err.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise TokenError(f"the token file {path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise TokenError(
+                f"the token file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o}): chmod 600 {path}"
+            )
+        token = fh.read(4096).decode("utf-8", "replace").strip()
+    if len(token) < 16:
+        raise TokenError(f"the token in {path} is too short (16 characters at least; e.g. openssl rand -hex 32)")
+    return token
+
+
+def bind_problem(bind: str, token_file: Path | None) -> str | None:
+    if bind not in LOCAL and token_file is None:
+        return (
+            f"--bind {bind} serves beyond this machine: give --token-file FILE (a secret, mode 0600), "
+            "or keep the default 127.0.0.1 and reach it through ssh -L"
+        )
+    return None
+
+
+def _page() -> tuple[bytes, str]:
+    """The page, and its Content-Security-Policy: its one inline script allowed by hash, nothing from elsewhere."""
+    html = resources.files("gpumon.serve").joinpath("page.html").read_bytes()
+    scripts = re.findall(rb"<script>(.*?)</script>", html, re.S)
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'" for s in scripts)
+    csp = (
+        f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; connect-src 'self'; "
+        "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    )
+    return html, csp
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "gpumon"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    state: ServeState
+    token: str | None
+    page: tuple[bytes, str]
+    metrics: Callable[[], bytes]
+
+    def version_string(self) -> str:
+        return "gpumon"  # no Python version for a scanner to match
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # serve's terminal stays quiet; a request log would carry tokens in query strings
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # POST, PUT, DELETE, any verb: nothing here writes
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        self._send(
+            405, b"gpumon serve is read-only: GET and HEAD only\n", "text/plain; charset=utf-8", {"Allow": "GET, HEAD"}
+        )
+
+    def do_HEAD(self) -> None:
+        self._get(head=True)
+
+    def do_GET(self) -> None:
+        self._get(head=False)
+
+    def _get(self, head: bool) -> None:
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        extra: dict[str, str] = {}
+        if self.token is not None:
+            given = self._given_token(query)
+            if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
+                self._send(
+                    401,
+                    b"a token is needed: Authorization: Bearer TOKEN\n",
+                    "text/plain; charset=utf-8",
+                    {"WWW-Authenticate": 'Bearer realm="gpumon"'},
+                    head,
+                )
+                return
+            if "token" in query:  # a browser's first visit: the cookie carries it from now on
+                extra["Set-Cookie"] = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        path = url.path
+        if path == "/metrics":
+            self._send(200, self.metrics(), CONTENT_TYPE, extra, head)
+        elif path == "/api" or path.startswith("/api/"):
+            code, doc = route(self.state, path, query)
+            self._send(code, dumps(doc), "application/json", extra, head)
+        elif path in ("/", "/index.html"):
+            html, csp = self.page
+            self._send(200, html, "text/html; charset=utf-8", {**extra, "Content-Security-Policy": csp}, head)
+        else:
+            self._send(404, b"not found: / (the page), /metrics, /api/\n", "text/plain; charset=utf-8", extra, head)
+
+    def _given_token(self, query: dict[str, list[str]]) -> str | None:
+        auth = self.headers.get("Authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        if query.get("token"):
+            return query["token"][0]
+        cookie = SimpleCookie()
+        try:
+            cookie.load(self.headers.get("Cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie is no token
+            return None
+        morsel = cookie.get(COOKIE)
+        return morsel.value if morsel is not None else None
+
+    def _send(
+        self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None, head: bool = False
+    ) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
+        if "Content-Security-Policy" not in (headers or {}):
+            self.send_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
+    """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
+    reg = registry(lambda: state.view)
+
+    handler = type(
+        "GpumonHandler",
+        (Handler,),
+        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(lambda: generate_latest(reg))},
+    )
+    server_class = Server
+    if ":" in bind:
+        server_class = type("Server6", (Server,), {"address_family": socket.AF_INET6})
+    return server_class((bind, port), handler)

@@ -1,0 +1,123 @@
+"""gpumon serve: what it refuses (a bind beyond localhost without a token, a token others can read), the 401,
+GET/HEAD only, framing headers, and /metrics' names, units and labels, on a real serve process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gpumon.serve.ring import GpuRing
+from gpumon.serve.runs_view import StepHistogram
+from tests.serve_helpers import get, start_serve, stop
+
+TOKEN = "s3cret-token-0123456789abcdef"
+
+
+def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home")}
+    return subprocess.run(
+        [sys.executable, "-m", "gpumon", "serve", "--port", "0", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_bind_beyond_localhost_without_a_token_is_refused(tmp_path: Path) -> None:
+    done = _serve(tmp_path, "--bind", "0.0.0.0")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--token-file" in lines[0] and "0.0.0.0" in lines[0], done.stderr
+    assert done.stdout == ""  # it never listened
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o644)
+    done = _serve(tmp_path, "--bind", "0.0.0.0", "--token-file", str(token))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "chmod 600" in done.stderr and "0644" in done.stderr
+    assert TOKEN not in done.stderr  # the secret is never said
+
+
+def test_requests_need_the_token_and_nothing_writes(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    proc, url = start_serve(tmp_path / "home", "--simulate", "2", "--token-file", str(token))
+    try:
+        for path in ("", "metrics", "api/state"):
+            code, headers, body = get(url + path)
+            assert code == 401, path
+            assert headers["X-Frame-Options"] == "DENY"
+            assert TOKEN.encode() not in body
+        assert get(url + "metrics", {"Authorization": "Bearer wrong-token-0123456789"})[0] == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        code, headers, body = get(url + "metrics", auth)
+        assert code == 200 and b"gpumon_up" in body
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            code, headers, _ = get(url + "api/state", auth, method=method)
+            assert (code, headers["Allow"]) == (405, "GET, HEAD"), method
+        code, headers, body = get(url, auth, method="HEAD")
+        assert code == 200 and body == b""
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+        # a browser's first visit: ?token= once, then the cookie (HttpOnly, SameSite=Strict)
+        code, headers, _ = get(url + f"?token={TOKEN}")
+        cookie = headers["Set-Cookie"]
+        assert code == 200 and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert get(url + "api/state", {"Cookie": cookie.split(";")[0]})[0] == 200
+    finally:
+        stop(proc)
+
+
+def test_metrics_are_prefixed_in_base_units_with_stable_labels(tmp_path: Path) -> None:
+    proc, url = start_serve(tmp_path / "home", "--simulate", "3")
+    try:
+        code, headers, body = get(url + "metrics")
+        assert code == 200 and headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+        assert all(name.startswith("gpumon_") for name in families)
+        assert families["gpumon_up"].samples[0].value == 1.0
+        used = families["gpumon_gpu_memory_used_bytes"].samples
+        assert len(used) == 3 and {s.labels["gpu"] for s in used} == {"0", "1", "2"}
+        assert all(set(s.labels) == {"host", "gpu", "uuid", "name"} for s in used)
+        assert all(s.value > 2**30 for s in used)  # bytes, not MiB
+        util = families["gpumon_gpu_utilization_ratio"].samples
+        assert all(0.0 <= s.value <= 1.0 for s in util)
+        assert families["gpumon_gpu_sm_clock_hertz"].samples[0].value > 1e8  # hertz, not MHz
+        procs = families["gpumon_process_gpu_memory_bytes"].samples
+        assert procs and all(set(s.labels) == {"host", "gpu", "pid", "user", "run"} for s in procs)
+        # the same numbers as the API
+        state = json.loads(get(url + "api/state")[2])
+        assert state["hosts"][0]["gpus"][0]["mem_total"] == families["gpumon_gpu_memory_total_bytes"].samples[0].value
+        assert all("command" not in p for p in state["hosts"][0]["processes"])  # command lines carry secrets
+        assert b"command" not in body
+    finally:
+        stop(proc)
+
+
+def test_the_gpu_ring_keeps_a_day_in_bounded_memory() -> None:
+    ring = GpuRing(seconds=3600, bucket_s=60)
+    for t in range(0, 3 * 3600, 5):  # three hours at 5 s: only the last hour's 60 minutes are kept, plus the open one
+        ring.add("h", [{"index": 0, "gpu_util": float(t % 100), "mem_used": t, "power_draw": 100.0}], float(t))
+    points = ring.points("h", 0)
+    assert len(points) == 61
+    assert points[-1][0] == 3 * 3600 - 60 and points[-1][2] == 3 * 3600 - 5  # the open minute: its peak memory
+
+
+def test_step_histogram_counts_steps_and_wall_time() -> None:
+    hist = StepHistogram()
+    hist.see(10, 100.0)
+    hist.see(20, 101.0)  # 10 steps in 1 s: 0.1 s each
+    hist.see(20, 102.0)  # no step: nothing observed
+    hist.see(22, 103.0)  # 2 steps in 1 s (from the last step's sighting at 101): 1 s each
+    assert (hist.count, hist.total) == (12, 3.0)
+    buckets = dict(hist.cumulative())
+    assert buckets["0.1"] == 10 and buckets["1.0"] == 12 and buckets["+Inf"] == 12
