@@ -41,13 +41,15 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, Any, bytes]:
-    """(status, headers, body) of one request; an HTTP error is an answer, not an exception."""
+    """(status, headers, body) of one request; an HTTP error is an answer, not an exception; status 0: no answer."""
     request = urllib.request.Request(url, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as resp:
             return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
         return err.code, err.headers, err.read()
+    except (urllib.error.URLError, ConnectionError):  # not listening yet (a process still starting)
+        return 0, {}, b""
 
 
 def free_port() -> int:

@@ -212,6 +212,11 @@ def _runs(view: View) -> Iterator[Metric]:
         "A rank's memory growth per step (robust slope), bytes.",
         labels=RANK_LABELS,
     )
+    leak = GaugeMetricFamily(
+        "gpumon_run_rank_memory_leak",
+        "1 when gpumon's leak detector says the rank's memory fills before the run's end, else 0.",
+        labels=RANK_LABELS,
+    )
     for host in view.hosts:
         for run in host.runs:
             if not run.get("live"):
@@ -235,9 +240,11 @@ def _runs(view: View) -> Iterator[Metric]:
                     value = _num(rank.get(key))
                     if value is not None:
                         family.add_metric(rl, value)
+                if rank.get("memory_leak") is not None:
+                    leak.add_metric(rl, 1.0 if rank["memory_leak"] else 0.0)
     yield from (info, steps, nonfinite, hist)
     yield from (family for family, _ in gauges)
-    yield from (rank_step, rank_mem, growth)
+    yield from (rank_step, rank_mem, growth, leak)
 
 
 def registry(source: Callable[[], View]) -> CollectorRegistry:

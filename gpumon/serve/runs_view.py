@@ -66,6 +66,7 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
                 "memory_bytes": leak.current if leak is not None else None,
                 "growth_bytes_per_step": leak.slope if leak is not None and leak.samples else None,
                 "memory_state": leak.state if leak is not None else None,
+                "memory_leak": leak.alarm if leak is not None else None,  # the detector's: fills before the end
             }
         )
     doc: dict[str, Any] = {
