@@ -1,0 +1,75 @@
+"""Proof with a real headless Chromium: the page loads (its one inline script allowed by the CSP, no CDN),
+polls /api/ and shows a run launched with no gpumon code, its loss and curve, its doctor headline and the
+alert its failure raised; the page's own text never runs as HTML."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.serve_helpers import get, start_serve, stop
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "data" / "scripts" / "plain_torch_loop.py"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs a real Chromium: apt-get install chromium")
+
+
+def _dump_dom(url: str, profile: Path) -> str:
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+         "--virtual-time-budget=8000", "--dump-dom", url],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done.stdout
+
+
+def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "GPUMON_HOME": str(home), "CUDA_VISIBLE_DEVICES": ""}
+    name = "<img src=x onerror=alert(1)>"  # a run's name is not ours: text, never markup
+    launched = subprocess.run(
+        [sys.executable, "-m", "gpumon", "launch", "script", str(SCRIPT), "--name", name, "--",
+         str(tmp_path / "never"), "60"],
+        env=env, cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    run_id = launched.stdout.split()[-1]
+    serve, url = start_serve(home, "--simulate", "2")
+    try:
+
+        def ended_with_alert() -> dict | None:
+            doc = json.loads(get(url + "api/state")[2])
+            alerts = [a for a in doc["alerts"] if a["run"] == run_id]
+            runs = [r for r in doc["hosts"][0]["runs"] if r["id"] == run_id]
+            return doc if alerts and runs and runs[0]["state"] == "failed" and runs[0]["loss_series"] else None
+
+        doc = wait_until(ended_with_alert, timeout=180)
+        assert doc, f"run {run_id} did not fail with an alert: {get(url + 'api/state')[2][:2000]!r}"
+        (run,) = [r for r in doc["hosts"][0]["runs"] if r["id"] == run_id]
+        alert = next(a for a in doc["alerts"] if a["run"] == run_id)
+        dom = wait_until(
+            lambda: (lambda d: d if f'data-run="{run_id}"' in d else None)(_dump_dom(url, tmp_path / "p")), timeout=120
+        )
+        assert dom, "the page never showed the run"
+        box = dom[dom.index(f'data-run="{run_id}"') :]
+        box = box[: box.index('<div class="run"', 1)] if '<div class="run"' in box[1:] else box
+        assert 'data-state="failed"' in box
+        loss = re.search(r"loss (\d+\.\d{4})", box)
+        assert loss and abs(float(loss.group(1)) - run["loss"]) < 1e-3, box[:1500]  # the API's number
+        points = re.search(r'data-points="(\d+)"', box)
+        assert points and int(points.group(1)) == len(run["loss_series"]) >= 2  # the curve drawn
+        assert "doctor: " in box and "lost its shard" in alert["text"]
+        assert 'class="alert"' in dom and "lost its shard" in dom[dom.index('class="alert"') :]  # the alerts table
+        assert "&lt;img src=x" in dom and "<img src=x" not in dom  # the name shown as text
+    finally:
+        stop(serve)
