@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import stat
+import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -182,12 +183,22 @@ class Server(ThreadingHTTPServer):
 
 def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
-    reg = registry(lambda: state.view)
+    lock = threading.Lock()
+    cache: list[Any] = [None, b""]  # (the view rendered, its exposition): scrapes of one view render it once
+    reg = registry(lambda: cache[0])  # the view pinned under the lock: the bytes are of the view they are kept for
+
+    def metrics() -> bytes:
+        with lock:
+            view = state.view
+            if cache[0] is not view:
+                cache[0] = view
+                cache[1] = generate_latest(reg)
+            return bytes(cache[1])
 
     handler = type(
         "GpumonHandler",
         (Handler,),
-        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(lambda: generate_latest(reg))},
+        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(metrics)},
     )
     server_class = Server
     if ":" in bind:
