@@ -121,3 +121,34 @@ def test_step_histogram_counts_steps_and_wall_time() -> None:
     assert (hist.count, hist.total) == (12, 3.0)
     buckets = dict(hist.cumulative())
     assert buckets["0.1"] == 10 and buckets["1.0"] == 12 and buckets["+Inf"] == 12
+
+
+def test_every_metric_is_documented_and_every_documented_metric_is_served() -> None:
+    from gpumon.serve.metrics import registry
+    from gpumon.serve.state import HostView, View
+
+    run = {
+        "id": "r1", "name": "n", "kind": "script", "state": "running", "host": "h", "live": True, "step": 3,
+        "loss": 0.5, "samples_per_s": 1.0, "tokens_per_s": 2.0, "mfu": 0.3, "step_time_s": 0.1,
+        "median_step_s": 0.1, "data_wait": 0.2, "memory_bytes": 10, "progress": 0.5, "total_steps": 6,
+        "eta_s": 3.0, "last_step_t": 1.0, "nonfinite": 0,
+        "ranks": [{"rank": 0, "pid": 1, "step": 3, "host": "h", "memory_bytes": 10, "growth_bytes_per_step": 1.0,
+                   "memory_leak": False}],
+    }  # fmt: skip
+    dev = {"index": 0, "uuid": "u", "name": "g", "mem_used": 1, "mem_total": 2, "gpu_util": 1.0, "mem_util": 1.0,
+           "temperature": 30, "power_draw": 1.0, "power_limit": 2.0, "fan": 10, "sm_clock": 1, "mem_clock": 1,
+           "ecc_errors": 0}  # fmt: skip
+    proc = {"gpu_index": 0, "pid": 1, "user": "u", "used_memory": 1, "sm_util": 1.0, "run": "r1"}
+    host = HostView(name="h", link="local", devices=(dev,), processes=(proc,), runs=(run,))
+    hist = StepHistogram()
+    hist.see(1, 0.0)
+    hist.see(3, 1.0)
+    view = View(time=__import__("time").time(), hosts=(host,), alert_counts={("h", "failed"): 1}, steps={"r1": hist})
+    served = {m.name + ("_total" if m.type == "counter" else "") for m in registry(lambda: view).collect()}
+    served = {"gpumon_build_info" if n == "gpumon_build" else n for n in served}
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    import re
+
+    documented = set(re.findall(r"`(gpumon_[a-z_]+)`", doc))
+    assert served - documented == set(), "served but not in docs/metrics.md"
+    assert documented - served == set(), "in docs/metrics.md but not served"

@@ -100,6 +100,15 @@ def test_prometheus_scrapes_a_zero_code_runs_steps(tmp_path: Path) -> None:
         assert _query(base, f'gpumon_run_last_step_timestamp_seconds{{run="{run_id}"}} > time() - 120')
         rules = json.loads(get(f"{base}/api/v1/rules")[2])["data"]["groups"]
         assert {r["name"] for g in rules for r in g["rules"]} >= {"GpumonRunStalled", "GpumonRunLossNotFinite"}
+        # every panel of the Grafana dashboard in docs/ is a query this Prometheus answers
+        dashboard = json.loads((ROOT / "docs" / "grafana" / "gpumon-dashboard.json").read_text())
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$host", ".*")
+                q = urllib.parse.urlencode({"query": expr})
+                code, _, body = get(f"{base}/api/v1/query?{q}")
+                assert code == 200 and json.loads(body)["status"] == "success", (panel["title"], body[:300])
+        assert _query(base, f'rate(gpumon_run_steps_total{{run="{run_id}"}}[1m]) > 0')
         # serve's own API: the run's loss series, the same run
         auth = {"Authorization": f"Bearer {TOKEN}"}
         run = json.loads(get(url + f"api/runs/{run_id}", auth)[2])
