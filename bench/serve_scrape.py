@@ -25,7 +25,7 @@ from gpumon.core.model import Snapshot
 from gpumon.serve.metrics import registry
 from gpumon.serve.ring import GpuRing
 from gpumon.serve.runs_view import StepHistogram
-from gpumon.serve.state import HostView, View
+from gpumon.serve.view import HostView, View
 
 
 def _view(gpus: int, runs: int, ranks: int) -> View:

@@ -125,7 +125,7 @@ def test_step_histogram_counts_steps_and_wall_time() -> None:
 
 def test_every_metric_is_documented_and_every_documented_metric_is_served() -> None:
     from gpumon.serve.metrics import registry
-    from gpumon.serve.state import HostView, View
+    from gpumon.serve.view import HostView, View
 
     run = {
         "id": "r1", "name": "n", "kind": "script", "state": "running", "host": "h", "live": True, "step": 3,
@@ -152,3 +152,31 @@ def test_every_metric_is_documented_and_every_documented_metric_is_served() -> N
     documented = set(re.findall(r"`(gpumon_[a-z_]+)`", doc))
     assert served - documented == set(), "served but not in docs/metrics.md"
     assert documented - served == set(), "in docs/metrics.md but not served"
+
+
+def test_one_serve_exports_the_fleet_labelled_by_host_with_each_links_state(tmp_path: Path) -> None:
+    import shlex
+
+    from tests.conftest import wait_until
+    from tests.test_fleet_links import stand_in
+
+    ssh = shlex.join(stand_in(tmp_path / "hosts", gpus=3))
+    proc, url = start_serve(tmp_path / "home", "--simulate", "2", "--hosts", "local,gpu1,denied", "--ssh", ssh)
+    try:
+
+        def scraped() -> dict | None:
+            families = {f.name: f for f in text_string_to_metric_families(get(url + "metrics")[2].decode())}
+            links = {s.labels["host"]: s.labels["link"] for s in families["gpumon_host_link_info"].samples}
+            return families if links.get("gpu1") == "live" and links.get("denied") == "down" else None
+
+        families = wait_until(scraped, timeout=60)
+        assert families, get(url + "metrics")[2].decode()[:3000]
+        up = {s.labels["host"]: s.value for s in families["gpumon_host_up"].samples}
+        assert up["gpu1"] == 1.0 and up["denied"] == 0.0 and len(up) == 3  # local is serve's own host, once
+        hosts = [s.labels["host"] for s in families["gpumon_gpu_memory_used_bytes"].samples]
+        assert hosts.count("gpu1") == 3 and "denied" not in hosts
+        state = json.loads(get(url + "api/state")[2])
+        denied = next(h for h in state["hosts"] if h["name"] == "denied")
+        assert denied["reason"] == "authentication refused"
+    finally:
+        stop(proc)

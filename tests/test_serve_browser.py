@@ -71,5 +71,8 @@ def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -
         assert "doctor: " in box and "lost its shard" in alert["text"]
         assert 'class="alert"' in dom and "lost its shard" in dom[dom.index('class="alert"') :]  # the alerts table
         assert "&lt;img src=x" in dom and "<img src=x" not in dom  # the name shown as text
+        # serve read the run, its doctor and its alert without loading torch or ray (their native libraries)
+        maps = Path(f"/proc/{serve.pid}/maps").read_text()
+        assert "libtorch" not in maps and "_raylet" not in maps
     finally:
         stop(serve)

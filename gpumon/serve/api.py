@@ -11,7 +11,8 @@ import math
 from typing import Any
 
 from gpumon import __version__
-from gpumon.serve.state import HostView, ServeState, View
+from gpumon.serve.state import ServeState
+from gpumon.serve.view import HostView, View
 
 ENDPOINTS = {
     "/api/state": "every host's GPUs, processes, live and recent runs (with loss series), alerts",

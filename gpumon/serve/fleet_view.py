@@ -12,7 +12,7 @@ from typing import Any
 from gpumon.core.runs.store import LIVE_STATES
 from gpumon.core.runs.values import metric_value
 from gpumon.serve.ring import GpuRing
-from gpumon.serve.state import PROCESS_KEYS, HostView
+from gpumon.serve.view import PROCESS_KEYS, HostView
 
 _ROW_NUMBERS = ("step", "samples_per_s", "memory_bytes", "progress", "eta_s", "step_time_s", "median_step_s")
 

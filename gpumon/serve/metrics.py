@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpumon import __version__
-from gpumon.serve.state import View
+from gpumon.serve.view import View
 
 GPU_LABELS = ["host", "gpu", "uuid", "name"]
 PROC_LABELS = ["host", "gpu", "pid", "user", "run"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from gpumon.core.alerts.history import AlertBook
@@ -18,35 +17,11 @@ from gpumon.core.runs.monitor import RunsMonitor, RunSummary
 from gpumon.core.sampler import Sampler
 from gpumon.serve.ring import GpuRing
 from gpumon.serve.runs_view import StepHistogram, run_doc, thin
+from gpumon.serve.view import PROCESS_KEYS, HostView, View
 
 ENDED = 10  # the newest ended runs the page shows (with their loss curves)
 ALERTS = 50  # the newest alerts the page shows
 HEADLINE_EVERY_S = 15.0  # a live run's doctor headline is worked out again this often
-PROCESS_KEYS = ("gpu_index", "pid", "user", "used_memory", "sm_util", "kind", "simulated")  # never the command
-
-
-@dataclass(frozen=True)
-class HostView:
-    name: str
-    link: str  # "local" for serve's own host; a fleet host's link: "connecting", "live", "stale", "down"
-    reason: str | None = None
-    devices: tuple[dict[str, Any], ...] = ()
-    processes: tuple[dict[str, Any], ...] = ()
-    runs: tuple[dict[str, Any], ...] = ()
-    queue: int = 0  # runs waiting in the GPU queue
-    time: float | None = None  # the snapshot's time
-    source: str = ""  # "nvml", "nvidia-smi", "simulated", "none"
-    gpu_reason: str | None = None  # why no (or not every) GPU shows
-
-
-@dataclass(frozen=True)
-class View:
-    time: float
-    hosts: tuple[HostView, ...] = ()
-    alerts: tuple[dict[str, Any], ...] = ()  # newest first
-    alert_counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, kind) -> alerts seen
-    steps: dict[str, StepHistogram] = field(default_factory=dict)  # live run id -> its step time histogram
-    error: str | None = None  # the last poll's failure, if it failed
 
 
 class ServeState:
