@@ -68,9 +68,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = make_server(state, args.bind, args.port, token)
     except OSError as err:
         sampler.gpu.close()
-        return fail(f"cannot listen on {args.bind}:{args.port}: {err.strerror or err}")
-    host, port = server.server_address[:2]
-    shown = f"[{host}]" if ":" in str(host) else host
+        return fail(f"cannot listen on {args.bind}:{args.port}: {err.strerror or str(err)}")
+    host, port = str(server.server_address[0]), int(server.server_address[1])
+    shown = f"[{host}]" if ":" in host else host
     state.start()
     state.polled.wait(30)  # the first view is ready before serve says where it listens
     print(f"gpumon serve: http://{shown}:{port}/  (metrics: /metrics, JSON: /api/)", flush=True)

@@ -80,10 +80,10 @@ def route(state: ServeState, path: str, query: dict[str, list[str]]) -> tuple[in
                     return 200, run
         return 404, {"error": "no such run among the live and recent ones"}
     if path == "/api/history":
-        host = (query.get("host") or [view.hosts[0].name if view.hosts else ""])[0]
+        name = (query.get("host") or [view.hosts[0].name if view.hosts else ""])[0]
         try:
             gpu = int((query.get("gpu") or ["0"])[0])
         except ValueError:
             return 400, {"error": "gpu takes a GPU index"}
-        return 200, {"host": host, "gpu": gpu, "bucket_s": state.ring.bucket_s, "points": state.ring.points(host, gpu)}
+        return 200, {"host": name, "gpu": gpu, "bucket_s": state.ring.bucket_s, "points": state.ring.points(name, gpu)}
     return 404, {"error": "no such endpoint", "endpoints": ENDPOINTS}

@@ -181,6 +181,10 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
 def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
     lock = threading.Lock()
@@ -200,7 +204,6 @@ def make_server(state: ServeState, bind: str, port: int, token: str | None) -> S
         (Handler,),
         {"state": state, "token": token, "page": _page(), "metrics": staticmethod(metrics)},
     )
-    server_class = Server
     if ":" in bind:
-        server_class = type("Server6", (Server,), {"address_family": socket.AF_INET6})
-    return server_class((bind, port), handler)
+        return Server6((bind, port), handler)
+    return Server((bind, port), handler)
