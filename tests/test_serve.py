@@ -180,3 +180,36 @@ def test_one_serve_exports_the_fleet_labelled_by_host_with_each_links_state(tmp_
         assert denied["reason"] == "authentication refused"
     finally:
         stop(proc)
+
+
+def test_a_live_runs_nan_loss_is_nan_in_metrics_and_counted(tmp_path: Path) -> None:
+    """A plain torch script whose loss overflows to inf, then NaN, and goes on stepping: /metrics says NaN (not
+    its last finite loss) and counts the non-finite values; the API writes it as the string "nan"."""
+    import math
+
+    from tests.conftest import wait_until
+
+    home = tmp_path / "home"
+    env = {**os.environ, "GPUMON_HOME": str(home), "CUDA_VISIBLE_DEVICES": ""}
+    script = Path(__file__).parent / "data" / "scripts" / "nonfinite.py"
+    launched = subprocess.run(
+        [sys.executable, "-m", "gpumon", "launch", "script", str(script), "--", "--steps", "100000", "--step-ms", "50"],
+        env=env, cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    run_id = launched.stdout.split()[-1]
+    proc, url = start_serve(home, "--simulate", "1")
+    try:
+
+        def nan_seen() -> dict | None:
+            families = {f.name: f for f in text_string_to_metric_families(get(url + "metrics")[2].decode())}
+            counted = [s.value for s in families["gpumon_run_nonfinite_loss"].samples if s.labels["run"] == run_id]
+            loss = [s.value for s in families["gpumon_run_loss"].samples if s.labels["run"] == run_id]
+            return families if counted and counted[0] >= 2 and loss and math.isnan(loss[0]) else None
+
+        assert wait_until(nan_seen, timeout=120), get(url + "metrics")[2].decode()[-3000:]
+        run = json.loads(get(url + f"api/runs/{run_id}")[2])
+        assert run["loss"] == "nan" and run["live"] and "nan" in run["loss_note"]
+    finally:
+        stop(proc)
+        subprocess.run([sys.executable, "-m", "gpumon", "stop", run_id], env=env, capture_output=True, timeout=60)
