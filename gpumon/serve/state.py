@@ -41,7 +41,7 @@ class ServeState:
         self.ring = GpuRing()
         self.view = View(time=time.time())
         self._steps: dict[str, StepHistogram] = {}
-        self._headlines: dict[str, tuple[float, str]] = {}
+        self._headlines: dict[str, tuple[float, str, bool]] = {}
         self._ended_series: dict[str, list[list[float]]] = {}
         self._alert_ids: set[str] = set()
         self._alert_counts: dict[tuple[str, str], int] = {}
@@ -141,7 +141,8 @@ class ServeState:
         """The doctor's headline: a live run's every ``HEADLINE_EVERY_S`` (from the monitor's fold), an ended
         run's once."""
         known = self._headlines.get(summary.id)
-        if known is not None and (not summary.record.live or now - known[0] < HEADLINE_EVERY_S):
+        stepped = summary.step is not None  # a run's first steps change what the doctor can say: at once
+        if known is not None and known[2] == stepped and (not summary.record.live or now - known[0] < HEADLINE_EVERY_S):
             return known[1]
         from gpumon.core.doctor.report import diagnose
 
@@ -150,7 +151,7 @@ class ServeState:
             text = diagnose(summary.record, telemetry=tele).headline()
         except Exception as err:  # noqa: BLE001 - a run the doctor cannot read still shows
             text = f"the doctor could not read this run: {type(err).__name__}"
-        self._headlines[summary.id] = (now, text)
+        self._headlines[summary.id] = (now, text, stepped)
         return text
 
     def _alerts(self, host: str) -> tuple[dict[str, Any], ...]:
