@@ -74,7 +74,7 @@ def _row(row: dict[str, Any], host: str) -> dict[str, Any]:
             for r in row.get("ranks") or ()
             if isinstance(r, dict) and r.get("rank") is not None
         ],
-        "loss_series": [],  # the fleet's rows carry no series: the host's own serve has them
+        "loss_series": None,  # the fleet's rows carry no series: the host's own serve has them
         "headline": "",
     }
     doc.update({key: metric_value(row.get(key)) for key in _ROW_NUMBERS})
