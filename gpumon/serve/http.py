@@ -104,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
         raise AttributeError(name)
 
     def _not_allowed(self) -> None:
+        self.close_connection = True  # its body is never read: the connection must not read it as a request
         self._send(
             405, b"gpumon serve is read-only: GET and HEAD only\n", "text/plain; charset=utf-8", {"Allow": "GET, HEAD"}
         )
