@@ -106,7 +106,10 @@ class Handler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self.close_connection = True  # its body is never read: the connection must not read it as a request
         self._send(
-            405, b"gpumon serve is read-only: GET and HEAD only\n", "text/plain; charset=utf-8", {"Allow": "GET, HEAD"}
+            405,
+            b"gpumon serve is read-only: GET and HEAD only\n",
+            "text/plain; charset=utf-8",
+            {"Allow": "GET, HEAD", "Connection": "close"},
         )
 
     def do_HEAD(self) -> None:
