@@ -22,11 +22,10 @@ from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
 from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
-from gpumon.core.runs.control import CONTROL_DIR
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
-from gpumon.telemetry.census import CENSUS_FLAG
 
 
 @dataclass(frozen=True)
