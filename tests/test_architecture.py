@@ -202,6 +202,29 @@ def test_core_never_imports_telemetry_or_tune() -> None:
     assert upward_imports(import_graph()) == []
 
 
+# The modules of the runs room that still name Slurm or the queue themselves; each moves behind its run's
+# Placement (gpumon/core/placement/) in turn (docs/architecture.md). This list only shrinks.
+PLACE_NAMING_RUNS_MODULES = {
+    "gpumon.core.runs.ending",  # wakes the queue's keeper when a run ends
+    "gpumon.core.runs.listing",  # slurm_* and queue_* fields of gpumon runs --json
+    "gpumon.core.runs.monitor",  # the queue's places and keeper, a job's line
+    "gpumon.core.runs.store",  # a job's state from Slurm (a lazy import: the store is below the placement)
+    "gpumon.core.runs.supervisor",  # a job's start and end in Slurm's words
+}
+
+
+def test_the_runs_room_names_slurm_or_the_queue_only_where_listed() -> None:
+    graph = import_graph()
+    naming = {
+        module
+        for module, targets in graph.items()
+        if module.startswith("gpumon.core.runs")
+        and any(t.startswith(("gpumon.core.slurm", "gpumon.core.queue")) for t in targets)
+    }
+    assert naming <= PLACE_NAMING_RUNS_MODULES, sorted(naming - PLACE_NAMING_RUNS_MODULES)
+    assert "gpumon.core.runs.launcher" not in naming  # the launch path goes through the placement
+
+
 def view_of(module: str) -> str | None:
     """'gpumon.tui.views.runs.run_table' -> 'runs'; None outside a view's folder (the registry included)."""
     parts = module.split(".")
