@@ -208,7 +208,6 @@ PLACE_NAMING_RUNS_MODULES = {
     "gpumon.core.runs.ending",  # wakes the queue's keeper when a run ends
     "gpumon.core.runs.listing",  # slurm_* and queue_* fields of gpumon runs --json
     "gpumon.core.runs.monitor",  # the queue's places and keeper, a job's line
-    "gpumon.core.runs.store",  # a job's state from Slurm (a lazy import: the store is below the placement)
     "gpumon.core.runs.supervisor",  # a job's start and end in Slurm's words
 }
 

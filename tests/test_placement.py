@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.placement import places as placement
-from gpumon.core.placement.base import name_of
+from gpumon.core.placement.record import name_of
 from gpumon.core.runs import launcher
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore

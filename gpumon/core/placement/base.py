@@ -2,17 +2,20 @@
 
 A run's place is chosen once, at launch, from its spec, and stays recorded in the run: ``spec.json`` keeps
 the job's options (a Slurm run) and the group (a node of several hosts), ``status.json`` the queue's state
-and the job's id. ``name_of`` reads that record; it is the one function that knows how each place is
-written down. Everything else asks the run's ``Placement`` (gpumon.core.placement.of_record) and never
+and the job's id. ``record.name_of`` reads that record; it is the one function that knows how each place
+is written down. Everything else asks the run's ``Placement`` (gpumon.core.placement.of_record) and never
 names Slurm or the queue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from gpumon.core.placement.record import PlaceName as PlaceName
+from gpumon.core.placement.record import elsewhere as elsewhere
+from gpumon.core.placement.record import name_of as name_of
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
@@ -20,24 +23,6 @@ if TYPE_CHECKING:
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunRecord, RunStore
     from gpumon.core.runs.telemetry import RunTelemetry
-
-PlaceName = Literal["local", "queued", "slurm", "nodes"]
-
-
-def name_of(spec: RunSpec, status: Mapping[str, Any] | None = None) -> PlaceName:
-    """The place a run was given at launch, from what its spec and status recorded."""
-    if spec.slurm is not None or (status or {}).get("slurm_job_id"):
-        return "slurm"
-    if (status or {}).get("state") == "queued":
-        return "queued"  # waits for the queue's keeper; once started it lives on this host
-    if spec.group:
-        return "nodes"
-    return "local"
-
-
-def elsewhere(spec: RunSpec, status: Mapping[str, Any] | None = None) -> bool:
-    """The run's supervisor is not on this host (a job's node): no pid of it is signalled from here."""
-    return name_of(spec, status) == "slurm"
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ class Slurm:
         return None  # a pending job is cancelled by stop
 
     def state(self, record: RunRecord) -> str:
-        return record.state  # the store asks Slurm while no supervisor of it runs here (core/slurm/liveness.py)
+        return record.state  # the store asks Slurm while no supervisor of it runs here (record.state_elsewhere)
 
     def where(self, record: RunRecord) -> Where:
         return Where(record.dir, str(record.status.get("slurm_nodes") or ""))

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gpumon.core.placement.base import elsewhere, name_of
+from gpumon.core.placement.record import elsewhere, name_of
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
 from gpumon.core.runs.liveness import frozen
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
