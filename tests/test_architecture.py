@@ -79,7 +79,7 @@ def test_only_gpumon_tune_imports_ray_and_search_files_are_checked_without_it() 
         if "ray" in imported_packages(path) and module not in RAY_MODULES:
             offenders.append(module)
     assert offenders == []
-    code = "import sys, gpumon.tune, gpumon.tune.search_file, gpumon.cli.tune; print('ray' in sys.modules)"
+    code = "import sys, gpumon.tune, gpumon.core.searches.search_file, gpumon.cli.tune; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"  # the package itself stays light until GpumonCallback is used
 
@@ -179,6 +179,49 @@ def test_no_import_cycle_in_gpumon() -> None:
     assert "gpumon.tui.app" in graph["gpumon.cli.monitor"]  # a lazy import inside a function is an edge
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Edges from the core (gpumon.core) up to the code that runs in the user's processes or drives Ray Tune."""
+    return [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("gpumon.core")
+        for target in targets
+        if target.startswith(("gpumon.telemetry", "gpumon.tune"))
+    ]
+
+
+def test_upward_imports_finds_an_arrow_back_up() -> None:
+    graph = {"gpumon.core.runs.a": {"gpumon.telemetry.census", "gpumon.core.protocol"}, "gpumon.tune.b": {"x"}}
+    assert upward_imports(graph) == ["gpumon.core.runs.a -> gpumon.telemetry.census"]
+
+
+def test_core_never_imports_telemetry_or_tune() -> None:
+    """What the ranks and the supervisor share is gpumon.core.protocol; the search file is gpumon.core.searches."""
+    assert upward_imports(import_graph()) == []
+
+
+# The modules of the runs room that still name Slurm or the queue themselves; each moves behind its run's
+# Placement (gpumon/core/placement/) in turn (docs/architecture.md). This list only shrinks.
+PLACE_NAMING_RUNS_MODULES = {
+    "gpumon.core.runs.ending",  # wakes the queue's keeper when a run ends
+    "gpumon.core.runs.listing",  # slurm_* and queue_* fields of gpumon runs --json
+    "gpumon.core.runs.monitor",  # the queue's places and keeper, a job's line
+    "gpumon.core.runs.supervisor",  # a job's start and end in Slurm's words
+}
+
+
+def test_the_runs_room_names_slurm_or_the_queue_only_where_listed() -> None:
+    graph = import_graph()
+    naming = {
+        module
+        for module, targets in graph.items()
+        if module.startswith("gpumon.core.runs")
+        and any(t.startswith(("gpumon.core.slurm", "gpumon.core.queue")) for t in targets)
+    }
+    assert naming <= PLACE_NAMING_RUNS_MODULES, sorted(naming - PLACE_NAMING_RUNS_MODULES)
+    assert "gpumon.core.runs.launcher" not in naming  # the launch path goes through the placement
 
 
 def view_of(module: str) -> str | None:

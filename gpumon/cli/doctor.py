@@ -50,7 +50,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             return fail(f"{record.id} is {record.state}: a census needs a live run (it looks inside its processes)")
         if args.gap < 1:
             return fail(f"--gap must be at least 1, got {args.gap}")
-        from gpumon.telemetry.census import request_census
+        from gpumon.core.protocol import request_census
 
         request_census(record.dir, args.gap)
         if not args.json:

@@ -97,7 +97,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.gpu import visible_gpu_count
-    from gpumon.core.runs.launcher import build_command, launch, other_node_commands
+    from gpumon.core.placement.places import launch
+    from gpumon.core.runs.launcher import build_command, other_node_commands
     from gpumon.core.runs.spec import SpecError, default_nproc, nproc_limit, parse_gpus
     from gpumon.core.runs.store import RunStore
 
@@ -156,7 +157,7 @@ def slurm_only(args: argparse.Namespace) -> str | None:
 
 
 def cmd_launch_slurm(args: argparse.Namespace, rest: list[str]) -> int:
-    from gpumon.core.runs.launcher import launch
+    from gpumon.core.placement.places import launch
     from gpumon.core.runs.spec import SpecError
     from gpumon.core.runs.store import RunStore
     from gpumon.core.slurm.commands import missing

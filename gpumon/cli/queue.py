@@ -42,7 +42,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Callable[..., Any]) -> int:
     """``launch --queue``; ``build_spec``: launch's own (passed in: launch imports this module)."""
     from gpumon.core.gpu import visible_gpu_count
-    from gpumon.core.queue.submit import parse_after, parse_size, submit
+    from gpumon.core.placement.places import Queued
+    from gpumon.core.queue.submit import parse_after, parse_size
     from gpumon.core.runs.spec import SpecError, default_nproc
     from gpumon.core.runs.store import RunStore
 
@@ -70,16 +71,8 @@ def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Cal
         visible = max(visible_gpu_count(), count)  # checked against the GPUs the keeper sees, when it starts it
         nproc = args.nproc or default_nproc(args.kind, ",".join(map(str, range(count))) or None, visible)
         spec = build_spec(args, rest, None, nproc)
-        record = submit(
-            spec,
-            store,
-            visible,
-            gpus=count,
-            gpu_mem=gpu_mem,
-            after=after,
-            priority=args.priority or 0,
-            slots=args.slots,
-        )
+        place = Queued(gpus=count, gpu_mem=gpu_mem, after=after, priority=args.priority or 0, slots=args.slots)
+        record = place.launch(spec, store, visible)
     except SpecError as err:
         return fail(str(err))
     except OSError as err:

@@ -224,6 +224,7 @@ def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from gpumon.cli.group import cmd_stop_group, stop_nodes
+    from gpumon.core.placement.places import of_record
     from gpumon.core.runs import launcher as runs
     from gpumon.core.runs.control import stop_requested
     from gpumon.core.runs.group import group_of, is_group_id
@@ -243,17 +244,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if group is not None and record.live:  # a node of a group launched from here: the whole group stops
         print(f"{record.id} is node {record.spec.node_rank} of {group.id}: stopping every node")
         return stop_nodes(group, args.kill)
-    if record.state == "queued":  # not started yet: stopping it takes it out of the queue
-        from gpumon.core.queue.submit import cancel
-
-        if cancel(RunStore().root, record.id):
-            print(f"cancelled {record.id} (it was queued)")
-            return 0
+    place = of_record(record)
+    withdrawn = place.withdraw(record) if record.state == "queued" else None  # out of the queue, not started
+    if withdrawn:
+        print(withdrawn)
+        return 0
+    if withdrawn is not None:
         record = record.reread()  # the keeper started it meanwhile: stopped like any run
     if not record.live:
         print(f"{record.id} is not running ({record.state})")
         return 0
-    if record.status.get("slurm_job_id"):
+    if not place.supervised_here:  # its place signals it (a job: scancel), then its end is waited for
         return stop_job(record, args.no_wait)
     supervised = runs.answering_supervisor(record) is not None
     asked = supervised and not (record.spec.kind == "tune" and not args.kill and not stop_requested(record.dir))
@@ -318,13 +319,13 @@ def stop_homeless(text: str, kill: bool) -> int | None:
 
 def stop_job(record: Any, no_wait: bool) -> int:
     """A run that is a Slurm job: scancel it (pending or running), then wait for the end to be written."""
-    from gpumon.core.runs.launcher import STOP_GRACE_S, stop
+    from gpumon.core.placement.places import of_record
+    from gpumon.core.runs.launcher import STOP_GRACE_S
     from gpumon.core.runs.store import RunStore
     from gpumon.core.slurm import jobs
-    from gpumon.core.slurm.ending import record_job_end
 
     try:
-        print(stop(record), flush=True)
+        print(of_record(record).stop(record), flush=True)
     except OSError as err:
         return fail(str(err))
     if no_wait:
@@ -338,7 +339,7 @@ def stop_job(record: Any, no_wait: bool) -> int:
             break
         time.sleep(0.5)
     if current.state == "lost":  # the job is over and nothing on its node wrote the end
-        record_job_end(current)
+        of_record(current).end_lost(current)
         current = RunStore().load(record.dir) or current
     if current.live:
         print(f"{current.id} is still {current.state}: Slurm has not ended job {current.status['slurm_job_id']}")

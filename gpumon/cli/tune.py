@@ -67,7 +67,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def list_shipped() -> int:
     """``gpumon tune --list``: each shipped search's name and file."""
-    from gpumon.tune.shipped import shipped_searches
+    from gpumon.core.searches.shipped import shipped_searches
 
     found = shipped_searches()
     if not found:

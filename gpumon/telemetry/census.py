@@ -25,11 +25,10 @@ from itertools import compress
 from types import ModuleType
 from typing import Any
 
-from gpumon.core.runs.control import CONTROL_DIR, control_dir
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP
+from gpumon.core.protocol import request_census as request_census  # its old home: to remove
 from gpumon.telemetry.holders import find_holders, skip_dirs
 
-CENSUS_FLAG = "census"
-DEFAULT_GAP = 20  # steps between the two censuses of a request
 CHECK_EVERY_S = 0.25
 MAX_GROUPS = 50  # the event holds at most this many groups (by bytes, then by count and graph size)
 MAX_NODES = 12_000  # graph nodes walked per census, at most
@@ -39,16 +38,6 @@ MAX_DESCENT = 100_000  # hops from one root
 LEAF_SEQ = 2**63  # AccumulateGrad and other leaves are numbered UINT64_MAX
 HOLDER_SEARCHES = 2  # groups whose holder is looked for, by graph age and by count
 MIN_HELD = 16  # a group this numerous may be a growing container
-
-
-def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
-    """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
-    folder = control_dir(run_dir)
-    tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:  # state dir: 0600
-        fh.write(f"{max(1, int(gap))}\n")
-    os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request
-    return (folder / CENSUS_FLAG).stat().st_mtime_ns
 
 
 class CensusTrigger:

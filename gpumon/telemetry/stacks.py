@@ -20,19 +20,12 @@ import os
 import signal
 from typing import IO, Any
 
+from gpumon.core.protocol import STACK_SIGNAL, STACKS_DIR, TAKEN, stack_path  # shared with the supervisor
 from gpumon.core.safefs import private_dirs
-
-STACKS_DIR = "stacks"
-STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)
-TAKEN = ".taken"  # the suffix of a process's file once the script set its own SIGUSR2 handler
 
 _file: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _path: str | None = None
 _inherited: str | None = None  # a forked child's stacks folder: it writes into its parent's file
-
-
-def stack_path(run_dir: str, pid: int) -> str:
-    return os.path.join(run_dir, STACKS_DIR, f"{pid}.txt")
 
 
 def install(run_dir: str | None) -> bool:

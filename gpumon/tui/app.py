@@ -7,63 +7,35 @@ through one ``AppContext``, and holds the keys that work everywhere.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Static
 
-from gpumon.core import format as fmt
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
+from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections, keymap_problems
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
-from gpumon.tui.keys import clashes, help_rows
+from gpumon.tui.keys import help_rows
+from gpumon.tui.notices import Notices
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
 from gpumon.tui.widgets.top_bar import top_bar_text
 
-__all__ = ["GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]
+__all__ = ["FOOTNOTE", "GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]  # the keys: app_keys.py
 
 WIDE = 160  # columns from which GPU panels sit two abreast
-FRESH_END_S = 60.0  # a run first seen already finished is told only if it ended this recently
-FOOTNOTE = """\
-Signals (T, K, I), stop and kill ask first. Values that cannot be read show N/A.
-With --readonly, no signal is ever sent, no run or trial is started or stopped and no census is asked for.
-Remap any key in ~/.config/gpumon/keymap.toml: [keymap] then binding_id = "key" (ids: README, Keys)."""
-
-GLOBAL_BINDINGS: list[BindingType] = [
-    Binding("q,f10", "quit", "quit", id="quit", tooltip="quit (ctrl+q too)"),  # F1, F10: as in htop
-    Binding("question_mark,f1", "help", "help", id="help", tooltip="every key (this screen)"),
-    *(Binding(v.KEYS, f"view('{v.NAME}')", v.TITLE, id=f"view_{v.NAME}", tooltip=f"the {v.TITLE} view") for v in VIEWS),
-]
-
-
-def help_sections() -> list[tuple[str, str, list[BindingType]]]:
-    """(title, note, bindings): the global keys, then each view's with its parts'."""
-    sections = [("Views and the app", "", GLOBAL_BINDINGS)]
-    for view in VIEWS:
-        owners = (view, *view.HELP_WIDGETS)
-        sections.append((view.TITLE, view.HELP_NOTE, [b for w in owners for b in w.BINDINGS]))  # type: ignore[attr-defined]
-        sections += [(title, "", list(screen.BINDINGS)) for title, screen in view.HELP_SCREENS]
-    return sections
-
-
-def keymap_problems(keymap: dict[str, str]) -> list[str]:
-    """The user's keymap checked against every view's keys (empty: fine)."""
-    return clashes(help_sections(), keymap)
 
 
 class GpumonApp(App[None]):
@@ -95,9 +67,7 @@ class GpumonApp(App[None]):
         self._focus_of_view: dict[str, Widget | None] = {}
         self._views: dict[str, View] = {}
         self._runs_list: object = None
-        self._alerts_seen: dict[str, int] | None = None
-        self._states_seen: dict[str, str] | None = None
-        self._alert_ids: set[str] | None = None  # the alerts already known (None: none read yet)
+        self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
 
     # -- layout ---------------------------------------------------------------
@@ -156,8 +126,8 @@ class GpumonApp(App[None]):
             return
         self._runs_list = message.summaries
         self.context.runs = {s.id: s for s in message.summaries}
-        self._tell_alerts(message)
-        self._tell_finished(message.summaries)
+        self.notices.run_alerts(message.summaries)
+        self.notices.finished(message.summaries)
         if message.pids != self._feed_pids:  # only a change: a map set by hand stays until the runs change
             self._feed_pids = message.pids
             self.context.run_ranks = dict(message.ranks)
@@ -165,66 +135,19 @@ class GpumonApp(App[None]):
         leaks = {s.id: s.leak for s in message.summaries if s.record.live and s.leak is not None}
         self.set_run_leaks({run_id: state for run_id, state in leaks.items() if state is not None})
 
-    def _tell_alerts(self, message: RunsRefreshed) -> None:
-        """A run's new alert (it started leaking, it failed) is a notification, whatever view shows."""
-        first = self._alerts_seen is None
-        seen = self._alerts_seen if self._alerts_seen is not None else {}
-        for summary in message.summaries:
-            for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
-                failed = text.startswith("failed")
-                self.bell()  # heard from another window too
-                self.notify(
-                    f"{summary.id}: {text}",
-                    title="gpumon alert",
-                    severity="error" if failed else "warning",
-                    timeout=15,
-                    markup=False,
-                )
-            seen[summary.id] = len(summary.alerts)
-        self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
-
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
-        """The unread count in the top bar; an alert of no run (a fleet host down) is a toast and a bell here
-        (a run's alerts come with its summary: _tell_alerts)."""
+        """The unread count in the top bar; an alert of no run (a fleet host down) is told (notices.py)."""
         unread = message.unread
         if unread != self._unread:
             self._unread = unread
             words = f" ! {unread} unread alert{'s' if unread != 1 else ''} "
             bar = Text(words, style="bold red") if unread else Text("")
             self.query_one("#top-alerts", Static).update(bar)
-        ids = {e.id for e in message.entries}
-        known, self._alert_ids = self._alert_ids, ids
-        if known is None:  # the first read: what came before the app opened is in the Alerts view
-            return
-        for entry in message.entries:
-            if entry.id not in known and entry.run is None:
-                self.bell()
-                self.notify(f"{entry.host}: {entry.text}", title=f"gpumon alert: {entry.kind}", severity="warning",
-                            timeout=15, markup=False)  # fmt: skip
+        self.notices.host_alerts(message.entries)
 
     def on_open_run(self, message: OpenRun) -> None:
         self.show_view("runs")
         self.view_widget("runs").select_run(message.run_id)
-
-    def _tell_finished(self, summaries: list[RunSummary]) -> None:
-        """A run that ends well is a notification too, whatever view shows (a failure is one of the alerts):
-        a run seen live that now reads finished, or a new one that finished within the last minute."""
-        states = {s.id: s.state for s in summaries}
-        seen, self._states_seen = self._states_seen, states
-        if seen is None:  # the first read: what ended before the app opened is in the Runs view
-            return
-        now = time.time()
-        for s in summaries:
-            before = seen.get(s.id)
-            if s.state != "finished" or before == "finished":
-                continue
-            if before is None and now - (s.record.ended or 0.0) > FRESH_END_S:
-                continue  # an old run that came to the list late
-            took, code = s.record.elapsed(), s.record.exit_code
-            after = (f" after {fmt.duration(took)}" if took is not None else "") + (
-                f" (exit code {code})" if code is not None else ""
-            )
-            self.notify(f"{s.id} finished{after}", title="gpumon", severity="information", timeout=10, markup=False)
 
     def set_run_pids(self, pids: dict[int, str]) -> None:
         """Mark these PIDs as the runs' (the RUN column; tests may call it directly)."""

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpumon.tune.search_file import Param, Search, SearchFileError, load
+from gpumon.core.searches.search_file import Param, Search, SearchFileError, load
 
 
 def trainable_function(ref: str, cwd: Path) -> Any:

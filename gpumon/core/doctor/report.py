@@ -22,11 +22,11 @@ from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
 from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
-from gpumon.core.runs.control import CONTROL_DIR
+from gpumon.core.placement.places import of_record
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.spec import TORCHRUN_KINDS
 from gpumon.core.runs.store import RunRecord
 from gpumon.core.runs.telemetry import RunTelemetry
-from gpumon.telemetry.census import CENSUS_FLAG
 
 
 @dataclass(frozen=True)
@@ -153,10 +153,10 @@ def diagnose(
     pairs = census_pairs(census)
     censused = max(((int(a.get("step", 0)), int(b.get("step", 0))) for a, b in pairs.values()), default=None)
     failure = run_failure(record, telemetry)
-    if failure is not None and record.status.get("slurm_end"):  # Slurm ended it: its words, sbatch's fixes
-        from gpumon.core.doctor.slurm_end import slurm_advice, slurm_failure
-
-        failure, slurm = slurm_failure(record), tuple(slurm_advice(record, telemetry))
+    place = of_record(record)
+    placed = place.failure(record, telemetry, failure) if failure is not None else None
+    if placed is not None:  # its place ended it (Slurm: a time limit): the place's words and fixes
+        failure, place_advice = placed
     stall, stalled = stall_of(record.status)
     advice: tuple[Advice, ...] = ()
     loss = loss_problem(telemetry)
@@ -182,11 +182,10 @@ def diagnose(
             stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
             run_id=record.id,
         )
-        advice = slurm if failure.kind.startswith("slurm_") else tuple(advise(failure, context))
-        if failure.kind == "no_gpu" and record.spec.slurm is not None:  # in a job, GPUs are asked of Slurm
-            from gpumon.core.doctor.slurm_end import gpus_advice
-
-            advice = (*gpus_advice(record), *advice)
+        own = placed is not None and failure.kind.startswith(f"{place.name}_")  # a kind only that place has
+        advice = place_advice if own else tuple(advise(failure, context))
+        if failure.kind == "no_gpu":  # in a job, GPUs are asked of Slurm
+            advice = (*place.gpus_advice(record), *advice)
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
         distributed = spec.kind in TORCHRUN_KINDS or world > 1

@@ -12,16 +12,10 @@ import os
 import time
 from pathlib import Path
 
-CONTROL_DIR = "control"
+from gpumon.core.protocol import CONTROL_DIR, control_dir
+
 STOP_ALL = "stop"
 STOP_TRIALS = "stop-trials"
-
-
-def control_dir(run_dir: str | os.PathLike[str]) -> Path:
-    """The run's ``control/`` folder (private), made if needed; also where census requests go."""
-    path = Path(run_dir) / CONTROL_DIR
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
 
 
 def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:

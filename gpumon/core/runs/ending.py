@@ -96,7 +96,7 @@ def retry_after_oom(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, e
 
     from gpumon.core.doctor.evidence import run_failure
     from gpumon.core.gpu import visible_gpu_count
-    from gpumon.core.runs.launcher import launch
+    from gpumon.core.placement.places import launch
     from gpumon.core.runs.retry import OOM_KINDS, halved
 
     store = RunStore(run_dir.parent.parent)

@@ -14,10 +14,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from gpumon.core.placement.record import elsewhere, name_of
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
 from gpumon.core.runs.liveness import frozen
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
@@ -32,11 +34,8 @@ TUNE_STOP_GRACE_S = 30.0
 
 
 def build_command(spec: RunSpec, run_id: str) -> list[str]:
-    """The argument list the supervisor starts (never a shell string)."""
-    if spec.slurm is not None:
-        from gpumon.core.slurm.launch import slurm_command
-
-        return slurm_command(spec)
+    """The argument list a supervisor on this host starts (never a shell string); gpumon.core.placement's
+    ``command`` gives any place's."""
     target = ["-m", spec.module] if spec.module else [str(spec.program)]
     if not spec.uses_torchrun:
         return [sys.executable, "-u", *target, *spec.full_args]
@@ -134,27 +133,25 @@ def open_private(path: Path) -> BinaryIO:
 def launch(
     spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
 ) -> RunRecord:
-    """Validate, create the run directory and start the supervisor; raise SpecError for bad input."""
-    if spec.slurm is not None:
-        from gpumon.core.slurm.launch import check
-
-        check(spec)
+    """Validate, create the run directory and start the supervisor here; raise SpecError for bad input.
+    A run that lives elsewhere starts through gpumon.core.placement.launch."""
+    here(spec)
     spec = validate(spec, visible_gpus)
     if spec.nnodes > 1 and endpoint_port(spec.rdzv_endpoint) == 0:  # node 0 picks the port the others join
         host = str(spec.rdzv_endpoint).rpartition(":")[0]
         spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
-    run_id, run_dir = store.new_run_dir(spec)
+    _, run_dir = store.new_run_dir(spec)
     (run_dir / "logs").mkdir(mode=0o700)
-    if spec.slurm is not None:  # a job: its first node starts the supervisor (core/slurm/launch.py)
-        from gpumon.core.slurm.launch import submit_run
-
-        command = {"argv": build_command(spec, run_id), "env": build_env(spec, run_id, run_dir), "cwd": spec.cwd}
-        submit_run(spec, run_id, run_dir, {**command, "grace_s": grace_s})
-        return store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
     if spec.search:  # the run keeps the file it started from, whatever happens to the original
         write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
     write_json(run_dir / "spec.json", spec.to_dict())
     return start_supervisor(spec, store, run_dir, {"created": time.time()}, wait_s, grace_s)
+
+
+def here(spec: RunSpec, status: Mapping[str, Any] | None = None) -> None:
+    """Refuse a run whose place is not this host: a pid in its status is not one of ours to signal."""
+    if elsewhere(spec, status):
+        raise ValueError(f"a {name_of(spec, status)} run: start and stop it through gpumon.core.placement")
 
 
 def start_supervisor(
@@ -211,14 +208,7 @@ def stop(record: RunRecord, kill: bool = False) -> str:
     if record.spec.kind == "tune" and not kill and not stop_requested(record.dir):
         request_stop_experiment(record.dir)
         return f"asked {record.id} to stop its trials (stop again to end it now)"
-    status = record.status
-    if status.get("slurm_job_id"):  # a job: Slurm signals its supervisor on the node (or drops it while pending)
-        from gpumon.core.slurm.jobs import cancel
-
-        why = cancel(str(status["slurm_job_id"]))
-        if why:
-            raise OSError(f"could not cancel job {status['slurm_job_id']}: {why}")
-        return f"cancelled job {status['slurm_job_id']} ({record.id})"
+    here(record.spec, record.status)  # a supervisor elsewhere is not signalled from here
     supervisor = record.supervisor_pid()  # status.json's, else the lock's holder (an unreadable status)
     if supervisor and not frozen(supervisor):
         os.kill(supervisor, signal.SIGUSR1 if kill else signal.SIGTERM)

@@ -207,6 +207,7 @@ class RunsMonitor:
             ensure_keeper(self.store.root)
 
     def _take_over(self, record: RunRecord) -> RunRecord:
+        from gpumon.core.placement.places import of_record
         from gpumon.core.runs.launcher import adopt, record_end
 
         # The supervisor may have written the end and exited since status.json was read: read it again,
@@ -219,10 +220,7 @@ class RunsMonitor:
             if state == "unsupervised" and record.id not in self._adopted:
                 self._adopted.add(record.id)
                 adopt(record)
-            elif state == "lost" and record.status.get("slurm_job_id"):
-                from gpumon.core.slurm.ending import record_job_end
-
-                record_job_end(record)  # the job is over: Slurm's end (a time limit killed the supervisor too)
+            elif state == "lost" and of_record(record).end_lost(record):  # its place's end (a job's: Slurm's)
                 return record.reread()
             elif state == "lost":
                 record_end(record, "lost", "its supervisor died, and its processes with it")

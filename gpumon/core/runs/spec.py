@@ -255,7 +255,7 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
         raise SpecError(f"--on-alert: no program {spec.on_alert[0]!r} on PATH (give its full path, or install it)")
     if spec.kind == "tune":
         if spec.search:  # a shipped search's name, where no such file is here
-            from gpumon.tune.shipped import resolve_search
+            from gpumon.core.searches.shipped import resolve_search
 
             spec = replace(spec, search=resolve_search(spec.search, spec.cwd))
         name = _check_search(spec, visible_gpus)
@@ -280,8 +280,8 @@ def validate(spec: RunSpec, visible_gpus: int) -> RunSpec:
 
 def _check_search(spec: RunSpec, visible_gpus: int) -> str | None:
     """Check the search file like `gpumon tune` will; returns its name."""
-    from gpumon.tune.search_file import SearchFileError, load  # no ray import: it only reads TOML
-    from gpumon.tune.shipped import shipped_names
+    from gpumon.core.searches.search_file import SearchFileError, load  # no ray import: it only reads TOML
+    from gpumon.core.searches.shipped import shipped_names
 
     if not spec.search:
         raise SpecError(f"tune needs a search file, or a shipped search's name ({shipped_names()})")

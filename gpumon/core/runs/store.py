@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.placement.record import state_elsewhere
 from gpumon.core.runs.liveness import frozen, lock_holder, read_file
 from gpumon.core.runs.runner import read_exit
 from gpumon.core.runs.spec import RunSpec
@@ -154,10 +155,9 @@ class RunRecord:
 
             return "unsupervised" if marked(self.dir) else "unknown"
         state = str(self.status.get("state", "starting"))
-        if self.status.get("slurm_job_id") and state in LIVE_STATES and not self.supervisor_alive():
-            from gpumon.core.slurm.liveness import job_state  # its supervisor runs on a node: Slurm knows
-
-            return job_state(state, str(self.status["slurm_job_id"]))
+        placed = state_elsewhere(self.spec, self.status) if state in LIVE_STATES else None
+        if placed is not None and not self.supervisor_alive():  # its supervisor runs on a node: its place knows
+            return placed(state)
         # A fresh supervisor gets a moment to write its first status (a queued run: from when the queue started it).
         asked = self.status.get("start_asked")
         fresh = state == "starting" and time.time() - (asked if isinstance(asked, float) else self.created) <= 10

@@ -24,8 +24,8 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
 from gpumon.core.runs.alerts import input_alert, loss_alert, loss_fix, raise_alert
-from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
@@ -41,7 +41,6 @@ from gpumon.core.runs.telemetry import RunTelemetry, save_summary
 from gpumon.core.safefs import open_own
 from gpumon.core.slurm.ending import at_end as slurm_end
 from gpumon.core.slurm.ending import started as slurm_started
-from gpumon.telemetry.census import CENSUS_FLAG
 
 END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
 TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) before SIGTERM
@@ -236,8 +235,6 @@ class Supervisor:
         except OSError as err:
             self.summary_error = str(err)
         if self.census and not self.census_asked and any(s.grows for s in states.values()):
-            from gpumon.telemetry.census import request_census
-
             self.census_asked = True
             with contextlib.suppress(OSError):
                 request_census(self.run_dir)

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from gpumon.core.doctor import hang
-from gpumon.telemetry.stacks import STACK_SIGNAL, TAKEN
+from gpumon.core.protocol import STACK_SIGNAL, TAKEN
 
 DATA_PATH = "torch/utils/data/"
 SHOWN = 3  # busy workers named on the rank's line; the rest are counted

@@ -13,9 +13,9 @@ from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
 from gpumon.core.gpu import visible_gpu_count
-from gpumon.core.runs.launcher import SpecError, launch, stop
+from gpumon.core.placement.places import launch, stop
 from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.spec import RunSpec, SpecError
 from gpumon.core.runs.store import RunRecord, RunStore
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns

@@ -11,7 +11,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import Static
 
-from gpumon.core.runs.launcher import build_command
+from gpumon.core.placement.places import command as build_command
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import read_json

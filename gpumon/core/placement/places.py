@@ -1,0 +1,46 @@
+"""One ``Placement`` per place, chosen once at launch from the spec and read back from the run's record.
+See base.py for the interface, docs/architecture.md for how to add a place."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpumon.core.placement.base import Placement, PlaceName, name_of
+from gpumon.core.placement.local import Local
+from gpumon.core.placement.nodes import Node
+from gpumon.core.placement.queued import Queued
+from gpumon.core.placement.slurm import Slurm
+from gpumon.core.runs.launcher import STOP_GRACE_S
+
+if TYPE_CHECKING:
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunRecord, RunStore
+
+PLACES: dict[PlaceName, Placement] = {"local": Local(), "queued": Queued(), "slurm": Slurm(), "nodes": Node()}
+
+
+def for_spec(spec: RunSpec) -> Placement:
+    """The place a new run goes to by its spec (the queue is asked for by its options: Queued(...))."""
+    return PLACES[name_of(spec)]
+
+
+def of_record(record: RunRecord) -> Placement:
+    """The place a run was given, from its record."""
+    return PLACES[name_of(record.spec, record.status)]
+
+
+def launch(
+    spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
+) -> RunRecord:
+    """Start a run where its spec says: validate, write its directory, start (or submit) it."""
+    return for_spec(spec).launch(spec, store, visible_gpus, wait_s, grace_s)
+
+
+def stop(record: RunRecord, kill: bool = False) -> str:
+    """Stop a run where it lives; a line for the user."""
+    return of_record(record).stop(record, kill)
+
+
+def command(spec: RunSpec, run_id: str) -> list[str]:
+    """The argument list the run's supervisor starts, wherever it lives."""
+    return for_spec(spec).command(spec, run_id)

@@ -1,0 +1,89 @@
+"""A Slurm job: sbatch starts the run's supervisor on the job's first node (core/slurm/), scancel stops it,
+and Slurm's own words say how it ended (core/doctor/slurm_end.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
+from gpumon.core.placement.base import PlaceName, Where
+from gpumon.core.runs import launcher
+from gpumon.core.runs.spec import validate
+from gpumon.core.runs.store import RunRecord
+from gpumon.core.slurm import jobs
+from gpumon.core.slurm import launch as job
+from gpumon.core.slurm.ending import record_job_end
+
+if TYPE_CHECKING:
+    from gpumon.core.doctor.advice_types import Advice
+    from gpumon.core.doctor.failures import Failure
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+
+class Slurm:
+    name: PlaceName = "slurm"
+    supervised_here = False
+
+    def check(self, spec: RunSpec) -> None:
+        job.check(spec)
+
+    def command(self, spec: RunSpec, run_id: str) -> list[str]:
+        return job.slurm_command(spec)
+
+    def launch(
+        self,
+        spec: RunSpec,
+        store: RunStore,
+        visible_gpus: int,
+        wait_s: float = 5.0,
+        grace_s: float = launcher.STOP_GRACE_S,
+    ) -> RunRecord:
+        """The run's directory as for any run; its start a job (nothing starts on this machine)."""
+        self.check(spec)
+        spec = validate(spec, visible_gpus)
+        run_id, run_dir = store.new_run_dir(spec)
+        (run_dir / "logs").mkdir(mode=0o700)
+        command = {
+            "argv": self.command(spec, run_id),
+            "env": launcher.build_env(spec, run_id, run_dir),
+            "cwd": spec.cwd,
+        }
+        job.submit_run(spec, run_id, run_dir, {**command, "grace_s": grace_s})
+        return store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
+
+    def stop(self, record: RunRecord, kill: bool = False) -> str:
+        """scancel: Slurm signals its supervisor on the node (or drops the job while it is pending)."""
+        if not record.live:
+            return f"{record.id} is not running ({record.state})"
+        job_id = str(record.status.get("slurm_job_id") or "")
+        if not job_id:  # sbatch has not answered yet: there is no job to cancel
+            raise OSError(f"{record.id} is being submitted (no job id yet): stop it again in a moment")
+        why = jobs.cancel(job_id)
+        if why:
+            raise OSError(f"could not cancel job {job_id}: {why}")
+        return f"cancelled job {job_id} ({record.id})"
+
+    def withdraw(self, record: RunRecord) -> str | None:
+        return None  # a pending job is cancelled by stop
+
+    def state(self, record: RunRecord) -> str:
+        return record.state  # the store asks Slurm while no supervisor of it runs here (record.state_elsewhere)
+
+    def where(self, record: RunRecord) -> Where:
+        return Where(record.dir, str(record.status.get("slurm_nodes") or ""))
+
+    def end_lost(self, record: RunRecord) -> bool:
+        record_job_end(record)  # the job is over: Slurm's end (a time limit killed the supervisor too)
+        return True
+
+    def failure(
+        self, record: RunRecord, telemetry: RunTelemetry, found: Failure
+    ) -> tuple[Failure, tuple[Advice, ...]] | None:
+        if not record.status.get("slurm_end"):
+            return None
+        return slurm_failure(record), tuple(slurm_advice(record, telemetry))
+
+    def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
+        return tuple(gpus_advice(record)) if record.spec.slurm is not None else ()

@@ -1,0 +1,53 @@
+"""The files and signals a run's processes and its supervisor share, beside the event protocol (events.py).
+
+The ground floor: the supervisor, the doctor, the CLI and the TUI write or read these names, and the
+telemetry inside each rank (gpumon/telemetry/) answers them, so both import them from here and neither
+imports the other. docs/events.md describes the events; this module the rest of what crosses the line:
+
+- ``control/`` in the run directory holds requests, as files (no socket, no signal a script could lack a
+  handler for): ``census`` asks every rank for a census (its mtime is the request's id, its text the gap
+  in steps), ``stop`` and ``stop-trials`` ask a search to stop (runs/control.py).
+- ``stacks/<pid>.txt`` is a process's open ``faulthandler`` file: its existence says the process answers
+  ``STACK_SIGNAL`` with every thread's stack; ``<pid>.taken`` says the script took that signal back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+CONTROL_DIR = "control"
+CENSUS_FLAG = "census"
+DEFAULT_GAP = 20  # steps between the two censuses of a request
+
+STACKS_DIR = "stacks"
+STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)
+TAKEN = ".taken"  # the suffix of a process's file once the script set its own SIGUSR2 handler
+
+
+def control_dir(run_dir: str | os.PathLike[str]) -> Path:
+    """The run's ``control/`` folder (private), made if needed; where census and stop requests go."""
+    path = Path(run_dir) / CONTROL_DIR
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def census_flag(run_dir: str | os.PathLike[str]) -> Path:
+    """Where a census request is (``control/census``), without making the folder."""
+    return Path(run_dir) / CONTROL_DIR / CENSUS_FLAG
+
+
+def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
+    """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
+    folder = control_dir(run_dir)
+    tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:  # state dir: 0600
+        fh.write(f"{max(1, int(gap))}\n")
+    os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request
+    return (folder / CENSUS_FLAG).stat().st_mtime_ns
+
+
+def stack_path(run_dir: str, pid: int) -> str:
+    """A process's stack file: ``<run dir>/stacks/<pid>.txt``."""
+    return os.path.join(run_dir, STACKS_DIR, f"{pid}.txt")

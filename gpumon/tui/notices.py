@@ -1,0 +1,78 @@
+"""What the app tells whatever view shows: a run's new alert, a host's alert, a run that finished well.
+
+Each is a notification (and a bell for an alert). The first read of each feed only counts: what happened
+before the app opened is in the views.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from textual.app import App
+
+from gpumon.core import format as fmt
+from gpumon.core.alerts.history import AlertEntry
+from gpumon.core.runs.monitor import RunSummary
+
+FRESH_END_S = 60.0  # a run first seen already finished is told only if it ended this recently
+
+
+class Notices:
+    def __init__(self, app: App[None]) -> None:
+        self.app = app
+        self._alerts_seen: dict[str, int] | None = None
+        self._states_seen: dict[str, str] | None = None
+        self._alert_ids: set[str] | None = None  # the alerts already known (None: none read yet)
+
+    def run_alerts(self, summaries: Iterable[RunSummary]) -> None:
+        """A run's new alert (it started leaking, it failed) is a notification, whatever view shows."""
+        first = self._alerts_seen is None
+        seen = self._alerts_seen if self._alerts_seen is not None else {}
+        for summary in summaries:
+            for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
+                failed = text.startswith("failed")
+                self.app.bell()  # heard from another window too
+                self.app.notify(
+                    f"{summary.id}: {text}",
+                    title="gpumon alert",
+                    severity="error" if failed else "warning",
+                    timeout=15,
+                    markup=False,
+                )
+            seen[summary.id] = len(summary.alerts)
+        self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
+
+    def host_alerts(self, entries: Iterable[AlertEntry]) -> None:
+        """An alert of no run (a fleet host down) is a toast and a bell (a run's come with its summary)."""
+        entries = list(entries)
+        ids = {e.id for e in entries}
+        known, self._alert_ids = self._alert_ids, ids
+        if known is None:  # the first read: what came before the app opened is in the Alerts view
+            return
+        for entry in entries:
+            if entry.id not in known and entry.run is None:
+                self.app.bell()
+                self.app.notify(f"{entry.host}: {entry.text}", title=f"gpumon alert: {entry.kind}",
+                                severity="warning", timeout=15, markup=False)  # fmt: skip
+
+    def finished(self, summaries: list[RunSummary]) -> None:
+        """A run that ends well is a notification too, whatever view shows (a failure is one of the alerts):
+        a run seen live that now reads finished, or a new one that finished within the last minute."""
+        states = {s.id: s.state for s in summaries}
+        seen, self._states_seen = self._states_seen, states
+        if seen is None:  # the first read: what ended before the app opened is in the Runs view
+            return
+        now = time.time()
+        for s in summaries:
+            before = seen.get(s.id)
+            if s.state != "finished" or before == "finished":
+                continue
+            if before is None and now - (s.record.ended or 0.0) > FRESH_END_S:
+                continue  # an old run that came to the list late
+            took, code = s.record.elapsed(), s.record.exit_code
+            after = (f" after {fmt.duration(took)}" if took is not None else "") + (
+                f" (exit code {code})" if code is not None else ""
+            )
+            self.app.notify(f"{s.id} finished{after}", title="gpumon", severity="information", timeout=10,
+                            markup=False)  # fmt: skip
