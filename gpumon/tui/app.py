@@ -29,6 +29,7 @@ from gpumon.core.runs.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.keys import clashes, help_rows
+from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.widgets.screens import HelpScreen
@@ -66,7 +67,7 @@ def keymap_problems(keymap: dict[str, str]) -> list[str]:
     return clashes(help_sections(), keymap)
 
 
-class GpumonApp(App[None]):
+class GpumonApp(KeysInOrder, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True
@@ -82,6 +83,7 @@ class GpumonApp(App[None]):
     ) -> None:
         """``fleet``: the hosts' monitor (started by the caller), for a view to read; None without hosts."""
         super().__init__()
+        self._keys_init()  # keys typed ahead go where the keys before them lead (typeahead.py)
         self.keymap = dict(keymap or {})
         if self.keymap:
             self.set_keymap(self.keymap)
