@@ -18,7 +18,7 @@ from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import ContentSwitcher, Static
 
 from gpumon.core import format as fmt
 from gpumon.core.doctor.leak import LeakState
@@ -32,6 +32,7 @@ from gpumon.tui.keys import clashes, help_rows
 from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
+from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
 from gpumon.tui.widgets.top_bar import top_bar_text
@@ -112,7 +113,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
         with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
-        yield Footer()
+        yield KeysFooter()  # built once per set of keys: a view switch shows a set already built
 
     @staticmethod
     def _widget(view: View) -> Widget:
