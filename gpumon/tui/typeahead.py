@@ -58,17 +58,7 @@ class KeysInOrder:
         if len(self._held) < HELD_MAX:
             self._held.append(event)
             return
-        self._dropped += 1
-        if self._dropped == 1:  # once per busy spell: the note says how many when it ends
-            self._app.call_later(self._say_dropped)
-
-    def _say_dropped(self) -> None:
-        if self._in_flight is not None or self._held:  # still busy: said when the keys have caught up
-            self._app.call_later(self._say_dropped)
-            return
-        note = f"{self._dropped} keys dropped: gpumon was busy"
-        self._app.notify(note, severity="warning", timeout=5, markup=False)
-        self._dropped = 0
+        self._dropped += 1  # said once the keys held have caught up (_release)
 
     @property
     def _app(self) -> App[object]:
@@ -125,6 +115,10 @@ class KeysInOrder:
             self._stuck = None
         if self._held:
             self._app.call_later(self._send_held)
+        elif self._dropped:  # one note per busy spell, with how many
+            note = f"{self._dropped} keys dropped: gpumon was busy"
+            self._dropped = 0
+            self._app.notify(note, severity="warning", timeout=5, markup=False)
 
     async def _send_held(self) -> None:
         if self._in_flight is None and self._held:
