@@ -39,6 +39,7 @@ from gpumon.tui.widgets.top_bar import top_bar_text
 
 __all__ = ["GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]
 
+HELP = "help"  # the help screen's name among the installed screens
 WIDE = 160  # columns from which GPU panels sit two abreast
 FRESH_END_S = 60.0  # a run first seen already finished is told only if it ended this recently
 FOOTNOTE = """\
@@ -272,8 +273,11 @@ class GpumonApp(KeysInOrder, App[None]):
         """Open the help; the help key (as remapped too) closes it again."""
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
-        else:
-            self.push_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE))
+            return
+        if not self.is_screen_installed(HELP):  # built once: opened again, it is drawn at once
+            self.install_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE), HELP)
+        if self.get_screen(HELP) not in self.screen_stack:  # a palette over it: it is there already
+            self.push_screen(HELP)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
