@@ -134,14 +134,93 @@ def test_the_command_channel_gets_the_event_on_stdin_and_on_alert_still_runs(tmp
     run_id = cli.launch(OOM, "--on-alert", legacy_cmd, "--", "--batch-size", "64")
     # each file is complete once written: opened ('a') and written are two steps of the other process
     assert wait_until(lambda: got.exists() and got.read_text().endswith("\n") and legacy.exists(), timeout=90)
-    assert wait_until(lambda: legacy.read_text().endswith("PyTorch)"), timeout=60), legacy.read_text()
     event = json.loads(got.read_text().splitlines()[0])
+    assert wait_until(lambda: legacy.read_text() == event["text"], timeout=60), legacy.read_text()
     assert (event["run"], event["kind"], event["state"]) == (run_id, "failed", "failed")
     assert event["reason"].startswith("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
-    # the doctor's word: its headline and first fix, in the event and in the one line a chat shows
+    # the doctor's word: its headline as the reason and its first fix whole, in the event and in the text
     assert event["headline"].startswith("CUDA out of memory on GPU 0: tried to allocate 2.00 GiB")
     assert "--batch-size" in event["fix"]
-    assert legacy.read_text().startswith("failed with exit code 1: RuntimeError: CUDA out of memory.")
+    assert event["text"] == f"failed with exit code 1: {event['headline'].rstrip(' .')}. Fix: {event['fix']}"
+    assert legacy.read_text() == event["text"]  # --on-alert's last argument: the same words
+
+
+DDP_ARGS = """
+import argparse
+import torch.distributed as dist
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+args = parser.parse_args()
+dist.init_process_group("gloo")
+dist.destroy_process_group()
+"""
+
+
+def test_a_torchrun_failure_alerts_with_the_doctors_headline_and_whole_fix_not_torchruns_banner(
+    tmp_path: Path,
+) -> None:
+    """Issue 33: a torchrun run whose script rejects its arguments alerted "failed with exit code 1: ====..."
+    (torchrun's banner, the launcher log's last line) everywhere, while the doctor knew the argparse error."""
+    pytest.importorskip("torch")
+    receiver = Receiver().start()
+    try:
+        cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\n')
+        (tmp_path / "ddp_args.py").write_text(DDP_ARGS)
+        done = cli("launch", "ddp", "ddp_args.py", "--nproc", "2", "--", "--epochs", "x")
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.split()[-1]
+        assert wait_until(lambda: receiver.arrived, timeout=180), "no alert arrived"
+        (body,) = receiver.arrived
+        launcher = (cli.run_dir(run_id) / "logs" / "launcher.log").read_text()
+        assert launcher.rstrip().endswith("=" * 60)  # what the alert used to carry
+        doctor = json.loads(cli("doctor", run_id, "--json").stdout)
+        first = doctor["advice"][0]
+        assert "argument --epochs: invalid int value: 'x'" in doctor["headline"]
+        assert (body["headline"], body["fix"]) == (doctor["headline"], f"{first['title']}: {first['change']}")
+        assert first["key"] == "usage"  # torchrun exits 1; the worker's argparse said 2: a usage error
+        # one reason, one whole fix, a pointer and no link
+        text = body["text"]
+        assert text == (
+            f"gpumon@{body['host']}: {run_id}: failed with exit code 1: {doctor['headline']}. "
+            f"Fix: {body['fix']}. More: gpumon doctor {run_id}"
+        ), text
+        assert "==" not in text + body["reason"] and text.count(doctor["headline"]) == 1 and "above" not in text
+        assert "http" not in text and text.count("\n") == 0
+        listed = cli("alerts")
+        (row,) = [
+            line for line in listed.stdout.splitlines() if line.startswith(tuple("0123456789")) and run_id in line
+        ]
+        assert row.endswith(body["message"]) and f"Fix: {body['fix']}" in row and "==" not in row
+        (alert,) = json.loads(cli("alerts", "--json").stdout)["alerts"]
+        assert alert["text"] == body["message"]
+        # the toast and the run's row read the run's own alert event: the same words
+        rows = {r["id"]: r for r in json.loads(cli("runs", "--json").stdout)["runs"]}
+        assert rows[run_id]["alerts"] == [body["message"]]
+    finally:
+        receiver.stop()
+
+
+def test_a_channels_text_is_cut_only_past_its_limit_at_a_word_keeping_the_fix_and_the_pointer() -> None:
+    from gpumon.core.alerts.channels import webhook_body
+    from gpumon.core.alerts.text import LIMITS, with_fix
+
+    fix = "Lower the batch size: gpumon launch ddp --batch-size 16 (the largest that fits in 79.2 GiB)"
+    reason = "failed with exit code 1: " + " ".join(f"w{i:04d}" for i in range(800))  # ~4,800 characters
+    alert = {"id": "x", "kind": "failed", "host": "trainbox", "run": "ddp-1", "text": with_fix(reason, fix)}
+    for fmt in ("discord", "ntfy", "slack", "json"):
+        body, _ = webhook_body(fmt, alert)
+        text = body.decode() if fmt == "ntfy" else json.loads(body)["content" if fmt == "discord" else "text"]
+        size = len(text.encode()) if fmt == "ntfy" else len(text)
+        assert size <= LIMITS[fmt], (fmt, size)
+        assert text.endswith(f"… Fix: {fix}. More: gpumon doctor ddp-1"), (fmt, text[-200:])
+        cut = text.split("…")[0].split()[-1]
+        assert len(cut) == 5 and f" {cut} " in reason + " ", cut  # a whole word (w0123), never part of one
+    short = {**alert, "text": with_fix("failed with exit code 1: boom", fix)}
+    assert json.loads(webhook_body("discord", short)[0])["content"] == (
+        f"gpumon@trainbox: ddp-1: failed with exit code 1: boom. Fix: {fix}. More: gpumon doctor ddp-1"
+    )
+    slack = json.loads(webhook_body("slack", {**short, "text": "failed: expected <class 'int'> & got str"})[0])
+    assert "expected &lt;class 'int'&gt; &amp; got str" in slack["text"]  # Slack's own control characters
 
 
 def test_alerts_test_says_per_channel_what_happened_and_never_prints_the_url(tmp_path: Path) -> None:

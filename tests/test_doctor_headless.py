@@ -101,7 +101,8 @@ def test_without_a_census_the_likely_fixes_are_still_ranked(
     assert not (record.dir / "control" / "census").exists()
     keys = [a["key"] for a in report["advice"]]
     assert keys[0] == "leak_loss_graph" and "leak_outputs_list" in keys  # a CPU heap: a kept graph first
-    assert all("gpumon doctor RUN --census" in a["why"] for a in report["advice"])
+    # The way to confirm names this run: a command the user can paste.
+    assert all(f"gpumon doctor {record.id} --census" in a["why"] for a in report["advice"]), report["advice"]
 
 
 @pytest.mark.parametrize("name", HEALTHY)
@@ -141,7 +142,10 @@ def test_a_failed_run_alerts_and_an_open_app_says_so_whatever_view_shows(
         return []
 
     said = asyncio.run(watch())
-    assert f"{record.id}: failed with exit code 1: bad config: no such file data.csv" in said
+    # the toast says what the Alerts view, gpumon alerts and the channels say: the doctor's headline, its fix
+    alert = next(json.loads(line) for line in (record.dir / "alerts.jsonl").read_text().splitlines())
+    assert alert["text"].startswith("failed: the script exited with status 1: bad config: no such file data.csv. Fix: ")
+    assert f"{record.id}: {alert['text']}" in said, said
     final = wait(record, store, timeout=10)
     out = subprocess.run([sys.executable, "-m", "gpumon", "runs"], capture_output=True, text=True, check=True).stdout
     assert f"{final.id}" in out and "failed !" in out

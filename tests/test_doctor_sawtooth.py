@@ -26,7 +26,7 @@ def test_flat_peaks_project_no_crash_and_say_what_grows_within_a_cycle() -> None
     state = analyse_series(*_sawtooth(3000, 300, 1e6), capacity_bytes=8 * GB).state
     assert state.cycle == 300 and state.runs_out_at is None and state.state != "leak"
     text = state.describe()
-    assert "within each cycle of ~300 iterations, freed at its end" in text and "peaks flat" in text
+    assert "within each cycle of ~300 iterations, released at its end" in text and "peaks flat" in text
     assert "iteration ~" not in text  # no run-out projected from one epoch's rise
 
 

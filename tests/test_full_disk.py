@@ -1,4 +1,4 @@
-"""A full state dir mid-run: training goes on, gpumon says why telemetry stopped, and the end is written later."""
+"""A full state dir mid-run: training goes on, gpumon says why telemetry stopped, and the end is written at once."""
 
 from __future__ import annotations
 
@@ -62,12 +62,12 @@ def test_a_full_state_dir_stops_telemetry_not_training_and_the_end_waits_for_spa
     listed = gpumon("runs")
     assert "state dir full" in listed.stderr and "training goes on" in listed.stderr
     assert record.id in listed.stdout
-    loaded = store.load(record.dir)
-    assert loaded is not None and loaded.supervisor_alive()  # holding the run's end until it can be written
-    assert loaded.status.get("state") == "running"
-    filler.unlink()  # the user frees space
+    # The disk is still full: the end is written at once all the same, in the room the supervisor kept for it
+    # (reserve.py), not 'running' until space comes back.
     deadline = time.monotonic() + 30
     while (final := store.load(record.dir)) is None or final.status.get("state") != "finished":
-        assert time.monotonic() < deadline, "the end was never written"
+        assert time.monotonic() < deadline, f"the end was not written on the full disk: {final and final.status}"
         time.sleep(0.5)
-    assert final.exit_code == 0 and "state dir full" not in gpumon("runs").stderr
+    assert final.exit_code == 0
+    filler.unlink()  # the user frees space
+    assert "state dir full" not in gpumon("runs").stderr

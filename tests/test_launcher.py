@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from gpumon.core.events import EventReader
+from gpumon.core.runs.ending import root_cause
 from gpumon.core.runs.launcher import launch, stop, wait
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore
-from gpumon.core.runs.supervisor import root_cause
 
 SLEEPER = textwrap.dedent(
     """

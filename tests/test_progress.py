@@ -107,6 +107,49 @@ async def test_the_runs_table_shows_progress_rate_and_a_nan_loss_in_the_warning_
         assert "loss is nan from step 3" in str(chart.border_subtitle)
 
 
+TINY_LOSS = """
+import time
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the same loss every step
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+for step in range(12):
+    loss = torch.nn.functional.mse_loss(model(x), y) * 2.114e-6
+    opt.zero_grad(); loss.backward(); opt.step()
+    time.sleep(0.02)
+print("last loss", loss.item(), flush=True)
+"""
+
+
+async def test_a_tiny_loss_keeps_three_significant_digits_in_gpumon_runs_and_the_app(
+    gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: a loss of 2.32e-06 read from backward() printed as 0.0000 in `gpumon runs`."""
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_LOSS)
+    run_id = launched(gpumon("launch", "script", str(script)))
+    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120)
+    logs = (tmp_path / "home" / "runs" / run_id / "logs").glob("*.log")
+    printed = float(
+        next(line for log in logs for line in log.read_text().splitlines() if "last loss" in line).split()[-1]
+    )
+    expected = f"{printed:.2e}"  # the script's own number, 3 significant digits
+    assert expected == "2.32e-06"
+    (line,) = [line for line in gpumon("runs").stdout.splitlines() if line.startswith(run_id)]
+    assert f" {expected} " in line and "0.0000" not in line, line
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
+    app = make_app(gpus=1)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await pilot.press("r")
+        table = app.query_one(RunTable)
+        for _ in range(500):
+            if table.row_count:
+                break
+            await pilot.pause(0.02)
+        assert table.get_cell(run_id, "loss").text.plain == expected
+
+
 def test_the_window_of_step_times_is_bounded_and_a_plan_wins_over_a_frameworks_total() -> None:
     progress = Progress()
     progress.fold("total", {"total_steps": 600, "source": "tqdm"}, 0)

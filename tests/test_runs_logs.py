@@ -222,7 +222,7 @@ async def test_space_marks_runs_and_c_overlays_their_loss_curves(home: Path) -> 
         assert chart.series[0].style != chart.series[1].style  # one colour each
         text = screen_text(app)
         assert FINISHED in text and STOPPED in text and FAILED not in text  # the legend and the table
-        assert "FINAL LOSS" in text and "BEST LOSS" in text and "0.1321" in text and "3m05s" in text
+        assert "FINAL LOSS" in text and "BEST LOSS" in text and "0.132" in text and "3m05s" in text
         assert "step 200" in chart.render().plain
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, CompareScreen))
@@ -243,7 +243,7 @@ async def test_y_puts_the_loss_chart_on_a_log_axis(home: Path) -> None:
         logged = loss.render().plain.splitlines()
         assert logged[-1].lstrip().startswith("log")  # the axis says which
         labels = [line.split("┤")[0].strip() for line in logged if "┤" in line]
-        assert len(labels) == 3 and labels[0] == "2.3120" and labels[-1] == "0.1321"  # a middle label: decades
+        assert len(labels) == 3 and labels[0] == "2.31" and labels[-1] == "0.132"  # a middle label: decades
         mid = float(labels[1])
         assert math.isclose(mid, math.sqrt(2.3120 * 0.1321), rel_tol=0.2)  # geometric, not arithmetic
         assert linear != logged

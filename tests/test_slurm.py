@@ -266,4 +266,8 @@ def test_a_failed_jobs_reason_is_the_scripts_last_lines_not_sruns(cli: Cli) -> N
     assert doctor["failure"]["evidence"] == ["loading config", "config says: stop here"], doctor["failure"]
     alerts = [json.loads(line) for line in Path(row["dir"], "alerts.jsonl").read_text().splitlines()]
     (failed,) = [a for a in alerts if a["kind"] == "failed"]
-    assert failed["text"] == "failed with exit code 3: config says: stop here", failed
+    # the doctor's headline, then its fix: never srun's own last line
+    assert failed["text"].startswith(
+        "failed: the script exited with status 3: loading config | config says: stop here. Fix: "
+    ), failed
+    assert "srun" not in failed["text"] and "_step_signal" not in failed["text"], failed

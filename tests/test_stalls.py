@@ -237,6 +237,7 @@ def test_a_ddp_rank_blocked_in_its_data_function_is_a_stall_with_each_ranks_plac
     assert "Look at rank 1: it never reached the collective" in doctor
     alerts = launcher_events(info["dir"], "alert")
     assert [a.get("alert_kind", a.get("kind")) for a in alerts] == ["stalled"] and "at step 5" in alerts[0]["text"]
+    assert ". Fix: Look at rank 1: it never reached the collective: read its log" in alerts[0]["text"]  # the doctor's
 
 
 def test_a_sigstopped_rank_is_said_plainly_and_the_stall_ends_on_sigcont(

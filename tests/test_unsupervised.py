@@ -73,7 +73,8 @@ def test_a_reused_pid_is_never_taken_for_a_run_process(store: RunStore) -> None:
     record = orphan(store, "60")
     pid = record.status["pid"]
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not alive({pid}))
+    # the run has ended: its main process and its runner (which ends what the command left, then exits)
+    wait_for(lambda: not alive({pid, record.status["runner_pid"]}))
     # Our own pid, with another start time: a process that took a run's pid after the run's ended.
     status = {**record.status, "pid": os.getpid(), "procs": [[os.getpid(), 1.0]]}
     write_json(record.dir / "status.json", status)
@@ -87,17 +88,18 @@ def test_the_next_gpumon_adopts_an_unsupervised_run_and_records_its_end(store: R
     monitor = RunsMonitor(store, adopt=True)
     assert {s.id: s.state for s in monitor.refresh()}[record.id] == "unsupervised"
     wait_for(lambda: (store.load(record.dir) or record).supervisor_alive(), timeout=10)  # the adopter took it
-    wait_for(lambda: (store.load(record.dir) or record).status.get("state") == "exited", timeout=20)
+    wait_for(lambda: (store.load(record.dir) or record).status.get("state") == "finished", timeout=20)
     final = store.load(record.dir)
-    assert final is not None and final.exit_code is None and final.status.get("adopted")
+    assert final is not None and final.exit_code == 0 and final.status.get("adopted")  # its runner's record
     assert RunTelemetry(record.dir).final or _final(record)  # the adopter wrote the last summary
     wait_for(lambda: record.id in RunIndex(store.root).rows(), timeout=5)  # written just after the status
-    assert RunIndex(store.root).rows()[record.id]["status"]["state"] == "exited"
-    assert {s.id: s.state for s in RunsMonitor(store).refresh()}[record.id] == "exited"
+    assert RunIndex(store.root).rows()[record.id]["status"]["state"] == "finished"
+    assert {s.id: s.state for s in RunsMonitor(store).refresh()}[record.id] == "finished"
 
 
 def test_a_run_whose_processes_died_with_its_supervisor_is_recorded_lost(store: RunStore) -> None:
     record = orphan(store, "60")
+    os.kill(record.status["runner_pid"], signal.SIGKILL)  # everything: the command's parent too (no exit.json)
     os.killpg(record.status["pgid"], signal.SIGKILL)
     wait_for(lambda: not record.live_processes())
     summaries = {s.id: s for s in RunsMonitor(store, adopt=True).refresh()}

@@ -50,7 +50,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     rows = [("TIME", "RUN", "KIND", "STATUS", "TEXT")]
     details: list[str] = []
     for e in entries:
-        rows.append((_when(e.t), e.run or "-", e.kind, e.summary(), _clip(e.text, 70)))
+        rows.append((_when(e.t), e.run or "-", e.kind, e.summary(), " ".join(e.text.split())))  # whole: its fix
     print_table(rows)
     for e in entries:
         bad = {c: s for c, s in e.delivery().items() if not s.startswith("sent")}
@@ -81,11 +81,6 @@ def _setup_line(settings: Any) -> str:
 
 def _when(t: float) -> str:
     return time.strftime("%m-%d %H:%M:%S", time.localtime(t))
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _test(settings: Any, as_json: bool) -> int:

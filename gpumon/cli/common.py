@@ -11,6 +11,7 @@ import select
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -58,7 +59,7 @@ def announce_start(record: Any, what: str, follow_log: bool) -> int:
     return follow(record.id, 0, 0) if follow_log else 0
 
 
-def follow(run_id: str, rank: int | None, first: int) -> int:
+def follow(run_id: str, log: int | Path | None, first: int) -> int:
     """Print the log as it grows until the run has ended and nothing more comes: a progress bar redrawn in
     place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks."""
     from gpumon.core.logs.follow import LogFollower
@@ -69,7 +70,7 @@ def follow(run_id: str, rank: int | None, first: int) -> int:
 
     store = RunStore()
     record = store.resolve(run_id)
-    path = record.log_path(rank)
+    path = log if isinstance(log, Path) else record.log_path(log)  # a rank's log, the launcher's, or a path
     try:
         with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO planted in its place
             offset = fh.seek(0, os.SEEK_END)

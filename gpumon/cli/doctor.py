@@ -84,6 +84,10 @@ def render(diagnosis: Any, record: Any) -> list[str]:
 
     exit_text = f", exit code {record.exit_code}" if record.exit_code not in (None, 0) else ""
     lines = [f"{record.id}  {record.state}{exit_text}  {diagnosis.headline()}"]
+    if diagnosis.step_time_s:
+        from gpumon.core.runs.progress import rate_text
+
+        lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock, over the last 2 minutes")
     note = disk_note(record.dir.parent.parent, {record.id: None})
     if note:
         lines.append(f"  {note}")
@@ -99,6 +103,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
             lines.append(f"  rank {rank}: {state.describe()}{current}")
     if diagnosis.loss is not None:
         lines.append(f"\nloss: {diagnosis.loss.text}")
+        lines += [f"  {label}: {said}" for label, said in diagnosis.loss.details()]
     if diagnosis.causes:
         lines.append("\nwhat grows (tensor census):")
         for cause in diagnosis.causes:

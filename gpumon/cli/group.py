@@ -24,7 +24,7 @@ def group_docs(root: Path, settle: bool) -> list[dict[str, Any]]:
 def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
     """A group as one line of ``gpumon runs``: its state, node 0's step and loss, each node's state."""
     from gpumon.core.runs.progress import progress_text, rate_text
-    from gpumon.core.runs.values import metric_value, number_text
+    from gpumon.core.runs.values import metric_value
 
     nodes = doc.get("nodes") or []
     first = nodes[0] if nodes else {}
@@ -41,7 +41,7 @@ def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
         "" if first.get("step") is None else str(first["step"]),
         progress_text(metric_value(first.get("progress")), metric_value(first.get("eta_s"))),
         rate_text(metric_value(first.get("step_time_s"))),
-        number_text(metric_value(loss)),  # "nan" in JSON: shown as nan
+        fmt.loss(metric_value(loss)),  # "nan" in JSON: shown as nan
         "",
         "",
         "",

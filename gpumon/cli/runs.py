@@ -82,7 +82,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.monitor import read_one
     from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
-    from gpumon.core.runs.values import number_text
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -122,7 +121,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                     "" if s.step is None else str(s.step),
                     progress_text(s.progress, s.eta_s),  # "37% 4m12s"
                     rate_text(s.step_time_s),  # "12.3 it/s", "4.2 s/it"
-                    number_text(s.loss),  # nan, inf and -inf as such
+                    fmt.loss(s.loss),  # 3 significant digits; nan, inf and -inf as such
                     "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
                     "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                     "" if s.rss is None else fmt.size(s.rss),
@@ -188,24 +187,45 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return fail(str(err))
     rank = None if args.launcher else (args.rank or 0)
     path = record.log_path(rank)
+    if rank is not None:
+        try:
+            found, ranks = _rank_log(record, rank)
+        except OSError as err:  # another user's run: one line, never a traceback
+            return fail(unreadable(path) or f"cannot read {record.id}'s ranks: {err.strerror or err}")
+        if found is None and ranks:
+            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, ranks))}")
+        if found is not None:
+            path = found.path
+            if found.note and args.rank is not None:  # asked for a rank's output, given one it shares: said so
+                print(f"gpumon: {found.note}", file=sys.stderr, flush=True)
     problem = unreadable(path)  # another user's run, a FIFO or a link in the log's place: one line, never a hang
     if problem is not None:
         return fail(problem)
-    if not os.path.lexists(path):
-        if rank is not None and rank not in record.log_ranks() and record.log_ranks():
-            return fail(f"{record.id} has no rank {rank}; its ranks: {', '.join(map(str, record.log_ranks()))}")
-        if not args.follow:
-            return fail(f"{record.id} has no log yet at {path}")
+    if not os.path.lexists(path) and not args.follow:
+        return fail(f"{record.id} has no log yet at {path}")
     if not args.follow:
         colour = sys.stdout.isatty()  # a script's colours on a terminal; every other escape shown, not obeyed
         for line in tail_lines(path, args.lines):
             print(visible_log(line, colour))
         return 0
-    return follow(record.id, rank, args.lines)
+    return follow(record.id, path, args.lines)
+
+
+def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
+    """(where rank's output is, or None; the run's ranks: those that reported or have a log)."""
+    from gpumon.core.runs.rank_rows import rank_log, rank_rows
+    from gpumon.core.runs.telemetry import RunTelemetry
+
+    telemetry = RunTelemetry(record.dir)
+    telemetry.update()  # the supervisor's summary, and the few events after it
+    rows = rank_rows(telemetry)
+    return rank_log(record, rank, rows), sorted({row.rank for row in rows} | set(record.log_ranks()))
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from gpumon.cli.group import cmd_stop_group, stop_nodes
+    from gpumon.core.runs import launcher as runs
+    from gpumon.core.runs.control import stop_requested
     from gpumon.core.runs.group import group_of, is_group_id
     from gpumon.core.runs.launcher import STOP_GRACE_S, TUNE_STOP_GRACE_S, record_end, stop, wait
     from gpumon.core.runs.store import RunNotFound, RunStore
@@ -215,7 +235,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     try:
         record = _resolve(args.run)
     except RunNotFound as err:
-        return fail(str(err))
+        done = stop_homeless(args.run, args.kill)  # its directory deleted: found by its processes
+        return fail(str(err)) if done is None else done
     if args.trial is not None:
         return stop_trial(record, args.trial)
     group = group_of(RunStore().root, record.id) if record.spec.group and not args.node_only else None
@@ -234,9 +255,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return 0
     if record.status.get("slurm_job_id"):
         return stop_job(record, args.no_wait)
-    supervised = record.supervisor_alive()
+    supervised = runs.answering_supervisor(record) is not None
+    asked = supervised and not (record.spec.kind == "tune" and not args.kill and not stop_requested(record.dir))
+    since = time.time()
     try:
         print(stop(record, kill=args.kill), flush=True)
+        if asked and not args.no_wait and not runs.answered(record, since):  # stopped, hung: stop goes round it
+            pid = record.supervisor_pid()
+            if pid:
+                why = f"did not answer within {runs.ANSWER_S:.0f} s"
+                print(runs.dismiss_supervisor(record.reread(), pid, why, args.kill), flush=True)
+            supervised = False
         if record.spec.kind == "tune" and not args.kill and not args.no_wait:
             # The search ends its trials itself; past the grace period it is stopped like any run.
             record = wait(record, RunStore(), timeout=TUNE_STOP_GRACE_S)
@@ -263,6 +292,27 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
+    return 0
+
+
+def stop_homeless(text: str, kill: bool) -> int | None:
+    """A run whose directory was deleted while it runs, found by its processes' marks and ended; None if none."""
+    from gpumon.core.runs import homeless
+    from gpumon.core.runs.launcher import STOP_GRACE_S
+    from gpumon.core.runs.store import RunStore
+
+    found = homeless.find(RunStore().runs_dir, text)
+    if len(found) != 1:
+        return None if not found else fail(f"{text!r} matches {len(found)} runs whose directory was deleted")
+    run = found[0]
+    print(f"{run.id}'s directory {run.dir} was deleted: ending its {len(run.procs)} processes by their mark")
+    left, stubborn = homeless.end(run, kill, STOP_GRACE_S)
+    if stubborn:
+        print(f"{run.id}'s supervisor did not end on SIGTERM: killed it (pid {', '.join(map(str, stubborn))})")
+    if left:
+        print(f"{run.id}: processes still alive after SIGKILL: {', '.join(map(str, left))}", file=sys.stderr)
+        return 1
+    print(f"{'killed' if kill else 'stopped'} {run.id} (its directory was deleted)")
     return 0
 
 

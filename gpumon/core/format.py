@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 NA = "N/A"
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -60,3 +62,14 @@ def value(item: object) -> str:
     if isinstance(item, float):
         return f"{item:.4g}"
     return str(item)
+
+
+def loss(item: float | None) -> str:
+    """A loss, everywhere it is shown (CLI, app, doctor, alerts): 3 significant digits, its zeros kept
+    ("2.30", "0.0123", "2.32e-06", "1.23e+03"), nan/inf/-inf as such, "" when unknown."""
+    if item is None:
+        return ""
+    if not math.isfinite(item):
+        return str(item)
+    text = f"{item:#.3g}"
+    return text[:-1] if text.endswith(".") else text

@@ -7,7 +7,7 @@ would set their terminal's title or swallow the output after it, a newline would
 ``^?`` for DEL, ``<U+009B>`` for a C1 control and ``<U+202E>`` for a character that reorders or hides text
 (bidi overrides, zero-width ones). ``visible_log`` does the same to a log line but keeps its tabs, and its
 colours (SGR: ``ESC [ ... m``) only where they will be drawn as colours (a terminal, the log pane): any
-other escape (clear, move, title) is shown, never obeyed.
+other escape (clear, move, title) is shown, never obeyed; a progress bar's cursor-up and erase-line are dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import re
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 _LOG_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 SGR = re.compile(r"(\x1b\[[0-9;:]*m)")  # a group: re.split keeps the sequences, text and SGR alternating
+# A progress bar's own layout: cursor up (tqdm's nested bars end each frame with ESC [A) and erase in line (ESC [K).
+# A log shown line by line has each line's latest frame already (logs/terminal.py): they say nothing more.
+BAR_LAYOUT = re.compile(r"\x1b\[[0-9]*[AK]")
 
 
 def _shown(found: re.Match[str]) -> str:
@@ -39,6 +42,7 @@ def visible_log(line: str, colour: bool) -> str:
     """A log line (or lines: newlines are kept) as it may be printed: tabs kept, colour sequences kept with
     ``colour`` (a terminal) and dropped without (a pipe, a file), every other control character shown."""
     if "\x1b" in line:
+        line = BAR_LAYOUT.sub("", line)
         if colour:
             parts = SGR.split(line)
             return "".join(_LOG_CONTROL.sub(_shown, part) if i % 2 == 0 else part for i, part in enumerate(parts))

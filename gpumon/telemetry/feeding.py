@@ -3,9 +3,14 @@
 ``hook_dataloader`` wraps the DataLoader iterator's ``__next__`` (every DataLoader, single- or multi-process,
 goes through ``_BaseDataLoaderIter.__next__``): two clock reads and an addition per batch, summed into
 ``Feed.waited``; the step events carry it per step (``wait``) at the telemetry's step rate, so nothing is
-written per batch. The first batch of each iterator describes its loader once (``dataloader`` event:
-workers, batch, pin_memory, where the dataset's ``__getitem__`` is). ``threads`` says what the rank computes
-with (intra-op threads, the CPUs it may run on), again when the script changes it.
+written per batch. ``DataLoader.__iter__`` is timed too: a loader without persistent workers starts its
+workers there, every epoch. What a loader with workers waits at an epoch's edge (``__iter__``, the epoch's
+first batch, the ``__next__`` that ends it and stops the workers) is also summed apart (``Feed.edge``, the
+step event's ``epoch_wait``): the fold counts it as data wait however long it is, where a long wait in the
+middle of an epoch reads as a pause (a SIGSTOP inside ``__next__``). The first batch of each iterator
+describes its loader once (``dataloader`` event: workers, their start method, batch, pin_memory, where the
+dataset's ``__getitem__`` is). ``threads`` says what the rank computes with (intra-op threads, the CPUs it
+may run on), again when the script changes it.
 
 Without a DataLoader nothing is measured: timing the gap before each forward would need a hook on every
 module call, far past the per-step budget (bench/feeding.py).
@@ -28,7 +33,9 @@ class Feed:
     """One process's data wait since the last recorded step, and the loaders and threads still to report."""
 
     def __init__(self) -> None:
-        self.waited = 0.0  # seconds spent in DataLoader __next__ since the last recorded step
+        self.waited = 0.0  # seconds spent in DataLoader __iter__/__next__ since the last recorded step
+        self.edge = 0.0  # of those, at an epoch's edge of a loader with workers (workers starting, stopping)
+        self.epochs = 0  # epochs such a loader began since the last recorded step
         self.seen = False  # a DataLoader fed this process
         self.loaders: list[dict[str, Any]] = []  # descriptions not written yet
         self.described: set[tuple[Any, ...]] = set()
@@ -40,6 +47,11 @@ class Feed:
             return None
         waited, self.waited = self.waited, 0.0
         return waited
+
+    def take_edge(self) -> tuple[float, int]:
+        """(seconds at epochs' edges, epochs begun) since the last call."""
+        edge, epochs, self.edge, self.epochs = self.edge, self.epochs, 0.0, 0
+        return edge, epochs
 
     def describe(self, iterator: Any) -> None:
         info = loader_info(iterator)
@@ -83,6 +95,7 @@ def loader_info(iterator: Any) -> dict[str, Any]:
         "pin_memory": getattr(iterator, "_pin_memory", None),
         "persistent_workers": getattr(iterator, "_persistent_workers", None),
         "prefetch_factor": getattr(iterator, "_prefetch_factor", None),
+        "start_method": _start_method(getattr(iterator, "_workers", None)),
         "dataset": type(dataset).__qualname__ if dataset is not None else None,
     }
     getitem = getattr(type(dataset), "__getitem__", None)
@@ -94,26 +107,75 @@ def loader_info(iterator: Any) -> dict[str, Any]:
     return {k: v for k, v in info.items() if v is not None}
 
 
+def _start_method(workers: Any) -> str | None:
+    """How the loader's workers were started: their context's method ("fork", "spawn", "forkserver")."""
+    if not workers:
+        return None
+    method = getattr(type(workers[0]), "_start_method", None)
+    if isinstance(method, str):
+        return method
+    import multiprocessing
+
+    try:  # the default context: the method its first start fixed (never fixed here: allow_none)
+        return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    except (RuntimeError, ValueError, IndexError):
+        return None
+
+
 def hook_dataloader(torch: ModuleType, feed: Callable[[], Feed]) -> None:
     """Time every batch the script takes from a DataLoader; ``feed()`` is the current process's Feed."""
     try:
-        from torch.utils.data.dataloader import _BaseDataLoaderIter
+        from torch.utils.data.dataloader import DataLoader, _BaseDataLoaderIter
     except ImportError:
         return
     if not getattr(_BaseDataLoaderIter.__next__, "__gpumon__", False):
         _BaseDataLoaderIter.__next__ = timed_next(_BaseDataLoaderIter.__next__, feed)  # type: ignore[method-assign,assignment]
+    if not getattr(DataLoader.__iter__, "__gpumon__", False):
+        DataLoader.__iter__ = timed_iter(DataLoader.__iter__, feed)  # type: ignore[method-assign]
 
 
-def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Callable[[Any], Any]:
-    """``original`` (an iterator's ``__next__``) with its time added to ``feed().waited``."""
+def timed_iter(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Callable[[Any], Any]:
+    """``DataLoader.__iter__``: where workers start (each epoch without ``persistent_workers``), timed as
+    data wait, and as an epoch's edge for a loader with workers."""
 
-    def __next__(self: Any) -> Any:
+    def __iter__(self: Any) -> Any:
         start = _clock()
         try:
             return original(self)
         finally:
-            state = feed()
-            state.waited += _clock() - start
+            state, spent = feed(), _clock() - start
+            state.waited += spent
+            if _workers(getattr(self, "num_workers", 0)):
+                state.edge += spent
+
+    __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+    __iter__.__gpumon__ = True  # type: ignore[attr-defined]
+    return __iter__
+
+
+def _workers(value: Any) -> bool:
+    return isinstance(value, int) and value > 0
+
+
+def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Callable[[Any], Any]:
+    """``original`` (an iterator's ``__next__``) with its time added to ``feed().waited``; for an iterator
+    with workers, its epoch's first batch and the call that ends the epoch to ``feed().edge`` too."""
+
+    def __next__(self: Any) -> Any:
+        # torch's count of batches given this epoch (0 again after a persistent iterator's reset)
+        first = getattr(self, "_num_yielded", None) == 0 and _workers(getattr(self, "_num_workers", 0))
+        start, ended = _clock(), first
+        try:
+            return original(self)
+        except StopIteration:
+            ended = _workers(getattr(self, "_num_workers", 0))  # non-persistent workers are stopped here
+            raise
+        finally:
+            state, spent = feed(), _clock() - start
+            state.waited += spent
+            if ended:
+                state.edge += spent
+                state.epochs += int(first)
             if not state.seen or getattr(self, "_gpumon_seen", None) is not state:
                 state.seen = True
                 try:

@@ -267,7 +267,8 @@ class StepRecorder:
             self.census.at_step(self.step, now, w.write)
 
     def _optimizer_values(self, w: EventWriter, steps: int) -> dict[str, Any]:
-        """The step event's ``wait`` (DataLoader seconds per step), ``lr``, ``grad_norm`` and ``loss_scale``
+        """The step event's ``wait`` (DataLoader seconds per step; ``epoch_wait``: the part at epochs' edges,
+        ``epochs``: how many began), ``lr``, ``grad_norm`` and ``loss_scale``
         where the script has them; the loaders and thread counts not reported yet go out first."""
         feed = self.feed
         while feed.loaders:
@@ -278,6 +279,9 @@ class StepRecorder:
         waited = feed.take_wait()
         if waited is not None:
             extra["wait"] = round(waited / steps, 6)
+            edge, epochs = feed.take_edge()
+            if edge > 0 or epochs:  # workers started, stopped, first batches: data wait however long
+                extra["epoch_wait"], extra["epochs"] = round(edge / steps, 6), epochs
         optimizer = self.first_alive() if self.first_alive is not None else None
         if optimizer is not None and (lr := optimizer_lr(optimizer)) is not None:
             extra["lr"] = lr

@@ -236,7 +236,7 @@ print("the end")
 """
 
 
-def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
+def test_a_sigkilled_supervisor_and_runner_leave_the_output_pipe_open_for_its_adopter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import signal
@@ -252,6 +252,7 @@ def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
         assert time.monotonic() < deadline, "the run never printed"
         time.sleep(0.05)
     os.kill(int(record.status["supervisor_pid"]), signal.SIGKILL)
+    os.kill(int(record.status["runner_pid"]), signal.SIGKILL)  # and the command's parent, which drains the pipe
     time.sleep(1.0)  # the script prints on with nobody draining: no EPIPE, it waits in the pipe
     loaded = store.load(record.dir)
     assert loaded is not None and loaded.state == "unsupervised"
@@ -259,7 +260,7 @@ def test_a_sigkilled_supervisor_leaves_the_output_pipe_open_for_its_adopter(
 
     RunsMonitor(store, adopt=True).refresh()  # what `gpumon runs` and the app do: adopt it
     final = wait_end(store, record)
-    assert final.state == "exited", final.status  # adopted: the exit code is not ours to know
+    assert final.state == "exited", final.status  # adopted with its runner dead too: the exit code is unknown
     text = log.read_text()
     assert "line 200 " in text and text.rstrip().endswith("the end")
     assert "Error" not in text  # no BrokenPipeError in the run
@@ -293,3 +294,38 @@ def test_restarted_torchrun_ranks_write_on_into_their_logs(tmp_path: Path, monke
     for rank in (0, 1):
         text = (record.dir / "logs" / f"rank{rank}.log").read_text()
         assert f"rank {rank} attempt 0" in text and f"rank {rank} attempt 1" in text, text
+
+
+FILLER_RUN = """
+print("first line", flush=True)
+for i in range(400):
+    print(f"line {i} " + "x" * 3000, flush=True)  # ~1.2 MB: more than the state dir has left
+print("last line", flush=True)
+"""
+
+
+def test_a_run_that_ends_on_a_full_state_dir_reads_finished_and_says_what_was_dropped(
+    tiny_tmpfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk stays full after the run exits 0: its end is written at once (not when space comes back), its
+    status counts the dropped bytes per log, and its log ends saying how much was dropped."""
+    monkeypatch.setenv("GPUMON_HOME", str(tiny_tmpfs))
+    script = tmp_path / "filler_run.py"
+    script.write_text(FILLER_RUN)
+    store = RunStore()
+    stat = os.statvfs(tiny_tmpfs)
+    (tiny_tmpfs / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 700 * 1024))
+    record = launch(RunSpec(kind="script", program=str(script)), store, 0)
+    final = wait_end(store, record, timeout=90)  # before: 'running' until space came back (24 h at most)
+    assert final.state == "finished" and final.exit_code == 0, final.status
+    dropped = final.status.get("output_dropped")
+    assert isinstance(dropped, dict) and dropped.get("rank0.log", 0) > 100_000, final.status
+    log = (record.dir / "logs" / "rank0.log").read_text()
+    assert "first line" in log
+    assert log.rstrip().splitlines()[-1].startswith("[gpumon: ") and "dropped" in log.rstrip().splitlines()[-1]
+    assert not (record.dir / ".end-reserve").exists()
+    from gpumon.core.doctor.report import diagnose
+
+    found = diagnose(final)  # the doctor says it, not "no problem seen"
+    assert found.headline().startswith("output dropped: the state dir was full (") and "rank0.log" in found.headline()
+    assert any(a.key == "state_dir_full" for a in found.advice)

@@ -32,11 +32,21 @@ def daemon(name):
                 time.sleep(0.2)
         os._exit(0)
 
+def bare(name):  # `env -i setsid sleep 900`, double-forked: no mark, no session of the run, parent gone
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            (here / name).write_text(str(os.getpid()))
+            os.execv("/usr/bin/env", ["env", "-i", "sleep", "900"])
+        os._exit(0)
+
 if sys.argv[2] == "at-start":
     daemon("early.pid")  # before the supervisor's first scan
 for _ in range(3000):
     if (here / "fork-now").exists() and not (here / "late.pid").exists():
         daemon("late.pid")
+    if (here / "bare-now").exists() and not (here / "bare.pid").exists():
+        bare("bare.pid")
     time.sleep(0.1)
 """
 
@@ -91,3 +101,27 @@ def test_a_daemon_forked_after_the_supervisor_died_and_the_run_was_adopted_is_st
     finally:
         if late.is_running():
             late.kill()
+
+
+def test_a_helper_with_an_empty_environment_forked_after_adoption_is_stopped(gpumon: Gpumon, tmp_path: Path) -> None:
+    """No mark to find it by (env -i), its parent gone (double fork, setsid): the runner, a subreaper, holds it."""
+    run_id, run_dir = launch(gpumon, tmp_path, "later")
+    first = json.loads((run_dir / "status.json").read_text())["supervisor_pid"]
+    os.kill(first, signal.SIGKILL)
+    assert wait_until(
+        lambda: rows(gpumon) and json.loads((run_dir / "status.json").read_text() or "{}").get("adopted"),
+        timeout=60,
+        step=0.5,
+    )
+    (tmp_path / "bare-now").touch()
+    bare = pid_in(tmp_path / "bare.pid")
+    try:
+        assert wait_until(lambda: bare.name() == "sleep", timeout=30, step=0.1)
+        assert "GPUMON_RUN_DIR" not in bare.environ() and os.getsid(bare.pid) != os.getsid(0)
+        done = gpumon("stop", run_id)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert wait_until(lambda: not bare.is_running(), timeout=60, step=0.2), "the env -i helper escaped stop"
+        assert wait_until(lambda: rows(gpumon)[run_id]["status"] in ("stopped", "killed"), timeout=60, step=0.3)
+    finally:
+        if bare.is_running():
+            bare.kill()

@@ -96,6 +96,31 @@ def test_an_empty_run_id_is_refused(run_id: str, tmp_path: Path) -> None:
         run_gpumon(home, "stop", "last")
 
 
+def test_an_index_locked_by_another_writer_is_read_around_never_rebuilt(tmp_path: Path) -> None:
+    """ "database is locked" (or full) is an OperationalError, itself a DatabaseError: it once set the live index
+    aside and deleted its WAL under the other readers (a loaded CI lost every row)."""
+    (tmp_path / "train.py").write_text("print('done')\n")
+    home = tmp_path / "home"
+    for _ in range(2):
+        assert run_gpumon(home, "launch", "script", "train.py", cwd=tmp_path).returncode == 0
+    ids = {line.split()[0] for line in run_gpumon(home, "runs").stdout.splitlines()[1:]}
+    index = home / "index.sqlite3"
+    hold = sqlite3.connect(index, isolation_level=None)  # a writer that keeps the lock past the busy timeout
+    try:
+        hold.execute("PRAGMA locking_mode=EXCLUSIVE")
+        hold.execute("BEGIN EXCLUSIVE")
+        hold.execute("UPDATE runs SET created = created")
+        locked = run_gpumon(home, "runs")
+        hold.execute("COMMIT")
+    finally:
+        hold.close()  # an exclusive locking mode holds the lock until the connection closes
+    assert locked.returncode == 0 and "run index" not in locked.stderr, locked.stderr
+    assert {line.split()[0] for line in locked.stdout.splitlines()[1:]} == ids  # read from the run dirs
+    assert not (home / "index.sqlite3.unreadable").exists()
+    with sqlite3.connect(index) as db:
+        assert {row[0] for row in db.execute("SELECT id FROM runs")} == ids
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
 def test_a_corrupt_index_is_said_once_and_rebuilt(damage: str, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print('done')\n")

@@ -94,7 +94,7 @@ def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_found_by_its
 ) -> None:
     run_id, run_dir = start(gpumon, tmp_path)
     supervisor = supervisor_of(run_dir)
-    [child] = supervisor.children(recursive=True)
+    [child] = [p for p in supervisor.children(recursive=True) if "sleeper.py" in " ".join(p.cmdline())]
     (run_dir / "status.json").write_text("{")
     os.kill(supervisor.pid, signal.SIGKILL)
     assert wait_until(lambda: not supervisor.is_running(), timeout=30)

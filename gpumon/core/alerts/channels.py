@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -15,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.alerts.settings import AlertSettings, mask_url
+from gpumon.core.alerts.text import message
 
 COMMAND_TIMEOUT_S = 30.0  # a user's command gets this long (as --on-alert always had)
-TEXT_MAX = 300
 
 
 @dataclass(frozen=True)
@@ -59,23 +58,6 @@ def channels_of(settings: AlertSettings, on_alert: tuple[str, ...] = (), run_dir
     return found
 
 
-def one_line(alert: dict[str, Any]) -> str:
-    """ "gpumon@trainbox: ddp-1125-0210-ab12 failed: failed with exit code 1: ValueError: boom" (no control
-    characters: it reaches chat clients and terminals)."""
-    where = f"gpumon@{alert.get('host') or socket.gethostname()}"
-    subject = f"{alert['run']} {alert['kind']}" if alert.get("run") else str(alert["kind"])
-    head = f"{where}: {subject}: "
-    doctor = ""
-    if alert.get("headline") and str(alert["headline"]) not in str(alert.get("text")):  # the doctor's word
-        doctor = f" | doctor: {alert['headline']}" + (f"; fix: {alert['fix']}" if alert.get("fix") else "")
-        doctor = doctor[:180]
-    text = str(alert.get("text", ""))
-    room = max(60, TEXT_MAX - len(head) - len(doctor))  # the alert's own words give way to the doctor's fix
-    line = head + (text if len(text) <= room else text[: room - 1] + "…") + doctor
-    line = "".join(c if c.isprintable() else " " for c in line)
-    return line if len(line) <= TEXT_MAX else line[: TEXT_MAX - 1] + "…"
-
-
 def send(channel: Channel, alert: dict[str, Any]) -> Outcome:
     if channel.refused:
         return Outcome(False, channel.refused, retry=False)
@@ -90,12 +72,15 @@ def send(channel: Channel, alert: dict[str, Any]) -> Outcome:
 
 
 def webhook_body(fmt: str, alert: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
-    """The request's body and headers in the shape the receiving service reads."""
-    text = one_line(alert)
+    """The request's body and headers in the shape the receiving service reads; its text within the service's
+    limit (alerts/text.py)."""
+    text = message(alert, fmt)
     if fmt == "discord":
-        return json.dumps({"content": text[:2000]}).encode(), {"Content-Type": "application/json"}
+        return json.dumps({"content": text}).encode(), {"Content-Type": "application/json"}
     if fmt == "ntfy":  # ntfy shows a plain body; the title and tags are headers
         return text.encode(), {"Title": f"gpumon: {alert['kind']}", "Tags": f"gpumon,{alert['kind']}"}
+    if fmt == "slack":  # Slack reads <...> as links and mentions: its three control characters are escaped
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     # json, slack, mattermost: Slack and Mattermost show "text" as is and ignore the other fields
     body = {**alert, "message": alert.get("text", ""), "text": text}  # message: the alert's own words
     return json.dumps(body).encode(), {"Content-Type": "application/json"}
@@ -178,7 +163,7 @@ def _desktop(channel: Channel, alert: dict[str, Any]) -> Outcome:
     missing = session_bus()
     if missing:
         return Outcome(False, missing, retry=False)
-    title, body = f"gpumon: {alert['kind']}", one_line(alert)
+    title, body = f"gpumon: {alert['kind']}", message(alert, "desktop")
     if shutil.which("notify-send"):
         argv = ["notify-send", "--app-name=gpumon", title, body]
     elif shutil.which("gdbus"):

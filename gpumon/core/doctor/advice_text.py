@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from gpumon.core.doctor.advice_types import Advice
+
+
+def logs_command(run_id: str, ranks: object) -> str:
+    """ "gpumon logs 0901-ab --rank 1" (one per rank, ';'-joined): the command, with the run's id, that shows
+    each named rank's output; "gpumon logs RUN --rank N" where neither is known."""
+    numbers = [int(n) for n in re.findall(r"\d+", str(ranks))] if ranks is not None else []
+    run = run_id or "RUN"
+    return "; ".join(f"gpumon logs {run} --rank {n}" for n in numbers) or f"gpumon logs {run} --rank N"
 
 
 def item(score: int, key: str, why: str, **fields: object) -> tuple[int, Advice]:
@@ -92,7 +102,7 @@ TEXT: dict[str, tuple[str, str]] = {
                   "torch.backends.cudnn.enabled = False (slower, for the diagnosis only)"),
     # distributed
     "first_failure": ("Read the first failing rank's log",
-                      "gpumon logs RUN --rank N for each rank: the earliest traceback is the cause"),
+                      "gpumon logs {run} --rank N for each rank: the earliest traceback is the cause"),
     "nccl_debug": ("Rerun with NCCL's own log", "gpumon launch --env NCCL_DEBUG=INFO --env NCCL_DEBUG_SUBSYS=INIT,NET"),
     "network": ("Pin NCCL to the network interface that reaches the other nodes",
                 "NCCL_SOCKET_IFNAME=<interface> (see ip addr); to rule out InfiniBand, NCCL_IB_DISABLE=1"),
@@ -107,7 +117,7 @@ TEXT: dict[str, tuple[str, str]] = {
                        "stuck sample, num_workers=0 runs __getitem__ in the main process"),
     "resume_rank": ("Resume the stopped process", "kill -CONT {pids} (a SIGSTOP, or Ctrl-Z in its terminal)"),
     "stalled_rank": ("Look at rank {ranks}: it never reached the collective",
-                     "read its log (gpumon logs RUN --rank N): a crash, a hang in data loading, or work only it does"),
+                     "read its log ({logs}): a crash, a hang in data loading, or work only it does"),
     "uneven_batches": ("Give every rank the same number of batches",
                        "DistributedSampler(dataset, drop_last=True), or `with model.join():` for uneven inputs"),
     "slow_phase": ("Keep rank-0-only work under {minutes}, or raise the timeout for it",
@@ -140,5 +150,5 @@ TEXT: dict[str, tuple[str, str]] = {
     "not_found": ("Check the command and its permissions",
                   "127: the program is not on PATH (or a typo); 126: it is not executable (chmod +x) or not a program"),
     "exit_reason": ("Read why the script stopped (status {status})",
-                    "the script chose to exit: its last lines above say why (gpumon logs RUN)"),
+                    "the script chose to exit; its last lines say why: gpumon logs {run}"),
 }  # fmt: skip

@@ -36,6 +36,7 @@ class Context:
     workers: bool | None = None  # processes beside the ranks were seen (DataLoader workers?); None: unknown
     stall: str = ""  # the run stalled before it failed: where its ranks waited (runs/stall.py)
     stall_ranks: str = ""  # the ranks the others waited for: "1"
+    run_id: str = ""  # the advised commands name the run (gpumon logs ID --rank 1)
 
     @classmethod
     def from_argv(cls, argv: Sequence[str], **known: object) -> Context:

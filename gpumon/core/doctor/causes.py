@@ -45,11 +45,13 @@ HELD = {  # the title when the census named who holds it
     "outputs_list": "a growing collection of tensors on {device}",
     "growing_tensors": "more and more tensors",
 }
+LOSS_FIX = (
+    "accumulate a number: `{name} += loss.item()` (or `loss.detach()`); a loss tensor keeps every step's graph alive"
+)
 ADVICE = {
     "eval_no_grad": "run evaluation under `with torch.no_grad():` (or `torch.inference_mode()`) and keep "
     "`loss.item()`, not the loss tensor",
-    "loss_graph": "accumulate a number: `total_loss += loss.item()` (or `loss.detach()`); a loss tensor "
-    "keeps every step's graph alive",
+    "loss_graph": LOSS_FIX.format(name="total_loss"),  # a census that found the variable names it instead
     "graph_kept": "keep `out.detach()` (`.detach().cpu()` off the GPU), or reduce it to numbers with "
     "`.item()` / `.tolist()`",
     "outputs_list": "reduce each batch to numbers as you go (`.item()`, a running sum), move what you must "
@@ -77,6 +79,14 @@ class Cause:
 
     def describe(self) -> str:
         return f"{self.title}: {self.evidence}. Fix: {self.advice}."
+
+
+def advice_for(kind: str, holder: Mapping[str, Any] | None = None) -> str:
+    """The fix for ``kind``, in the script's own name where the census found the variable that holds it."""
+    name = str((holder or {}).get("name") or "")
+    if kind == "loss_graph" and name.replace(".", "_").isidentifier():
+        return LOSS_FIX.format(name=name)
+    return ADVICE[kind]
 
 
 def _shape(group: Mapping[str, Any]) -> str:
@@ -190,14 +200,15 @@ def diff_census(first: Mapping[str, Any], second: Mapping[str, Any], rank: int =
     for kind, groups in found.items():
         groups.sort(key=lambda g: g[0], reverse=True)
         device = groups[0][4].get("device", "the device")
-        holder = next((h for g in groups if (h := holder_text(g[4]))), "")
+        held = next((g[4] for g in groups if holder_text(g[4])), None)
+        holder = holder_text(held) if held is not None else ""
         title = TITLES[kind].format(device=device)
         causes.append(
             Cause(
                 kind=kind,
                 title=f"{holder} keeps {HELD[kind].format(device=device)}" if holder else title,
                 holder=holder,
-                advice=ADVICE[kind],
+                advice=advice_for(kind, (held.get("holders") or [None])[0] if held is not None else None),
                 evidence="; ".join(_evidence(kind, g, c, n, s, steps) for _, c, n, s, g in groups[:3]),
                 rank=rank,
                 steps=steps,

@@ -65,7 +65,8 @@ def classify(
             rank = int(in_root.group(1)) if in_root else rank_of(found.evidence)
             if found.collective and len(found.collective.ranks) != 1:
                 rank = None  # every rank reports a timed-out collective: none of them is "the" rank
-            found = replace(found, text=text, rank=rank, exit_code=exit_code, signal=found.signal or sig)
+            code = found.exit_code if found.exit_code is not None else exit_code  # a worker's own, said in text
+            found = replace(found, text=text, rank=rank, exit_code=code, signal=found.signal or sig)
             return _oom_killed(found, oom) if found.kind == "killed" and found.signal == "SIGKILL" else found
     line = headline(text)
     evidence = (line,) if line else ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from gpumon.core.doctor.ended import EXIT_MEANINGS
 from gpumon.core.doctor.failures import Collective, Failure
 from gpumon.core.doctor.oom import MemoryNumbers, fmt_size, parse_cuda_oom, to_bytes
 
@@ -287,6 +288,22 @@ def missing_module(text: str) -> Failure | None:
     return Failure("import", title, text, (found.group(1).strip(),), module=module)
 
 
+_USAGE = re.compile(r"^(?:\[\w+\]:\s*)?usage: (\S+).*$", re.M)
+
+
+def usage(text: str) -> Failure | None:
+    """argparse's answer to bad arguments: "usage: PROG ..." then "PROG: error: MESSAGE", status 2. Under torchrun
+    the run's own status is 1 (a worker failed), so the text says it, not the status."""
+    for found in reversed(list(_USAGE.finditer(text))):
+        prog = re.escape(found.group(1))
+        error = re.search(rf"^(?:\[\w+\]:\s*)?({prog}: error: .+)$", text[found.end() :], re.M)
+        if error:
+            line = error.group(1).strip()[:300]
+            evidence = (found.group(0).strip(), line)
+            return Failure("exit", line, text, evidence, f"status 2: {EXIT_MEANINGS[2]}", exit_code=2)
+    return None
+
+
 DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     cuda_oom,
     no_gpu,
@@ -300,4 +317,5 @@ DETECTORS: tuple[Callable[[str], Failure | None], ...] = (
     nccl_timeout,
     nccl,
     missing_module,
+    usage,
 )

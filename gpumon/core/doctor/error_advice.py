@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gpumon.core.doctor.advice_text import item
+from gpumon.core.doctor.advice_text import item, logs_command
 from gpumon.core.doctor.advice_types import Advice, Context, Scored
 from gpumon.core.doctor.failures import Failure
 
@@ -17,6 +17,11 @@ _ASSERT_CHECKS = (
     ("zero &&", "BCE inputs and targets",
      "BCELoss needs probabilities in [0, 1]: use BCEWithLogitsLoss on raw logits, and targets in [0, 1]"),
 )  # fmt: skip
+
+
+def _run(ctx: Context) -> str:
+    """The run's id in an advised command ("RUN" where the caller did not say)."""
+    return ctx.run_id or "RUN"
 
 
 def _line(f: Failure) -> str:
@@ -57,7 +62,7 @@ def cudnn(f: Failure, ctx: Context) -> Scored:
 def nccl(f: Failure, ctx: Context) -> Scored:
     line, text = _line(f), " ".join(f.evidence)
     out: Scored = [
-        item(95, "first_failure", f"NCCL errors are mostly the echo of another rank's failure ({line})"),
+        item(95, "first_failure", f"NCCL errors are mostly the echo of another rank's failure ({line})", run=_run(ctx)),
         item(85, "nccl_debug", f"NCCL's error names no cause by itself: {line}"),
     ]
     if re.search(r"socket|network|connect|ncclRemoteError|ncclSystemError|route", text, re.I):
@@ -77,13 +82,20 @@ def nccl_timeout(f: Failure, ctx: Context) -> Scored:
     out: Scored = []
     if ctx.stall:  # gpumon saw the hang itself and took every rank's stack: that names the rank
         why = f"the run stalled before the timeout: {ctx.stall}"
-        out.append(item(105, "stalled_rank", why, ranks=ctx.stall_ranks or "named above"))
+        logs = logs_command(ctx.run_id, ctx.stall_ranks)
+        out.append(item(105, "stalled_rank", why, ranks=ctx.stall_ranks or "named above", logs=logs))
     if len(c.ops) > 1:
         out.append(item(100, "diverged", f"the ranks wait in different collectives: {seen}"))
     if ctx.world_size and c.ranks and len(c.ranks) < ctx.world_size:
         silent = ", ".join(map(str, sorted(set(range(ctx.world_size)) - set(c.ranks))))
         out.append(
-            item(95, "stalled_rank", f"only {len(c.ranks)} of {ctx.world_size} ranks reported: {seen}", ranks=silent)
+            item(
+                95,
+                "stalled_rank",
+                f"only {len(c.ranks)} of {ctx.world_size} ranks reported: {seen}",
+                ranks=silent,
+                logs=logs_command(ctx.run_id, silent),
+            )
         )
     minutes = f"{c.timeout_ms / 60000:g} min" if c.timeout_ms else "the timeout"
     out.append(item(80, "uneven_batches", f"a rank that runs out of batches leaves the others waiting: {seen}"))
@@ -137,7 +149,7 @@ def exit_status(f: Failure, ctx: Context) -> Scored:
         return [item(90, "usage", f"{f.detail}: {reason}")]
     if f.exit_code in (126, 127):
         return [item(90, "not_found", f"{f.detail}: {reason}")]
-    return [item(60, "exit_reason", f"{f.detail}; its last line: {reason}", status=f.exit_code)]
+    return [item(60, "exit_reason", f"{f.detail}; its last line: {reason}", status=f.exit_code, run=_run(ctx))]
 
 
 def unknown(f: Failure, ctx: Context) -> Scored:

@@ -6,11 +6,13 @@ with the run's expected end, per rank:
 
 - the rank's ``plan`` event (``telemetry.plan(steps=...)``; gpumon's trainers send epochs x batches,
   within --max-steps), or past it the step the rank has reached;
-- else the step the rank reaches in ``HORIZON_S`` (24 hours) at its pace over about the last minute;
+- else the step the rank reaches in ``HORIZON_S`` (24 hours) at the run's pace (progress.py: steps a second by
+  the wall clock over about the last two minutes, the figure the Runs view's SPEED and the ETA show);
 - else (no pace yet) no end is known, and any projected run-out counts.
 
 Filling memory by then keeps the detector's ``growing``/``leak`` (the row's warning, the alert);
-later, the state is ``growth``: reported, no alarm. With no memory size to project against (a CUDA
+later, the state is ``growth``: reported, no alarm. So is a sawtooth (memory released at each cycle's end)
+whose peaks never reach memory's size. With no memory size to project against (a CUDA
 rank whose ``device`` event failed) nothing can be ruled out, and the detector's verdict stands.
 """
 
@@ -43,8 +45,7 @@ def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
     plan = telemetry.plans.get(rank)
     if plan:
         return End(max(plan, step), f"its plan of {plan:,} steps")
-    pace = telemetry.paces.get(rank)
-    rate = pace.rate if pace is not None else None
+    rate = telemetry.progress.pace()  # the run's: its ranks step together, and the row shows this one
     if rate:
         return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s")
     return None
@@ -60,5 +61,7 @@ def judge(state: LeakState, end: End | None) -> LeakState:
     if state.slope <= 0:  # the detector's verdict outlives the rise by a cool-down; memory no longer grows
         return replace(state, state="ok", trend=trend)
     out = state.runs_out_at
+    if out is None and state.cycle and state.capacity is not None:  # released each cycle, peaks below memory
+        return replace(state, state="growth", trend=trend)
     threatens = out is None or end is None or out <= end.step
     return replace(state, state=trend if threatens else "growth", trend=trend)

@@ -21,6 +21,7 @@ from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from gpumon.core.doctor.causes import name_causes
 from gpumon.core.doctor.ceiling import Ceiling, choose
 from gpumon.core.doctor.cycles import Cycles
 from gpumon.core.doctor.horizon import End, expected_end, judge
@@ -110,12 +111,19 @@ class LeakDetector:
                 self._coarse.add(step, _median(self._block))
                 self._block.clear()
             coarse = self._coarse.state
-            if SEVERITY[coarse.state] > SEVERITY[own.state]:
+            if SEVERITY[coarse.state] > SEVERITY[own.state] and self._coarse.spans(own.cycle):
                 state = replace(coarse, current=own.current, samples=own.samples, step=step)
         if state.state != before:
             self.transitions.append((step, state.state))
         self._state = state
         return state
+
+    def spans(self, cycle: int | None) -> bool:
+        """Whether this level's trend reads across cycles of ``cycle`` iterations: it sees them itself, or its
+        window holds several. A window of two epochs' sawtooth fits one line through both rises."""
+        if not cycle or self._own.cycle or len(self._xs) < 2:
+            return True
+        return self._xs[-1] - self._xs[0] >= 4 * cycle
 
     def _add(self, step: int, value: float) -> LeakState:
         if self._last_step is not None and step <= self._last_step:
@@ -142,7 +150,8 @@ class LeakDetector:
         self._own = LeakState(state, slope, strength, noise, value, self.capacity_bytes, runs_out, seen, step, since)
         if cycles.sawtooth:
             along = 0.0 if cycles.flat else cycles.peak_slope
-            self._own = replace(self._own, cycle=cycles.length, peak=cycles.peak, peak_slope=along)
+            limit = cycles.limit(self.capacity_bytes)
+            self._own = replace(self._own, cycle=cycles.length, peak=cycles.peak, peak_slope=along, cycle_limit=limit)
         return self._own
 
     def _push(self, step: int, value: float) -> None:
@@ -261,6 +270,8 @@ class LeakWatch:
         self.ceilings: dict[int, Ceiling] = {}  # rank -> the lowest memory limit of its host memory (ceiling.py)
         self._telemetry: RunTelemetry | None = None  # whose ``limits`` (proc_start) give the ceilings
         self._first_heap: dict[int, float] = {}  # rank -> its first host heap sample (RLIMIT_AS's room)
+        self.causes: dict[int, str] = {}  # rank -> what its latest census pair named (causes.py), in words
+        self._censuses = -1  # how many census events ``causes`` was named from
 
     def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
         """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
@@ -274,6 +285,9 @@ class LeakWatch:
                 telemetry.watch = self
         self.recorded = restore_states(telemetry.recorded_leaks)
         self.ends = {rank: expected_end(telemetry, rank) for rank in telemetry.memory}
+        if len(telemetry.census) != self._censuses:  # a few events, on request: named again only when one comes
+            self._censuses = len(telemetry.census)
+            self.causes = {rank: found[0].title for rank, found in name_causes(telemetry.census).items() if found}
         return self.states()
 
     def step(
@@ -313,6 +327,9 @@ class LeakWatch:
             if key not in out or detector.state.state != "warmup":
                 ceiling = self.ceilings.get(key[0]) if key[1] != "gpu" else None
                 out[key] = replace(detector.state, memory=key[1], ceiling=ceiling.describe() if ceiling else "")
+        for key, state in out.items():
+            if key[0] in self.causes:  # a census named what grows on this rank: a leak, whatever the horizon
+                out[key] = replace(state, cause=self.causes[key[0]])
         return {key: judge(state, self.ends.get(key[0])) for key, state in sorted(out.items())}
 
     def states(self) -> dict[int, LeakState]:

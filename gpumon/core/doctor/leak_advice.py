@@ -48,11 +48,13 @@ def leak_advice(
     causes: tuple[Cause, ...],
     censused: tuple[int, int] | None = None,
     distributed: bool = False,
+    run_id: str = "",
 ) -> list[Advice]:
     """The causes a census named, then what else to look at for the worst growth among ``leaks``.
 
     ``censused``: the steps of the latest census pair; when it named nothing the tensor suspects are out.
     ``distributed``: the run uses torch.distributed (its collectives' Flight Recorder is then a suspect).
+    ``run_id``: the run the advised command names.
     """
     named = [c for c in causes if c.kind in ADVICE]
     # What a census named is advice whether or not the memory trend warns yet.
@@ -72,6 +74,6 @@ def leak_advice(
         return out
     for kind in ORDER.get(worst.memory, ORDER[""]):
         title, likely = SUSPECTS[kind]
-        why = f"memory grows {rate}; likely: {likely}; {CONFIRM}"
+        why = f"memory grows {rate}; likely: {likely}; {CONFIRM.replace('RUN', run_id or 'RUN')}"
         out.append(Advice(f"leak_{kind}", title, why, ADVICE[kind]))
     return out

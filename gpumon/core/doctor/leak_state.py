@@ -4,7 +4,8 @@ States, mildest first: ``warmup`` (too few samples), ``ok``, ``growth`` (memory 
 but would fill memory only after the run's expected end: the doctor reports it, nothing alarms),
 ``growing`` (a trend being confirmed that fills memory before the run ends: the row's warning colour)
 and ``leak`` (confirmed: the alert). horizon.py decides between ``growth`` and the other two; the
-detector (leak.py) knows only the trend.
+detector (leak.py) knows only the trend. A cause a census named (``cause``) makes any growth a warning
+and a leak in words; only the horizon's ``leak`` wakes the user's channels.
 """
 
 from __future__ import annotations
@@ -34,19 +35,22 @@ class LeakState:
     cycle: int | None = None  # iterations between falls when memory is freed periodically (a sawtooth)
     peak: float | None = None  # the last cycle's peak (bytes)
     peak_slope: float | None = None  # bytes per iteration along the peaks; ~0: they are flat
+    cycle_limit: int | None = None  # a cycle this many iterations long would fill ``capacity`` from its low
     trend: str = ""  # the detector's verdict ("growing", "leak") once judged against the run's end
     ends_at: int | None = None  # the step the run is expected to reach (its plan, or 24 h at its pace)
     ends_by: str = ""  # how that end was found: "its plan of 520 steps", "24 h at its pace of 31 steps/s"
     ceiling: str = ""  # what ``capacity`` is: "RLIMIT_AS 3.0 GiB (...)", "the host's 23.5 GiB" (ceiling.py)
+    cause: str = ""  # what the rank's latest census pair named: "`running_loss` in train.py:90 (...) keeps ..."
 
     @property
     def warning(self) -> bool:
-        """Memory that fills before the run ends: the row's and the GPU panel's warning colour."""
-        return self.state in TRENDS
+        """Memory that fills before the run ends, or a leak a census named: the row's and the GPU panel's colour."""
+        return self.state in TRENDS or (self.grows and bool(self.cause))
 
     @property
     def alarm(self) -> bool:
-        """Worth waking someone for: the supervisor's alert, the app's notification, --on-alert."""
+        """Worth waking someone for: the supervisor's alert, the app's notification, --on-alert. The horizon
+        alone decides it: a named leak that fills memory only after the run's end wakes nobody."""
         return self.state == "leak"
 
     @property
@@ -54,17 +58,24 @@ class LeakState:
         """Memory grows per iteration, whether or not it threatens the run."""
         return self.state == "growth" or self.state in TRENDS
 
-    def describe(self) -> str:
-        """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000"."""
+    @property
+    def verdict(self) -> str:
+        """The state in words: a growth whose cause a census named is a leak, whether or not it ends the run."""
+        return "leak" if self.grows and self.cause else self.state
+
+    def describe(self, label: bool = True) -> str:
+        """One line: "leak: +5.6 KiB/iter (strength 0.97), runs out at iteration ~4,100,000" (without
+        ``label``: from the "+", for a line that says "leak" already)."""
         if self.state in ("warmup", "ok") and not self.samples:
             return "no memory samples"
-        label = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
-        text = f"{label}{self.state}: {'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
+        memory = {"gpu": "GPU memory ", "host": "host memory "}.get(self.memory, "")
+        text = f"{memory}{self.verdict}: " if label else ""
+        text += f"{'+' if self.slope >= 0 else '-'}{size(abs(self.slope))}/iter"
         if self.cycle and self.peak is not None and self.grows:  # a healthy loop's churn is no news
             per_cycle = (self.peak_slope or 0) * self.cycle
             peaks = "flat" if per_cycle <= 0 else f"rising +{size(per_cycle)} per cycle"
             text += (
-                f" within each cycle of ~{self.cycle:,} iterations, freed at its end"
+                f" within each cycle of ~{self.cycle:,} iterations, released at its end"
                 f" (a sawtooth: peak {size(self.peak)}, peaks {peaks})"
             )
         text += f" (strength {self.strength:.2f})"
@@ -73,9 +84,15 @@ class LeakState:
         where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
         against = f" against {self.ceiling}" if self.ceiling else ""
         end = f"the run's expected end at step ~{self.ends_at:,} ({self.ends_by})" if self.ends_at else ""
+        quiet = ": no threat to this run" if self.cause else ": no alarm"  # a named leak is no less one for it
+        if self.state == "growth" and self.runs_out_at is None:  # a sawtooth whose peaks stay below memory
+            fill = f"fill {self.ceiling}" if self.ceiling else "fill memory"
+            if self.cycle_limit is None:
+                return text + f"; its peaks stay below memory{quiet}"
+            return text + f"; a cycle would {fill} only if it lasted ~{self.cycle_limit:,} iterations{quiet}"
         if self.state == "growth":
-            out = f"; {where} only at iteration ~{self.runs_out_at or 0:,}{against}, after {end or 'its end'}: no alarm"
-            return text + out
+            after = end or "its end"
+            return text + f"; {where} only at iteration ~{self.runs_out_at or 0:,}{against}, after {after}{quiet}"
         if self.warning and self.runs_out_at is not None:
             text += f", {where} at iteration ~{self.runs_out_at:,}{against}"
             if end:

@@ -7,6 +7,7 @@ one, and one whose machine is gone.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ class Diagnosis:
     slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
     stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
     stalled: bool = False  # the stall is going on
+    dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
+    step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
 
     @property
     def worst(self) -> LeakState | None:
@@ -77,6 +80,8 @@ class Diagnosis:
             return self.slow[0].text
         if worst is not None and worst.grows:
             return self._trend(worst)
+        if self.dropped:  # a quiet run whose output was lost: not "no problem seen"
+            return dropped_text(self.dropped)
         if self.leaks:
             return "no problem seen"
         if self.state in ("starting", "running", "stalled", "stopping", "unsupervised"):
@@ -88,6 +93,9 @@ class Diagnosis:
         )
 
     def _trend(self, worst: LeakState) -> str:
+        if worst.cause:  # what a census named first (what to fix), then how fast and how far it grows
+            memory = {"gpu": "GPU memory", "host": "host memory"}.get(worst.memory, "memory")
+            return f"{memory} {worst.verdict}: {worst.cause}: {worst.describe(label=False)}"
         text = worst.describe() if worst.memory else f"memory {worst.describe()}"
         if self.census_saw_nothing:
             return f"{text}; the tensor census saw no tensors or autograd graphs grow"
@@ -118,6 +126,9 @@ class Diagnosis:
             "slow": [asdict(found) for found in self.slow],
             "stall": self.stall,
             "stalled": self.stalled,
+            "dropped": self.dropped,
+            "step_time_s": self.step_time_s,
+            "pace": 1 / self.step_time_s if self.step_time_s else None,  # steps a second, by the wall clock
         }
 
 
@@ -150,6 +161,7 @@ def diagnose(
     advice: tuple[Advice, ...] = ()
     loss = loss_problem(telemetry)
     worst = max(leaks.values(), key=lambda s: s.slope, default=None)
+    world = max(record.spec.nproc * record.spec.nnodes, len(set(telemetry.pids.values())))  # a script's own ranks too
     if failure is not None:
         rank = failure.rank if failure.rank is not None else 0
         memory = telemetry.memory.get(rank)
@@ -157,7 +169,7 @@ def diagnose(
         held = max((c for c in causes if c.rank == rank), key=lambda c: c.bytes, default=None)
         context = Context.from_argv(
             record.spec.full_args,
-            world_size=record.spec.nproc * record.spec.nnodes,
+            world_size=world,
             allocated=tuple(int(v) for v in memory.used.values[-200:]) if memory else (),
             rss=tuple(int(v) for v in memory.reserved.values[-200:]) if memory else (),
             leak_slope=worst.slope if worst is not None and worst.warning else None,
@@ -168,6 +180,7 @@ def diagnose(
             workers=_others_seen(record, telemetry),
             stall=str(stall.get("headline") or "; ".join(stall.get("where") or ())) if stall else "",
             stall_ranks=", ".join(str(r) for r in (stall or {}).get("blame") or ()),
+            run_id=record.id,
         )
         advice = slurm if failure.kind.startswith("slurm_") else tuple(advise(failure, context))
         if failure.kind == "no_gpu" and record.spec.slurm is not None:  # in a job, GPUs are asked of Slurm
@@ -176,20 +189,25 @@ def diagnose(
             advice = (*gpus_advice(record), *advice)
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
-        distributed = spec.kind in TORCHRUN_KINDS or spec.nproc * spec.nnodes > 1
-        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed))
+        distributed = spec.kind in TORCHRUN_KINDS or world > 1
+        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed, run_id=record.id))
     if loss is not None:  # before a failure's generic advice (a NaN often ends in "unknown"), after a known one
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
-    if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first
-        advice = (*stall_advice(stall), *advice)
     slow = tuple(slow_findings(telemetry))
+    per_step = telemetry.progress.step_time(time.time() if record.state == "stalled" else None)  # the row's
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
-        ranks = max(1, len(telemetry.feeding.ranks), record.spec.nproc * record.spec.nnodes)
-        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks))
+        ranks = max(1, len(telemetry.feeding.ranks), world)
+        pace = 1 / per_step if per_step else None
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
+    dropped = output_dropped(record.status)
+    if dropped:
+        advice = (*advice, drop_advice(record, dropped))
+    if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first, even
+        advice = (*stall_advice(stall, record.id), *advice)  # before a slow run's fixes (it is not slow: it stopped)
     return Diagnosis(
         record.id,
         record.state,
@@ -204,6 +222,32 @@ def diagnose(
         slow=slow,
         stall=stall,
         stalled=stalled and record.live,
+        dropped=dropped,
+        step_time_s=per_step,
+    )
+
+
+def output_dropped(status: dict[str, Any]) -> dict[str, int]:
+    """status.json's ``output_dropped``: log name -> bytes the state dir had no room for."""
+    found = status.get("output_dropped")
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
+def dropped_text(dropped: dict[str, int]) -> str:
+    from gpumon.core.runs.output import _size
+
+    where = ", ".join(f"{_size(n)} from {name}" for name, n in sorted(dropped.items()))
+    return f"output dropped: the state dir was full ({where})"
+
+
+def drop_advice(record: RunRecord, dropped: dict[str, int]) -> Advice:
+    return Advice(
+        "state_dir_full",
+        "Free space in gpumon's state dir",
+        dropped_text(dropped) + "; training went on, those lines are not in the logs",
+        f"free space on the filesystem of {record.dir.parent} (or set GPUMON_HOME to a larger one)",
     )
 
 

@@ -1,7 +1,10 @@
 """Runs that train, but slowly: waiting for their data, or fighting over the CPUs. The findings and their fixes,
 filled with the run's own values (its DataLoader's settings, its threads, this machine's CPUs).
 
-The measurements and thresholds are in core/runs/feeding.py.
+The measurements and thresholds are in core/runs/feeding.py. A wait spent mostly at epochs' edges (a loader
+whose workers start again each epoch: ``persistent_workers=False``, the default) is said as such, with what it
+costs (its share of the time, the seconds each start waits, the run's pace with and without them) and its
+fixes first: keep the workers, and where they start by spawn, what each start re-imports.
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.runs.feeding import suggested_workers
+from gpumon.core.runs.progress import rate_text
+
+# At least this share of the time waited at epochs' edges is a finding of its own, input-bound or not: a
+# healthy loader's edges cost a few percent (persistent workers: one batch; fork: milliseconds).
+EPOCH_EDGE = 0.2
 
 
 @dataclass(frozen=True)
 class Slowness:
-    kind: str  # "input_bound" or "oversubscribed"
+    kind: str  # "input_bound", "epoch_start" or "oversubscribed"
     rank: int | None
     text: str  # "input-bound: 74% of each step waits for data (DataLoader num_workers=0, batch 16)"
 
@@ -30,6 +38,23 @@ def _loader_words(loader: dict[str, Any]) -> str:
     return f" (DataLoader {', '.join(parts)})" if parts else ""
 
 
+def _edge_words(loader: dict[str, Any]) -> str:
+    """ "DataLoader num_workers=2, persistent_workers=False: its workers start again every epoch, by spawn" """
+    workers = loader.get("num_workers")
+    text = f"DataLoader num_workers={workers}" if workers is not None else "its DataLoader"
+    if workers and not loader.get("persistent_workers"):
+        text += ", persistent_workers=False: its workers start again every epoch"
+        method = loader.get("start_method")
+        text += f", by {method}" if method in ("spawn", "forkserver") else ""
+    return text
+
+
+def epoch_edge(telemetry: Any, rank: int | None) -> tuple[float, float] | None:
+    """(share of the time, seconds per epoch) the rank waits at epochs' edges; None: not known or none."""
+    feed = telemetry.feeding.ranks.get(rank) if rank is not None else None
+    return feed.edge() if feed is not None else None
+
+
 def slow_findings(telemetry: Any) -> list[Slowness]:
     """What makes the run slow, worst first; empty for a run that keeps its CPUs and GPUs fed."""
     out: list[Slowness] = []
@@ -39,13 +64,22 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
         feed = telemetry.feeding.ranks.get(rank)
         gpu = feed.gpu if feed is not None else None
         busy = f"; its GPU {gpu[0]} is {gpu[1]:.0f}% busy" if gpu is not None else ""
-        out.append(
-            Slowness(
-                "input_bound",
-                rank,
-                f"input-bound: {share:.0%} of each step waits for data{_loader_words(loader)}{busy}",
+        edge = epoch_edge(telemetry, rank)
+        if edge is not None and edge[0] >= share / 2:  # mostly at epochs' starts: say so, and what each costs
+            text = (
+                f"input-bound: {share:.0%} of the time waits for data, {edge[0]:.0%} at epochs' starts "
+                f"({edge[1]:.1f} s each; {_edge_words(loader)}){busy}"
             )
-        )
+        else:
+            text = f"input-bound: {share:.0%} of each step waits for data{_loader_words(loader)}{busy}"
+        out.append(Slowness("input_bound", rank, text))
+    else:
+        edges = [(edge, rank) for rank in telemetry.feeding.ranks if (edge := epoch_edge(telemetry, rank))]
+        if edges and (worst := max(edges))[0][0] >= EPOCH_EDGE:
+            (share, each), rank = worst
+            loader = telemetry.feeding.ranks[rank].loader or {}
+            text = f"epochs' starts take {share:.0%} of the time: {each:.1f} s each ({_edge_words(loader)})"
+            out.append(Slowness("epoch_start", rank, text))
     crowded = telemetry.feeding.oversubscribed()
     if crowded is not None:
         host, ranks, threads, cpus, workers = crowded
@@ -61,8 +95,8 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
     return out
 
 
-def slow_advice(finding: Slowness, telemetry: Any, ranks: int) -> list[Advice]:
-    """The fixes for ``finding``, best first."""
+def slow_advice(finding: Slowness, telemetry: Any, ranks: int, pace: float | None = None) -> list[Advice]:
+    """The fixes for ``finding``, best first. ``pace``: the run's steps a second (what the row shows)."""
     if finding.kind == "oversubscribed":
         return _thread_advice(telemetry, ranks)
     feed = telemetry.feeding.ranks.get(finding.rank)
@@ -74,12 +108,17 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int) -> list[Advice]:
     cuda = memory is not None and memory.device.startswith("cuda")
     workers = int(loader.get("num_workers") or 0)
     want = suggested_workers(ranks, cpus)
+    edge = epoch_edge(telemetry, finding.rank)
+    # Waits mostly at epochs' starts: keeping the workers comes first; more workers would start more each epoch,
+    # and the batches themselves are no matter unless the rest of the wait is large on its own.
+    edges = edge is not None and (finding.kind == "epoch_start" or edge[0] >= (share or 0.0) / 2)
+    batches = finding.kind == "input_bound" and (not edges or (share or 0.0) - (edge or (0.0, 0.0))[0] >= 0.25)
     waits = f"rank {finding.rank} waits for data {share:.0%} of each step" if share is not None else "it waits"
     scored: list[tuple[int, Advice]] = []
-    if workers < want:
+    if workers < want and batches:
         scored.append(
             (
-                90,
+                35 if edges else 90,
                 Advice(
                     "num_workers",
                     f"load batches in {want} worker process{'es' if want != 1 else ''} (num_workers={workers} now)",
@@ -90,20 +129,21 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int) -> list[Advice]:
                 ),
             )
         )
-    where = loader.get("getitem")
-    name = loader.get("dataset") or "the dataset"
-    scored.append(
-        (
-            80 if workers >= want else 60,
-            Advice(
-                "decode",
-                "do the decoding once, not in every __getitem__",
-                f"{name}.__getitem__" + (f" at {where}" if where else "") + " runs for every sample, every epoch",
-                "decode/resize once ahead of training (save tensors or a preprocessed file, e.g. numpy memmap), "
-                "cache decoded samples, or move heavy transforms into the batch on the GPU",
-            ),
+    if batches:
+        where = loader.get("getitem")
+        name = loader.get("dataset") or "the dataset"
+        scored.append(
+            (
+                30 if edges else 80 if workers >= want else 60,
+                Advice(
+                    "decode",
+                    "do the decoding once, not in every __getitem__",
+                    f"{name}.__getitem__" + (f" at {where}" if where else "") + " runs for every sample, every epoch",
+                    "decode/resize once ahead of training (save tensors or a preprocessed file, e.g. numpy memmap), "
+                    "cache decoded samples, or move heavy transforms into the batch on the GPU",
+                ),
+            )
         )
-    )
     if cuda and not loader.get("pin_memory"):
         scored.append(
             (
@@ -117,17 +157,22 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int) -> list[Advice]:
             )
         )
     if workers and not loader.get("persistent_workers"):
+        cost = _edge_cost(edge, pace) if edge is not None else ""
         scored.append(
             (
-                45,
+                95 if edges else 45,
                 Advice(
                     "persistent_workers",
                     "keep the workers between epochs",
-                    f"{workers} workers start again at every epoch (persistent_workers=False)",
+                    f"{workers} worker{'s start' if workers != 1 else ' starts'} again at every epoch "
+                    f"(persistent_workers=False){cost}",
                     "DataLoader(..., persistent_workers=True)",
                 ),
             )
         )
+    method = loader.get("start_method")
+    if workers and edges and method in ("spawn", "forkserver"):
+        scored.append((85, _start_method_advice(str(method), bool(loader.get("persistent_workers")))))
     if workers:
         factor = int(loader.get("prefetch_factor") or 2)
         scored.append(
@@ -136,12 +181,34 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int) -> list[Advice]:
                 Advice(
                     "prefetch_factor",
                     "let each worker prepare more batches ahead",
-                    f"prefetch_factor={factor}: each worker holds {factor} batches ready",
+                    f"prefetch_factor={factor}: each worker holds {factor} batches ready"
+                    + ("; an epoch's first batches still wait for the workers to start" if edges else ""),
                     f"DataLoader(..., prefetch_factor={factor * 2}) (more memory per worker)",
                 ),
             )
         )
     return [advice for _, advice in sorted(scored, key=lambda pair: -pair[0])]
+
+
+def _edge_cost(edge: tuple[float, float], pace: float | None) -> str:
+    """ ": each epoch's start waits 2.9 s, 84% of the time; the run makes 4.8 it/s, about 30.0 it/s without" """
+    share, each = edge
+    text = f": each epoch's start waits {each:.1f} s, {share:.0%} of the time"
+    if pace and share < 0.99:
+        text += f"; the run makes {rate_text(1 / pace)}, about {rate_text((1 - share) / pace)} without these waits"
+    return text
+
+
+def _start_method_advice(method: str, persistent: bool) -> Advice:
+    again = "once" if persistent else "at every epoch"
+    return Advice(
+        "start_method",
+        "make the workers cheaper to start",
+        f"the workers start by {method}: each is a new Python that imports the main script's modules again "
+        f"(torch, the dataset's) and unpickles the dataset, {again}",
+        "persistent_workers=True starts them once; keep slow work at the script's top level under "
+        "if __name__ == '__main__':; or DataLoader(..., multiprocessing_context='fork') where the workers use no CUDA",
+    )
 
 
 def _thread_advice(telemetry: Any, ranks: int) -> list[Advice]:

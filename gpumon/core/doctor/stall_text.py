@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.doctor.advice_text import item
+from gpumon.core.doctor.advice_text import item, logs_command
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.format import duration
 
@@ -51,8 +51,9 @@ def stall_section(stall: dict[str, Any], going_on: bool, run_dir: Path, now: flo
     return out
 
 
-def stall_advice(stall: dict[str, Any]) -> list[Advice]:
-    """What to do about a stall going on, from where its ranks wait (``core/runs/stall.py``'s verdict)."""
+def stall_advice(stall: dict[str, Any], run_id: str = "") -> list[Advice]:
+    """What to do about a stall going on, from where its ranks wait (``core/runs/stall.py``'s verdict); the
+    commands it advises name ``run_id``."""
     where = [str(line) for line in stall.get("where") or ()]
     found = []
     stopped = [line for line in where if "is stopped (SIGSTOP)" in line]
@@ -62,7 +63,8 @@ def stall_advice(stall: dict[str, Any]) -> list[Advice]:
     if stall.get("verdict") == "diverged":  # one rank never reached the others' collective, or they differ
         why = str(stall.get("headline") or "; ".join(where))
         blame = ", ".join(str(rank) for rank in stall.get("blame") or ())
-        found.append(item(90, "stalled_rank", why, ranks=blame) if blame else item(90, "diverged", why))
+        logs = logs_command(run_id, blame)
+        found.append(item(90, "stalled_rank", why, ranks=blame, logs=logs) if blame else item(90, "diverged", why))
     stuck = [line for line in where if " waits in " in line.partition(": its worker ")[2]]  # not a stopped one
     if stuck:
         found.append(item(80, "loader_timeout", "; ".join(stuck)))

@@ -1,6 +1,7 @@
 """A run whose supervisor died is adopted by a new one (``supervisor --adopt RUN_DIR``): it takes the lock,
 finds every process of the run (status.json's pids and every process carrying the run's mark), drains
-their output again, records the end and obeys stop, as the first supervisor would have."""
+their output again if the run's runner died too (runner.py: it drains the output while it lives), records the
+end with the exit code the runner wrote, and obeys stop, as the first supervisor would have."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 import psutil
 
 from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import index_run, root_cause
+from gpumon.core.runs.ending import compress, end_fields, index_run
 from gpumon.core.runs.output import Drain
+from gpumon.core.runs.runner import FINISH_S, read_exit
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, process_alive
 
@@ -28,9 +30,11 @@ def adopt(sup: Any) -> int:
     sup.known = {pid: t for pid, t in record.processes() if t is not None and process_alive(pid, t)}
     sup._find_marked()  # also what left the pids the dead supervisor knew (a double fork, a late helper)
     sup.fold.use_summary = True  # go on from the first supervisor's summary, not from the first event
-    sup.drain = Drain(sup.run_dir / "logs")
-    torchrun = sup.command.get("env", {}).get("GPUMON_TORCHRUN")
-    sup.drain.reattach(sup.status.get("pid"), sup.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log")
+    runner = (sup.status.get("runner_pid"), sup.status.get("runner_create_time"))
+    drain = Drain(sup.run_dir / "logs")
+    if not process_alive(*runner):  # the runner drains the output while it lives (two readers would interleave)
+        torchrun = sup.command.get("env", {}).get("GPUMON_TORCHRUN")
+        drain.reattach(sup.status.get("pid"), sup.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log")
     me = psutil.Process()
     sup.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
     sup.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
@@ -44,16 +48,21 @@ def adopt(sup: Any) -> int:
             sup._find_marked()
             looked = time.monotonic()
         time.sleep(0.5)
-    sup.drain.close()
+    deadline = time.monotonic() + FINISH_S
+    while process_alive(*runner) and time.monotonic() < deadline:  # it writes exit.json, then ends the logs
+        time.sleep(0.1)
+    drain.close()
     sup.fold.update()
-    state = sup.outcome or ("failed" if sup.fold.exceptions or root_cause(sup.run_dir) else "exited")
-    fields: dict[str, Any] = {"state": state, "exit_code": None, "ended": time.time()}
-    sup.events.write("run_end", state=state, exit_code=None, adopted=True)
-    ending = end_alert(sup.run_dir, sup.spec, {**sup.status, **fields}, sup.fold, None, None)
+    found = read_exit(sup.run_dir, sup.status.get("pid"))  # the runner outlived the first supervisor
+    rc: int | None = found["exit_code"] if found else None
+    fields = end_fields(sup.run_dir, rc, sup.outcome, sup.fold.exceptions)
+    state, error = fields["state"], fields.get("error")
+    sup.events.write("run_end", state=state, exit_code=rc, adopted=True)
+    ending = end_alert(sup.run_dir, sup.spec, {**sup.status, **fields}, sup.fold, rc, error)
     if ending is not None:
         sup.alert(ending[0], ending[1], state=state, **ending[2])
     sup.summarise(final=True)
     sup.save(**fields)
     index_run(sup.run_dir, sup.status, sup.fold, sup.watch, sup.events)
-    sup._compress()
+    compress(sup)
     return 0

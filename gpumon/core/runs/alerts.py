@@ -34,9 +34,12 @@ def raise_alert(
 ) -> None:
     """Record ``text`` as an ``alert`` event of ``kind`` (failed, finished, stopped, leak, nan, stalled,
     input_bound, gpu_idle, ...) and send it to the user's channels (config.toml ``[alerts]``, plus ``command``:
-    ``--on-alert``, with the text as its last argument) on a thread: this returns at once."""
+    ``--on-alert``, with the text as its last argument) on a thread: this returns at once. A ``fix`` field joins
+    the text whole ("<text>. Fix: <fix>", alerts/text.py): the toast, the Alerts view and every channel say it."""
     from gpumon.core.alerts.outbox import send_alert
+    from gpumon.core.alerts.text import with_fix
 
+    text = with_fix(text, fields.get("fix"))
     events.write("alert", text=text, kind=kind)
     try:
         send_alert(text, kind, run_dir=run_dir, on_alert=command, **fields)
@@ -45,14 +48,28 @@ def raise_alert(
 
 
 def loss_alert(fold: Any) -> str | None:
-    """ "loss is nan from step 37 on rank 0" the first time the run's loss is not finite; None after its alert
+    """ "loss is inf from step 37 on rank 0" the first time the run's loss is not finite; None after its alert
     was raised (also by an earlier supervisor of the run: its alerts are in the summary)."""
     from gpumon.core.doctor.divergence import nonfinite_text
 
     text = nonfinite_text(fold)
-    if text is None or any(a.startswith(("loss is ", "loss was not finite")) for a in fold.alerts):
+    if text is None or any(a.startswith(("loss is ", "loss was ", "loss turned ")) for a in fold.alerts):
         return None
     return text
+
+
+def loss_fix(fold: Any) -> dict[str, str]:
+    """The doctor's first fix for the run's loss trouble, as the alert's ``fix`` field (none when it has none)."""
+    from gpumon.core.doctor.divergence import loss_advice, loss_problem
+
+    problem = loss_problem(fold)
+    advice = loss_advice(problem, fold) if problem is not None else []
+    return {"fix": fix_words(advice[0])} if advice else {}
+
+
+def fix_words(advice: Any) -> str:
+    """An advice as one fix: "<title>: <change>"."""
+    return f"{advice.title}: {advice.change}" if advice.change else str(advice.title)
 
 
 def input_alert(fold: Any) -> str | None:
@@ -67,8 +84,9 @@ def input_alert(fold: Any) -> str | None:
 
 
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:
-    """One line on why a run failed: torchrun's root cause, the last exception, else its log's last line
-    (the script's: not one srun or slurmstepd wrote)."""
+    """One line on why a run failed: torchrun's root cause, the last exception, else the last worded line of a
+    rank's log (the launcher's last: torchrun ends its own with a banner of '='; never a line srun or
+    slurmstepd wrote)."""
     from gpumon.core.doctor.ended import said_by_slurm
     from gpumon.core.runs.telemetry import tail_lines
 
@@ -76,8 +94,10 @@ def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[d
     if not lines and exceptions:
         last = exceptions[-1]
         lines = [f"{last.get('exc_type')}: {last.get('message')}"]
-    if not lines:
-        logs = sorted((run_dir / "logs").glob("*.log"))
-        tail = [line for log in logs[:1] for line in tail_lines(log, 20)]
-        lines = [line for line in tail if line.strip() and not said_by_slurm(line)][-5:]
+    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda log: (log.name == "launcher.log", log.name))
+    for log in logs if not lines else ():
+        tail = tail_lines(log, 20)
+        lines = [line for line in tail if any(c.isalnum() for c in line) and not said_by_slurm(line)][-5:]
+        if lines:
+            break
     return lines[-1].strip() if lines else ""

@@ -1,12 +1,12 @@
-"""The alert a run's end raises: failed (with the doctor's headline and first fix), and, only when config.toml's
-``[alerts] on`` asks for them, finished and stopped by the user."""
+"""The alert a run's end raises: failed (the doctor's headline as its reason, its first fix whole), and, only when
+config.toml's ``[alerts] on`` asks for them, finished and stopped by the user."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.alerts import failure_line
+from gpumon.core.runs.alerts import failure_line, fix_words
 
 
 def end_alert(
@@ -24,10 +24,13 @@ def end_alert(
     took = _took(status)
     if state == "failed":
         fold.update()
-        why = failure_line(run_dir, error, fold.exceptions)
+        why = failure_line(run_dir, error, fold.exceptions)  # the run's own words, for the record
+        doctor = _doctor(run_dir, spec, status, fold)
+        said = doctor.get("headline") or why[:300]  # the doctor read every log: never a launcher's banner
         code = f"failed with exit code {rc}" if rc is not None else "failed (seen by the gpumon that adopted it)"
-        text = code + (f": {why[:200]}" if why else "")
-        return text, "failed", {"exit_code": rc, "reason": why[:500], **_doctor(run_dir, spec, status, fold)}
+        if rc is not None and f"status {rc}" in said:  # "the script exited with status 1: ...": said once
+            code = "failed"
+        return code + (f": {said}" if said else ""), "failed", {"exit_code": rc, "reason": why[:500], **doctor}
     if state in ("stopped", "killed") and wanted("stopped"):
         return f"{state} by the user{took}", "stopped", {"exit_code": rc}
     if state == "finished" and wanted("finished"):
@@ -57,6 +60,5 @@ def _doctor(run_dir: Path, spec: dict[str, Any], status: dict[str, Any], fold: A
         return {}
     fields = {"headline": found.headline()}
     if found.advice:
-        first = found.advice[0]
-        fields["fix"] = f"{first.title}: {first.change}" if first.change else first.title
+        fields["fix"] = fix_words(found.advice[0])
     return fields

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.leak import LeakWatch
-from gpumon.core.events import EventWriter
+from gpumon.core.events import EventWriter, compress_closed
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore, read_json
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -37,6 +40,38 @@ def root_cause(run_dir: Path) -> dict[str, Any] | None:
     if found:
         error["rank"] = int(found.group(1))
     return error or None
+
+
+def end_fields(run_dir: Path, rc: int | None, outcome: str | None, exceptions: object) -> dict[str, Any]:
+    """The end as status.json records it: state, exit code (None: nobody could wait for the command, its
+    runner died with the supervisor), the signal that ended it, torchrun's root cause."""
+    error = root_cause(run_dir) if rc != 0 else None
+    if rc is None:
+        state = outcome or ("failed" if exceptions or error else "exited")
+    else:
+        state = outcome or ("finished" if rc == 0 else "failed")
+    fields: dict[str, Any] = {"state": state, "exit_code": rc, "ended": time.time()}
+    if rc is not None and rc < 0:
+        with contextlib.suppress(ValueError):
+            fields["signal"] = signal.Signals(-rc).name
+    if error:
+        fields["error"] = error
+    return fields
+
+
+def compress(sup: Any) -> None:
+    """The summary is final: the ranks' raw events are kept for whoever wants them, gzipped (~8x). ``sup``: the
+    Supervisor (typed loosely: supervisor.py imports this module)."""
+    if sup.summary_error is not None:
+        return  # no final summary on disk: keep the events as readers expect them
+    try:
+        raw, stored = compress_closed(sup.run_dir)
+    except OSError as err:
+        sup.events.write("note", text=f"could not compress the run's events: {err}")
+        return
+    if raw:
+        with contextlib.suppress(OSError):
+            sup.save(event_bytes={"raw": raw, "stored": stored})
 
 
 def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:

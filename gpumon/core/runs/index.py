@@ -37,6 +37,8 @@ class RunIndex:
         if self._db is None:
             try:
                 self._db = self._open()
+            except sqlite3.OperationalError:  # locked by a writer, disk full, read-only: the index is fine
+                raise
             except sqlite3.DatabaseError as err:  # not a database, unreadable: a cache, so rebuilt
                 self._rebuild(err)
                 self._db = self._open()

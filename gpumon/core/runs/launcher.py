@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
+from gpumon.core.runs.liveness import frozen
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
 from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
 from gpumon.core.safefs import open_own
 
 BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
 STOP_GRACE_S = 10.0
+ANSWER_S = 10.0  # a supervisor that has not taken a stop by then does not answer: stop goes round it
 # A search asked to stop ends its trials at their next results, then Ray shuts down: 10 s was passed under load.
 TUNE_STOP_GRACE_S = 30.0
 
@@ -218,20 +220,66 @@ def stop(record: RunRecord, kill: bool = False) -> str:
             raise OSError(f"could not cancel job {status['slurm_job_id']}: {why}")
         return f"cancelled job {status['slurm_job_id']} ({record.id})"
     supervisor = record.supervisor_pid()  # status.json's, else the lock's holder (an unreadable status)
-    if supervisor:
+    if supervisor and not frozen(supervisor):
         os.kill(supervisor, signal.SIGUSR1 if kill else signal.SIGTERM)
         return f"{'killing' if kill else 'stopping'} {record.id}"
-    # No supervisor (it was killed): signal every process of the run ourselves, each checked by start time.
+    if supervisor:  # SIGSTOPped: it cannot answer, and resumed later it would act on a run that ended
+        return dismiss_supervisor(record, supervisor, "was stopped (SIGSTOP)", kill)
+    return stop_directly(record, kill)
+
+
+def answering_supervisor(record: RunRecord) -> int | None:
+    """The run's supervisor when it can answer a stop (alive, not stopped by SIGSTOP); else None."""
+    supervisor = record.supervisor_pid()
+    return supervisor if supervisor and not frozen(supervisor) else None
+
+
+def answered(record: RunRecord, since: float, timeout_s: float = ANSWER_S) -> bool:
+    """Whether the run's supervisor took a stop asked at ``since`` within ``timeout_s``: it wrote the request
+    (``stop_requested``), or the run ended, or its processes are gone."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        current = record.reread()
+        asked = current.status.get("stop_requested")
+        if isinstance(asked, (int, float)) and asked >= since - 1.0:
+            return True
+        if not current.live or not current.live_processes():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def dismiss_supervisor(record: RunRecord, supervisor: int, why: str, kill: bool) -> str:
+    """A supervisor that cannot answer is SIGKILLed (the run's runner keeps its output flowing and records its
+    exit: runner.py), and the run's processes are signalled directly."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(supervisor, signal.SIGKILL)
+    started = record.status.get("supervisor_create_time")
+    deadline = time.monotonic() + 2.0
+    while process_alive(supervisor, started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not record.status_unreadable:  # the stop as it would have written it: the run reads stopped when it ends
+        with contextlib.suppress(OSError):
+            stopping = {**record.status, "state": "stopping", "stop_requested": time.time()}
+            write_json(record.dir / "status.json", stopping)
+    return stop_directly(record, kill, f"its supervisor, pid {supervisor}, {why}: killed it")
+
+
+def stop_directly(record: RunRecord, kill: bool = False, why: str = "its supervisor was gone") -> str:
+    """No supervisor to ask: signal every process of the run ourselves, each checked by start time."""
+    status = record.status
     sig = signal.SIGKILL if kill else signal.SIGTERM
     sent = 0
     if process_alive(status.get("pid"), status.get("pid_create_time")) and status.get("pgid"):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(status["pgid"]), sig)
             sent += 1
-    from gpumon.core.runs.marks import marked
+    from gpumon.core.runs.marks import descendants, marked
 
     targets = {pid: t for pid, t in record.processes() if t is not None}
     targets.update(marked(record.dir, record.created or None))  # those its status never named (marks.py)
+    targets.update(descendants(status.get("runner_pid"), status.get("runner_create_time")))  # no mark needed
     for pid, started in targets.items():
         if process_alive(pid, started):
             with contextlib.suppress(ProcessLookupError):
@@ -239,7 +287,7 @@ def stop(record: RunRecord, kill: bool = False) -> str:
                 sent += 1
     if not sent:
         return f"{record.id} has no live process left"
-    return f"sent {sig.name} to {record.id} (its supervisor was gone)"
+    return f"sent {sig.name} to {record.id} ({why})"
 
 
 def adopt(record: RunRecord) -> None:
@@ -257,8 +305,15 @@ def adopt(record: RunRecord) -> None:
 
 
 def record_end(record: RunRecord, state: str, why: str) -> None:
-    """Write the end of a run that no supervisor will write (its processes are gone)."""
-    status = {**record.status, "state": state, "ended": time.time(), "exit_code": None, "ended_by": why}
+    """Write the end of a run that no supervisor will write (its processes are gone), with the exit code its
+    runner recorded when there is one."""
+    from gpumon.core.runs.runner import read_exit
+
+    found = read_exit(record.dir, record.status.get("pid")) or {}
+    status = {**record.status, "state": state, "ended": found.get("ended", time.time()), "ended_by": why}
+    status["exit_code"] = found.get("exit_code")
+    if found.get("signal"):
+        status["signal"] = found["signal"]
     write_json(record.dir / "status.json", status)
 
 
@@ -281,11 +336,15 @@ __all__ = [
     "TUNE_STOP_GRACE_S",
     "SpecError",
     "adopt",
+    "answered",
+    "answering_supervisor",
     "build_command",
     "build_env",
+    "dismiss_supervisor",
     "launch",
     "record_end",
     "start_supervisor",
     "stop",
+    "stop_directly",
     "wait",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import ROW_FIELDS
+from gpumon.core.runs.rank_rows import proc_count
 from gpumon.core.runs.values import json_value
 from gpumon.core.slurm.rows import slurm_fields
 
@@ -17,6 +18,8 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     """One run's row: its record, the latest step, loss (NaN and infinities as "nan"/"inf") and its source,
     the total steps and their source, throughput and memory, its alerts; a live run's pids."""
     doc = summary.record.to_dict()
+    doc["nproc"] = proc_count(summary.record, summary.ranks)  # a script's own ranks (mp.spawn) count too
+    doc["ranks"] = [row.to_dict() for row in summary.ranks]  # rank, pid, step, host, started
     loss, rate = json_value(summary.loss), json_value(summary.samples_per_s)  # NaN/inf as "nan"/"inf"/"-inf"
     doc.update(step=summary.step, loss=loss, loss_source=summary.loss_source, samples_per_s=rate)
     doc.update(memory_bytes=summary.memory)

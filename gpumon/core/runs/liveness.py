@@ -42,12 +42,21 @@ def flock_holder(path: Path) -> int | None:
 
 
 def _running(pid: int) -> bool:
+    state = _proc_state(pid)
+    return state is not None and state not in (b"Z", b"X")
+
+
+def frozen(pid: int) -> bool:
+    """The process is stopped (SIGSTOP) or held by a tracer: it runs no code, so it answers no signal."""
+    return _proc_state(pid) in (b"T", b"t")
+
+
+def _proc_state(pid: int) -> bytes | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
+            return fh.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+        return None
 
 
 def _same_file(field: str, wanted: str, inode: int) -> bool:

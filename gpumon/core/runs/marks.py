@@ -8,6 +8,7 @@ processes started since the run was created are read, and only when stopping or 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -31,4 +32,25 @@ def marked(run_dir: Path, since: float | None = None, skip: frozenset[int] = fro
                 out[proc.pid] = started
         except psutil.Error:
             continue
+    return out
+
+
+def descendants(pid: object, started: object) -> dict[int, float]:
+    """pid -> start time of every live descendant of the run's runner (``pid`` checked by its start time).
+
+    The runner is a child subreaper (runner.py): a helper the command double-forked with an empty environment
+    (no mark) is still among them after the supervisor died."""
+    if not isinstance(pid, int) or not isinstance(started, int | float):
+        return {}
+    out: dict[int, float] = {}
+    try:
+        runner = psutil.Process(pid)
+        if abs(runner.create_time() - started) >= 0.5:
+            return {}  # the pid was reused
+        for proc in runner.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    out[proc.pid] = proc.create_time()
+    except psutil.Error:
+        return out
     return out

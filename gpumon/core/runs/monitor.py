@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
 from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
@@ -50,12 +52,14 @@ class RunSummary:
     total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
     progress: float | None = None  # 0..1
     eta_s: float | None = None  # None once ended
-    step_time_s: float | None = None  # median seconds per optimizer step, recent
+    step_time_s: float | None = None  # seconds per step by the wall clock, the last ~2 min (progress.py's pace)
+    median_step_s: float | None = None  # the median step: long waits between steps left out
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
     slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
     queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
+    ranks: tuple[RankRow, ...] = ()  # every rank that reported: pid, step, host (rank_rows.py)
 
     @property
     def leak(self) -> LeakState | None:
@@ -158,6 +162,10 @@ class RunsMonitor:
             summary = summarise(record, tele, watch.update(tele))
             self._summaries[run_id] = summary
             self._sorted = None
+        elif record.status.get("state") == "stalled":  # nothing new, but its pace falls as time passes
+            summary = replace(old, **progress_fields(old.record, tele))
+            self._summaries[run_id], record = summary, old.record
+            self._sorted = None
         else:
             summary, record = old, old.record  # nothing new: the same objects, so the views skip it
         self._live[run_id] = (record, tele, watch)
@@ -218,6 +226,9 @@ class RunsMonitor:
                 return record.reread()
             elif state == "lost":
                 record_end(record, "lost", "its supervisor died, and its processes with it")
+                return record.reread()
+            elif state in END_STATES:  # it ended after its supervisor died: its runner wrote the exit
+                record_end(record, state, "its supervisor died; the exit is its runner's record")
                 return record.reread()
         return record
 
@@ -287,10 +298,11 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
         "data_wait": summary.data_wait,
         "warnings": list(summary.warnings),
+        "ranks": [row.to_dict() for row in summary.ranks],
     }
 
 
-PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s")
+PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s", "median_step_s")
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}
@@ -321,6 +333,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             loss_source=row.get("loss_source"),
             data_wait=row.get("data_wait"),
             warnings=tuple(str(w) for w in row.get("warnings") or ()),
+            ranks=rows_from(row.get("ranks")),
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -357,8 +370,16 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         data_wait=tele.feeding.wait_share(),
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
-        **tele.progress.fields(record.status.get("state") in END_STATES, tele.current_step),
+        ranks=rank_rows(tele),
+        **progress_fields(record, tele),
     )
+
+
+def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:
+    """progress.py's fields; a stalled run's pace runs to now: it falls while the run waits, never stays."""
+    state = record.status.get("state")
+    now = time.time() if state == "stalled" else None
+    return tele.progress.fields(state in END_STATES, tele.current_step, now)
 
 
 def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:

@@ -76,8 +76,15 @@ class CappedLog:
         self.cut = 0  # bytes past the cap, not kept
         self.tail: deque[bytes] = deque()
         self.tail_bytes = 0
+        self.checked = time.monotonic()
 
     def open(self) -> int:
+        if self.fd is not None and time.monotonic() - self.checked >= 1.0:  # a cheap look, once a second
+            self.checked = time.monotonic()
+            if not self._still_ours():  # replaced under the run (a link, a new file): write where readers look
+                with contextlib.suppress(OSError):
+                    os.close(self.fd)
+                self.fd = None
         if self.fd is None:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
             try:
@@ -90,6 +97,13 @@ class CappedLog:
                 say_once(note)
                 self._write(f"[gpumon: {note}]\n".encode())
         return self.fd
+
+    def _still_ours(self) -> bool:
+        try:
+            here, ours = os.lstat(self.path), os.fstat(self.fd or -1)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
 
     def _write(self, data: bytes | memoryview) -> int:
         written = os.write(self.open(), data)
@@ -291,6 +305,10 @@ class Drain:
             with contextlib.suppress(OSError):
                 path.unlink()
         return sum(log.dropped_total for log in self.files.values())
+
+    def dropped_by_log(self) -> dict[str, list[int]]:
+        """Log name -> [bytes dropped in all, of them not yet said in the log] (after ``close``)."""
+        return {name: [log.dropped_total, log.dropped] for name, log in self.files.items() if log.dropped_total}
 
 
 def _regular_size(path: Path) -> int:

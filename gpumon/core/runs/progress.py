@@ -2,13 +2,22 @@
 
 Folded from the run's events alongside the rest of its telemetry (``RunTelemetry.progress``):
 
+- the pace: the lowest rank's steps per second by the wall clock over about its last two minutes
+  (``series.Pace``, from the ``step`` events' times), waits between epochs and pauses included, so that
+  ``step_time_s`` (its inverse), the ETA, the Runs view's SPEED and the doctor's "its pace" are one figure;
+  a stalled run's pace runs to now, and falls as it waits. Before the pace spans a second: the median ``dt``;
 - ``step`` events' ``dt`` (seconds per optimizer step): the last ``WINDOW`` of the lowest rank that steps,
-  a fixed-size window (never the history), whose median is ``step_time_s``;
+  a fixed-size window (never the history), whose median is ``median_step_s`` (a typical step, the long
+  waits left out: the stall rule's unit);
 - the total: a ``plan`` event (``telemetry.plan(steps=)``, what the program itself declares, as gpumon's
   trainers do) wins over a ``total`` event (a framework's guess: a tqdm bar's ``total``, HF ``max_steps``,
   Lightning's estimated stepping batches; among those the best source, as for the loss: hf > lightning >
   tqdm, and its latest total). Both count optimizer steps;
 - ``progress`` = step / total (0..1), ``eta_s`` = the steps left x ``step_time_s``, None once the run ended.
+
+Measured here (issue 33; tests/data/scripts/epoch_workers.py: two mp.spawn ranks whose DataLoader worker starts
+again by spawn at each of 8 epochs): the script timed 1.56 steps/s, the pace 1.61, the median step 9.8 it/s;
+SPEED showed 15.4 it/s on the same script when it was the median step.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from statistics import median
 from typing import Any
 
 from gpumon.core.format import duration
+from gpumon.core.runs.series import Pace
 from gpumon.core.runs.sources import rank_of
 
 WINDOW = 64  # the latest dt values per rank the median is taken over
@@ -33,6 +43,7 @@ class Progress:
     guesses: dict[str, int] = field(default_factory=dict)  # source -> its latest ``total`` event's total
     phases: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # rank -> (phase, its step then)
     stamps: dict[int, float] = field(default_factory=dict)  # rank -> its latest step's time (not saved)
+    paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its steps per second by the wall clock
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         """One event, any type (only ``step``, ``plan``, ``total`` and ``phase`` matter here)."""
@@ -42,6 +53,8 @@ class Progress:
                 self.steps[rank] = step
             if isinstance(event.get("t"), int | float):
                 self.stamps[rank] = float(event["t"])
+                if type(step) is int:
+                    self.paces.setdefault(rank, Pace()).add(float(event["t"]), step)
             if isinstance(dt, int | float) and not isinstance(dt, bool) and dt > 0:
                 self.dts.setdefault(rank, deque(maxlen=WINDOW)).append(float(dt))
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
@@ -61,8 +74,23 @@ class Progress:
             return self.guesses[source], source
         return None, None
 
+    def pace(self, now: float | None = None) -> float | None:
+        """The run's steps per second (its lowest rank's, by the wall clock); ``now``: up to then, not to the
+        latest step (a stalled run). None before the pace spans a second."""
+        known = [rank for rank, pace in self.paces.items() if pace.rate is not None]
+        return self.paces[min(known)].rate_at(now) if known else None
+
+    def step_time(self, now: float | None = None) -> float | None:
+        """Seconds per step: the inverse of the pace, else (its first second) the median step."""
+        pace = self.pace(now)
+        return 1.0 / pace if pace else self.median_step_s
+
     @property
     def step_time_s(self) -> float | None:
+        return self.step_time()
+
+    @property
+    def median_step_s(self) -> float | None:
         ranks = [r for r, d in self.dts.items() if d]
         return median(self.dts[min(ranks)]) if ranks else None
 
@@ -70,12 +98,13 @@ class Progress:
     def step(self) -> int | None:
         return self.steps[min(self.steps)] if self.steps else None
 
-    def fields(self, ended: bool, step: int | None = None) -> dict[str, Any]:
+    def fields(self, ended: bool, step: int | None = None, now: float | None = None) -> dict[str, Any]:
         """What a run's summary and row carry: ``total_steps``, ``total_source``, ``progress``, ``eta_s``,
-        ``step_time_s`` (None where unknown; no ETA once the run ended). ``step``: the run's step where no
-        ``step`` event came (a program that only calls ``telemetry.log``)."""
+        ``step_time_s``, ``median_step_s`` (None where unknown; no ETA once the run ended). ``step``: the run's
+        step where no ``step`` event came (a program that only calls ``telemetry.log``); ``now``: a stalled
+        run's time, its pace measured up to it."""
         total, source = self.total
-        step, per_step = self.step if self.step is not None else step, self.step_time_s
+        step, per_step = self.step if self.step is not None else step, self.step_time(now)
         progress = min(1.0, max(0.0, step / total)) if total and step is not None else None
         eta = None
         if not ended and total and per_step is not None:
@@ -86,6 +115,7 @@ class Progress:
             "progress": progress,
             "eta_s": eta,
             "step_time_s": per_step,
+            "median_step_s": self.median_step_s,
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -94,6 +124,7 @@ class Progress:
             "steps": {str(r): s for r, s in self.steps.items()},
             "plan": {str(r): s for r, s in self.plan.items()},
             "guesses": dict(self.guesses),
+            "paces": {str(r): p.to_state() for r, p in self.paces.items() if p.last is not None},
         }
 
     @classmethod
@@ -107,12 +138,13 @@ class Progress:
                 steps={int(r): int(s) for r, s in state["steps"].items()},
                 plan={int(r): int(s) for r, s in state["plan"].items()},
                 guesses={str(k): int(v) for k, v in (state.get("guesses") or {}).items()},
+                paces={int(r): Pace.from_state(p) for r, p in (state.get("paces") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, IndexError):
             return cls()
 
 
-ROW_FIELDS = ("total_steps", "progress", "eta_s", "step_time_s")  # what ``gpumon runs --json`` rows gain
+ROW_FIELDS = ("total_steps", "progress", "eta_s", "step_time_s", "median_step_s")  # ``gpumon runs --json``
 
 
 def rate_text(step_time_s: float | None) -> str:

@@ -74,13 +74,15 @@ class Series:
 
 @dataclass
 class Pace:
-    """A rank's steps per second over about its last minute: (time, step) points kept every ``EVERY_S``."""
+    """A rank's steps per second by the wall clock over about its last two minutes, waits and pauses included:
+    (time, step) points kept every ``EVERY_S``, the rate from the oldest to the latest step."""
 
     saved: float | None = None  # the rate a summary recorded, until this fold has its own
-    points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=13))
+    points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=Pace.POINTS))
     last: tuple[float, int] | None = None
 
     EVERY_S = 5.0
+    POINTS = 25  # x EVERY_S: about two minutes
 
     def add(self, t: float, step: int) -> None:
         if self.last is not None and step < self.last[1]:
@@ -91,8 +93,23 @@ class Pace:
 
     @property
     def rate(self) -> float | None:
+        return self.rate_at(None)
+
+    def rate_at(self, now: float | None) -> float | None:
+        """Steps a second up to the latest step, or up to ``now`` (a stalled run: the pace falls as it waits)."""
         if self.last is not None and self.points:
             (t0, s0), (t1, s1) = self.points[0], self.last
+            end = max(t1, now) if now is not None else t1
             if t1 - t0 >= 1.0 and s1 > s0:
-                return (s1 - s0) / (t1 - t0)
+                return (s1 - s0) / (end - t0)
         return self.saved
+
+    def to_state(self) -> dict[str, Any]:
+        return {"points": [list(p) for p in self.points], "last": list(self.last) if self.last else None}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Pace:
+        pace = cls(points=deque(((float(t), int(s)) for t, s in state["points"]), maxlen=cls.POINTS))
+        last = state.get("last")
+        pace.last = (float(last[0]), int(last[1])) if last else None
+        return pace

@@ -26,9 +26,12 @@ from typing import Any, Protocol
 
 import psutil
 
+from gpumon.core.alerts.text import clip
 from gpumon.core.doctor import hang
+from gpumon.core.doctor.stall_text import stall_advice
 from gpumon.core.events import EventWriter
 from gpumon.core.format import duration
+from gpumon.core.runs.alerts import fix_words
 from gpumon.core.runs.stacks import capture, proc_state
 from gpumon.core.runs.store import process_alive
 from gpumon.core.runs.telemetry import RunTelemetry
@@ -97,7 +100,7 @@ class Owner(Protocol):
     known: dict[int, float]  # the run's processes: pid -> start time
 
     def save(self, **fields: Any) -> bool: ...
-    def alert(self, text: str, kind: str) -> None: ...
+    def alert(self, text: str, kind: str, **fields: Any) -> None: ...
 
 
 class StallWatch:
@@ -224,7 +227,9 @@ class StallWatch:
         owner.save(**fields)
         idle = f"no step for {duration(now - self.since)}" if overdue else "a rank is stopped"
         at = f" at step {step}" if step is not None else ""
-        owner.alert(f"stalled{at}: {idle}; {head or '; '.join(where)}"[:400], "stalled")
+        fix = stall_advice(stall)  # the doctor's first fix joins the alert whole
+        said = clip(f"stalled{at}: {idle}; {head or '; '.join(where)}", 400)  # at a word, never inside one
+        owner.alert(said, "stalled", **({"fix": fix_words(fix[0])} if fix else {}))
 
     def _end(self, owner: Owner, now: float) -> None:
         since, self.since = self.since or now, None

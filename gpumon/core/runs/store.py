@@ -4,6 +4,7 @@ $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
   runs/<id>/spec.json     the validated RunSpec
             command.json  the argument list and extra environment the supervisor starts
             status.json   written atomically by the supervisor: state, pids, times, exit
+            exit.json     the command's exit status, written by its parent (runner.py) when it ends
             events/       JSON-lines events, one file per writer (docs/events.md)
             logs/         rank<N>.log per rank; launcher.log is torchrun's own output
             error.json    torchrun's root-cause error file, when a rank failed
@@ -25,14 +26,15 @@ from typing import Any
 
 import psutil
 
-from gpumon.core.runs.liveness import lock_holder, read_file
+from gpumon.core.runs.liveness import frozen, lock_holder, read_file
+from gpumon.core.runs.runner import read_exit
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.safefs import private_dirs, read_bytes, write_atomic
 
 HOME_ENV = "GPUMON_HOME"
 # stalled: runs/stall.py; pending: a Slurm job not started yet (core/slurm)
 LIVE_STATES = ("starting", "running", "stalled", "stopping", "unsupervised", "pending")
-# exited: its processes ended while no supervisor watched (after adoption), so the exit code is unknown
+# exited: its processes ended while neither its supervisor nor its runner watched (adopted), so the exit code is unknown
 END_STATES = ("finished", "failed", "stopped", "killed", "lost", "exited")
 
 
@@ -141,7 +143,8 @@ class RunRecord:
     @property
     def state(self) -> str:
         """status.json's state, except a live one whose supervisor died: "unsupervised" while any of the
-        run's processes lives (gpumon can still stop it, and adopts it), else "lost". With status.json
+        run's processes lives (gpumon can still stop it, and adopts it), else how it ended by its runner's
+        record (exit.json), else "lost"; "unsupervised" too while its supervisor is stopped. With status.json
         unreadable, the supervisor's lock says: "running" while it is held, else "unknown" (never "lost":
         nothing is written over a file that could not be read)."""
         if self.status_unreadable:
@@ -158,9 +161,29 @@ class RunRecord:
         # A fresh supervisor gets a moment to write its first status (a queued run: from when the queue started it).
         asked = self.status.get("start_asked")
         fresh = state == "starting" and time.time() - (asked if isinstance(asked, float) else self.created) <= 10
-        if state in LIVE_STATES and not fresh and not self.supervisor_alive():
-            return "unsupervised" if self.live_processes() else "lost"
-        return state
+        if state not in LIVE_STATES or fresh:
+            return state
+        supervisor = self.supervisor_pid()
+        if supervisor is None:
+            if self.live_processes() or process_alive(self.status.get("runner_pid"), self.runner_started):
+                return "unsupervised"  # its runner still lives: it is about to write the exit
+            return self.unwatched_end() or "lost"
+        return "unsupervised" if frozen(supervisor) else state  # SIGSTOPped: it watches nothing
+
+    @property
+    def runner_started(self) -> float:
+        started = self.status.get("runner_create_time")
+        return float(started) if isinstance(started, (int, float)) else -1.0  # no start time: never taken as alive
+
+    def unwatched_end(self) -> str | None:
+        """How a run ended after its supervisor died, from the exit its runner wrote (runner.py): finished,
+        failed, or stopped (a stop was under way); None when there is no such record."""
+        found = read_exit(self.dir, self.status.get("pid"))
+        if found is None:
+            return None
+        if self.status.get("state") == "stopping":
+            return "stopped"
+        return "finished" if found["exit_code"] == 0 else "failed"
 
     def processes(self) -> list[tuple[int, float | None]]:
         """(pid, start time) of every process the supervisor saw in the run, the main one first."""
@@ -207,7 +230,11 @@ class RunRecord:
 
     @property
     def exit_code(self) -> int | None:
-        return self.status.get("exit_code")
+        code = self.status.get("exit_code")
+        if code is None and self.status.get("state") in LIVE_STATES:  # its end not written yet: the runner's
+            found = read_exit(self.dir, self.status.get("pid"))
+            return None if found is None else int(found["exit_code"])
+        return code
 
     def elapsed(self, now: float | None = None) -> float | None:
         if self.started is None:

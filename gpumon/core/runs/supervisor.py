@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,15 +23,18 @@ import psutil
 
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
-from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.alerts import input_alert, loss_alert, raise_alert
+from gpumon.core.events import EventWriter
+from gpumon.core.runs.alerts import input_alert, loss_alert, loss_fix, raise_alert
 from gpumon.core.runs.control import CONTROL_DIR
 from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import index_run, retry_after_oom, root_cause, wake_queue
+from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
 from gpumon.core.runs.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.launcher import STOP_GRACE_S
-from gpumon.core.runs.marks import marked
-from gpumon.core.runs.output import PIPES_ENV, Drain
+from gpumon.core.runs.leak_alert import LeakAlert
+from gpumon.core.runs.marks import descendants, marked
+from gpumon.core.runs.output import log_cap
+from gpumon.core.runs.reserve import free_reserve, reserve, say_drops
+from gpumon.core.runs.runner import Runner, become_subreaper
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
 from gpumon.core.runs.telemetry import RunTelemetry, save_summary
@@ -52,7 +54,7 @@ class Supervisor:
         self.command = read_json(run_dir / "command.json")
         self.status = read_json(run_dir / "status.json")
         self.events = EventWriter(run_dir, "launcher")
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.child: Runner | None = None  # the command, through its runner (None: an adopted run)
         self.known: dict[int, float] = {}  # descendant pid -> start time
         self.stop_at: float | None = None  # when SIGKILL follows a requested stop
         self.term_at: float | None = None  # a search asked to stop with SIGINT: when SIGTERM follows
@@ -63,14 +65,17 @@ class Supervisor:
         self.spec = read_json(run_dir / "spec.json")  # read once: the census, alert, stop and retry choices use it
         self.census = not self.spec.get("no_census")
         self.census_asked = False
-        self.leak_alerted = False
+        self.leak_alert = LeakAlert(census=self.census)  # sent once, with the census's cause (leak_alert.py)
         self.loss_alerted = False
         self.input_alerted = False
         self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
         self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         self.summary_error: str | None = None
+        self.dropped: dict[str, list[int]] = {}  # log name -> [bytes lost to a full disk, of them unsaid]
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
         self._lock_fd: int | None = None
+        self.ending = False  # the command ended: what is left is writing its end
+        self.quit = False  # SIGTERM while ending: stop waiting to write it
         self.umask = os.umask(0o077)  # every file gpumon writes in the state dir: 0600
 
     def save(self, **fields: Any) -> bool:
@@ -85,63 +90,63 @@ class Supervisor:
         return True
 
     def flush(self, patience_s: float = END_PATIENCE_S) -> None:
-        """The run ended but its end could not be written (a full disk): retry until it can, or give up."""
+        """The run ended but its end could not be written (a full disk): retry until it can, or give up: at
+        SIGTERM, or once the run's directory is gone (deleted: no space will bring it back)."""
         deadline = time.monotonic() + patience_s
-        while self.unsaved is not None and time.monotonic() < deadline:
-            time.sleep(2.0)
+        while self.unsaved is not None and time.monotonic() < deadline and not self.quit:
+            next_try = time.monotonic() + 2.0
+            while time.monotonic() < next_try and not self.quit:
+                time.sleep(0.1)
+            if self.quit or self.deleted():
+                return
             if self.save():
                 self.summarise(final=True)
+
+    def deleted(self) -> bool:
+        """The run's directory was deleted (a new process of the run may have made its events/ again)."""
+        return not (self.run_dir / "spec.json").exists() and not (self.run_dir / "status.json").exists()
 
     def run(self) -> int:
         if not self._lock():
             return 0  # another supervisor has the run
-        _become_subreaper()
+        become_subreaper()  # orphaned workers (their torchrun died) re-parent to us, not init: still seen
+        reserve(self.run_dir)  # room kept for the run's end on a state dir that fills (reserve.py)
         me = psutil.Process()
         self._handle_signals()
         argv = [str(a) for a in self.command["argv"]]
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
         base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time(), **slurm_started()}
-        self.drain = Drain(self.run_dir / "logs")  # a pipe: a full state dir never blocks or fails the run
+        # The command's parent is a small runner (runner.py): it drains the output and records the exit, so a
+        # killed, stopped or hung supervisor never blocks a print() nor loses the exit code.
+        job = {"argv": argv, "env": env, "cwd": self.command.get("cwd"), "umask": self.umask, "log_name": log_name}
+        job |= {"logs": str(self.run_dir / "logs"), "cap": log_cap()}
         if env.get("GPUMON_RANK_LOGS"):
-            self.drain.fifos(int(self.spec.get("nproc") or 1))
-            env[PIPES_ENV] = "1"
-        out, held = self.drain.pipe(log_name)
+            job["fifos"] = int(self.spec.get("nproc") or 1)
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=self.command.get("cwd") or None,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-                close_fds=True,
-                pass_fds=(held,),
-                umask=self.umask,  # the user's own, not the state dir's 077
-            )
+            self.child = runner = Runner(self.run_dir, job)
+            started = runner.started()
         except OSError as err:
-            self.drain.note(log_name, f"gpumon: could not start {argv[0]}: {err}\n")
-            self.drain.close(0.5)
-            self.save(**base, state="failed", started=time.time(), ended=time.time(), error={"message": str(err)})
-            self.events.write("run_end", state="failed", exit_code=None, error={"message": str(err)})
+            started = {"error": str(err)}
+        if "error" in started:
+            error = {"message": started["error"]}
+            self.save(**base, state="failed", started=time.time(), ended=time.time(), error=error)
+            self.events.write("run_end", state="failed", exit_code=None, error=error)
             return 1
-        finally:
-            os.close(out)
-            os.close(held)
-        child = self.proc.pid
-        try:
-            child_start = psutil.Process(child).create_time()
-        except psutil.Error:
-            child_start = None
+        child = runner.pid
+        base |= {"runner_pid": runner.proc.pid, "runner_create_time": _started(runner.proc.pid)}
+        child_start = _started(child)
         oom = {"start": oom_kill_count()}  # the run shares our cgroup: a rise by its end shows an OOM kill in it
-        base["output_fd"] = held  # its number in the child too: an adopter drains the pipe through it
+        base["output_fd"] = started["output_fd"]  # an adopter drains the pipe through it if the runner died
         self.save(**base, state="running", pid=child, pgid=child, pid_create_time=child_start, started=time.time())
         self.events.write("run_start", argv=argv, pid=child, cwd=self.command.get("cwd"))
         rc = self._wait()
+        self.ending = True  # a stop now ends the wait for disk space, not the run (it ended)
         self._sweep()
-        if dropped := self.drain.close():
+        if dropped := runner.finish():
             self.events.write("note", text=f"{dropped} bytes of the run's output were lost to a full state dir")
+            self.dropped = runner.dropped_by_log()
+            self.status["output_dropped"] = {name: n[0] for name, n in self.dropped.items()}
         if oom["start"] is not None:
             self.status["oom_kill"] = {**oom, "end": oom_kill_count()}
         return self._finish(rc)
@@ -173,13 +178,12 @@ class Supervisor:
 
         return adopt(self)
 
-    def _wait(self) -> int:
-        assert self.proc is not None
+    def _wait(self) -> int | None:
+        assert self.child is not None
         last_scan = last_summary = 0.0
         while True:
-            rc = self.proc.poll()
-            if rc is not None:
-                return rc
+            if self.child.poll():
+                return self.child.rc
             now = time.monotonic()
             if now - last_scan >= 1.0:
                 self._scan()
@@ -212,17 +216,16 @@ class Supervisor:
         loss = None if self.loss_alerted else loss_alert(self.fold)
         if loss is not None:
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
-            self.alert(loss, "nan")
+            self.alert(loss, "nan", **loss_fix(self.fold))  # the doctor's first fix, whole
         self.gpus.report(time.monotonic(), self.fold.pids, self.events, self.alert)
         slow = None if self.input_alerted else input_alert(self.fold)
         if slow is not None:
             self.input_alerted = raised = True  # once per run: the doctor keeps saying it
             self.alert(slow, "input_bound")
-        leaking = {rank: s for rank, s in states.items() if s.alarm}
-        if leaking and not self.leak_alerted:
-            self.leak_alerted = raised = True
-            rank, state = max(leaking.items(), key=lambda item: item[1].slope)
-            self.alert(f"memory leak on rank {rank}: {state.describe()}", "leak")
+        leak = self.leak_alert.due(states, self.fold, final)
+        if leak is not None:
+            raised = True
+            self.alert(leak[0], "leak", **leak[1])
         try:
             if raised:  # the alert events into this summary: a final one has no pass after it
                 changed += self.fold.update()
@@ -249,7 +252,10 @@ class Supervisor:
         if this supervisor dies, the next gpumon still finds and ends every process of the run."""
         before = len(self.known)
         try:
+            runner = self.child.proc.pid if self.child is not None else None
             for proc in psutil.Process(os.getpid()).children(recursive=True):
+                if proc.pid == runner:
+                    continue  # not the run's: it ends by itself once the command ended and its output is drained
                 try:
                     self.known.setdefault(proc.pid, proc.create_time())
                 except psutil.Error:
@@ -263,10 +269,10 @@ class Supervisor:
     def _signal_all(self, sig: signal.Signals) -> None:
         self._scan()
         self._find_marked()
-        if self.proc is not None and self.proc.poll() is None:
+        if self.child is not None and not self.child.poll():
             with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, sig)
-        elif self.proc is None and process_alive(self.status.get("pid"), self.status.get("pid_create_time")):
+                os.killpg(self.child.pid, sig)
+        elif self.child is None and process_alive(self.status.get("pid"), self.status.get("pid_create_time")):
             with contextlib.suppress(OSError):  # adopted: the group leader is the run's main process
                 os.killpg(int(self.status["pgid"]), sig)
         for pid, started in list(self.known.items()):
@@ -283,20 +289,26 @@ class Supervisor:
         me = os.getpid()
         for pid, started in marked(self.run_dir, self.status.get("created"), frozenset({me})).items():
             self.known.setdefault(pid, started)
+        # and every descendant of the runner (a subreaper): a helper with an empty environment has no mark
+        for pid, started in descendants(self.status.get("runner_pid"), self.status.get("runner_create_time")).items():
+            self.known.setdefault(pid, started)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self.ending:
+            self.quit = True
+            return
         if self.outcome is None:
             self.outcome = "stopped"
             grace = float(self.command.get("grace_s", STOP_GRACE_S))
             self.stop_at = time.monotonic() + grace
             self.save(state="stopping", stop_requested=time.time())
-            if self.proc is not None and self._tune_driver():
+            if self.child is not None and self._tune_driver():
                 # Tune ends on SIGINT as on ctrl+c: it stops its trials and saves the experiment (~5 s);
                 # SIGTERM kills the driver mid-way, with no end for its trials. SIGTERM follows if it hangs.
                 self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
                 self.events.write("run_stop", mode="int", grace_s=grace)
                 with contextlib.suppress(OSError):
-                    os.kill(self.proc.pid, signal.SIGINT)
+                    os.kill(self.child.pid, signal.SIGINT)
                 return
             self.events.write("run_stop", mode="term", grace_s=grace)
             self._signal_all(signal.SIGTERM)
@@ -306,8 +318,12 @@ class Supervisor:
         return self.spec.get("kind") == "tune" or self.fold.tune is not None
 
     def _on_kill(self, signum: int, frame: FrameType | None) -> None:
+        if self.ending:
+            self.quit = True
+            return
         self.outcome = "killed"
         self.stop_at = self.term_at = None
+        self.save(state="stopping", stop_requested=time.time())  # the answer `gpumon stop --kill` waits for
         self.events.write("run_stop", mode="kill")
         self._signal_all(signal.SIGKILL)
 
@@ -325,14 +341,13 @@ class Supervisor:
             if sig is not None:
                 self._signal_all(sig)
 
-    def _finish(self, rc: int) -> int:
-        error = root_cause(self.run_dir) if rc != 0 else None
-        state = self.outcome or ("finished" if rc == 0 else "failed")
-        fields: dict[str, Any] = {"state": state, "exit_code": rc, "ended": time.time()}
-        if rc < 0:
-            fields["signal"] = signal.Signals(-rc).name
-        if error:
-            fields["error"] = error
+    def _finish(self, rc: int | None) -> int:
+        self.ending = True
+        if self.deleted():
+            print(f"gpumon: {self.run_dir} was deleted: the run's end is not recorded", file=sys.stderr)
+            return 0
+        fields = end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions)
+        state, error = fields["state"], fields.get("error")
         if self.spec.get("slurm"):  # the job's end in Slurm's words; a time limit is a failure, not a stop
             fields["state"] = state = slurm_end(self.run_dir, state, fields)
         self.status.update(fields)
@@ -347,35 +362,22 @@ class Supervisor:
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
-        if not self.save():
-            self.flush()  # a full state dir: the end waits here, not lost
+        if not self.save() and free_reserve(self.run_dir) and self.save():
+            say_drops(self.run_dir, self.dropped)  # in the space the reserve gave back, after the end itself
+        if self.unsaved is not None:
+            self.flush()  # still full: the end waits here, not lost
+        free_reserve(self.run_dir)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         wake_queue(self.run_dir, self.events)
-        self._compress()
+        compress(self)
         return 0
 
-    def _compress(self) -> None:
-        """The summary is final: the ranks' raw events are kept for whoever wants them, gzipped (~8x)."""
-        if self.summary_error is not None:
-            return  # no final summary on disk: keep the events as readers expect them
-        try:
-            raw, stored = compress_closed(self.run_dir)
-        except OSError as err:
-            self.events.write("note", text=f"could not compress the run's events: {err}")
-            return
-        if raw:
-            with contextlib.suppress(OSError):
-                self.save(event_bytes={"raw": raw, "stored": stored})
 
-
-def _become_subreaper() -> None:
-    """Orphaned descendants (workers whose torchrun died) re-parent to us, not init, so we still see them."""
+def _started(pid: int) -> float | None:
     try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER (Linux)
-    except (OSError, AttributeError):
-        pass
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def main(argv: list[str]) -> int:

@@ -108,13 +108,18 @@ class RunTelemetry:
     final: bool = False  # the summary is the run's last: nothing more will come
     recorded_leaks: dict[str, Any] = field(default_factory=dict)  # the supervisor's verdicts (LeakWatch reads them)
     plans: dict[int, int] = field(default_factory=dict)  # rank -> optimizer steps it will take (``plan`` events)
-    paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its recent steps per second
     progress: Progress = field(default_factory=Progress)  # total steps, time per step (progress.py)
     nonfinite: NonFinite = field(default_factory=NonFinite)  # the loss's NaN/inf values (values.py)
     limits: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its memory limits (``proc_start``)
+    starts: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> host, started, ppid (``proc_start``)
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
+
+    @property
+    def paces(self) -> dict[int, Pace]:
+        """rank -> its steps per second by the wall clock (progress.py holds them: the run's one pace)."""
+        return self.progress.paces
 
     @property
     def skipped(self) -> int:
@@ -199,10 +204,10 @@ class RunTelemetry:
             "census": self.census[-KEEP_CENSUS:],
             "leaks": self.recorded_leaks,
             "plans": {str(r): v for r, v in self.plans.items()},
-            "pace": {str(r): p.rate for r, p in self.paces.items() if p.rate is not None},
             "progress": self.progress.to_state(),
             "nonfinite": self.nonfinite.to_state(),
             "limits": {str(r): v for r, v in self.limits.items()},
+            "starts": {str(r): v for r, v in self.starts.items()},
             "feeding": self.feeding.to_state(),
         }
 
@@ -223,10 +228,12 @@ class RunTelemetry:
         self.events = int(state["events"])
         self.recorded_leaks = dict(state.get("leaks") or {})
         self.plans = {int(r): int(v) for r, v in (state.get("plans") or {}).items()}
-        self.paces = {int(r): Pace(saved=float(v)) for r, v in (state.get("pace") or {}).items()}
         self.progress = Progress.from_state(state.get("progress"))
+        if not self.progress.paces:  # a summary from before the pace moved into progress: its rates
+            self.progress.paces = {int(r): Pace(saved=float(v)) for r, v in (state.get("pace") or {}).items()}
         self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
         self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
+        self.starts = {int(r): dict(v) for r, v in (state.get("starts") or {}).items() if isinstance(v, dict)}
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
@@ -243,6 +250,7 @@ class RunTelemetry:
             self._step(event, rank)
         elif kind == "proc_start" and isinstance(event.get("pid"), int):
             self.pids[event["pid"]] = rank
+            self.starts[rank] = {k: v for k in ("host", "started", "ppid") if isinstance(v := event.get(k), str | int)}
             if isinstance(event.get("limits"), dict):
                 self.limits[rank] = event["limits"]
         elif kind == "exception":
@@ -261,6 +269,8 @@ class RunTelemetry:
             self.feeding.threads(rank, event)
         elif kind in ("gpu_idle", "gpu_busy"):
             self.feeding.gpu(kind, event)
+        elif kind == "stall":  # the supervisor saw a rank stopped: that time is no data wait
+            self.feeding.stall(event)
         elif kind == "gpu_use":
             # the supervisor writes it: the rank is a field, not the source
             self.feeding.gpu_use(event["rank"] if type(event.get("rank")) is int else rank, event)
@@ -349,9 +359,6 @@ class RunTelemetry:
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak
-        t = event.get("t")
-        if isinstance(t, int | float):
-            self.paces.setdefault(rank, Pace()).add(float(t), step)
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         self.feeding.step(rank, event, step)

@@ -44,6 +44,9 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
     if diagnosis.loss is not None:
         section("loss")
         text.append(f"\n  {diagnosis.loss.text}", style="bold red" if nan else "yellow")
+        for label, said in diagnosis.loss.details():
+            text.append(f"\n  {label}: ", style="dim")
+            text.append(said)
     warning = any(s.grows for s in diagnosis.leaks.values())
     if diagnosis.causes:
         section("what grows (tensor census)")

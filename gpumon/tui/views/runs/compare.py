@@ -17,12 +17,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from gpumon.core.format import duration
+from gpumon.core.format import duration, loss
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, loss_text
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
-from gpumon.tui.widgets.render import STATE_STYLE, number
+from gpumon.tui.widgets.render import STATE_STYLE
 
 MIN_RUNS = 2
 
@@ -110,7 +110,7 @@ def table(summaries: Sequence[RunSummary]) -> Table:
             Text.assemble(("■ ", SERIES_STYLES[i % len(SERIES_STYLES)]), run_label(s)),
             Text(s.state, style=STATE_STYLE.get(s.state, "")),
             loss_text(s.loss),  # nan/inf in the warning style
-            Text(number(best_loss(s))),
+            Text(loss(best_loss(s))),
             Text("" if s.step is None else f"{s.step:,}"),
             Text("" if elapsed is None else duration(elapsed)),
         )
@@ -137,7 +137,7 @@ class CompareScreen(Screen[bool]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="compare-head")
-        yield Chart(number, "reading the runs…", id="compare-chart", log_y=self.log_y)
+        yield Chart(loss, "reading the runs…", id="compare-chart", log_y=self.log_y)
         yield Static(id="compare-legend")
         yield Static(id="compare-table")
         yield Footer()

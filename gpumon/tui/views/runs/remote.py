@@ -19,11 +19,12 @@ from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.remote_runs import stop_remote
 from gpumon.core.format import duration, size
+from gpumon.core.format import loss as loss_text
 from gpumon.core.runs.store import LIVE_STATES
 from gpumon.core.runs.values import metric_value
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.remote_log import LogFollower
-from gpumon.tui.widgets.render import STATE_STYLE, number
+from gpumon.tui.widgets.render import STATE_STYLE
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 LOCAL = "local"  # the HOST of this machine's runs when the fleet has no host of its own for it
@@ -130,7 +131,7 @@ def remote_info(run: RemoteRun) -> Text:
         if isinstance(row.get("total_steps"), int):
             line.append(f"/{row['total_steps']}")
         line.append(" · loss ")
-        line.append(number(loss), style="bold red" if loss is not None and not math.isfinite(loss) else "")
+        line.append(loss_text(loss), style="bold red" if loss is not None and not math.isfinite(loss) else "")
     if row.get("memory_bytes") is not None:
         line.append(f" · memory {size(row['memory_bytes'])} {row.get('memory_kind') or ''}".rstrip())
     error = row.get("error")

@@ -10,9 +10,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
-from gpumon.core.format import duration, size
+from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import eta_text, rate_text
+from gpumon.core.runs.rank_rows import proc_count, sharing
 from gpumon.core.runs.values import is_nonfinite
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
@@ -21,7 +22,7 @@ from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
-from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
 LOSS_FROM = {
     "hf": "the HF Trainer's logs",
@@ -50,7 +51,7 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" (exit {record.exit_code})")
     line.append(f" · {duration(record.elapsed())} · ")
     line.append(visible(spec.label()), style="bold")  # a name or arguments may hold escapes: shown, not obeyed
-    line.append(f" · {spec.nproc} proc")
+    line.append(f" · {proc_count(record, summary.ranks)} proc")
     if spec.gpus is not None:
         line.append(f" · GPUs {spec.gpus}")
     if summary.memory_kind:
@@ -65,6 +66,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
+    if len(summary.ranks) > 1:  # each rank's step: a rank that falls behind or stops shows here
+        line.append(f"\n{ranks_line(summary)}", style="dim")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
         line.append(f"\n{visible(summary.slurm)}", style="cyan")
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
@@ -80,6 +83,19 @@ def info_text(summary: RunSummary | None) -> Text:
     for note in summary.notes[-2:]:
         line.append(f"\n• {visible(note)}", style="dim")
     return line
+
+
+def ranks_line(summary: RunSummary) -> str:
+    """ "ranks: 0 at step 40 (pid 4711) · 1 at step 38 (pid 4712)": pids while the run lives, hosts where they
+    differ."""
+    hosts = {row.host for row in summary.ranks}
+    parts = []
+    for row in summary.ranks:
+        part = f"{row.rank} at step {row.step:,}" if row.step is not None else f"{row.rank} (no step yet)"
+        where = [f"pid {row.pid}"] if summary.record.live and row.pid is not None else []
+        where += [row.host] if len(hosts) > 1 and row.host else []
+        parts.append(part + (f" ({', '.join(where)})" if where else ""))
+    return "ranks: " + " · ".join(parts)
 
 
 def progress_info(summary: RunSummary) -> Text:
@@ -220,7 +236,7 @@ class RunDetail(Vertical):
         yield RunCommand()
         yield Static("", id="run-memory")
         with Horizontal(id="run-charts"):
-            yield Chart(number, "no loss reported yet", id="loss-chart")
+            yield Chart(loss, "no loss reported yet", id="loss-chart")
             yield Chart(size, "no per-step memory yet", id="memory-chart")
         yield LogView(id="run-log")
 
@@ -298,6 +314,9 @@ class RunDetail(Vertical):
             return
         log.show(tail.lines, f"{log_name(tail.choice)}: no output yet" if tail.choices else "no log yet")
         title = f"log · {log_name(tail.choice)}" if tail.choices else "log"
+        shared = sharing(self.summary.record, self.summary.ranks).get(tail.choice)
+        if shared:  # one output for several ranks (spawned by the script): their lines cannot be told apart
+            title = f"log · ranks {', '.join(map(str, shared))} (one shared output)"
         subtitle = "".join(
             f"[b reverse] {log_name(c)} [/]" if c == tail.choice else f" {log_name(c)} " for c in tail.choices
         )

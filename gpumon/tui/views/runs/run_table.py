@@ -12,6 +12,7 @@ import math
 from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
+from gpumon.core.format import loss as loss_value
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import progress_text, rate_text
 from gpumon.core.runs.spec import KINDS, RunSpec
@@ -20,7 +21,7 @@ from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
 from gpumon.tui.widgets.literal import set_title
-from gpumon.tui.widgets.render import STATE_STYLE, leak_style, number, short_run_id
+from gpumon.tui.widgets.render import STATE_STYLE, leak_style, short_run_id
 
 Columns = tuple[tuple[str, str, int], ...]  # key, header, width
 MEMORY_WIDTH = 13  # room for a memory warning: "▲+15.2 KiB/it"
@@ -123,7 +124,7 @@ def loss_key(loss: float | None) -> float:
 
 def loss_text(loss: float | None) -> Text:
     """The loss, right-aligned; nan/inf in the warning style (a span: update-by-diff compares spans)."""
-    return Text.assemble((number(loss), NONFINITE_STYLE if is_nonfinite(loss) else ""), justify="right")
+    return Text.assemble((loss_value(loss), NONFINITE_STYLE if is_nonfinite(loss) else ""), justify="right")
 
 
 def right(value: str, style: str = "") -> Text:

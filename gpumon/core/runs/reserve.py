@@ -1,0 +1,57 @@
+"""Room for a run's end on a state dir that fills up.
+
+A run that fills the disk (its logs, its checkpoints beside them, another program) would otherwise end with
+nothing written: its status reads ``running`` until space comes back, and the log stops with no word of what
+was lost. The supervisor writes a small reserve file when the run starts; when the end cannot be written it
+deletes it and writes the end in the room it gave back, then says in each log how much output was dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+RESERVE = ".end-reserve"
+RESERVE_BYTES = 64 * 1024  # status.json's new copy (a few KiB), the drop notes
+
+
+def reserve(run_dir: Path) -> bool:
+    """Write the reserve (real blocks, not a sparse file); on a disk already too full, none (False)."""
+    path = run_dir / RESERVE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, b"\0" * RESERVE_BYTES)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return False
+
+
+def free_reserve(run_dir: Path) -> bool:
+    """Delete the reserve: True when there was one (space was given back)."""
+    try:
+        (run_dir / RESERVE).unlink()
+        return True
+    except OSError:
+        return False
+
+
+def say_drops(run_dir: Path, dropped: dict[str, list[int]]) -> None:
+    """A last line in each log whose dropped output it never mentioned (the disk stayed full to the end)."""
+    from gpumon.core.runs.output import _size
+
+    for name, (_total, unsaid) in dropped.items():
+        if not unsaid or "/" in name:
+            continue
+        note = f"\n[gpumon: {_size(unsaid)} of output dropped here, to the end: the state dir was full]\n"
+        with contextlib.suppress(OSError):
+            fd = os.open(run_dir / "logs" / name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, note.encode())
+            finally:
+                os.close(fd)
