@@ -16,7 +16,9 @@ reference does). Between keys it rests ``--rest`` seconds (default 0.4): a human
 
 With htop on the PATH, the same method times htop's F6 (its sort menu opens; escape closes it) in a
 pane of the same size, as the reference. Prints median, p90 and max per key, the load average
-before and after, and the goal: every key 50 ms median, 100 ms p90.
+before and after, and the goal: every key 50 ms median, 100 ms p90. The ``cpu`` column is the median
+CPU time gpumon's process used from the key to its screen (all threads: a sample tick that falls in the
+window counts too), a figure a loaded machine changes less than the wall time.
 
 Then, unless ``--idle 0``, the idle CPU of each (user + system, all threads, percent of one core) over
 ``--idle`` seconds (default 60) at rest on its first screen, in the same pane size; the goal: gpumon at
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import psutil
 from startup import HarnessError, Pane, TmuxServer, full_frame, gpumon_command, tmux_server
 
 GOAL_MEDIAN_S = 0.050
@@ -129,11 +132,17 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:5.0f}"
 
 
-def report(label: str, times: list[float]) -> bool:
+def report(label: str, times: list[float], cpu: list[float] | None = None) -> bool:
     median, tail = statistics.median(times), p90(times)
     met = median <= GOAL_MEDIAN_S and tail <= GOAL_P90_S
-    print(f"  {label:<24} {ms(median)}  {ms(tail)}  {ms(max(times))}   {'met' if met else 'MISSED'}")
+    spent = f"{ms(statistics.median(cpu))}" if cpu else "    -"
+    print(f"  {label:<24} {ms(median)}  {ms(tail)}  {ms(max(times))}  {spent}   {'met' if met else 'MISSED'}")
     return met
+
+
+def cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
 
 
 def idle_cpu(pane: Pane, marker: str, seconds: float) -> float:
@@ -147,7 +156,7 @@ def idle_cpu(pane: Pane, marker: str, seconds: float) -> float:
 
 
 def gpumon_keys(
-    server: TmuxServer, args: argparse.Namespace, home: Path, idle: dict[str, float]
+    server: TmuxServer, args: argparse.Namespace, home: Path, idle: dict[str, float], cpu: dict[str, list[float]]
 ) -> dict[str, list[float]]:
     width, height = args.size
     command = ["env", f"GPUMON_HOME={home}", gpumon_command(), "--simulate", "2", "--interval", "1"]
@@ -157,9 +166,12 @@ def gpumon_keys(
         pane.start()
         pane.wait_frame(full_frame)
         time.sleep(args.settle)
+        proc = pane.app_process("gpumon")
         for _ in range(args.repeat):
             for key, label, shows in steps(args.runs):
+                spent = cpu_s(proc)
                 times.setdefault(label, []).append(press(pane, key, shows))
+                cpu.setdefault(label, []).append(cpu_s(proc) - spent)  # the key's work, any sample tick's too
                 time.sleep(args.rest)
         if args.idle > 0:
             time.sleep(args.settle)
@@ -223,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_runs(home, args.runs)
         with tmux_server() as server:
             idle: dict[str, float] = {}
-            times = gpumon_keys(server, args, home, idle)
+            cpu: dict[str, list[float]] = {}
+            times = gpumon_keys(server, args, home, idle, cpu)
             reference = htop_keys(server, args, idle) if shutil.which("htop") and not args.no_htop else {}
     except (HarnessError, OSError, subprocess.SubprocessError) as err:
         print(f"keys bench failed: {err}", file=sys.stderr)
@@ -237,8 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.repeat} rounds, pane read every {POLL_S * 1000:.0f} ms)"
     )
     goal = f"goal {GOAL_MEDIAN_S * 1000:.0f}/{GOAL_P90_S * 1000:.0f}"
-    print(f"  {'key':<24} {'median':>5}  {'p90':>5}  {'max':>5}   {goal}")
-    met = [report(label, values) for label, values in times.items()]
+    print(f"  {'key':<24} {'median':>5}  {'p90':>5}  {'max':>5}  {'cpu':>5}   {goal}")
+    met = [report(label, values, cpu.get(label)) for label, values in times.items()]
     for label, values in reference.items():
         report(label, values)
     if not reference:
