@@ -65,9 +65,9 @@ def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux: Tmux, 
     tmux.keys("n")
     tmux.wait_for("New run", "on alert")
     tmux.keys("Tab", "Tab")  # kind, preset, then the program field
-    assert wait_until(lambda: "blank: the kind's own trainer" in tmux.screen(), timeout=10), tmux.screen()
+    assert wait_until(lambda: "blank: the kind's own trainer" in tmux.screen(), timeout=30), tmux.screen()
     tmux.keys("ab", "Tab", "cd")  # one write: ab into the program, cd into the arguments
-    screen = wait_until(lambda: re.search(r"arguments\s+cd", s := tmux.screen()) and s, timeout=10)
+    screen = wait_until(lambda: re.search(r"arguments\s+cd", s := tmux.screen()) and s, timeout=30)
     assert screen, tmux.screen()
     assert re.search(r"program\s+ab\s", screen), screen
     tmux.keys("Escape")

@@ -267,7 +267,9 @@ class GpumonApp(KeysInOrder, App[None]):
         else:
             view.focus_first()
         self.refresh_bindings()
-        view.shown()
+        # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
+        # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
+        self.call_after_refresh(view.shown)
 
     def action_help(self) -> None:
         """Open the help; the help key (as remapped too) closes it again."""

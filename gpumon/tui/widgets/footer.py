@@ -86,10 +86,16 @@ class KeysFooter(Footer):
 
     def _fit(self, widgets: list[Widget]) -> None:
         """Show the keys of ``widgets`` that fit the footer's width whole, the others not at all."""
+        if self._shown is None or widgets is not self._sets.get(self._shown):
+            return  # another set shows now (a fit asked for after a refresh)
         width = self.size.width or self.app.size.width
         keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
-        room = width - sum(_width(w) for w in widgets if w not in keys)
-        out = set(left_out(keys, room))
+        try:
+            room = width - sum(_width(w) for w in widgets if w not in keys)
+            out = set(left_out(keys, room))
+        except KeyError:  # not styled yet (mounted as the app starts): measured once it is
+            self.call_after_refresh(self._fit, widgets)
+            return
         for widget in widgets:
             widget.display = widget not in out
 

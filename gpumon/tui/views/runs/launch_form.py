@@ -208,7 +208,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
             yield Static(HELP, id="form-help")
 
     def on_mount(self) -> None:
-        if not self.query("#kind"):  # built ahead as the app closed: nothing was mounted
+        if not self.query("#kind") or not self.app.screen_stack:  # built ahead as the app closed
             return
         self._mounted = True
         self._fill_fields()
