@@ -133,8 +133,8 @@ async def test_readonly_never_asks_to_send_signals() -> None:
 
 
 def footer_keys(app: GpumonApp) -> set[str]:
-    """The keys the footer offers now, as drawn."""
-    return {key.key for key in app.screen.query(FooterKey)}
+    """The keys the footer offers now, as drawn (the footer keeps the sets of other views hidden)."""
+    return {key.key for key in app.screen.query(FooterKey) if key.display and key.parent.display}
 
 
 @pytest.mark.parametrize("readonly", [False, True])

@@ -101,9 +101,9 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
                 await pilot.press(*keys)
                 assert form.query_one(f"#{field}", Input).value == keys
             if field == "script":
-                assert hint(form) == f"→ {tmp_path / 'nope.py'} not found"
+                await until(pilot, lambda: hint(form) == f"→ {tmp_path / 'nope.py'} not found")  # read in a thread
                 await pilot.press(*["backspace"] * len("nope.py"), *"tiny.py")
-                assert hint(form) == f"→ {tmp_path / 'tiny.py'} exists"
+                await until(pilot, lambda: hint(form) == f"→ {tmp_path / 'tiny.py'} exists")
         await pilot.press("tab")
         assert form.focused is form.query_one("#launch")
         await pilot.press("shift+tab", "enter")  # enter in the last text field launches
@@ -251,7 +251,7 @@ async def test_e_clones_a_finished_run_to_edit_and_launch_and_its_detail_shows_t
             env="SEED=7",
             on_alert="echo alert",
         )
-        assert hint(form) == f"→ {script} exists"
+        await until(pilot, lambda: hint(form) == f"→ {script} exists")
         await pilot.press("tab", "tab")
         assert form.focused is form.query_one("#args", Input)
         await pilot.press("end", *["backspace"] * len("3 '[red]x[/red]'"), "4", "enter")

@@ -16,7 +16,7 @@ from textual.containers import Horizontal
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Static
+from textual.widgets import ContentSwitcher, Static
 
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.gpu.idle import IdleWatch
@@ -27,18 +27,21 @@ from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections, keymap
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
+from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
+from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
 from gpumon.tui.widgets.top_bar import top_bar_text
 
 __all__ = ["FOOTNOTE", "GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]  # the keys: app_keys.py
 
+HELP = "help"  # the help screen's name among the installed screens
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
-class GpumonApp(App[None]):
+class GpumonApp(KeysInOrder, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True
@@ -54,6 +57,7 @@ class GpumonApp(App[None]):
     ) -> None:
         """``fleet``: the hosts' monitor (started by the caller), for a view to read; None without hosts."""
         super().__init__()
+        self._keys_init()  # keys typed ahead go where the keys before them lead (typeahead.py)
         self.keymap = dict(keymap or {})
         if self.keymap:
             self.set_keymap(self.keymap)
@@ -80,7 +84,7 @@ class GpumonApp(App[None]):
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
         with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
-        yield Footer()
+        yield KeysFooter()  # built once per set of keys: a view switch shows a set already built
 
     @staticmethod
     def _widget(view: View) -> Widget:
@@ -186,14 +190,19 @@ class GpumonApp(App[None]):
         else:
             view.focus_first()
         self.refresh_bindings()
-        view.shown()
+        # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
+        # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
+        self.call_after_refresh(view.shown)
 
     def action_help(self) -> None:
         """Open the help; the help key (as remapped too) closes it again."""
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
-        else:
-            self.push_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE))
+            return
+        if not self.is_screen_installed(HELP):  # built once: opened again, it is drawn at once
+            self.install_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE), HELP)
+        if self.get_screen(HELP) not in self.screen_stack:  # a palette over it: it is there already
+            self.push_screen(HELP)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -131,7 +131,7 @@ class ProcessTable(RowTable):
         return next((w for key, _, w in self.column_set if key == "command"), COMMAND_MIN)
 
     def on_resize(self, event: Resize) -> None:
-        if self.column_set:
+        if self.column_set:  # back at its size (its view shown again): as drawn
             self.show(*self._last)
 
     # -- showing ---------------------------------------------------------------

@@ -1,20 +1,45 @@
-"""Modal screens: confirmation (signals, stopping runs) and help."""
+"""Modal screens: confirmation (signals, stopping runs) and help; what a screen built once and kept needs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gpumon.core.model import GpuProcess
 from gpumon.tui.keys import HelpSection, bound_keys, help_renderable, key_label, plain_help
+
+
+class KeptScreen:
+    """Mixed into a screen built once and pushed again and again (the help, the launch form).
+
+    Textual restyles every widget of a screen each time it is pushed: 60 ms and more for the launch form's
+    80 widgets on a busy machine, before anything is drawn. A kept screen keeps its styles unless the theme
+    changed while it was away.
+    """
+
+    _restyle = False
+
+    def on_mount(self) -> None:
+        """Textual calls each class's on_mount: the screen's own is not replaced by this one."""
+        assert isinstance(self, Screen)
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, _theme: object) -> None:
+        self._restyle = True
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        """Runs before Screen's own handler, which restyles only when asked to."""
+        event.refresh_styles = self._restyle
+        self._restyle = False
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -81,8 +106,10 @@ class ChoiceScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class HelpScreen(ModalScreen[None]):
-    """Every key, as the app and its views declare them (keys.help_sections), in a dialog that scrolls."""
+class HelpScreen(KeptScreen, ModalScreen[None]):
+    """Every key, as the app and its views declare them (keys.help_sections), in a dialog that scrolls.
+
+    Built once (the app keeps it): opened again it shows at once, from its top."""
 
     BINDINGS = [
         Binding("escape,q", "close", "close"),
@@ -109,6 +136,11 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#help-body").focus()
+
+    def on_screen_resume(self) -> None:
+        body = self.query_one("#help-body", VerticalScroll)
+        body.scroll_home(animate=False)
+        body.focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -203,6 +203,21 @@ def program_hint(kind: str, text: str, cwd: str) -> Text:
     return _path_line(hint, Path(cwd, os.path.expanduser(given)))
 
 
+def hint_reads_disk(kind: str, text: str) -> bool:
+    """Whether ``program_hint`` looks at files (a path to check, the shipped searches): then the form reads it
+    in a thread, never on a key's path (a hung network mount would hang the form)."""
+    given = text.strip()
+    return kind == "tune" or (bool(given) and not given.startswith("-m "))
+
+
+def hint_before_disk(kind: str, text: str, cwd: str) -> Text:
+    """What the hint says until the files are read: where the path leads, not yet whether it is there."""
+    given = text.strip()
+    if kind == "tune" and not given:
+        return Text("a shipped search's name or a search file", style="dim")
+    return Text(f"→ {os.path.normpath(Path(cwd, os.path.expanduser(given)))} …", style="dim")
+
+
 def _path_line(hint: Text, path: Path) -> Text:
     hint.append(f"→ {os.path.normpath(path)} ")
     if path.is_file():

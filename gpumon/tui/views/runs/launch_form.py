@@ -11,12 +11,15 @@ Runs view's thread worker.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
@@ -30,12 +33,15 @@ from gpumon.tui.views.runs.form_spec import (
     GroupLaunch,
     QueuedLaunch,
     build_spec,
+    hint_before_disk,
+    hint_reads_disk,
     kept_options,
     parse_form_hosts,
     program_hint,
     spec_values,
     values_from_spec,
 )
+from gpumon.tui.widgets.screens import KeptScreen
 
 __all__ = [
     "GroupLaunch",
@@ -85,6 +91,15 @@ HELP = Text.assemble(
 )
 
 
+class HintRead(Message):
+    """The line under the program, read in a thread for the (kind, program, cwd) it was asked for."""
+
+    def __init__(self, asked: tuple[str, str, str], hint: Text) -> None:
+        self.asked = asked
+        self.hint = hint
+        super().__init__()
+
+
 class FormScroll(VerticalScroll, can_focus=False):
     """Scrolls to the focused field (at 80x24 all fit); tab never stops on the scroll itself."""
 
@@ -101,7 +116,21 @@ def shown_rows(kind: str) -> set[str]:
     return set(ROWS) - hidden
 
 
-class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
+def cloned(spec: RunSpec, run_id: str) -> dict[str, Any]:
+    """``LaunchForm.fill``'s words for a run cloned into the form (paths from the directory it started in)."""
+    notes = [f"kept from the run: {kept_options(spec)}"] if kept_options(spec) else []
+    if spec.nnodes > 1:
+        notes.append(f"a node of a {spec.nnodes}-node run: name the hosts to run on several again")
+    return {
+        "cwd": spec.cwd,
+        "initial": values_from_spec(spec),
+        "keep": spec,
+        "title": f"Clone of {run_id}",
+        "note": "\n".join(notes),
+    }
+
+
+class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
     """Returns the spec to launch (a GroupLaunch with hosts, a QueuedLaunch for the queue), or None."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
@@ -116,6 +145,21 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
         note: str = "",
     ) -> None:
         super().__init__()
+        self._error_values: FormValues | None = None
+        self._mounted = False  # on_mount has filled the fields: fill() fills them from then on
+        self.fill(visible_gpus, cwd, initial, keep, title, note)
+
+    def fill(
+        self,
+        visible_gpus: int,
+        cwd: str | None = None,
+        initial: FormValues | None = None,
+        keep: RunSpec | None = None,
+        title: str = "New run",
+        note: str = "",
+    ) -> None:
+        """What the form opens with: a new run's defaults, or a run cloned into it. The form is built once
+        and shown again (Launching keeps it): filled anew each time, its fields too once they exist."""
         self.visible_gpus = visible_gpus
         self.cwd = cwd or os.getcwd()  # where relative paths lead: shown under the program
         self.initial = initial or FormValues()
@@ -123,16 +167,13 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
         self.title_text = title
         self.note = note  # a clone's: what it carries without a field, what it leaves
         self._nproc_default = str(default_nproc(self.initial.kind, self.initial.gpus or None, visible_gpus))
-        self._error_values: FormValues | None = None
+        if self._mounted:
+            self._fill_fields()
 
     @classmethod
     def clone(cls, spec: RunSpec, run_id: str, visible_gpus: int) -> LaunchForm:
         """The form filled from a run's spec, resolving paths from the directory that run started in."""
-        notes = [f"kept from the run: {kept_options(spec)}"] if kept_options(spec) else []
-        if spec.nnodes > 1:
-            notes.append(f"a node of a {spec.nnodes}-node run: name the hosts to run on several again")
-        title = f"Clone of {run_id}"
-        return cls(visible_gpus, spec.cwd, values_from_spec(spec), keep=spec, title=title, note="\n".join(notes))
+        return cls(visible_gpus, **cloned(spec, run_id))
 
     def compose(self) -> ComposeResult:
         start = self.initial
@@ -167,10 +208,32 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
             yield Static(HELP, id="form-help")
 
     def on_mount(self) -> None:
-        self.query_one("#launch-form").border_title = self.title_text
-        self.query_one("#form-note").display = bool(self.note)
-        self._kind_changed(self.initial.kind)
-        self.query_one("#kind", Select).focus()
+        if not self.query("#kind") or not self.app.screen_stack:  # built ahead as the app closed
+            return
+        self._mounted = True
+        self._fill_fields()
+
+    def _fill_fields(self) -> None:
+        start = self.initial
+        kind = self.query_one("#kind", Select)
+        kind.expanded = False
+        kind.value = start.kind
+        self.query_one("#preset", Select).value = start.preset or Select.NULL
+        for field, (widget_id, _label) in ROWS.items():
+            if field not in ("kind", "preset"):
+                self.query_one(f"#{widget_id}", Input).value = getattr(start, field)
+        self.query_one("#nproc", Input).value = start.nproc or self._nproc_default
+        gpus = f"0-{self.visible_gpus - 1}; blank: all" if self.visible_gpus else "blank: CPU (no GPU here)"
+        self.query_one("#gpus", Input).placeholder = f"e.g. 0,1 ({gpus})"
+        form = self.query_one("#launch-form", FormScroll)
+        form.border_title = self.title_text
+        form.scroll_home(animate=False)
+        note = self.query_one("#form-note", Static)
+        note.update(Text(self.note, style="dim"))
+        note.display = bool(self.note)
+        self.show_error("")
+        self._kind_changed(start.kind)
+        kind.focus()
 
     # -- what shows ------------------------------------------------------------------
     def kind(self) -> str:
@@ -190,9 +253,20 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
         self._update_hint()
 
     def _update_hint(self) -> None:
-        self.query_one("#program-hint", Static).update(
-            program_hint(self.kind(), self.query_one("#script", Input).value, self.cwd)
-        )
+        kind, text, box = self.kind(), self.query_one("#script", Input).value, self.query_one("#program-hint", Static)
+        if hint_reads_disk(kind, text):
+            box.update(hint_before_disk(kind, text, self.cwd))  # the verdict comes from the thread
+            self._read_hint(kind, text, self.cwd)
+        else:
+            box.update(program_hint(kind, text, self.cwd))
+
+    @work(thread=True, exclusive=True, group="form-hint", exit_on_error=False, description="program hint")
+    def _read_hint(self, kind: str, text: str, cwd: str) -> None:
+        self.post_message(HintRead((kind, text, cwd), program_hint(kind, text, cwd)))
+
+    def on_hint_read(self, message: HintRead) -> None:
+        if message.asked == (self.kind(), self.query_one("#script", Input).value, self.cwd):  # else: typed on
+            self.query_one("#program-hint", Static).update(message.hint)
 
     def _update_nproc_default(self) -> None:
         """A processes value the user did not type follows the kind and the GPUs."""
@@ -274,3 +348,8 @@ class LaunchForm(ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def dismiss(self, result: RunSpec | GroupLaunch | QueuedLaunch | None = None) -> AwaitComplete:
+        """Closed, the form is kept (Launching): no field of it keeps the focus (nor a blinking cursor)."""
+        self.set_focus(None)
+        return super().dismiss(result)

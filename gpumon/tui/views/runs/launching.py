@@ -6,7 +6,7 @@ the view's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.notifications import SeverityLevel
@@ -17,6 +17,7 @@ from gpumon.core.placement.places import launch, stop
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.spec import RunSpec, SpecError
 from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.tui.view import AppContext
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.run_table import RunTable
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
     from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
 
 READONLY = "no runs are started or stopped"
+FORM = "launch-form"  # the launch form's name among the app's installed screens
 
 
 class Launching(Widget):
+    context: AppContext
     store: RunStore | None
     visible_gpus: int | None
     remote: RemoteRuns
@@ -83,12 +86,36 @@ class Launching(Widget):
     def action_new_run(self) -> None:
         if self.refused(READONLY):
             return
+        self.open_form()
+
+    def open_form(self, **fill: Any) -> None:
+        """Show the launch form, filled with ``fill`` (LaunchForm.fill's words; none: a new run's defaults).
+
+        The form is built once and kept (installed): opened again it is filled anew, not composed, so the
+        key that opens it draws it at once and the keys typed after it find it there."""
         from gpumon.tui.views.runs.launch_form import LaunchForm
 
-        visible = self.visible_gpus
-        if visible is None:  # the runs worker has not answered yet
-            visible = visible_gpu_count()
-        self.app.push_screen(LaunchForm(visible), self._launch)
+        visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()  # the first second only
+        try:
+            form = self.app.get_screen(FORM, LaunchForm)
+        except KeyError:
+            form = LaunchForm(visible, **fill)
+            self.app.install_screen(form, FORM)
+        else:
+            if form in self.app.screen_stack:  # open already (a command from the palette over it)
+                return
+            form.fill(visible, **fill)
+        self.app.push_screen(form, self._launch)
+
+    def prepare_form(self) -> None:
+        """Build the launch form ahead, once (the Runs view calls this after it first shows): ``n`` then only
+        fills it and shows it. It composes in its own task, while no key waits on it."""
+        from gpumon.tui.views.runs.launch_form import LaunchForm
+
+        if self.context.readonly or self.app.is_screen_installed(FORM):
+            return
+        self.app.install_screen(LaunchForm(self.visible_gpus or 0), FORM)  # filled anew at each opening
+        self.app._get_screen(FORM)  # Textual's own first step of push_screen: register, compose, mount
 
     def _launch(self, spec: RunSpec | GroupLaunch | QueuedLaunch | None) -> None:
         from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
@@ -169,7 +196,6 @@ class Launching(Widget):
         if summary is None:
             self.notify("Select a run first", severity="warning", markup=False)
             return
-        from gpumon.tui.views.runs.launch_form import LaunchForm
+        from gpumon.tui.views.runs.launch_form import cloned
 
-        visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
-        self.app.push_screen(LaunchForm.clone(summary.record.spec, summary.id, visible), self._launch)
+        self.open_form(**cloned(summary.record.spec, summary.id))

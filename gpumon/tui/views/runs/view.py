@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     pass
 
 REFRESH_S = 1.0
+FORM_AHEAD_S = 0.5  # after the view first shows, the launch form is built (launching.py)
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
@@ -115,6 +116,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
         self.new_runs = NewRuns()
+        self._form_ahead = False
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -201,6 +203,9 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     def shown(self) -> None:
         self.poll()
+        if not self._form_ahead:  # once the view has drawn: n then shows a form already built
+            self._form_ahead = True
+            self.set_timer(FORM_AHEAD_S, self.prepare_form)
 
     def _select_new(self, run_id: str | None) -> None:
         """A new run (newest.py's rule) is selected now, also while hidden: `d` in any view opens its doctor."""

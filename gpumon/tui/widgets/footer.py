@@ -1,0 +1,133 @@
+"""Textual's footer, drawn the same, built once per set of keys.
+
+Textual's Footer composes its keys anew whenever the screen says its bindings changed: each focus move,
+each view switch, each screen closed over it, three times for one key at times, and a key widget costs a
+style pass or three (100 ms and more a time on a busy machine). This one compares the keys it would show
+with the keys it shows and, when they differ, shows the set built the first time those keys were wanted:
+a set is built once and hidden while another shows, so going back to a view costs no widget.
+
+Keys that do not fit the width are left out whole (Textual's cut the last one mid-word: ``! Aler``, a bare
+``!``, ``q qui``): the views' keys go first, then the view's own from its last, then help, then quit.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from textual.compose import compose
+from textual.events import Resize
+from textual.geometry import Size
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+#: What a set of keys is, as the footer draws it: per key (key, action, label, enabled, tooltip, group).
+Keys = tuple[tuple[str, str, str, bool, str, str | None], ...]
+
+LAST_LEFT_OUT = ("quit", "help")  # left out last, quit after help: what htop's footer always shows
+SETS_MAX = 24  # sets kept: views x focus places x enabled states; the least recent one goes beyond
+
+
+class KeysFooter(Footer):
+    """A drop-in Footer: the same widgets, shown from a cache of sets."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._sets: OrderedDict[Keys, list[Widget]] = OrderedDict()
+        self._shown: Keys | None = None
+
+    def keys_now(self) -> Keys:
+        """The keys the screen offers now, in the footer's terms."""
+        shown = []
+        for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items():
+            if binding.show or key == self.app.COMMAND_PALETTE_BINDING:
+                group = binding.group.description if binding.group is not None else None
+                shown.append((binding.key, binding.action, binding.description, enabled, tooltip, group))
+        return tuple(shown)
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        self._bindings_ready = True
+        if not screen.app.app_focus:
+            return
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self.show_keys)
+
+    async def show_keys(self) -> None:
+        """Show the set for the keys offered now (built now if never wanted before)."""
+        if not self.is_attached:
+            return
+        keys = self.keys_now()
+        if keys == self._shown:
+            return
+        with self.app.batch_update():
+            for widget in self._sets.get(self._shown, []) if self._shown is not None else []:
+                widget.display = False
+            self._shown = keys
+            widgets = self._sets.pop(keys, None)
+            if widgets is not None:
+                self._sets[keys] = widgets  # the most recent last
+                self._fit(widgets)
+                return
+            widgets = compose(self)  # Footer.compose: the keys the screen offers now
+            self._sets[keys] = widgets
+            while len(self._sets) > SETS_MAX:
+                _, old = self._sets.popitem(last=False)
+                for widget in old:
+                    widget.remove()
+            for widget in widgets:  # shown once measured (_fit): a key cut for a frame is a key cut
+                widget.display = False
+            await self.mount_all(widgets)
+            self._fit(widgets)
+
+    def _on_resize(self, event: Resize) -> None:
+        if self._shown is not None:
+            self._fit(self._sets.get(self._shown, []))
+
+    def _fit(self, widgets: list[Widget]) -> None:
+        """Show the keys of ``widgets`` that fit the footer's width whole, the others not at all."""
+        if self._shown is None or widgets is not self._sets.get(self._shown):
+            return  # another set shows now (a fit asked for after a refresh)
+        width = self.size.width or self.app.size.width
+        keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        try:
+            room = width - sum(_width(w) for w in widgets if w not in keys)
+            out = set(left_out(keys, room))
+        except KeyError:  # not styled yet (mounted as the app starts): measured once it is
+            self.call_after_refresh(self._fit, widgets)
+            return
+        for widget in widgets:
+            widget.display = widget not in out
+
+    async def recompose(self) -> None:
+        """Textual's way to redraw the keys: here, the set for the keys offered now."""
+        await self.show_keys()
+
+
+def _width(widget: Widget) -> int:
+    """Columns ``widget`` takes in the footer: its text, padding, border and margin."""
+    styles = widget.styles
+    text = widget.get_content_width(Size(0, 0), Size(0, 0)) if isinstance(widget, FooterKey) else 0
+    return text + styles.gutter.width + styles.margin.width
+
+
+def left_out(keys: list[FooterKey], room: int) -> list[FooterKey]:
+    """The keys to leave out so that the others fit ``room`` columns whole. Kept first: quit, then help,
+    then the view's own keys from the first while they fit, then the views' keys (each has its letter in
+    the help) likewise."""
+    last = {action: rank for rank, action in enumerate(LAST_LEFT_OUT)}
+
+    def kept_first(index: int) -> tuple[int, int]:
+        action = keys[index].action
+        return (last[action] if action in last else 3 if action.startswith("view(") else 2), index
+
+    out, full = [], set()
+    for index in sorted(range(len(keys)), key=kept_first):
+        group = kept_first(index)[0]
+        width = _width(keys[index])
+        if group in full or width > room:
+            full.add(group)  # the rest of its kind too: no gap in a row of keys
+            out.append(keys[index])
+        else:
+            room -= width
+    return out

@@ -1,0 +1,89 @@
+"""What a key does not redo: a table shown again keeps the cells it drew, the help and the footer are built once.
+
+A view switch used to redraw every cell of the view's tables (DataTable drops them at each focus move and
+each resize, and a view hidden and shown again is resized from 0 by 0), recompose the footer up to three
+times, and the help was composed anew at each `?`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.containers import VerticalScroll
+from textual.widgets._footer import FooterKey
+
+from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.tui.widgets.screens import HelpScreen
+from tests.conftest import make_app
+from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F401 - home: the fixture
+
+DRAWN_S = 0.5  # a frame and the Runs view's read after it
+
+
+def drawn(table: RunTable) -> set[object]:
+    return set(table._cell_render_cache.keys())
+
+
+async def test_a_table_shown_again_keeps_the_cells_it_drew(home: Path) -> None:  # noqa: F811
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await open_runs(pilot, 3)
+        for _ in range(2):  # the first round learns each focus state's look
+            await pilot.press("g")
+            await pilot.pause(DRAWN_S)
+            await pilot.press("r")
+            await pilot.pause(DRAWN_S)
+        cells = drawn(table)
+        assert cells
+        await pilot.press("g")
+        await pilot.pause(DRAWN_S)
+        await pilot.press("r")
+        await pilot.pause(DRAWN_S)
+        assert drawn(table) == cells  # none dropped, none drawn anew
+
+
+async def test_a_theme_changed_while_a_table_was_hidden_redraws_its_cells(home: Path) -> None:  # noqa: F811
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await open_runs(pilot, 3)
+        await pilot.pause(DRAWN_S)
+        cells = drawn(table)
+        await pilot.press("g")
+        app.theme = "textual-light"
+        await pilot.pause(DRAWN_S)
+        await pilot.press("r")
+        await until(pilot, lambda: bool(drawn(table)))
+        assert not drawn(table) & cells  # drawn in the new colours, none kept from before
+
+
+async def test_the_help_is_built_once_and_opens_at_its_top(home: Path) -> None:  # noqa: F811
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        await pilot.press("end")
+        body = help_screen.query_one("#help-body", VerticalScroll)
+        await until(pilot, lambda: body.scroll_y > 0)
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("question_mark")
+        assert app.screen is help_screen
+        await until(pilot, lambda: body.scroll_y == 0 and help_screen.focused is body)
+
+
+async def test_the_footer_builds_each_set_of_keys_once(home: Path) -> None:  # noqa: F811
+    app = make_app(gpus=2)
+    async with app.run_test(size=(160, 40)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await pilot.pause(DRAWN_S)
+        gpus_keys = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
+        for view in ("r", "g", "r", "g"):
+            await pilot.press(view)
+            await pilot.pause(DRAWN_S)
+        shown = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
+        assert shown == gpus_keys  # the GPUs view's keys: the very widgets built first
+        assert len(footer.query(FooterKey)) < 3 * len(gpus_keys)  # two sets (GPUs, Runs), not one per switch

@@ -1,0 +1,158 @@
+"""The launch form is built once and kept: each opening (n, e) fills it anew, as a new form would be.
+
+It is built ahead once the Runs view first shows, so the key that opens it only fills it and shows it, and
+the line under the program (which looks at files) is read in a thread, never on a key's path.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from textual import events
+from textual.widgets import Input, Select, Static
+
+from gpumon.core.runs.spec import RunSpec
+from gpumon.tui.views.runs.form_spec import FormValues, values_from_spec
+from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.runs.launching import FORM
+from tests.conftest import make_app
+from tests.test_launch_form import hint, runs
+from tests.test_runs_view import FINISHED, notes, open_runs, record_runs, select, until
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU to launch on, on any machine
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "state"
+
+
+def error(form: LaunchForm) -> str:
+    box = form.query_one("#form-error", Static)
+    return str(box.render()) if box.display else ""
+
+
+DEFAULTS = FormValues(kind="ddp", nproc="2")
+
+
+async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 8)  # ddp's processes on a CPU: 2
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r", "n")
+        form = app.screen
+        assert isinstance(form, LaunchForm) and form.values() == DEFAULTS
+        await pilot.press("tab", "tab", *"nope.py", "tab", *"--lr 1", "enter")
+        await until(pilot, lambda: "program not found: nope.py" in error(form))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        assert form.focused is None  # closed, no field of the kept form holds the focus
+        await pilot.press("n")
+        assert app.screen is form  # the same form, not composed again
+        assert form.values() == DEFAULTS and error(form) == ""
+        await until(pilot, lambda: form.focused is form.query_one("#kind", Select))
+        assert str(form.query_one("#launch-form").border_title) == "New run"
+        await until(pilot, lambda: hint(form) == "blank: the kind's own trainer, python -m trainers.ddp (digits)")
+    assert runs(home) == []
+
+
+async def test_e_then_n_fill_the_kept_form_as_a_clone_then_as_a_new_run(home: Path) -> None:
+    record_runs(home, live=False)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_runs(pilot, 3)
+        await select(pilot, FINISHED)
+        await pilot.press("n", "tab", "tab", *"first.py", "escape")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot.press("e")
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        assert str(form.query_one("#launch-form").border_title) == f"Clone of {FINISHED}"
+        assert form.values() == values_from_spec(RunSpec("ddp", nproc=2, cwd="/tmp"))
+        assert form.cwd == "/tmp"  # paths resolve from where the cloned run started
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot.press("n")
+        assert app.screen is form
+        assert str(form.query_one("#launch-form").border_title) == "New run"
+        assert form.values().program == "" and form.values().name == "" and form.cwd != "/tmp"
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+async def test_the_form_is_built_once_the_runs_view_shows_and_not_with_readonly(home: Path, readonly: bool) -> None:
+    app = make_app(gpus=1, readonly=readonly)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert not app.is_screen_installed(FORM)
+        await pilot.press("r")
+        if readonly:
+            await pilot.pause(1.5)  # past when it would have been built
+            assert not app.is_screen_installed(FORM)
+            return
+        await until(pilot, lambda: app.is_screen_installed(FORM))
+        built = app.get_screen(FORM)
+        await until(pilot, lambda: built.is_mounted)
+        assert app.screen is not built  # built behind the Runs view, not shown
+        await pilot.press("n")
+        assert app.screen is built
+
+
+async def test_the_program_hint_looks_at_files_in_a_thread(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpumon.tui.views.runs import launch_form
+
+    on_main: list[tuple[str, bool]] = []
+    real = launch_form.program_hint
+
+    def spy(kind: str, text: str, cwd: str) -> object:
+        on_main.append((text, threading.current_thread() is threading.main_thread()))
+        return real(kind, text, cwd)
+
+    monkeypatch.setattr(launch_form, "program_hint", spy)
+    (home.parent / "there.py").write_text("print(1)\n")
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r", "n", "tab", "tab", *"there.py")
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        await until(pilot, lambda: hint(form) == f"→ {home.parent / 'there.py'} exists")
+        await pilot.press(*["backspace"] * 8, *"-m pkg")
+        await until(pilot, lambda: hint(form).startswith("module pkg"))
+    paths = [main for text, main in on_main if text.strip() and not text.startswith("-m ")]
+    assert paths and not any(paths), on_main  # every path was looked at off the main thread
+    assert ("-m pkg", True) in on_main  # a module's line reads no file: drawn at once
+
+
+def burst(app: object, keys: list[str]) -> None:
+    """Keys read in one go, as from one write to the terminal (Pilot's press waits between keys)."""
+    for key in keys:
+        char = key if len(key) == 1 else None
+        app.post_message(events.Key(key, char))  # type: ignore[attr-defined]
+
+
+async def test_a_burst_that_opens_the_form_types_into_it_in_order(home: Path) -> None:
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.3)
+        burst(app, ["r", "n", "tab", "tab", *"trian.py", "tab", *"--lr.1", "enter"])
+        await until(pilot, lambda: isinstance(app.screen, LaunchForm) and "trian.py" in error(app.screen))
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        assert form.query_one("#script", Input).value == "trian.py"
+        assert form.query_one("#args", Input).value == "--lr.1"
+        assert error(form) == "program not found: trian.py (a module? pass -m NAME)"
+    assert runs(home) == []
+
+
+async def test_keys_past_what_is_held_are_dropped_with_a_note(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gpumon.tui.typeahead.HELD_MAX", 4)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        burst(app, ["n", "tab", "tab", *"abcdefgh"])  # n in flight, then 4 held: tab tab a b
+        await until(pilot, lambda: "6 keys dropped: gpumon was busy" in notes(app))
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        await until(pilot, lambda: form.query_one("#script", Input).value == "ab")
