@@ -50,9 +50,9 @@ def ended(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunRecord]:
             script, *flags = name.split()
             leaky = "--fixed" not in flags and script != "healthy_noisy.py"
             args = ("--steps", "400", "--step-ms", "5") if leaky else ("--steps", "500", "--step-ms", "3")
-            if script == "leak_outputs_list.py" and leaky:
-                # An alert needs memory to fill within 24 h at the run's pace (doctor/horizon.py): 32 rows of
-                # logits a step (2.2 KB) would not fill this 23 GiB host at ~100 steps/s; 512 rows (21 KB) do.
+            if script in ("leak_outputs_list.py", "leak_loss_graph.py") and leaky:
+                # An alert needs memory to fill within 24 h at the run's pace (doctor/horizon.py): 32 rows a
+                # step (2-6 KB) would not fill this 23 GiB host at the ~20 steps/s of a loaded machine; 512 do.
                 args = ("--batch", "512", *args)
             program_flags = tuple(f for f in flags if f != "--no-census")
             spec = RunSpec(
