@@ -19,6 +19,9 @@ RESERVE_BYTES = 64 * 1024  # status.json's new copy (a few KiB), the drop notes
 def reserve(run_dir: Path) -> bool:
     """Write the reserve (real blocks, not a sparse file); on a disk already too full, none (False)."""
     path = run_dir / RESERVE
+    with contextlib.suppress(OSError):
+        if os.lstat(path).st_blocks * 512 >= RESERVE_BYTES:  # the launcher's: kept, not rewritten on a full disk
+            return True
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
