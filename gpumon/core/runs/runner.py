@@ -41,9 +41,10 @@ LEFT_GRACE_S = 3.0  # after the command ended: SIGTERM to what it left, SIGKILL 
 FINISH_S = DRAIN_PATIENCE_S + LEFT_GRACE_S + 10.0  # how long the supervisor waits for the runner to finish the logs
 
 
-def write_exit(run_dir: Path, pid: int, rc: int) -> None:
-    """``exit.json``: written once, atomically and private; a run dir that is gone or full is skipped."""
-    fields: dict[str, Any] = {"pid": pid, "exit_code": rc, "ended": time.time()}
+def write_exit(run_dir: Path, pid: int, rc: int, **more: Any) -> bool:
+    """``exit.json``: atomically and private; a run dir that is gone or full is skipped (False). ``more``:
+    what the runner learnt later (the output it dropped), written over the first one."""
+    fields: dict[str, Any] = {"pid": pid, "exit_code": rc, "ended": time.time(), **more}
     if rc < 0:
         with contextlib.suppress(ValueError):
             fields["signal"] = signal.Signals(-rc).name
@@ -53,9 +54,11 @@ def write_exit(run_dir: Path, pid: int, rc: int) -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(fields))
         os.replace(tmp, run_dir / EXIT_FILE)
+        return True
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return False
 
 
 def read_exit(run_dir: Path, pid: object) -> dict[str, Any] | None:
@@ -171,7 +174,13 @@ def serve(run_dir: Path) -> int:
     write_exit(run_dir, proc.pid, rc)
     _report(exit_code=rc)
     _end_left()
-    _report(dropped=drain.close(DRAIN_PATIENCE_S), dropped_by=drain.dropped_by_log())
+    dropped, by_log = drain.close(DRAIN_PATIENCE_S), drain.dropped_by_log()
+    if by_log:  # for an adopter too (the supervisor that reads the report below may be dead): in exit.json
+        from gpumon.core.runs.reserve import borrow
+
+        if not write_exit(run_dir, proc.pid, rc, dropped_by=by_log) and borrow(run_dir):
+            write_exit(run_dir, proc.pid, rc, dropped_by=by_log)
+    _report(dropped=dropped, dropped_by=by_log)
     return 0
 
 
