@@ -138,7 +138,9 @@ def serve(run_dir: Path) -> int:
     from gpumon.core.runs.output import PIPES_ENV, Drain
 
     become_subreaper()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # a Python handler, not SIG_IGN: the command gets the default
+    # A Python handler, not SIG_IGN: the command gets the default. SIGHUP too: the supervisor ignores it, and
+    # an ignored signal is inherited through exec (the script ran with hang-ups ignored).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     job = json.loads(sys.stdin.readline())
     env = dict(job["env"])
@@ -205,6 +207,7 @@ class Runner:
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
         threading.Thread(target=self._listen, name="runner", daemon=True).start()
         self.rc: int | None = None  # the command's exit code (None: still running, or unknown)
+        self.resumed = False  # the runner was found stopped and continued
         self.ended = False
 
     def _listen(self) -> None:
@@ -239,6 +242,7 @@ class Runner:
                 self.rc, self.ended = int(self.reports["exit_code"]), True
                 return True
         if self.proc.poll() is None:
+            self._resume()
             return False
         # The runner died before telling: the command re-parented to us (a subreaper), or ended before.
         try:
@@ -255,6 +259,18 @@ class Runner:
             return False
         self.rc, self.ended = os.waitstatus_to_exitcode(status), True
         return True
+
+    def _resume(self) -> None:
+        """A stopped runner (SIGSTOP, a debugger left attached) drains nothing: the script's print() would fill
+        the pipe and wait for ever. It is gpumon's own process, never the run's: continue it, and say so."""
+        from gpumon.core.runs.liveness import frozen
+
+        if frozen(self.proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+                if not self.resumed:
+                    print(f"gpumon: the run's runner (pid {self.proc.pid}) was stopped: continued", file=sys.stderr)
+                self.resumed = True
 
     def _take_over(self) -> None:
         """The runner died (killed) while the command runs: drain its output here, as an adopter would."""
