@@ -103,13 +103,21 @@ def test_a_runs_script_gets_sighup_as_it_would_by_itself(gpumon: Gpumon, tmp_pat
     assert "hup is default" in (run_dir / "logs" / "rank0.log").read_text()
 
 
-def test_a_sigstopped_runner_never_blocks_the_scripts_prints(gpumon: Gpumon, tmp_path: Path, leftovers: None) -> None:
+@pytest.mark.parametrize("supervisor_dead", [False, True], ids=["supervised", "adopted"])
+def test_a_sigstopped_runner_never_blocks_the_scripts_prints(
+    gpumon: Gpumon, tmp_path: Path, leftovers: None, supervisor_dead: bool
+) -> None:
     """Fault 4: the runner (the command's parent that drains its output) is SIGSTOPped by an operator (or a
-    debugger attached and left): the script's print() filled the pipe and waited for ever."""
+    debugger attached and left): the script's print() filled the pipe and waited for ever. Its supervisor, or
+    the gpumon that adopts the run once the supervisor died, continues it."""
     gate = tmp_path / "gate"
     run_id, run_dir, st = start(gpumon, tmp_path, GATED, str(gate))
     runner = int(st["runner_pid"])
     os.kill(runner, signal.SIGSTOP)
+    if supervisor_dead:
+        supervisor = psutil.Process(int(st["supervisor_pid"]))
+        supervisor.kill()
+        supervisor.wait(30)  # then `gpumon runs` (in ended()) adopts the run
     try:
         gate.touch()
         row = ended(gpumon, run_id, timeout=120)

@@ -5,6 +5,7 @@ end with the exit code the runner wrote, and obeys stop, as the first supervisor
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import psutil
 
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import compress, end_fields, index_run
+from gpumon.core.runs.liveness import frozen
 from gpumon.core.runs.output import Drain
 from gpumon.core.runs.reserve import write_end
 from gpumon.core.runs.runner import FINISH_S, read_exit
@@ -42,6 +44,8 @@ def adopt(sup: Any) -> int:
     looked = time.monotonic()
     while any(process_alive(pid, started) for pid, started in sup.known.items()):
         sup.summarise()
+        if isinstance(runner[0], int) and process_alive(*runner) and frozen(runner[0]):
+            os.kill(runner[0], signal.SIGCONT)  # a stopped runner drains nothing: the script's print() would wait
         if sup.stop_at is not None and time.monotonic() >= sup.stop_at:
             sup._signal_all(signal.SIGKILL)
             sup.outcome, sup.stop_at = "killed", None
