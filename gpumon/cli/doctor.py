@@ -88,7 +88,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         from gpumon.core.runs.progress import rate_text
 
         lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock, over the last 2 minutes")
-    note = disk_note(record.dir.parent.parent, {record.id: None})
+    note = disk_note(record.dir.parent.parent, {record.id: None} if record.live else {})
     if note:
         lines.append(f"  {note}")
     if diagnosis.stall is not None:

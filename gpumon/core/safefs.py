@@ -99,12 +99,17 @@ def write_atomic(path: Path, data: bytes, sync: bool = False) -> None:
             say_once(f"{tmp} was {what}: not followed, removed")
             os.unlink(tmp)
         fd = os.open(tmp, flags, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        if sync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no empty temporary file is left per try (a supervisor retries)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def take_back(path: Path) -> str | None:

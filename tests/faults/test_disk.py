@@ -6,7 +6,6 @@ import contextlib
 import gzip
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from gpumon.core.runs.launcher import launch
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, RunStore
+from tests.tmpfs import small_tmpfs
 
 PRINTER = """
 import os, sys, time
@@ -64,17 +64,8 @@ print("steps", step)
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "state"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs for the state dir needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "state") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def wait_end(store: RunStore, record: RunRecord, timeout: float = 120.0) -> RunRecord:
@@ -143,7 +134,7 @@ def test_a_torch_training_loop_trains_on_a_full_state_dir(
     store.root.mkdir(parents=True, exist_ok=True)
     stat = os.statvfs(tiny_tmpfs)
     filler = tiny_tmpfs / "filler"
-    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 64 * 1024))  # the run's own files, then full
+    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 128 * 1024))  # the run's files and end reserve
     record = launch(RunSpec(kind="script", program=str(script), args=(str(tmp_path / "model"),)), store, 0)
     with open(filler, "ab") as rest, contextlib.suppress(OSError):  # the ranks start on a full disk
         rest.write(b"\0" * (1 << 20))

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import wait_until
+from tests.tmpfs import small_tmpfs
 
 Gpumon = Callable[..., CompletedProcess[str]]
 LIVE = ("starting", "running", "stalled", "stopping", "unsupervised")
@@ -224,17 +224,8 @@ def test_a_supervisor_whose_run_directory_was_deleted_ends_promptly(
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "home"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs for the state dir needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / "home") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_a_supervisor_holding_its_end_for_disk_space_ends_on_sigterm(

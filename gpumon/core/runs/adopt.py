@@ -5,6 +5,7 @@ end with the exit code the runner wrote, and obeys stop, as the first supervisor
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any
@@ -13,7 +14,9 @@ import psutil
 
 from gpumon.core.runs.end_alerts import end_alert
 from gpumon.core.runs.ending import compress, end_fields, index_run
+from gpumon.core.runs.liveness import frozen
 from gpumon.core.runs.output import Drain
+from gpumon.core.runs.reserve import write_end
 from gpumon.core.runs.runner import FINISH_S, read_exit
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunRecord, process_alive
@@ -41,6 +44,8 @@ def adopt(sup: Any) -> int:
     looked = time.monotonic()
     while any(process_alive(pid, started) for pid, started in sup.known.items()):
         sup.summarise()
+        if isinstance(runner[0], int) and process_alive(*runner) and frozen(runner[0]):
+            os.kill(runner[0], signal.SIGCONT)  # a stopped runner drains nothing: the script's print() would wait
         if sup.stop_at is not None and time.monotonic() >= sup.stop_at:
             sup._signal_all(signal.SIGKILL)
             sup.outcome, sup.stop_at = "killed", None
@@ -56,13 +61,26 @@ def adopt(sup: Any) -> int:
     found = read_exit(sup.run_dir, sup.status.get("pid"))  # the runner outlived the first supervisor
     rc: int | None = found["exit_code"] if found else None
     fields = end_fields(sup.run_dir, rc, sup.outcome, sup.fold.exceptions)
+    # What a full disk made us drop: the runner's count (in exit.json) and, with the runner dead, our own.
+    dropped = {str(k): list(v) for k, v in ((found or {}).get("dropped_by") or {}).items() if _counts(v)}
+    dropped.update(drain.dropped_by_log())
+    if dropped:
+        sup.dropped = dropped
+        fields["output_dropped"] = {name: n[0] for name, n in dropped.items()}
+        sup.events.write("note", text=f"{sum(n[0] for n in dropped.values())} bytes of the run's output were lost")
     state, error = fields["state"], fields.get("error")
     sup.events.write("run_end", state=state, exit_code=rc, adopted=True)
     ending = end_alert(sup.run_dir, sup.spec, {**sup.status, **fields}, sup.fold, rc, error)
     if ending is not None:
         sup.alert(ending[0], ending[1], state=state, **ending[2])
     sup.summarise(final=True)
-    sup.save(**fields)
+    sup.status.update(fields)
+    sup.ending = True  # SIGTERM now ends a wait for space, not a run
+    write_end(sup)  # as the supervisor ends a run: in the end reserve on a full disk
     index_run(sup.run_dir, sup.status, sup.fold, sup.watch, sup.events)
     compress(sup)
     return 0
+
+
+def _counts(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(n, int) for n in value)

@@ -8,6 +8,7 @@ command and writes the exit into ``status.json`` even when no gpumon is open.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any, BinaryIO
 from gpumon.core.placement.record import elsewhere, name_of
 from gpumon.core.runs.control import request_stop_experiment, stop_requested
 from gpumon.core.runs.liveness import frozen
+from gpumon.core.runs.reserve import reserve
 from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
 from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
 from gpumon.core.safefs import open_own
@@ -141,11 +143,41 @@ def launch(
         host = str(spec.rdzv_endpoint).rpartition(":")[0]
         spec = replace(spec, rdzv_endpoint=f"{host}:{free_port()}")
     _, run_dir = store.new_run_dir(spec)
-    (run_dir / "logs").mkdir(mode=0o700)
-    if spec.search:  # the run keeps the file it started from, whatever happens to the original
-        write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
-    write_json(run_dir / "spec.json", spec.to_dict())
-    return start_supervisor(spec, store, run_dir, {"created": time.time()}, wait_s, grace_s)
+    try:
+        (run_dir / "logs").mkdir(mode=0o700)
+    except OSError:
+        _unmake(run_dir)
+        raise
+    try:
+        if spec.search:  # the run keeps the file it started from, whatever happens to the original
+            write_text(run_dir / SEARCH_COPY, Path(spec.cwd, spec.search).read_text())
+        write_json(run_dir / "spec.json", spec.to_dict())
+        write_command(spec, run_dir, grace_s)
+        if not reserve(run_dir):  # a run that could not record its end would read 'starting' for ever
+            free = os.statvfs(run_dir).f_bavail * os.statvfs(run_dir).f_frsize // 1024
+            why = f"the state dir is full ({free} KiB free on {store.root}; a run keeps 64 KiB for its end)"
+            raise OSError(errno.ENOSPC, f"{why}: free space and launch again")
+    except OSError:  # e.g. a full state dir: no half-made run is left behind to be listed as unreadable
+        _unmake(run_dir)
+        raise
+    return start_supervisor(spec, store, run_dir, {"created": time.time()}, wait_s, grace_s, written=True)
+
+
+def _unmake(run_dir: Path) -> None:
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def write_command(spec: RunSpec, run_dir: Path, grace_s: float) -> None:
+    """``command.json``: what the supervisor starts."""
+    command = {
+        "argv": build_command(spec, run_dir.name),
+        "env": build_env(spec, run_dir.name, run_dir),
+        "cwd": spec.cwd,
+        "grace_s": grace_s,
+    }
+    write_json(run_dir / "command.json", command)
 
 
 def here(spec: RunSpec, status: Mapping[str, Any] | None = None) -> None:
@@ -161,21 +193,22 @@ def start_supervisor(
     status: dict[str, object],
     wait_s: float = 5.0,
     grace_s: float = STOP_GRACE_S,
+    written: bool = False,
 ) -> RunRecord:
-    """Write the run's command and a ``starting`` status (over ``status``'s fields), start its supervisor and
-    wait up to ``wait_s`` for it to start the command. Also how the queue's keeper starts a queued run."""
+    """Write the run's command (unless ``written``) and a ``starting`` status (over ``status``'s fields), start
+    its supervisor and wait up to ``wait_s`` for it to start the command. Also how the queue's keeper starts a
+    queued run."""
     run_id = run_dir.name
-    write_json(
-        run_dir / "command.json",
-        {
-            "argv": build_command(spec, run_id),
-            "env": build_env(spec, run_id, run_dir),
-            "cwd": spec.cwd,
-            "grace_s": grace_s,
-        },
-    )
-    write_json(run_dir / "status.json", {**status, "state": "starting", "start_asked": time.time()})
-    with open_private(run_dir / "supervisor.log") as err:
+    if not written:
+        write_command(spec, run_dir, grace_s)
+    try:
+        write_json(run_dir / "status.json", {**status, "state": "starting", "start_asked": time.time()})
+        log = open_private(run_dir / "supervisor.log")
+    except OSError:
+        if written:  # a launch's own run dir: nothing of it is left (a queued run keeps its place)
+            _unmake(run_dir)
+        raise
+    with log as err:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
             stdin=subprocess.DEVNULL,

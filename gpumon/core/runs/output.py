@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 
 from gpumon.core.config import ConfigError, config_section
-from gpumon.core.safefs import NotRegular, open_regular, say_once, take_back
+from gpumon.core.safefs import NotRegular, open_regular, private_dirs, say_once, take_back
 
 DEFAULT_CAP = 64 * 1024 * 1024  # per rank log: ~30 min of a flood at 40 kB/s, hours of normal output
 MIN_CAP = 64 * 1024
@@ -86,6 +86,9 @@ class CappedLog:
                     os.close(self.fd)
                 self.fd = None
         if self.fd is None:
+            if (what := take_back(self.path.parent)) is not None:  # a link (a file) in place of logs/
+                private_dirs(self.path.parent)
+                say_once(f"{self.path.parent} was {what}: not followed, removed; the run's logs go on there")
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
             try:
                 self.fd = open_regular(self.path, flags)
@@ -99,6 +102,8 @@ class CappedLog:
         return self.fd
 
     def _still_ours(self) -> bool:
+        if os.path.islink(self.path.parent):  # a link planted as logs/: O_NOFOLLOW guards the last part only
+            return False
         try:
             here, ours = os.lstat(self.path), os.fstat(self.fd or -1)
         except OSError:
@@ -207,7 +212,7 @@ class Drain:
             with contextlib.suppress(OSError):
                 read = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
                 os.set_blocking(read, True)
-                self._read(read, f"{path.stem}.log")
+                self._read(read, f"{path.stem}.log", marks=True)
 
     def fifos(self, count: int) -> None:
         """``logs/rank<L>.pipe`` for local ranks 0..count-1: each torchrun rank writes its output there."""
@@ -220,17 +225,19 @@ class Drain:
             self.holds.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
             os.set_blocking(read, True)
             _grow(read)
-            self._read(read, f"rank{local}.log")
+            self._read(read, f"rank{local}.log", marks=True)
 
-    def _read(self, fd: int, name: str) -> None:
-        thread = threading.Thread(target=self._read_loop, args=(fd, name), name=f"log-{name}", daemon=True)
+    def _read(self, fd: int, name: str, marks: bool = False) -> None:
+        """``marks``: a torchrun rank's FIFO, where a (re)started rank names its log; never the main pipe,
+        where the same bytes in a script's own output would send the rest of it to another log."""
+        thread = threading.Thread(target=self._read_loop, args=(fd, name, marks), name=f"log-{name}", daemon=True)
         thread.start()
         self.readers.append(thread)
 
-    def _read_loop(self, fd: int, name: str) -> None:
+    def _read_loop(self, fd: int, name: str, marks: bool) -> None:
         try:
             while chunk := os.read(fd, CHUNK):
-                while (at := chunk.find(RANK_MARK)) >= 0:  # a (re)started rank says which log is its own
+                while marks and (at := chunk.find(RANK_MARK)) >= 0:  # a (re)started rank says which log is its own
                     end = chunk.find(b"\n", at)
                     self._put(name, chunk[:at])
                     label = chunk[at + len(RANK_MARK) : end].decode(errors="replace").strip()

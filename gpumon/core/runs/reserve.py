@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 RESERVE = ".end-reserve"
 RESERVE_BYTES = 64 * 1024  # status.json's new copy (a few KiB), the drop notes
@@ -19,6 +20,9 @@ RESERVE_BYTES = 64 * 1024  # status.json's new copy (a few KiB), the drop notes
 def reserve(run_dir: Path) -> bool:
     """Write the reserve (real blocks, not a sparse file); on a disk already too full, none (False)."""
     path = run_dir / RESERVE
+    with contextlib.suppress(OSError):
+        if os.lstat(path).st_blocks * 512 >= RESERVE_BYTES:  # the launcher's: kept, not rewritten on a full disk
+            return True
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
@@ -30,6 +34,25 @@ def reserve(run_dir: Path) -> bool:
         with contextlib.suppress(OSError):
             path.unlink()
         return False
+
+
+def borrow(run_dir: Path, nbytes: int = 16 * 1024) -> bool:
+    """Give ``nbytes`` of the reserve back (the runner's small exit.json with its drops), keeping the rest for
+    the end itself: True when it shrank."""
+    try:
+        fd = os.open(run_dir / RESERVE, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return False
+        os.ftruncate(fd, max(0, size - nbytes))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def free_reserve(run_dir: Path) -> bool:
@@ -55,3 +78,13 @@ def say_drops(run_dir: Path, dropped: dict[str, list[int]]) -> None:
                 os.write(fd, note.encode())
             finally:
                 os.close(fd)
+
+
+def write_end(sup: Any) -> None:
+    """A run's end, by its supervisor or an adopter (``sup``, its status already updated): written, else
+    written in the room the reserve gives back; then the drops no log could say; still full: wait for space."""
+    if sup.save() or (free_reserve(sup.run_dir) and sup.save()):
+        say_drops(sup.run_dir, sup.dropped)  # after the end itself: the end first, in what room there is
+    if sup.unsaved is not None:
+        sup.flush()  # still full: the end waits here (SIGTERM ends the wait), not lost
+    free_reserve(sup.run_dir)

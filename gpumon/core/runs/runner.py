@@ -41,9 +41,10 @@ LEFT_GRACE_S = 3.0  # after the command ended: SIGTERM to what it left, SIGKILL 
 FINISH_S = DRAIN_PATIENCE_S + LEFT_GRACE_S + 10.0  # how long the supervisor waits for the runner to finish the logs
 
 
-def write_exit(run_dir: Path, pid: int, rc: int) -> None:
-    """``exit.json``: written once, atomically and private; a run dir that is gone or full is skipped."""
-    fields: dict[str, Any] = {"pid": pid, "exit_code": rc, "ended": time.time()}
+def write_exit(run_dir: Path, pid: int, rc: int, **more: Any) -> bool:
+    """``exit.json``: atomically and private; a run dir that is gone or full is skipped (False). ``more``:
+    what the runner learnt later (the output it dropped), written over the first one."""
+    fields: dict[str, Any] = {"pid": pid, "exit_code": rc, "ended": time.time(), **more}
     if rc < 0:
         with contextlib.suppress(ValueError):
             fields["signal"] = signal.Signals(-rc).name
@@ -53,9 +54,11 @@ def write_exit(run_dir: Path, pid: int, rc: int) -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(json.dumps(fields))
         os.replace(tmp, run_dir / EXIT_FILE)
+        return True
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return False
 
 
 def read_exit(run_dir: Path, pid: object) -> dict[str, Any] | None:
@@ -135,7 +138,9 @@ def serve(run_dir: Path) -> int:
     from gpumon.core.runs.output import PIPES_ENV, Drain
 
     become_subreaper()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # a Python handler, not SIG_IGN: the command gets the default
+    # A Python handler, not SIG_IGN: the command gets the default. SIGHUP too: the supervisor ignores it, and
+    # an ignored signal is inherited through exec (the script ran with hang-ups ignored).
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     job = json.loads(sys.stdin.readline())
     env = dict(job["env"])
@@ -171,7 +176,13 @@ def serve(run_dir: Path) -> int:
     write_exit(run_dir, proc.pid, rc)
     _report(exit_code=rc)
     _end_left()
-    _report(dropped=drain.close(DRAIN_PATIENCE_S), dropped_by=drain.dropped_by_log())
+    dropped, by_log = drain.close(DRAIN_PATIENCE_S), drain.dropped_by_log()
+    if by_log:  # for an adopter too (the supervisor that reads the report below may be dead): in exit.json
+        from gpumon.core.runs.reserve import borrow
+
+        if not write_exit(run_dir, proc.pid, rc, dropped_by=by_log) and borrow(run_dir):
+            write_exit(run_dir, proc.pid, rc, dropped_by=by_log)
+    _report(dropped=dropped, dropped_by=by_log)
     return 0
 
 
@@ -196,6 +207,7 @@ class Runner:
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
         threading.Thread(target=self._listen, name="runner", daemon=True).start()
         self.rc: int | None = None  # the command's exit code (None: still running, or unknown)
+        self.resumed = False  # the runner was found stopped and continued
         self.ended = False
 
     def _listen(self) -> None:
@@ -230,6 +242,7 @@ class Runner:
                 self.rc, self.ended = int(self.reports["exit_code"]), True
                 return True
         if self.proc.poll() is None:
+            self._resume()
             return False
         # The runner died before telling: the command re-parented to us (a subreaper), or ended before.
         try:
@@ -246,6 +259,18 @@ class Runner:
             return False
         self.rc, self.ended = os.waitstatus_to_exitcode(status), True
         return True
+
+    def _resume(self) -> None:
+        """A stopped runner (SIGSTOP, a debugger left attached) drains nothing: the script's print() would fill
+        the pipe and wait for ever. It is gpumon's own process, never the run's: continue it, and say so."""
+        from gpumon.core.runs.liveness import frozen
+
+        if frozen(self.proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+                if not self.resumed:
+                    print(f"gpumon: the run's runner (pid {self.proc.pid}) was stopped: continued", file=sys.stderr)
+                self.resumed = True
 
     def _take_over(self) -> None:
         """The runner died (killed) while the command runs: drain its output here, as an adopter would."""

@@ -86,8 +86,14 @@ def disk_note(root: Path, live_steps: dict[str, int | None] | None = None) -> st
     free = stat.f_bavail * stat.f_frsize
     if free >= FULL_BYTES:
         return None
-    stopped = ", ".join(f"{run} at step {step}" for run, step in (live_steps or {}).items() if step is not None)
-    where = f": telemetry stopped ({stopped}); training goes on" if stopped else "; training goes on"
+    live = live_steps or {}
+    stopped = ", ".join(f"{run} at step {step}" for run, step in live.items() if step is not None)
+    if stopped:
+        where = f": telemetry stopped ({stopped}); training goes on"
+    elif live:
+        where = ": telemetry cannot be recorded; training goes on"
+    else:  # no live run: nothing was stopped and nothing trains, but a launch would fail
+        return f"state dir full ({free // 1024} KiB free on {root}): new runs cannot start. Free space to launch."
     return f"state dir full ({free // 1024} KiB free on {root}){where}. Free space to resume recording."
 
 

@@ -33,7 +33,7 @@ from gpumon.core.runs.launcher import STOP_GRACE_S
 from gpumon.core.runs.leak_alert import LeakAlert
 from gpumon.core.runs.marks import descendants, marked
 from gpumon.core.runs.output import log_cap
-from gpumon.core.runs.reserve import free_reserve, reserve, say_drops
+from gpumon.core.runs.reserve import reserve, write_end
 from gpumon.core.runs.runner import Runner, become_subreaper
 from gpumon.core.runs.stall import StallWatch, tidy
 from gpumon.core.runs.store import process_alive, read_json, write_json
@@ -359,11 +359,7 @@ class Supervisor:
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
-        if not self.save() and free_reserve(self.run_dir) and self.save():
-            say_drops(self.run_dir, self.dropped)  # in the space the reserve gave back, after the end itself
-        if self.unsaved is not None:
-            self.flush()  # still full: the end waits here, not lost
-        free_reserve(self.run_dir)
+        write_end(self)  # in the room the reserve gives back on a full disk (reserve.py)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         wake_queue(self.run_dir, self.events)
         compress(self)
