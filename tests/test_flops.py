@@ -132,3 +132,36 @@ def test_the_peak_table_tells_devices_apart_and_mixes_dtypes_by_time() -> None:
     assert peak == pytest.approx(2.0 / (1 / 312e12 + 1 / 19.5e12)) and dtype == "mostly bf16"
     assert peak_for("NVIDIA A100-SXM4-40GB", {"fp8": 1.0})[2] == "NVIDIA A100-SXM4-40GB has no fp8 peak in the table"
     assert peak_for("cpu", {"fp32": 1.0})[0] is None
+
+
+async def test_the_runs_view_shows_mfu_and_tokens_from_recorded_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpumon.core.events import EventWriter
+    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.store import write_json
+    from tests.conftest import make_app
+    from tests.test_runs_view import cell, info, open_runs, select
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_id = "script-1127-040000-a1b2"
+    run_dir = tmp_path / "runs" / run_id
+    (run_dir / "logs").mkdir(parents=True)
+    write_json(run_dir / "spec.json", RunSpec("script", program="train.py", cwd="/tmp").to_dict())
+    write_json(run_dir / "status.json", {"state": "finished", "created": 1.0, "started": 2.0, "ended": 60.0})
+    writer = EventWriter(run_dir, "rank0")
+    writer.write("proc_start", rank=0)
+    writer.write("device", dev="cuda:0", name="NVIDIA H100 80GB HBM3", total=80 * 2**30)
+    for step in range(1, 21):
+        writer.write("step", step=step, dt=None if step == 1 else 0.5, dev="cuda:0", alloc=1, reserved=1, peak=1)
+        if step == 4:  # 2e14 FLOPs a step in bf16, 4,096 tokens: 4e14 FLOP/s at 0.5 s a step
+            dtypes = {"bf16": 2e14}
+            writer.write("flops", step=4, flops=2e14, method="counted", dtypes=dtypes, tokens=4096, dev="cuda:0")
+    writer.close()
+    app = make_app(gpus=1)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await open_runs(pilot, 1)
+        assert cell(app, run_id, "mfu") == "40%"  # 4e14 / 989.5e12 dense bf16
+        await select(pilot, run_id)
+        assert "MFU 40% (bf16) · 400.0T FLOP/s · 8.2k tok/s" in info(app)
