@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "data" / "scripts"))
 
-import torch  # noqa: E402
-from flops_models import batches, build, loss_of  # noqa: E402
+import torch
+from flops_models import batches, build, loss_of
 
-from gpumon.telemetry.flops import FlopCount  # noqa: E402
+from gpumon.telemetry.flops import FlopCount
 
 
 def main() -> None:
@@ -60,9 +60,11 @@ def main() -> None:
         idle.tick(i, opt, None)
     hook_ns = (time.perf_counter() - t) / 100_000 * 1e9
     median = statistics.median(plain)
-    print(f"{kind}: plain step {median * 1e3:.2f} ms (median of 50); counted step {counted * 1e3:.1f} ms "
-          f"({counted / median:.1f}x); flop_counter import {imported * 1e3:.0f} ms (once); "
-          f"idle hook {hook_ns:.0f} ns/step; {events[0]['flops']:,} FLOPs/step")
+    print(
+        f"{kind}: plain step {median * 1e3:.2f} ms (median of 50); counted step {counted * 1e3:.1f} ms "
+        f"({counted / median:.1f}x); flop_counter import {imported * 1e3:.0f} ms (once); "
+        f"idle hook {hook_ns:.0f} ns/step; {events[0]['flops']:,} FLOPs/step"
+    )
 
 
 if __name__ == "__main__":
