@@ -176,8 +176,8 @@ class GpuPanel(LinePanel):
 def gpm_line(d: GpuDevice) -> Text | None:
     """ "SM active 42%  occupancy 21%  tensor 30%  DRAM 18%" (NVML GPM, Hopper and later: how much of the GPU
     the kernels use, where UTIL is only the time any kernel ran); None where GPM gives nothing."""
-    values = (("SM active", d.sm_active), ("occupancy", d.sm_occupancy), ("tensor", d.tensor_active))
-    values += (("DRAM", d.dram_active),)
+    values: list[tuple[str, float | None]] = [("SM active", d.sm_active), ("occupancy", d.sm_occupancy)]
+    values += [("tensor", d.tensor_active), ("DRAM", d.dram_active)]
     if all(v is None for _, v in values):
         return None
     text = Text()
