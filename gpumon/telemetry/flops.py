@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.telemetry import phases
+from gpumon.telemetry.gpu_watch import SyncCount
 
 WARM = 3  # the counter enters after this step: the first steps hold lazy inits and compile warm-up
 MAX_COUNTS = 8  # per process: a run whose batches change shape every step is not counted every step
@@ -64,6 +65,7 @@ class FlopCount:
         self.began = 0.0
         self.phase = 0  # the model's mode changes seen when the counter entered
         self.failed = False
+        self.syncs: SyncCount | None = None  # CUDA only: the counted step's synchronising ops (gpu_watch.py)
 
     def batch(self, batch: Any) -> None:
         """The DataLoader gave ``batch``: a shape not counted yet makes a count due (within the limits)."""
@@ -104,6 +106,9 @@ class FlopCount:
             self._unhook()
             return
         self.active, self.began, self.phase = counter, time.perf_counter(), phases.changes()
+        if self.torch.cuda.is_initialized():  # a CPU run pays nothing for it
+            self.syncs = SyncCount(self.torch)
+            self.syncs.enter()
 
     def _leave(self, step: int, optimizer: Any, write: Any) -> None:
         from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -113,6 +118,7 @@ class FlopCount:
             return  # a mode the script entered is still on top: leave ours at a later step
         spent = time.perf_counter() - self.began
         self.active = None
+        syncs, self.syncs = (self.syncs.leave() if self.syncs is not None else {}), None
         try:
             counter.__exit__(None, None, None)
         except Exception:  # noqa: BLE001
@@ -146,6 +152,7 @@ class FlopCount:
             fields["params"] = params
         if counter.devices:
             fields["dev"] = sorted(counter.devices)[0]
+        fields.update(syncs)
         if self.shape is not None:
             self.counted.add(self.shape)
         self.counts += 1

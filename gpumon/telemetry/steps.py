@@ -24,6 +24,7 @@ from gpumon.telemetry import ranks
 from gpumon.telemetry.census import CensusTrigger
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
+from gpumon.telemetry.gpu_watch import CatchUp
 from gpumon.telemetry.loss import BackwardLoss, metrics_line
 
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
@@ -113,6 +114,7 @@ class StepRecorder:
         self.flops = FlopCount(self.torch) if os.environ.get(FLOPS_ENV, "1") != "0" else None
         if self.flops is not None:
             self.feed.on_batch = self.flops.batch
+        self.catch_up: CatchUp | None = None  # CUDA only, from its first CUDA step (gpu_watch.py)
         self.norm = BackwardLoss(self.torch)  # clip_grad_norm_'s result, read as the loss is: never a sync
         self.scale = BackwardLoss(self.torch)  # the GradScaler's scale, likewise
         self.scaler: Any = None  # weakref to the last GradScaler that scaled a loss
@@ -207,6 +209,11 @@ class StepRecorder:
         self.step += 1
         if self.flops is not None:  # one step counted after warm-up (flops.py): an int compare otherwise
             self.flops.tick(self.step, self.first_alive() if self.first_alive else None, telemetry.event)
+        if self.catch_up is not None:
+            self.catch_up.tick()
+        elif self.torch.cuda.is_initialized():  # a CPU run never gets here past this check
+            with contextlib.suppress(Exception):
+                self.catch_up = CatchUp(self.torch)
         if self.step % self.every:
             return
         now = time.time()
@@ -252,6 +259,8 @@ class StepRecorder:
                 stats.get("allocated_bytes", {}).get("all", {}),
                 stats.get("reserved_bytes", {}).get("all", {}),
             )
+            if self.catch_up is not None and (dry := self.catch_up.take()) is not None:
+                extra["gpu_dry"] = dry  # the share of steps the GPU had finished before the host queued the next
             w.write(
                 "step",
                 step=self.step,

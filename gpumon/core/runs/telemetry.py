@@ -248,7 +248,7 @@ class RunTelemetry:
         kind = event["type"]
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
-        if kind in ("flops", "device"):
+        if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":
             self._metrics(event, rank)

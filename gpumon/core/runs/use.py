@@ -24,19 +24,30 @@ USE_FIELDS = (
     "flops_dtype",
     "peak_flops_per_s",
 )
+FLOPS_KEEP = ("step", "flops", "method", "dtypes", "tokens", "params", "dev", "why", "count_s", "syncs", "sync_sites")
 
 
 @dataclass
 class GpuUse:
     counts: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its latest ``flops`` event's fields
     names: dict[int, str] = field(default_factory=dict)  # rank -> its CUDA device's name (``device`` events)
+    dry: dict[int, list[float]] = field(default_factory=dict)  # rank -> latest ``gpu_dry`` shares
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         if kind == "flops":
-            keep = ("step", "flops", "method", "dtypes", "tokens", "params", "dev", "why", "count_s")
+            keep = FLOPS_KEEP
             self.counts[rank] = {k: event[k] for k in keep if k in event}
         elif kind == "device" and isinstance(event.get("name"), str):
             self.names[rank] = event["name"]
+        elif kind == "step" and isinstance(dry := event.get("gpu_dry"), int | float):
+            shares = self.dry.setdefault(rank, [])
+            shares.append(float(dry))
+            del shares[:-32]  # the latest ones: the run as it is now
+
+    def dry_share(self, rank: int) -> float | None:
+        """The share of the rank's recent steps at whose end the GPU had already finished the step before."""
+        shares = self.dry.get(rank)
+        return sum(shares) / len(shares) if shares else None
 
     def fields(self, step_time_s: float | None) -> dict[str, Any]:
         """The summary's and row's fields (``USE_FIELDS``); all None before any rank counted a step."""
@@ -80,7 +91,8 @@ class GpuUse:
 
     def to_state(self) -> dict[str, Any]:
         counts = {str(r): c for r, c in self.counts.items()}
-        return {"counts": counts, "names": {str(r): n for r, n in self.names.items()}}
+        dry = {str(r): d for r, d in self.dry.items()}
+        return {"counts": counts, "names": {str(r): n for r, n in self.names.items()}, "dry": dry}
 
     @classmethod
     def from_state(cls, state: Any) -> GpuUse:
@@ -90,6 +102,7 @@ class GpuUse:
             return cls(
                 counts={int(r): dict(c) for r, c in (state.get("counts") or {}).items()},
                 names={int(r): str(n) for r, n in (state.get("names") or {}).items()},
+                dry={int(r): [float(x) for x in d] for r, d in (state.get("dry") or {}).items()},
             )
         except (TypeError, ValueError, AttributeError):
             return cls()
