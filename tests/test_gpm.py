@@ -90,3 +90,11 @@ def test_the_panel_shows_sm_activity_under_util_only_where_gpm_reads() -> None:
     assert lines[0].startswith("UTIL") and lines[1] == "SM active 42%  occupancy 21%  tensor 30%  DRAM 18%"
     panel.device = older
     assert not any("SM active" in line.plain for line in panel.lines(100))  # its reason is in the snapshot
+
+
+def test_a_one_shot_read_primes_gpm_so_its_single_sample_has_sm_activity() -> None:
+    fake = FakeNvml([FakeDevice(), FakeDevice(gpm_supported=False)])
+    source = NvmlSource(nvml=fake)
+    source.prime()  # what `gpumon snapshot --json` does before its 0.1 s window
+    hopper, older = source.sample().devices
+    assert hopper.sm_active == 0.42 and older.na["sm_active"] == NOT_OFFERED

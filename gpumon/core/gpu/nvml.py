@@ -88,6 +88,14 @@ class NvmlSource:
                 self._gpm.close()
             self._nv.nvmlShutdown()
 
+    def prime(self) -> None:
+        """Take each GPU's first GPM sample now, so that the next ``sample()`` has SM activity (a one-shot read)."""
+        for index in range(self.count):
+            with contextlib.suppress(Exception):  # sample() says what fails
+                h = self._handle(index)
+                mig = self._guard(self._nv.nvmlDeviceGetMigMode, h)
+                self._gpm.read(index, h, None if mig is None else int(mig[0]) == _MIG_ENABLED)
+
     # -- sampling -----------------------------------------------------------
     def sample(self) -> GpuSample:
         devices = []
