@@ -165,3 +165,42 @@ async def test_the_runs_view_shows_mfu_and_tokens_from_recorded_events(
         assert cell(app, run_id, "mfu") == "40%"  # 4e14 / 989.5e12 dense bf16
         await select(pilot, run_id)
         assert "MFU 40% (bf16) · 400.0T FLOP/s · 8.2k tok/s" in info(app)
+
+
+def test_where_the_counter_sees_nothing_the_step_is_estimated_and_an_evaluation_spoils_the_window() -> None:
+    """In-process, on FlopCount itself: a model without a counted op (an embedding and a sum) is 6N per token,
+    said so; a model switched to eval and back inside the counted step is counted again at the next one."""
+    torch = pytest.importorskip("torch")
+    from gpumon.telemetry import phases
+    from gpumon.telemetry.flops import FlopCount
+
+    model = torch.nn.Embedding(100, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    written: list[dict[str, Any]] = []
+    count = FlopCount(torch)
+
+    def step(spoil: bool = False) -> None:
+        ids = torch.randint(0, 100, (4, 8))
+        model(ids).sum().backward()
+        if spoil:
+            phases._state.changes += 2  # what model.eval() then model.train() count (phases.hook)
+        opt.step()
+        opt.zero_grad()
+
+    for n in range(1, 4):
+        step()
+        count.tick(n, opt, lambda kind, **f: written.append(f))
+    assert count.active is not None and not written  # entered after step 3
+    step(spoil=True)
+    count.tick(4, opt, lambda kind, **f: written.append(f))
+    assert not written and count.due == 0  # spoiled: the next step is counted
+    step()
+    count.tick(5, opt, lambda kind, **f: written.append(f))  # enters again
+    step()
+    count.tick(6, opt, lambda kind, **f: written.append(f))
+    [event] = written
+    assert event["method"] == "estimate" and event["flops"] == 6 * 1600 * 32 and event["tokens"] == 32
+    assert event["dtypes"] == {"fp32": 6 * 1600 * 32} and "6N per token" in event["why"]
+    step()
+    count.tick(7, opt, lambda kind, **f: written.append(f))
+    assert count.active is None and len(written) == 1  # counted once: no new shape
