@@ -8,6 +8,8 @@
    and ``nvidia-smi``; the app's idle CPU in tmux beside nvitop's.
 3. The telemetry hook's cost per step on CUDA, with and without the host heap.
 4. The leak detector's latency on CUDA: the two leak examples launched through gpumon.
+5. SM activity (NVML GPM) of a busy matmul loop and of a single-thread spin kernel, beside
+   ``nvidia-smi dmon --gpm-metrics`` read over the same second (issue 37).
 
 Exits 1 on any mismatch, 2 at once where no GPU is visible (with the reason).
 """
@@ -207,6 +209,62 @@ def leak_latency() -> int:
     return bad
 
 
+def _dmon_gpm() -> dict[str, float]:
+    """``nvidia-smi dmon --gpm-metrics 2,3,5,10 -c 1 -i 0`` (SM activity, SM occupancy, tensor, DRAM activity, in
+    percent), parsed by its header's column names; {} where this nvidia-smi has no GPM metrics."""
+    import subprocess
+
+    out = subprocess.run(
+        ["nvidia-smi", "dmon", "--gpm-metrics", "2,3,5,10", "-c", "1", "-i", "0"], capture_output=True, text=True
+    )
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    header = next((line.lstrip("#").split() for line in lines if line.startswith("#")), [])
+    data = next((line.split() for line in lines if not line.startswith("#")), [])
+    values: dict[str, float] = {}
+    for name, value in zip(header, data, strict=False):
+        try:
+            values[name] = float(value)
+        except ValueError:
+            continue
+    if not values:
+        print(f"  nvidia-smi dmon --gpm-metrics: {out.stdout.strip() or out.stderr.strip()}")
+    return values
+
+
+def gpm_check(source: NvmlSource) -> int:
+    """SM activity of a busy matmul loop and of a single-thread spin kernel (both 100% utilisation), gpumon's
+    GPM reading beside nvidia-smi dmon's, read over the same second."""
+    import subprocess
+    import threading
+
+    section("SM activity (GPM): gpumon vs nvidia-smi dmon --gpm-metrics, same second")
+    script = REPO / "tests" / "data" / "scripts" / "gpu_use.py"
+    bad = 0
+    for mode in ("busy", "trickle"):
+        proc = subprocess.Popen([sys.executable, str(script), mode, "20"])
+        try:
+            time.sleep(6)
+            theirs: dict[str, float] = {}
+            thread = threading.Thread(target=lambda into=theirs: into.update(_dmon_gpm()))
+            source.sample()  # GPM's first sample of the window
+            thread.start()
+            time.sleep(1.0)
+            dev = source.sample().devices[0]
+            thread.join()
+        finally:
+            proc.kill()
+            proc.wait()
+        ours = {k: getattr(dev, k) for k in ("sm_active", "sm_occupancy", "tensor_active", "dram_active")}
+        shown = "  ".join(f"{k} {'N/A' if v is None else f'{v * 100:.1f}%'}" for k, v in ours.items())
+        print(f"  {mode:8} util {dev.gpu_util}%  gpumon: {shown}  (na: {dev.na.get('sm_active', '')})")
+        print(f"  {'':8} nvidia-smi dmon: {theirs}")
+        sm = next((v for k, v in theirs.items() if k.lower().startswith("sm") and "occ" not in k.lower()), None)
+        if sm is not None and dev.sm_active is not None and abs(dev.sm_active * 100 - sm) > 10:
+            print(f"  MISMATCH: SM activity gpumon {dev.sm_active * 100:.1f}% vs dmon {sm}%")
+            bad += 1
+    return bad
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--idle-seconds", type=float, default=20.0)
@@ -226,6 +284,8 @@ def main() -> int:
     cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
     print(f"{info['name']} x{source.count}, driver {info['driver_version']}, CUDA {cuda // 1000}.{cuda % 1000 // 10}")
     mismatches = compare(source)
+    if not args.skip_runs:
+        mismatches += gpm_check(source)
     costs(source)
     idle_cpu(args.idle_seconds)
     if not args.skip_runs:

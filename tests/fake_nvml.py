@@ -75,8 +75,43 @@ class FakeDevice:
     compute: list[Any] = field(default_factory=list)
     graphics: list[Any] = field(default_factory=list)
     util_samples: list[Any] = field(default_factory=list)
+    gpm_supported: bool = True  # nvmlGpmQueryDeviceSupport's isSupportedDevice (Hopper and later)
+    gpm: dict[int, float] = field(  # NVML_GPM_METRIC_* -> percent between two samples
+        default_factory=lambda: {
+            pynvml.NVML_GPM_METRIC_SM_UTIL: 42.0,
+            pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 21.0,
+            pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 30.0,
+            pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 18.0,
+        }
+    )
     #: pynvml call name -> exception class or instance to raise
     errors: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FakeGpmSample:
+    """What nvmlGpmSampleAlloc hands out: which device filled it, how many times."""
+
+    device: int | None = None
+    taken: int = 0
+
+
+@dataclass
+class FakeGpmMetric:
+    metricId: int = 0  # pynvml's field names
+    nvmlReturn: int = 0
+    value: float = 0.0
+
+
+class FakeGpmMetricsGet:
+    """pynvml's c_nvmlGpmMetricsGet_t as plain attributes (its samples are the fake's own)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: Any = None
+        self.sample2: Any = None
+        self.metrics = [FakeGpmMetric() for _ in range(pynvml.NVML_GPM_METRIC_MAX)]
 
 
 class FakeNvml(types.ModuleType):
@@ -88,6 +123,7 @@ class FakeNvml(types.ModuleType):
             if attr.startswith(("NVMLError", "NVML_")):
                 setattr(self, attr, getattr(pynvml, attr))
         self.nvmlMemory_v2 = pynvml.nvmlMemory_v2
+        self.c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
         self.devices: list[FakeDevice] = list(devices) if devices is not None else [FakeDevice()]
         self.driver = driver
         #: calls that are not per device: name -> exception class or instance
@@ -234,3 +270,37 @@ class FakeNvml(types.ModuleType):
         if not newer:
             raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
         return newer
+
+    # -- GPM (Hopper and later) ---------------------------------------------
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> Any:
+        d = self._dev("nvmlGpmQueryDeviceSupport", handle)
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        support.isSupportedDevice = int(d.gpm_supported)
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:
+        self._system("nvmlGpmSampleAlloc")
+        return FakeGpmSample()
+
+    def nvmlGpmSampleFree(self, sample: FakeGpmSample) -> None:
+        self._system("nvmlGpmSampleFree")
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: FakeGpmSample) -> FakeGpmSample:
+        self._dev("nvmlGpmSampleGet", handle)
+        sample.device, sample.taken = handle.index, sample.taken + 1
+        return sample
+
+    def nvmlGpmMetricsGet(self, get: FakeGpmMetricsGet) -> FakeGpmMetricsGet:
+        """The device's ``gpm`` percents, for two samples of one device each taken once at least."""
+        self._system("nvmlGpmMetricsGet")
+        one, two = get.sample1, get.sample2
+        assert get.version == pynvml.NVML_GPM_METRICS_GET_VERSION, get.version
+        if not one.taken or not two.taken or one.device != two.device or one is two:
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        values = self.devices[one.device].gpm
+        for metric in get.metrics[: get.numMetrics]:
+            known = metric.metricId in values
+            metric.nvmlReturn = pynvml.NVML_SUCCESS if known else pynvml.NVML_ERROR_NOT_SUPPORTED
+            metric.value = values.get(metric.metricId, 0.0)
+        return get

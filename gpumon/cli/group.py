@@ -45,6 +45,8 @@ def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
         "",
         "",
         "",
+        "",
+        "",
         f"{doc['program']} on {each}",
     )
 

@@ -45,11 +45,14 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     host = HostSource()
     source = open_gpu_source(args.simulate, args.seed)
     try:
+        prime = getattr(source, "prime", None)  # NVML GPM: a metric is two samples apart (core/gpu/gpm.py)
+        if prime is not None:
+            prime()
+        # CPU percent and GPM's SM activity are rates: they need a short window since the priming calls.
+        time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
         gpu = source.sample()
     finally:
         source.close()
-    # CPU percent is a rate: it needs a short window since the priming call.
-    time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
     snap = Snapshot(gpu=gpu, host=host.sample())
     if args.json:
         print(json.dumps(snap.to_dict(), indent=2))

@@ -70,6 +70,8 @@ HEADER = (
     "SPEED",
     "LOSS",
     "SAMPLES/S",
+    "MFU",
+    "TOKENS/S",
     "MEMORY",
     "RSS",
     "PROGRAM",
@@ -82,6 +84,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.core.runs.monitor import read_one
     from gpumon.core.runs.progress import progress_text, rate_text
     from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
+    from gpumon.core.runs.use import mfu_text
+    from gpumon.core.runs.use import rate_text as use_rate
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -123,6 +127,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                     rate_text(s.step_time_s),  # "12.3 it/s", "4.2 s/it"
                     fmt.loss(s.loss),  # 3 significant digits; nan, inf and -inf as such
                     "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
+                    mfu_text(s.use.get("mfu")),  # "41%", "—" on a CPU or an unknown GPU (core/runs/use.py)
+                    use_rate(s.use.get("tokens_per_s"), "tok/s"),
                     "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                     "" if s.rss is None else fmt.size(s.rss),
                     r.spec.label() + (f" (node {r.spec.node_rank} of {r.spec.group})" if r.spec.group else ""),

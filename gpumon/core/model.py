@@ -47,6 +47,11 @@ class GpuDevice:
     pstate: int | None = None  # 0 (max performance) .. 15
     ecc_errors: int | None = None  # volatile uncorrected
     mig_mode: bool | None = None
+    # NVML GPM (Hopper+, core/gpu/gpm.py), 0..1 over the last sampling interval; None with ``na[...]``'s reason
+    sm_active: float | None = None  # share of SMs busy (cycle-based: what utilisation's "any kernel" is not)
+    sm_occupancy: float | None = None  # resident warps over the maximum
+    tensor_active: float | None = None  # tensor cores busy
+    dram_active: float | None = None  # DRAM bandwidth used over its peak
     processes: tuple[GpuProcess, ...] = ()
     processes_reason: str | None = None  # why the process list is N/A
     na: dict[str, str] = field(default_factory=dict)

@@ -40,6 +40,7 @@ class Feed:
         self.loaders: list[dict[str, Any]] = []  # descriptions not written yet
         self.described: set[tuple[Any, ...]] = set()
         self.threads: tuple[int, int] | None = None  # (intra-op threads, CPUs) last written
+        self.on_batch: Callable[[Any], None] | None = None  # each batch's shape (flops.py)
 
     def take_wait(self) -> float | None:
         """The wait since the last call (None when no DataLoader ever fed this process)."""
@@ -166,7 +167,7 @@ def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Call
         first = getattr(self, "_num_yielded", None) == 0 and _workers(getattr(self, "_num_workers", 0))
         start, ended = _clock(), first
         try:
-            return original(self)
+            batch = original(self)
         except StopIteration:
             ended = _workers(getattr(self, "_num_workers", 0))  # non-persistent workers are stopped here
             raise
@@ -183,6 +184,9 @@ def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Call
                     state.describe(self)
                 except Exception:  # noqa: BLE001 - an iterator with __slots__: measured, not described
                     pass
+        if state.on_batch is not None:  # flops.py: a batch of a new shape makes a count due
+            state.on_batch(batch)
+        return batch
 
     __next__.__wrapped__ = original  # type: ignore[attr-defined]
     __next__.__gpumon__ = True  # type: ignore[attr-defined]

@@ -22,9 +22,15 @@ from gpumon.telemetry import ranks
 class _State:
     mode = ""  # the latest phase: "train" or "eval"
     depth = 0  # nested ``train()`` calls (it recurses into submodules): only the outermost counts
+    changes = 0  # outermost mode changes so far (flops.py: an evaluation inside its counted step spoils it)
 
 
 _state = _State()
+
+
+def changes() -> int:
+    """How many times a model's mode changed (train/eval) in this process so far."""
+    return _state.changes
 
 
 def _emit(phase: str) -> None:
@@ -63,6 +69,7 @@ def hook(module: ModuleType) -> None:
         finally:
             _state.depth -= 1
             if outer and changed:
+                _state.changes += 1
                 _state.mode = "train" if mode else "eval"
                 _emit(_state.mode)
 

@@ -23,11 +23,14 @@ from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
 from gpumon.telemetry.census import CensusTrigger
 from gpumon.telemetry.feeding import Feed, optimizer_lr
+from gpumon.telemetry.flops import FlopCount
+from gpumon.telemetry.gpu_watch import CatchUp
 from gpumon.telemetry.loss import BackwardLoss, metrics_line
 
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
 STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
 STEP_RATE = 200
+FLOPS_ENV = "GPUMON_FLOPS"  # "0": no FLOPs count (flops.py)
 BACKWARD_STEPS = 64  # backward passes without an optimizer step before a backward counts as the step
 STARTED_NS = time.time_ns()  # census requests older than this process are not for it
 
@@ -108,6 +111,10 @@ class StepRecorder:
         self.group_created = False  # init_process_group ran: the rank may be named otherwise now
         self.held: tuple[int, float] | None = None  # the backward loss read, written one recorded step later
         self.feed = Feed()  # the DataLoader wait since the last recorded step (feeding.py)
+        self.flops = FlopCount(self.torch) if os.environ.get(FLOPS_ENV, "1") != "0" else None
+        if self.flops is not None:
+            self.feed.on_batch = self.flops.batch
+        self.catch_up: CatchUp | None = None  # CUDA only, from its first CUDA step (gpu_watch.py)
         self.norm = BackwardLoss(self.torch)  # clip_grad_norm_'s result, read as the loss is: never a sync
         self.scale = BackwardLoss(self.torch)  # the GradScaler's scale, likewise
         self.scaler: Any = None  # weakref to the last GradScaler that scaled a loss
@@ -200,6 +207,13 @@ class StepRecorder:
 
     def _tick(self) -> None:
         self.step += 1
+        if self.flops is not None:  # one step counted after warm-up (flops.py): an int compare otherwise
+            self.flops.tick(self.step, self.first_alive() if self.first_alive else None, telemetry.event)
+        if self.catch_up is not None:
+            self.catch_up.tick()
+        elif self.torch.cuda.is_initialized():  # a CPU run never gets here past this check
+            with contextlib.suppress(Exception):
+                self.catch_up = CatchUp(self.torch)
         if self.step % self.every:
             return
         now = time.time()
@@ -245,6 +259,8 @@ class StepRecorder:
                 stats.get("allocated_bytes", {}).get("all", {}),
                 stats.get("reserved_bytes", {}).get("all", {}),
             )
+            if self.catch_up is not None and (dry := self.catch_up.take()) is not None:
+                extra["gpu_dry"] = dry  # the share of steps the GPU had finished before the host queued the next
             w.write(
                 "step",
                 step=self.step,

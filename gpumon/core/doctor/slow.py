@@ -14,19 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
+from gpumon.core.doctor.gpu_slow import gpu_advice, gpu_findings
 from gpumon.core.runs.feeding import suggested_workers
 from gpumon.core.runs.progress import rate_text
 
 # At least this share of the time waited at epochs' edges is a finding of its own, input-bound or not: a
 # healthy loader's edges cost a few percent (persistent workers: one batch; fork: milliseconds).
 EPOCH_EDGE = 0.2
+GPU_KINDS = ("sync", "host_bound", "tf32_off", "small_batch")
 
 
 @dataclass(frozen=True)
 class Slowness:
-    kind: str  # "input_bound", "epoch_start" or "oversubscribed"
+    kind: str  # "input_bound", "epoch_start", "oversubscribed"; on a GPU (gpu_slow.py): GPU_KINDS
     rank: int | None
     text: str  # "input-bound: 74% of each step waits for data (DataLoader num_workers=0, batch 16)"
+    cost: float = 0.5  # the share of the run's time it costs (ranks the findings; 0.5 where not measured)
 
 
 def _loader_words(loader: dict[str, Any]) -> str:
@@ -72,14 +75,14 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
             )
         else:
             text = f"input-bound: {share:.0%} of each step waits for data{_loader_words(loader)}{busy}"
-        out.append(Slowness("input_bound", rank, text))
+        out.append(Slowness("input_bound", rank, text, share))
     else:
         edges = [(edge, rank) for rank in telemetry.feeding.ranks if (edge := epoch_edge(telemetry, rank))]
         if edges and (worst := max(edges))[0][0] >= EPOCH_EDGE:
             (share, each), rank = worst
             loader = telemetry.feeding.ranks[rank].loader or {}
             text = f"epochs' starts take {share:.0%} of the time: {each:.1f} s each ({_edge_words(loader)})"
-            out.append(Slowness("epoch_start", rank, text))
+            out.append(Slowness("epoch_start", rank, text, share))
     crowded = telemetry.feeding.oversubscribed()
     if crowded is not None:
         host, ranks, threads, cpus, workers = crowded
@@ -92,6 +95,9 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
                 f"on {cpus} CPUs" + (f" of {host}" if host else ""),
             )
         )
+    if hasattr(telemetry, "use"):  # the GPU-side findings (gpu_slow.py), ranked with these by their cost
+        out += gpu_findings(telemetry, Slowness)
+        out.sort(key=lambda found: -found.cost)
     return out
 
 
@@ -99,6 +105,8 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int, pace: float | Non
     """The fixes for ``finding``, best first. ``pace``: the run's steps a second (what the row shows)."""
     if finding.kind == "oversubscribed":
         return _thread_advice(telemetry, ranks)
+    if finding.kind in GPU_KINDS:
+        return gpu_advice(finding.kind, finding.text, telemetry)
     feed = telemetry.feeding.ranks.get(finding.rank)
     loader: dict[str, Any] = (feed.loader if feed is not None else None) or {}
     share = feed.share() if feed is not None else None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from gpumon.core.gpu.gpm import GpmReader
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.procinfo import ProcessInfoCache
 
@@ -73,6 +74,7 @@ class NvmlSource:
         self._proc_api: str | None = None
         self._proc_api_error: Exception | None = None
         self._procinfo = ProcessInfoCache()
+        self._gpm = GpmReader(nv, _DeviceLost)
 
     def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -82,7 +84,17 @@ class NvmlSource:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # shutting down must never fail loudly
+            if hasattr(self, "_gpm"):
+                self._gpm.close()
             self._nv.nvmlShutdown()
+
+    def prime(self) -> None:
+        """Take each GPU's first GPM sample now, so that the next ``sample()`` has SM activity (a one-shot read)."""
+        for index in range(self.count):
+            with contextlib.suppress(Exception):  # sample() says what fails
+                h = self._handle(index)
+                mig = self._guard(self._nv.nvmlDeviceGetMigMode, h)
+                self._gpm.read(index, h, None if mig is None else int(mig[0]) == _MIG_ENABLED)
 
     # -- sampling -----------------------------------------------------------
     def sample(self) -> GpuSample:
@@ -160,6 +172,8 @@ class NvmlSource:
         )
         mig_on = None if mig is None else int(mig[0]) == _MIG_ENABLED
         processes, proc_reason = self._processes(index, h, mig_on)
+        gpm, gpm_na = self._gpm.read(index, h, mig_on)  # SM activity: what utilisation is not (gpm.py)
+        na.update(gpm_na)
         return GpuDevice(
             index=index,
             name=name,
@@ -177,6 +191,10 @@ class NvmlSource:
             pstate=self._read(index, "pstate", na, nv.nvmlDeviceGetPerformanceState, h),
             ecc_errors=None if ecc is None else int(ecc),
             mig_mode=mig_on,
+            sm_active=gpm["sm_active"],
+            sm_occupancy=gpm["sm_occupancy"],
+            tensor_active=gpm["tensor_active"],
+            dram_active=gpm["dram_active"],
             processes=processes,
             processes_reason=proc_reason,
             na=na,

@@ -7,6 +7,7 @@ import shutil
 import time
 from typing import Any
 
+from gpumon.core.gpu.gpm import GPM_FIELDS
 from gpumon.core.model import GpuDevice, GpuSample
 
 _MIB = 1024 * 1024
@@ -71,5 +72,6 @@ def _device(position: int, g: Any) -> GpuDevice:
         mem_total=None if total is None else int(total * _MIB),
         temperature=None if temp is None else int(temp),
         processes_reason=_NO_PROCS,
-        na={f: "not reported by nvidia-smi via GPUtil" for f in ("power_draw", "sm_clock", "mem_clock", "fan")},
+        na={f: "not reported by nvidia-smi via GPUtil" for f in ("power_draw", "sm_clock", "mem_clock", "fan")}
+        | dict.fromkeys(GPM_FIELDS, "SM activity needs NVML (GPM): not read through nvidia-smi"),
     )

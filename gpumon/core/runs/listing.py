@@ -8,6 +8,7 @@ from typing import Any
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import ROW_FIELDS
 from gpumon.core.runs.rank_rows import proc_count
+from gpumon.core.runs.use import USE_FIELDS
 from gpumon.core.runs.values import json_value
 from gpumon.core.slurm.rows import slurm_fields
 
@@ -28,6 +29,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["total_source"] = summary.total_source  # plan, hf, lightning, tqdm
     doc["alerts"] = list(summary.alerts)
     doc["data_wait_share"] = summary.data_wait  # 0..1: DataLoader wait per second of training (feeding.py)
+    doc.update({key: summary.use.get(key) for key in USE_FIELDS})  # mfu, tokens_per_s, flops_per_step (use.py)
     doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
     doc.update(slurm_fields(summary.record))  # slurm_job_id, slurm_state, slurm_reason (core/slurm/rows.py)
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it

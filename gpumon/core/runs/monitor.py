@@ -60,6 +60,7 @@ class RunSummary:
     slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
     queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
     ranks: tuple[RankRow, ...] = ()  # every rank that reported: pid, step, host (rank_rows.py)
+    use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
 
     @property
     def leak(self) -> LeakState | None:
@@ -301,6 +302,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "loss_source": summary.loss_source,
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
         "data_wait": summary.data_wait,
+        "use": summary.use,
         "warnings": list(summary.warnings),
         "ranks": [row.to_dict() for row in summary.ranks],
     }
@@ -336,6 +338,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             series=False,
             loss_source=row.get("loss_source"),
             data_wait=row.get("data_wait"),
+            use=dict(row.get("use") or {}),
             warnings=tuple(str(w) for w in row.get("warnings") or ()),
             ranks=rows_from(row.get("ranks")),
             **_progress(row),
@@ -376,6 +379,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
         ranks=rank_rows(tele),
         **progress_fields(record, tele),
+        use=tele.use.fields(tele.progress.step_time()),
     )
 
 

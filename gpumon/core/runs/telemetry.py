@@ -29,6 +29,7 @@ from gpumon.core.runs.progress import Progress
 from gpumon.core.runs.series import MAX_POINTS, Pace, Series
 from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
+from gpumon.core.runs.use import GpuUse
 from gpumon.core.runs.values import NonFinite
 from gpumon.core.safefs import write_atomic
 
@@ -113,6 +114,7 @@ class RunTelemetry:
     limits: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its memory limits (``proc_start``)
     starts: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> host, started, ppid (``proc_start``)
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
+    use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -209,6 +211,7 @@ class RunTelemetry:
             "limits": {str(r): v for r, v in self.limits.items()},
             "starts": {str(r): v for r, v in self.starts.items()},
             "feeding": self.feeding.to_state(),
+            "use": self.use.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -235,6 +238,7 @@ class RunTelemetry:
         self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
         self.starts = {int(r): dict(v) for r, v in (state.get("starts") or {}).items() if isinstance(v, dict)}
         self.feeding = Feeding.from_state(state.get("feeding"))
+        self.use = GpuUse.from_state(state.get("use"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -244,6 +248,8 @@ class RunTelemetry:
         kind = event["type"]
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
+        if kind in ("flops", "device", "step"):
+            self.use.fold(kind, event, rank)
         if kind == "metrics":
             self._metrics(event, rank)
         elif kind == "step":

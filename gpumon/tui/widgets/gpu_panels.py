@@ -144,11 +144,10 @@ class GpuPanel(LinePanel):
             return [compact_line(d, width, self.warning)]
         mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
         mem_style = level_style(d.mem_percent, 80, 95)
-        return [
-            _meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan"),
-            _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style),
-            self._vitals(d),
-        ]
+        lines = [_meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan")]
+        if (gpm := gpm_line(d)) is not None:
+            lines.append(gpm)
+        return [*lines, _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style), self._vitals(d)]
 
     def _vitals(self, d: GpuDevice) -> Text:
         power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
@@ -172,6 +171,21 @@ class GpuPanel(LinePanel):
                 text.append("  ")
             text.append(label, style=style)
         return text
+
+
+def gpm_line(d: GpuDevice) -> Text | None:
+    """ "SM active 42%  occupancy 21%  tensor 30%  DRAM 18%" (NVML GPM, Hopper and later: how much of the GPU
+    the kernels use, where UTIL is only the time any kernel ran); None where GPM gives nothing."""
+    values: list[tuple[str, float | None]] = [("SM active", d.sm_active), ("occupancy", d.sm_occupancy)]
+    values += [("tensor", d.tensor_active), ("DRAM", d.dram_active)]
+    if all(v is None for _, v in values):
+        return None
+    text = Text()
+    for i, (label, value) in enumerate(values):
+        text.append("  " if i else "")
+        text.append(f"{label} ", style="dim")
+        text.append(NA if value is None else f"{value * 100:.0f}%", style="dim" if value is None else "cyan")
+    return text
 
 
 def compact_line(d: GpuDevice, width: int, warning: tuple[str, str] | None = None) -> Text:

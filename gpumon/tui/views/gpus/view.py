@@ -59,7 +59,11 @@ class GpusView(View, Vertical):
     NAME = "gpus"
     TITLE = "GPUs"
     KEYS = "g,alt+g"
-    HELP_NOTE = "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process)"
+    HELP_NOTE = (
+        "the live monitor; tab: GPU list / processes (RUN: the gpumon run of a process). UTIL is the time any kernel"
+        " ran (one tiny kernel reads 100%); SM active, occupancy, tensor, DRAM (NVML GPM, Hopper and later) say how"
+        " much of the GPU ran: cycle-based, they skew while clocks change"
+    )
     HELP_WIDGETS = (GpuList,)
     BINDINGS = [
         Binding("left,left_square_bracket", "gpu(-1)", "prev GPU", show=False, id="gpu_prev", tooltip="previous GPU"),

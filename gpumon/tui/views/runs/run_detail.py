@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,6 +15,8 @@ from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import eta_text, rate_text
 from gpumon.core.runs.rank_rows import proc_count, sharing
+from gpumon.core.runs.use import mfu_text
+from gpumon.core.runs.use import rate_text as use_rate
 from gpumon.core.runs.values import is_nonfinite
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
@@ -98,6 +101,18 @@ def ranks_line(summary: RunSummary) -> str:
     return "ranks: " + " · ".join(parts)
 
 
+def use_words(use: dict[str, Any]) -> str:
+    """ " · MFU 41% (bf16) · 3.2 TFLOP/s · 52.1k tok/s", or on a CPU " · 1.2 GFLOP/s (no MFU: ...)"."""
+    if use.get("achieved_flops_per_s") is None:
+        return ""
+    flops = use_rate(use["achieved_flops_per_s"], "FLOP/s")
+    tokens = f" · {use_rate(use['tokens_per_s'], 'tok/s')}" if use.get("tokens_per_s") else ""
+    estimate = " est." if use.get("flops_method") == "estimate" else ""
+    if use.get("mfu") is None:
+        return f" · {flops}{estimate}{tokens}"
+    return f" · MFU {mfu_text(use['mfu'])} ({use.get('flops_dtype')}){estimate} · {flops}{tokens}"
+
+
 def progress_info(summary: RunSummary) -> Text:
     """ " · step 37/100 (plan) 37% · ETA 4m12s · 12.3 it/s · loss nan": how far, how fast, a non-finite loss."""
     line = Text()
@@ -109,6 +124,7 @@ def progress_info(summary: RunSummary) -> Text:
         line.append(f" · ETA {eta_text(summary.eta_s)}")
     if summary.step_time_s:
         line.append(f" · {rate_text(summary.step_time_s)}")
+    line.append(use_words(summary.use))
     if is_nonfinite(summary.loss):
         line.append(f" · loss {summary.loss}", style=NONFINITE_STYLE)
     return line

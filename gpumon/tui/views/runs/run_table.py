@@ -8,6 +8,7 @@ comes first and other hosts' runs are rows too, keyed "HOST:RUN" (remote.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from rich.text import Text
 
@@ -16,6 +17,7 @@ from gpumon.core.format import loss as loss_value
 from gpumon.core.runs.monitor import RunSummary
 from gpumon.core.runs.progress import progress_text, rate_text
 from gpumon.core.runs.spec import KINDS, RunSpec
+from gpumon.core.runs.use import mfu_text
 from gpumon.core.runs.values import is_nonfinite, metric_value
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
@@ -63,27 +65,54 @@ HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
 
+MFU: Columns = (("mfu", "MFU", 5),)  # after SAMPLES/S once a run counted its FLOPs (core/runs/use.py)
+
+
+def _with_mfu(columns: Columns) -> Columns:
+    keys = [key for key, _, _ in columns]
+    at = keys.index("rate") + 1 if "rate" in keys else len(columns)
+    return (*columns[:at], *MFU, *columns[at:])
+
+
 def fit_for(
-    width: int, hosts: bool = False, kind_width: int = KIND_WIDTH, status_width: int = STATUS_WIDTH
+    width: int,
+    hosts: bool = False,
+    kind_width: int = KIND_WIDTH,
+    status_width: int = STATUS_WIDTH,
+    mfu: bool = False,
 ) -> tuple[Columns, tuple[str, ...]]:
     """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
     headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
-    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed."""
+    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed. ``mfu``:
+    a run counted its FLOPs, so an MFU column (the first to go where room lacks)."""
     first = HOST if hosts else ()
     sized = {"kind": kind_width, "status": status_width}
     room = width - 3
-    for columns, drop in ((WIDE, ()), (SHORT_WIDE, DROP[:2]), (MEDIUM, DROP[:2]), (SHORT_MEDIUM, DROP)):
-        wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
-        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN, drop)
+    add: Callable[[Columns], Columns] = _with_mfu if mfu else (lambda columns: columns)
+    first_drop: tuple[str, ...] = ("mfu",) if mfu else ()
+    sets = ((WIDE, ()), (SHORT_WIDE, DROP[:2]), (MEDIUM, DROP[:2]), (SHORT_MEDIUM, DROP))
+    for columns, drop in sets:
+        wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + add(columns))
+        fitted, _ = fit_columns(wanted, room, "program", PROGRAM_MIN, (*first_drop, *drop))
         if sum(w + 2 for _, _, w in fitted) <= room:
-            return fitted, tuple(label for key, label, _ in WIDE if key not in {c[0] for c in fitted})
-    compact = tuple((key, label, sized.get(key, w)) for key, label, w in first + COMPACT)
-    fitted, dropped = fit_columns(compact, room, drop=DROP)
+            return fitted, tuple(label for key, label, _ in add(WIDE) if key not in {c[0] for c in fitted})
+    compact = tuple((key, label, sized.get(key, w)) for key, label, w in first + add(COMPACT))
+    fitted, dropped = fit_columns(compact, room, drop=(*first_drop, *DROP))
     return fitted, ("KIND", *dropped, "PROGRAM")
 
 
 def columns_for(width: int, hosts: bool = False) -> Columns:
     return fit_for(width, hosts)[0]
+
+
+def any_mfu(items: list[Row]) -> bool:
+    """Whether a row's run counted its FLOPs (its MFU shown, or "—" on a CPU or an unknown GPU)."""
+    for item in items:
+        if isinstance(item, RunSummary) and item.use.get("flops_per_step") is not None:
+            return True
+        if isinstance(item, RemoteRun) and item.row.get("flops_per_step") is not None:
+            return True
+    return False
 
 
 def value_widths(items: list[Row]) -> tuple[int, int]:
@@ -180,6 +209,7 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
             (s.progress, s.eta_s, s.step_time_s),
         ),
         "memory": SortCell(s.memory or -1, memory),
+        "mfu": mfu_cell(s.use.get("mfu")),
         "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
         "host": SortCell(host, Text(elide(host, 10))),
     }
@@ -201,6 +231,7 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
         **common_cells(kind, visible(run.state), run.elapsed(), None if step is None else int(step),
                        num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s"))),
         "memory": SortCell(memory or -1, right("" if memory is None else size(int(memory)))),
+        "mfu": mfu_cell(num("mfu")),
         "program": SortCell(run.program(), Text(visible(run.program()))),  # another host's words
         "host": SortCell(run.host.name, Text(elide(run.host.name, 10), style="bold")),
     }  # fmt: skip
@@ -223,6 +254,10 @@ def note_cells(note: HostNote, columns: Columns) -> dict[str, SortCell]:
         # else a word too long for this cell waits for a wider one: never split mid-word
         cells[key] = SortCell((-1.0, note.host.name) if key == "id" else "", Text(" ".join(taken), style="red"))
     return cells
+
+
+def mfu_cell(mfu: float | None) -> SortCell:
+    return SortCell(-1.0 if mfu is None else mfu, right(mfu_text(mfu)))
 
 
 def row_cells(item: Row, columns: Columns, id_width: int, local: str) -> dict[str, SortCell]:
@@ -296,7 +331,7 @@ class RunTable(KeyedTable):
         filter ``query`` kept. ``remote``: other hosts' runs and notes (with a fleet: a HOST column, this
         machine's runs named ``local``)."""
         items: list[Row] = [*summaries, *(remote[0] if remote else ()), *(remote[1] if remote else ())]
-        fitted, self.hidden = fit_for(width, remote is not None, *value_widths(items))
+        fitted, self.hidden = fit_for(width, remote is not None, *value_widths(items), mfu=any_mfu(items))
         if fitted != self.column_set:
             self._set_columns(fitted)
         columns = [c for c, _, _ in self.column_set]

@@ -1,0 +1,120 @@
+"""Plain CUDA loops for the GPU suite (tests/test_gpu_use.py); no gpumon code.
+
+python gpu_use.py matmul SECONDS OUT.json   bf16 Linear 8192x8192, batch 8192: its own FLOP/s (one sync at the end)
+python gpu_use.py fp32 STEPS [high]         an fp32 MLP; "high": set_float32_matmul_precision("high") (TF32)
+python gpu_use.py item STEPS                a loop that reads loss.item() every step
+python gpu_use.py strict STEPS              set_sync_debug_mode("error"): any sync in the loop raises
+python gpu_use.py busy|trickle SECONDS      a matmul loop, or one single-thread spin kernel after another
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+from torch import nn
+
+DIM = 8192
+
+
+def mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
+    return nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 2048)).to("cuda", dtype)
+
+
+def fp32(steps: int, high: bool) -> None:
+    if high:
+        torch.set_float32_matmul_precision("high")
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(1024, 2048, device="cuda")
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def item(steps: int) -> None:
+    model, total = mlp(), 0.0
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(256, 2048, device="cuda")
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        total += loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def strict(steps: int) -> None:
+    torch.cuda.set_sync_debug_mode("error")
+    model = mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    data = [(torch.randn(256, 2048), torch.randn(256, 2048)) for _ in range(8)]
+    loader = torch.utils.data.DataLoader(data, batch_size=None, pin_memory=True)
+    done = 0
+    while done < steps:
+        for x, y in loader:
+            x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)
+            loss = nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            done += 1
+
+
+def matmul(seconds: float, out: str) -> None:
+    layer = nn.Linear(DIM, DIM, bias=False, device="cuda", dtype=torch.bfloat16)
+    opt = torch.optim.SGD(layer.parameters(), lr=1e-6)
+    x = torch.randn(DIM, DIM, device="cuda", dtype=torch.bfloat16)
+
+    def step() -> None:
+        layer(x).float().mean().backward()  # forward 2*D^3, the weight's gradient 2*D^3 (x needs none)
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    from torch.utils import benchmark
+
+    timed = benchmark.Timer(stmt="step()", globals={"step": step}).blocked_autorange(min_run_time=2.0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(20):
+            step()
+        steps += 20
+    torch.cuda.synchronize()
+    own = steps * 4 * DIM**3 / (time.perf_counter() - start)
+    result = {"own_flops_per_s": own, "benchmark_flops_per_s": 4 * DIM**3 / timed.median, "analytic": 4 * DIM**3}
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
+def busy(seconds: float, trickle: bool) -> None:
+    a = torch.randn(8192, 8192, device="cuda")
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            if trickle:
+                torch.cuda._sleep(50_000_000)  # one thread spinning: the GPU "busy", one SM of them used
+            else:
+                a @ a
+        torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "matmul":
+        matmul(float(sys.argv[2]), sys.argv[3])
+    elif mode == "fp32":
+        fp32(int(sys.argv[2]), len(sys.argv) > 3)
+    elif mode == "item":
+        item(int(sys.argv[2]))
+    elif mode == "strict":
+        strict(int(sys.argv[2]))
+    else:
+        busy(float(sys.argv[2]), mode == "trickle")

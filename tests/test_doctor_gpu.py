@@ -1,0 +1,104 @@
+"""The doctor's GPU-side slow run (issue 37 item 4) from recorded measurements: the events a CUDA rank writes
+(``flops`` with its dtypes and counted syncs, ``step`` with ``gpu_dry`` and peak memory, ``device``), read back by
+``gpumon doctor --json`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
+
+from gpumon.core.events import EventWriter
+from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.store import write_json
+
+Gpumon = Callable[..., CompletedProcess[str]]
+GIB = 2**30
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def record(
+    home: Path,
+    run_id: str,
+    name: str,
+    flops: dict[str, Any],
+    dry: float | None = None,
+    peak: int = 40 * GIB,
+    loader: dict[str, Any] | None = None,
+) -> None:
+    """A finished CUDA run: 40 steps of 0.5 s, one counted step (``flops``), its device and memory."""
+    run_dir = home / "runs" / run_id
+    (run_dir / "logs").mkdir(parents=True)
+    write_json(run_dir / "spec.json", RunSpec("script", program="train.py", cwd="/tmp").to_dict())
+    write_json(run_dir / "status.json", {"state": "finished", "created": 1.0, "started": 2.0, "ended": 60.0})
+    w = EventWriter(run_dir, "rank0")
+    w.write("proc_start", rank=0)
+    w.write("device", dev="cuda:0", name=name, total=80 * GIB)
+    if loader:
+        w.write("dataloader", **loader)
+    for step in range(1, 41):
+        extra = {"gpu_dry": dry} if dry is not None and step > 1 else {}
+        dt = None if step == 1 else 0.5
+        w.write("step", step=step, dt=dt, dev="cuda:0", alloc=peak // 2, reserved=peak, peak=peak, **extra)
+        if step == 4:
+            w.write("flops", step=4, method="counted", dev="cuda:0", **flops)
+    w.close()
+
+
+def doctor(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
+    done = gpumon("doctor", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_fp32_matmuls_with_tf32_off_on_an_a100_are_named_with_the_gain(gpumon: Gpumon, tmp_path: Path) -> None:
+    # 2e12 fp32 FLOPs a step: at least 0.1 s of a 0.5 s step at the A100's 19.5 TFLOP/s fp32 peak.
+    record(
+        tmp_path / "home", "script-1127-050000-aaaa", "NVIDIA A100-SXM4-80GB", {"flops": 2e12, "dtypes": {"fp32": 2e12}}
+    )
+    found = doctor(gpumon, "script-1127-050000-aaaa")
+    [tf32] = [s for s in found["slow"] if s["kind"] == "tf32_off"]
+    assert tf32["text"].startswith("float32 matmuls with TF32 off on NVIDIA A100-SXM4-80GB: 100% of the step's FLOPs")
+    assert "fp32 peak 20 TFLOP/s, where TF32 runs 156 (8.0x) and bf16 312" in tf32["text"]
+    assert tf32["cost"] > 0.15  # 0.1 s of 0.5 s, 7/8 of it saved
+    [advice] = [a for a in found["advice"] if a["key"] == "tf32"]
+    assert "torch.set_float32_matmul_precision('high')" in advice["change"]
+    # The same FLOPs in bf16 is no finding; nor on a GPU whose table has no TF32 (a V100).
+    record(
+        tmp_path / "home", "script-1127-050000-bbbb", "NVIDIA A100-SXM4-80GB", {"flops": 2e12, "dtypes": {"bf16": 2e12}}
+    )
+    record(
+        tmp_path / "home", "script-1127-050000-cccc", "Tesla V100-SXM2-16GB", {"flops": 2e12, "dtypes": {"fp32": 2e12}}
+    )
+    for run_id in ("script-1127-050000-bbbb", "script-1127-050000-cccc"):
+        assert not [s for s in doctor(gpumon, run_id)["slow"] if s["kind"] == "tf32_off"]
+
+
+def test_a_sync_per_step_is_named_at_its_line_before_a_small_batch(gpumon: Gpumon, tmp_path: Path) -> None:
+    flops = {"flops": 1e13, "dtypes": {"bf16": 1e13}, "syncs": 2, "sync_sites": [{"site": "train.py:42", "count": 2}]}
+    record(tmp_path / "home", "script-1127-050000-dddd", H100, flops, dry=0.9, peak=4 * GIB, loader={"batch_size": 16})
+    found = doctor(gpumon, "script-1127-050000-dddd")
+    kinds = [s["kind"] for s in found["slow"]]
+    assert kinds == ["sync", "small_batch"], found["slow"]  # ranked by what each costs
+    assert found["headline"] == "a device-to-host sync every step: 2 in step 4 on rank 0, at train.py:42 (2x)"
+    assert found["slow"][1]["text"] == (
+        "batch far below memory: rank 0's step peaks at 4.0 GiB of 80.0 GiB (5%) while MFU is 2%"
+    )
+    keys = [a["key"] for a in found["advice"]]
+    assert keys.index("sync") < keys.index("batch_size_up")
+    [bigger] = [a for a in found["advice"] if a["key"] == "batch_size_up"]
+    assert bigger["change"].startswith("batch_size=256 or less (now 16")  # 16 x 0.8 x 80 GiB / 4 GiB
+
+
+def test_a_gpu_that_runs_dry_every_step_without_a_sync_is_host_bound(gpumon: Gpumon, tmp_path: Path) -> None:
+    record(tmp_path / "home", "script-1127-050000-eeee", H100, {"flops": 1e12, "dtypes": {"bf16": 1e12}}, dry=0.95)
+    found = doctor(gpumon, "script-1127-050000-eeee")
+    [host] = [s for s in found["slow"] if s["kind"] == "host_bound"]
+    assert host["text"].startswith("host-bound: in 95% of rank 0's steps the GPU had finished the step before")
+    assert "(MFU 0%)" in host["text"]
+    assert any(a["key"] == "compile" and "torch.compile" in a["change"] for a in found["advice"])
+    # The GPU still busy when the host queued the next step: no finding.
+    record(tmp_path / "home", "script-1127-050000-ffff", H100, {"flops": 4e14, "dtypes": {"bf16": 4e14}}, dry=0.1)
+    assert doctor(gpumon, "script-1127-050000-ffff")["slow"] == []
