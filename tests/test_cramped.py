@@ -1,0 +1,67 @@
+"""Issue 35, "Cut and cramped": what a view shows at 80, 120 and 200 columns is whole, or says what it left out.
+
+Each test reads the screen as the terminal shows it (the compositor's characters), not a widget's own text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.pilot import Pilot
+
+from gpumon.tui.app import GpumonApp
+from tests.conftest import make_app
+from tests.views_data import record_everything
+
+pytestmark = pytest.mark.usefixtures("utc")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    monkeypatch.setattr("gpumon.core.doctor.leak.host_memory", lambda: 128 * 1024**3)
+    record_everything(tmp_path)
+    return tmp_path
+
+
+def screen_lines(app: GpumonApp) -> list[str]:
+    """The screen's characters, line by line, as a terminal of the app's size shows them."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text().splitlines()
+
+
+async def until(pilot: Pilot[None], what: Callable[[], object], why: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        await pilot.pause(0.05)
+
+
+def on_screen(
+    app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None]], Awaitable[None]]
+) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await drive(pilot)
+
+    asyncio.run(main())
+
+
+# -- the top bar --------------------------------------------------------------------------------------------
+def test_the_top_bar_at_80_columns_keeps_the_gpu_count_and_interval_beside_unread_alerts(home: Path) -> None:
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: "!" in screen_lines(app)[0], "the unread alerts never showed")
+        top = screen_lines(app)[0]
+        assert "2 GPUs · 1s" in top and "SIM" in top and "Alerts" in top, top
+
+    on_screen(app, (80, 24), drive)
