@@ -65,3 +65,42 @@ def test_the_top_bar_at_80_columns_keeps_the_gpu_count_and_interval_beside_unrea
         assert "2 GPUs · 1s" in top and "SIM" in top and "Alerts" in top, top
 
     on_screen(app, (80, 24), drive)
+
+
+# -- the Runs view ------------------------------------------------------------------------------------------
+async def runs_shown(pilot: Pilot[None], rows: int = 4) -> None:
+    from gpumon.tui.views.runs.run_table import RunTable
+
+    await pilot.press("r")
+    table = pilot.app.query_one(RunTable)
+    await until(pilot, lambda: table.row_count >= rows, "the runs never showed")
+    await pilot.pause(0.2)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_loss_column_holds_the_widest_loss_gpumon_writes(home: Path, width: int) -> None:
+    from gpumon.core.events import EventWriter
+    from tests.test_runs_view import FINISHED
+
+    writer = EventWriter(home / "runs" / FINISHED, "rank0")  # the finished run's last loss: 9.99e-05
+    writer.write("metrics", step=201, metrics={"loss": 9.99e-05})
+    writer.close()
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await runs_shown(pilot)
+        row = next(line for line in screen_lines(app) if "ddp-" in line and "finished" in line)
+        assert "9.99e-05" in row, row
+
+    on_screen(app, (width, 40), drive)
+
+
+def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(home: Path) -> None:
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await runs_shown(pilot)
+        title = next(line for line in screen_lines(app) if "runs · 4" in line)
+        assert "hidden" in title and "…" not in title, title
+
+    on_screen(app, (80, 24), drive)

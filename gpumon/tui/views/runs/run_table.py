@@ -19,7 +19,7 @@ from gpumon.core.runs.spec import KINDS, RunSpec
 from gpumon.core.runs.values import is_nonfinite, metric_value
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
-from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note, title_room
 from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, short_run_id
 
@@ -29,6 +29,7 @@ KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
 STATUS_WIDTH = len("unsupervised")  # the longest state
 PROGRESS_WIDTH = len("37% 23h59m")  # progress and ETA (progress.py)
 SPEED_WIDTH = len("12.3 it/s")  # the rate: it/s, or s/it when a step takes more than a second
+LOSS_WIDTH = len("-2.32e-06")  # the longest loss format.loss writes (3 significant digits)
 DROP = ("rate", "speed", "progress")  # what a narrower terminal leaves out next, in order (named in the title)
 PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
@@ -39,7 +40,7 @@ WIDE: Columns = (
     ("step", "STEP", 7),
     ("progress", "PROGRESS", PROGRESS_WIDTH),
     ("speed", "SPEED", SPEED_WIDTH),
-    ("loss", "LOSS", 8),
+    ("loss", "LOSS", LOSS_WIDTH),
     ("rate", "SAMPLES/S", 9),
     ("memory", "MEMORY", MEMORY_WIDTH),
     ("program", "PROGRAM", 60),
@@ -52,7 +53,7 @@ COMPACT: Columns = (
     ("step", "STEP", 6),
     ("progress", "PROG", 9),
     ("speed", "SPEED", SPEED_WIDTH),
-    ("loss", "LOSS", 7),
+    ("loss", "LOSS", LOSS_WIDTH),
     ("rate", "SAMP/S", 6),
     ("memory", "MEMORY", MEMORY_WIDTH),
 )
@@ -338,7 +339,7 @@ class RunTable(KeyedTable):
             title += f" · '{query}': {kept:,}"
         if kept > len(summaries):
             title += f" · newest {len(summaries):,} shown (/ filters)"
-        title += hidden_note(self.hidden)
+        title += hidden_note(self.hidden, title_room(self, title))
         set_title(self, title)  # holds the filter's words
 
     def mark(self, run_id: str, marked: bool) -> None:
