@@ -104,3 +104,29 @@ def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(home: Path) -
         assert "hidden" in title and "…" not in title, title
 
     on_screen(app, (80, 24), drive)
+
+
+# -- the Alerts view ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_alerts_columns_fit_their_values_and_a_long_text_ends_in_an_ellipsis(home: Path, width: int) -> None:
+    from tests.views_data import FAILED_TEXT
+
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await pilot.press("exclamation_mark")
+        await until(pilot, lambda: any("failed: the script" in line for line in screen_lines(app)), "no alerts")
+        lines = screen_lines(app)
+        header = next(line for line in lines if "TIME" in line and "STATUS" in line)
+        assert "TEXT" in header, header
+        # STATUS as wide as "no channel" (the detail says why it went nowhere), not 30 columns
+        assert header.index("TEXT") - header.index("STATUS") <= len("no channel") + 2, header
+        row = next(line for line in lines if "failed: the script" in line)
+        assert "no channel" in row, row
+        shown = row.rstrip()
+        assert shown.endswith("…") and len(shown) < width - 1, row  # cut with an ellipsis, inside the screen
+        assert FAILED_TEXT.startswith(shown[shown.index("failed: the script") : -1]), row
+        leak = next(line for line in lines if "leak: rank 1" in line)
+        assert len(leak.rstrip()) < width - 1, leak
+
+    on_screen(app, (width, 40), drive)
