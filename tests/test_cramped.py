@@ -130,3 +130,24 @@ def test_alerts_columns_fit_their_values_and_a_long_text_ends_in_an_ellipsis(hom
         assert len(leak.rstrip()) < width - 1, leak
 
     on_screen(app, (width, 40), drive)
+
+
+# -- the GPUs view without a GPU ----------------------------------------------------------------------------
+def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(home: Path) -> None:
+    from tests.conftest import no_gpu_app
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    demo = next(line for line in readme.splitlines() if line.startswith("No GPU at hand?")).split("`")[1]
+    app = no_gpu_app()
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: any("No GPU shown" in line for line in screen_lines(app)), "no notice")
+        assert demo in "".join(screen_lines(app)), (demo, screen_lines(app))
+        await pilot.press("c")
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        notice = next(line for line in lines if "No GPU shown" in line)
+        assert notice.startswith("│ No GPU shown"), "\n".join(lines)  # the list's border only, no box inside
+        assert not any("││" in line or "│╭" in line for line in lines), "\n".join(lines)
+
+    on_screen(app, (80, 24), drive)

@@ -26,10 +26,13 @@ class GpuList(VerticalScroll):
         self.post_message(self.Step(step))
 
 
+DEMO = "gpumon --simulate 4"  # as the README's "No GPU at hand?" says
+
+
 def no_gpu_text(reason: str | None) -> Text:
     return Text.assemble(
         ("No GPU shown\n", "bold"),
         (f"{reason or 'no GPU source answered'}\n", "yellow"),
         ("The host panel is live. For a demo with simulated GPUs: ", "dim"),
-        ("gpumon --simulate 2", "bold"),
+        (DEMO, "bold"),
     )
