@@ -151,3 +151,22 @@ def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(hom
         assert not any("││" in line or "│╭" in line for line in lines), "\n".join(lines)
 
     on_screen(app, (80, 24), drive)
+
+
+# -- the GPUs view ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("gpus", "size", "whole"), [(4, (120, 40), 4), (2, (80, 24), 2), (3, (80, 24), 2)])
+def test_gpu_panels_show_whole(gpus: int, size: tuple[int, int], whole: int) -> None:
+    """Whole panels, as many as fit beside the process table; the list scrolls (3 at 80x24) by whole panels."""
+    app = make_app(gpus=gpus)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        bottoms = [line for line in lines if "SIMULATED ━┛" in line or "SIMULATED ─╯" in line]
+        assert len(bottoms) == whole, "\n".join(lines)  # no panel cut at its border
+        tops = [i for i, line in enumerate(lines) if "GPU" in line and ("╭─ GPU" in line or "┏━ GPU" in line)]
+        last = lines[tops[-1] + 4]
+        edge = -3 if gpus > whole else -1  # a scrolling list's scrollbar beside the panels; else none
+        assert last[edge] in "╯┛", "\n".join(lines)  # the last panel's whole border
+
+    on_screen(app, size, drive)

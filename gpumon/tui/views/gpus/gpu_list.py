@@ -8,6 +8,11 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 
 
+PANEL_ROWS = 5  # a GPU panel's lines, its border included (app.tcss .gpu-panel)
+HOST_ROWS = 5  # the host panel's
+PROCESS_MIN = 7  # the process table's least: its border, header and four rows
+
+
 class GpuList(VerticalScroll):
     """The GPU panels; up/down move the selection while it has focus."""
 
@@ -21,6 +26,12 @@ class GpuList(VerticalScroll):
         def __init__(self, step: int) -> None:
             self.step = step
             super().__init__()
+
+    def fit(self, view_height: int, compact: bool) -> None:
+        """As many whole panels as the view has room for beside the host panel and the process table: a
+        panel is never cut at its border (the list scrolls by whole panels' worth of room instead)."""
+        room = view_height - HOST_ROWS - PROCESS_MIN
+        self.styles.max_height = max(3, room) if compact else max(PANEL_ROWS, room // PANEL_ROWS * PANEL_ROWS)
 
     def action_step(self, step: int) -> None:
         self.post_message(self.Step(step))
