@@ -45,9 +45,7 @@ async def until(pilot: Pilot[None], what: Callable[[], object], why: str, timeou
         await pilot.pause(0.05)
 
 
-def on_screen(
-    app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None]], Awaitable[None]]
-) -> None:
+def on_screen(app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None]], Awaitable[None]]) -> None:
     async def main() -> None:
         async with app.run_test(size=size) as pilot:
             await drive(pilot)
@@ -170,3 +168,28 @@ def test_gpu_panels_show_whole(gpus: int, size: tuple[int, int], whole: int) -> 
         assert last[edge] in "╯┛", "\n".join(lines)  # the last panel's whole border
 
     on_screen(app, size, drive)
+
+
+# -- the Doctor view ----------------------------------------------------------------------------------------
+def test_doctor_text_wraps_under_its_label_not_at_column_0(home: Path) -> None:
+    from tests.test_runs_view import FAILED
+
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        from gpumon.tui.views.runs.run_table import RunTable
+
+        await runs_shown(pilot)
+        app.query_one(RunTable).select_run(FAILED)
+        await pilot.pause(0.2)
+        await pilot.press("d")
+        await until(pilot, lambda: any("rank 0: growing" in line for line in screen_lines(app)), "no doctor")
+        lines = screen_lines(app)
+        at = next(i for i, line in enumerate(lines) if "rank 0: growing" in line)
+        label = lines[at].index("growing")
+        assert lines[at + 1][:label].strip("│ ") == "" and lines[at + 1][label] != " ", "\n".join(lines)
+        # a sentence of the failure's detail wraps under its own indent too
+        detail = next(i for i, line in enumerate(lines) if "A kernel checked" in line)
+        assert lines[detail + 1].startswith("│   ") and lines[detail + 1][4] != " ", "\n".join(lines)
+
+    on_screen(app, (80, 24), drive)
