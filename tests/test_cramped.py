@@ -193,3 +193,52 @@ def test_doctor_text_wraps_under_its_label_not_at_column_0(home: Path) -> None:
         assert lines[detail + 1].startswith("│   ") and lines[detail + 1][4] != " ", "\n".join(lines)
 
     on_screen(app, (80, 24), drive)
+
+
+# -- logs ---------------------------------------------------------------------------------------------------
+def test_an_ended_ranks_empty_log_says_it_ended_with_no_output(home: Path) -> None:
+    from tests.test_runs_view import FINISHED
+
+    (home / "runs" / FINISHED / "logs" / "rank1.log").write_text("")  # rank 1 of the finished run wrote nothing
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        from gpumon.tui.views.runs.run_table import RunTable
+
+        await runs_shown(pilot)
+        app.query_one(RunTable).select_run(FINISHED)
+        await until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot.press("l")  # rank 1
+        await until(pilot, lambda: any("rank 1: " in line for line in screen_lines(app)), "rank 1's log")
+        text = "\n".join(screen_lines(app))
+        assert "rank 1: ended with no output" in text and "no output yet" not in text, text
+        await pilot.press("o")  # the full-screen log, on rank 1
+        await until(pilot, lambda: any("ended with no output" in line for line in screen_lines(app)), "full log")
+        assert "no output yet" not in "\n".join(screen_lines(app))
+
+    on_screen(app, (120, 40), drive)
+
+
+def test_the_full_screen_log_says_all_of_it_is_shown(home: Path) -> None:
+    from gpumon.core.format import size
+    from tests.test_runs_view import FINISHED
+
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        from gpumon.tui.views.runs.run_table import RunTable
+
+        await runs_shown(pilot)
+        app.query_one(RunTable).select_run(FINISHED)
+        await until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot.press("l", "o")  # rank 1's two lines, full screen
+        await until(pilot, lambda: any("rank1 hello" in line for line in screen_lines(app)), "rank 1's log")
+        await until(pilot, lambda: any(" B" in line for line in screen_lines(app)[-3:]), "the status line")
+        status = screen_lines(app)[-2]
+        whole = size((home / "runs" / FINISHED / "logs" / "rank1.log").stat().st_size)
+        assert status.strip().startswith(f"all {whole}"), "\n".join(screen_lines(app))
+        await pilot.press("L")  # rank 0: 59 lines, more than the screen holds
+        await until(pilot, lambda: any("rank0 epoch" in line for line in screen_lines(app)), "rank 0's log")
+        await until(pilot, lambda: "% of" in screen_lines(app)[-2], "rank 0's position")
+
+    on_screen(app, (120, 40), drive)
