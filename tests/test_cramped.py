@@ -242,3 +242,35 @@ def test_the_full_screen_log_says_all_of_it_is_shown(home: Path) -> None:
         await until(pilot, lambda: "% of" in screen_lines(app)[-2], "rank 0's position")
 
     on_screen(app, (120, 40), drive)
+
+
+def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(home: Path) -> None:
+    """torchrun writes launcher.log before any rank writes rank0.log: the pane falls back to the banner, and
+    goes to rank 0's log as soon as there is one (the fallback is not taken for the user's pick)."""
+    import psutil
+
+    from gpumon.core.runs.spec import RunSpec
+    from tests.test_runs_view import record_run
+
+    run_id = "ddp-1121-110000-f00d"
+    me = psutil.Process()
+    status = {"state": "running", "created": time.time() - 5, "started": time.time() - 4, "pid": me.pid}
+    status.update(supervisor_pid=me.pid, supervisor_create_time=me.create_time())
+    run_dir = record_run(
+        home, run_id, RunSpec("ddp", nproc=2, cwd="/tmp"), status, steps=3, logs={"launcher.log": "torchrun banner\n"}
+    )
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        from gpumon.tui.views.runs.run_table import RunTable
+
+        await runs_shown(pilot, rows=5)
+        app.query_one(RunTable).select_run(run_id)
+        await until(pilot, lambda: any("torchrun banner" in line for line in screen_lines(app)), "the banner")
+        (run_dir / "logs" / "rank0.log").write_text("rank 0 says hello\n")
+        (run_dir / "logs" / "rank1.log").write_text("rank 1 says hello\n")
+        await until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot.press("o")  # the full-screen log opens on rank 0 too
+        await until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "full screen")
+
+    on_screen(app, (120, 40), drive)
