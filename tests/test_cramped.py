@@ -274,3 +274,25 @@ def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(hom
         await until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "full screen")
 
     on_screen(app, (120, 40), drive)
+
+
+# -- the Trials view ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_the_trial_table_hides_columns_it_names_rather_than_scroll_sideways(home: Path, size: tuple[int, int]):
+    from gpumon.tui.views.trials.trial_table import TrialTable
+
+    app = make_app(gpus=2)
+
+    async def drive(pilot: Pilot[None]) -> None:
+        await pilot.press("t")
+        table = app.query_one(TrialTable)
+        await until(pilot, lambda: table.row_count >= 6, "the trials never showed")
+        await pilot.pause(0.2)
+        assert table.virtual_size.width <= table.scrollable_content_region.width, "\n".join(screen_lines(app))
+        header = next(line for line in screen_lines(app) if "TRIAL" in line and "STATUS" in line)
+        assert header.rstrip()[-1] == "│", header
+        if size[0] == 80:
+            title = next(line for line in screen_lines(app) if "trials · 6" in line)
+            assert "hidden: acc, GPU MEM, TIME, BEST" in title, title
+
+    on_screen(app, size, drive)

@@ -26,9 +26,11 @@ _LEVELS = (
 def _bar(gpu: GpuSample, hostname: str, interval: float, drop: set[str]) -> Text:
     text = Text()
     if "name" not in drop:
-        text.append("gpumon", style="bold")
         if "version" not in drop:
-            text.append(f" {__version__}", style="dim")
+            text.append("gpumon ", style="bold")
+            text.append(__version__, style="dim")
+        else:
+            text.append("gpumon", style="bold")
         text.append(" · ")
     text.append(hostname, style="bold")
     text.append(" · ")
