@@ -13,8 +13,8 @@ from gpumon import __version__
 from gpumon.core.model import GpuSample
 
 # What each step leaves out, from the whole bar to the barest one.
-_LEVELS = (
-    {},
+_LEVELS: tuple[set[str], ...] = (
+    set(),
     {"version"},
     {"version", "driver"},
     {"version", "driver", "name"},
