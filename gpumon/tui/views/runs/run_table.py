@@ -65,13 +65,18 @@ Row = RunSummary | RemoteRun | HostNote
 
 
 def fit_for(
-    width: int, hosts: bool = False, kind_width: int = KIND_WIDTH, status_width: int = STATUS_WIDTH
+    width: int,
+    hosts: bool = False,
+    kind_width: int = KIND_WIDTH,
+    status_width: int = STATUS_WIDTH,
+    loss_width: int = LOSS_WIDTH,
 ) -> tuple[Columns, tuple[str, ...]]:
     """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
     headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
-    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed."""
+    as the longest value shown (``kind_width``, ``status_width``), LOSS too (``loss_width``): never cut, and no
+    wider than needed."""
     first = HOST if hosts else ()
-    sized = {"kind": kind_width, "status": status_width}
+    sized = {"kind": kind_width, "status": status_width, "loss": loss_width}
     room = width - 3
     for columns, drop in ((WIDE, ()), (SHORT_WIDE, DROP[:2]), (MEDIUM, DROP[:2]), (SHORT_MEDIUM, DROP)):
         wanted = tuple((key, label, sized.get(key, w)) for key, label, w in first + columns)
@@ -87,18 +92,20 @@ def columns_for(width: int, hosts: bool = False) -> Columns:
     return fit_for(width, hosts)[0]
 
 
-def value_widths(items: list[Row]) -> tuple[int, int]:
-    """The widths of KIND and STATUS for these rows: their longest kind and state, at least 8 ("pipeline",
-    "finished"; a host's note is laid over these cells too)."""
-    kinds, states = [8], [8]
+def value_widths(items: list[Row]) -> tuple[int, int, int]:
+    """The widths of KIND, STATUS and LOSS for these rows: their longest kind, state and loss as format.loss
+    writes it (at least 8, "pipeline", "finished"; a host's note is laid over these cells too)."""
+    kinds, states, losses = [8], [8], [len("LOSS")]
     for item in items:
         if isinstance(item, RunSummary):
             kinds.append(len(item.record.spec.kind))
             states.append(len(item.state_label))
+            losses.append(len(loss_value(item.loss)))
         elif isinstance(item, RemoteRun):
             kinds.append(len(str(item.row.get("kind") or "")))
             states.append(len(item.state))
-    return min(max(kinds), KIND_WIDTH), max(states)
+            losses.append(len(loss_value(metric_value(item.row.get("loss")))))
+    return min(max(kinds), KIND_WIDTH), max(states), max(losses)
 
 
 def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
