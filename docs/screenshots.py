@@ -1,4 +1,4 @@
-"""Regenerates the README's pictures: python docs/screenshots.py [fleet]"""
+"""Regenerates the README's pictures: python docs/screenshots.py [fleet doctor trials runs main 80x24 no-gpu]"""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
     from gpumon.core.runs.launcher import launch, stop
     from gpumon.core.runs.spec import RunSpec
     from gpumon.core.runs.store import RunStore
+    from gpumon.tui.views.doctor.text import DoctorText
     from gpumon.tui.views.runs.view import RunsView
 
     os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
@@ -115,7 +116,7 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
             await pilot.press("c")
             for _ in range(600):
                 await pilot.pause(0.1)
-                if "loss accumulated" in str(app.query_one("#doctor-text").render()):
+                if "loss accumulated" in app.query_one(DoctorText).text.plain:
                     break
             await pilot.pause(0.5)
             app.save_screenshot(str(ROOT / "docs" / name))
@@ -130,17 +131,21 @@ async def shoot_fleet(name: str, size: tuple[int, int]) -> None:
     await shoot(fleet_app(StandInFleet([mixed_fleet()], interval=0)), name, size)
 
 
+PICTURES = {
+    "fleet": lambda: shoot_fleet("screenshot-fleet.svg", (120, 40)),
+    "doctor": lambda: shoot_doctor("screenshot-doctor.svg", (120, 40)),
+    "trials": lambda: shoot_trials("screenshot-trials.svg", (120, 40)),
+    "runs": lambda: shoot_runs("screenshot-runs.svg", (120, 40)),
+    "main": lambda: shoot(make_app(gpus=4, ticks=120), "screenshot-main.svg", (120, 40), ("a",)),
+    "80x24": lambda: shoot(make_app(gpus=2, ticks=120), "screenshot-80x24.svg", (80, 24)),
+    "no-gpu": lambda: shoot(no_gpu_app(), "screenshot-no-gpu.svg", (80, 24)),
+}
+
+
 async def main() -> None:
-    if sys.argv[1:] == ["fleet"]:  # python docs/screenshots.py fleet: that picture only
-        await shoot_fleet("screenshot-fleet.svg", (120, 40))
-        return
-    await shoot_fleet("screenshot-fleet.svg", (120, 40))
-    await shoot_doctor("screenshot-doctor.svg", (120, 40))
-    await shoot_trials("screenshot-trials.svg", (120, 40))
-    await shoot_runs("screenshot-runs.svg", (120, 40))
-    await shoot(make_app(gpus=4, ticks=120), "screenshot-main.svg", (120, 40), ("a",))
-    await shoot(make_app(gpus=2, ticks=120), "screenshot-80x24.svg", (80, 24))
-    await shoot(no_gpu_app(), "screenshot-no-gpu.svg", (80, 24))
+    """Every picture, or those named: python docs/screenshots.py main no-gpu"""
+    for name in sys.argv[1:] or list(PICTURES):
+        await PICTURES[name]()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Static
 from gpumon.core.runs.launcher import launch, wait
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore
+from gpumon.tui.views.alerts.view import AlertsView
 from tests.conftest import make_app, wait_until
 
 
@@ -43,10 +44,13 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
             table = app.query_one("#alert-table", DataTable)
             rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
             assert [r[1] for r in rows] == ids[::-1]  # newest on top
-            assert rows[1][2:4] == ["failed", "not sent (no channel picks it)"]
-            # the doctor's headline (the script's words, literally) and its first fix, whole
-            assert rows[1][4].startswith("failed: the script exited with status 1: [red]corrupt[/] shard 3. Fix: ")
-            assert rows[1][4].endswith(f"its last lines say why: gpumon logs {rows[1][1]}")  # a command that runs
+            assert rows[1][2:4] == ["failed", "no channel"]  # the detail says: sent nowhere
+            # the doctor's headline (the script's words, literally) and its first fix, whole in the alert,
+            # its cell cut to the table's width with an ellipsis
+            text = app.query_one(AlertsView).entries[1].text
+            assert text.startswith("failed: the script exited with status 1: [red]corrupt[/] shard 3. Fix: ")
+            assert text.endswith(f"its last lines say why: gpumon logs {rows[1][1]}")  # a command that runs
+            assert rows[1][4].endswith("…") and text.startswith(rows[1][4][:-1])
             for _ in range(100):  # looking at them marks them read
                 await pilot.pause(0.1)
                 if str(top.render()).strip() == "":

@@ -18,6 +18,7 @@ from gpumon.core.events import EventWriter
 from gpumon.core.runs.spec import RunSpec
 from gpumon.core.runs.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
@@ -116,7 +117,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def doctor_text(app: GpumonApp) -> str:
-    return str(app.query_one("#doctor-text").render())
+    return str(app.query_one(DoctorText).text)
 
 
 async def select(pilot: Any, run_id: str) -> None:

@@ -17,6 +17,7 @@ import pytest
 from gpumon.core.fleet.hosts import parse_host, parse_hosts
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.monitor import FleetMonitor
+from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
@@ -157,7 +158,7 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             await until(pilot, lambda: app.query_one(RunsView).selected_id == f"gpu2:{runs['gpu2']}")
             await pilot.press("d")
             doctor = app.query_one(DoctorView)
-            text = lambda: str(doctor.query_one("#doctor-text").render())  # noqa: E731
+            text = lambda: str(doctor.query_one(DoctorText).text)  # noqa: E731
             await until(pilot, lambda: "its own gpumon doctor" in text(), timeout=30)
             assert f"{runs['gpu2']}  running" in text() and "on gpu2" in str(doctor.border_title)
             await pilot.press("r")

@@ -26,6 +26,7 @@ from gpumon.core.model import GpuDevice, GpuProcess, GpuSample, Snapshot
 from gpumon.core.runs.spec import INSTALL, RunSpec
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.fleet.host_screen import HostScreen
 from gpumon.tui.views.runs.launch_form import LaunchForm
@@ -193,7 +194,7 @@ async def test_the_doctor_quotes_the_error_as_written(home: Path) -> None:
         await until(pilot, lambda: app.query_one(RunTable).row_count == 1)
         await pilot.press("d")
         doctor = app.query_one(DoctorView)
-        await until(pilot, lambda: TEXT in rendered(doctor.query_one("#doctor-text")))
+        await until(pilot, lambda: TEXT in str(doctor.query_one(DoctorText).text))
 
 
 async def test_trials_show_parameter_names_values_and_errors_as_written(home: Path) -> None:

@@ -33,7 +33,7 @@ from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
-from gpumon.tui.widgets.top_bar import top_bar_text
+from gpumon.tui.widgets.top_bar import TopInfo
 
 __all__ = ["FOOTNOTE", "GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]  # the keys: app_keys.py
 
@@ -67,7 +67,6 @@ class GpumonApp(KeysInOrder, App[None]):
         self.context = AppContext(readonly=readonly, store=store, fleet=fleet)
         self.view = "fleet" if fleet is not None else VIEWS[0].NAME  # hosts configured: the fleet first
         self._feed_pids: dict[int, str] = {}
-        self._top_bar: Text | None = None
         self._focus_of_view: dict[str, Widget | None] = {}
         self._views: dict[str, View] = {}
         self._runs_list: object = None
@@ -77,7 +76,7 @@ class GpumonApp(KeysInOrder, App[None]):
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="top-bar"):
-            yield Static(Text("gpumon  sampling…"), id="top-info")
+            yield TopInfo(id="top-info")
             yield Static(Text(""), id="top-alerts")
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
@@ -106,6 +105,8 @@ class GpumonApp(KeysInOrder, App[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.screen.set_class(event.size.width >= WIDE, "-wide")
+        if self._unread > 0:
+            self._alert_badge()
         if self.context.snapshot is not None:
             self.call_after_refresh(self.apply, self.context.snapshot)  # redraw history to the new widths
 
@@ -118,10 +119,7 @@ class GpumonApp(KeysInOrder, App[None]):
         """Hand a sample to the top bar and to every view."""
         self.context.snapshot = snap
         with self.batch_update():
-            bar = top_bar_text(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
-            if bar != self._top_bar:  # an unchanged bar must not cost a layout pass each tick
-                self._top_bar = bar
-                self.query_one("#top-info", Static).update(bar, layout=False)
+            self.query_one(TopInfo).show(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
             for view in self._views.values():
                 view.sample(snap, self.sampler.history)
 
@@ -139,14 +137,23 @@ class GpumonApp(KeysInOrder, App[None]):
         leaks = {s.id: s.leak for s in message.summaries if s.record.live and s.leak is not None}
         self.set_run_leaks({run_id: state for run_id, state in leaks.items() if state is not None})
 
+    def _alert_badge(self) -> None:
+        """' ! 2 unread alerts ' in the top bar; ' ! 2 new ' below 100 columns, where the GPU count needs the room."""
+        unread = self._unread
+        if unread <= 0:
+            words = ""
+        elif self.size.width < 100:
+            words = f" ! {unread} new "
+        else:
+            words = f" ! {unread} unread alert{'s' if unread != 1 else ''} "
+        self.query_one("#top-alerts", Static).update(Text(words, style="bold red"))
+
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
         """The unread count in the top bar; an alert of no run (a fleet host down) is told (notices.py)."""
         unread = message.unread
         if unread != self._unread:
             self._unread = unread
-            words = f" ! {unread} unread alert{'s' if unread != 1 else ''} "
-            bar = Text(words, style="bold red") if unread else Text("")
-            self.query_one("#top-alerts", Static).update(bar)
+            self._alert_badge()
         self.notices.host_alerts(message.entries)
 
     def on_open_run(self, message: OpenRun) -> None:

@@ -137,9 +137,26 @@ def fit_columns(
     return fitted, tuple(hidden)
 
 
-def hidden_note(hidden: tuple[str, ...]) -> str:
-    """' · 2 columns hidden: acc, lr — widen the terminal' for a table's title; '' when none is."""
+def hidden_note(hidden: tuple[str, ...], room: int | None = None) -> str:
+    """' · 2 columns hidden: acc, lr — widen the terminal' for a table's title; '' when none is. With ``room``
+    (the cells the title leaves), the longest of its shorter forms that fits: the names, then the count alone."""
     if not hidden:
         return ""
     count = f"{len(hidden)} column{'s' if len(hidden) != 1 else ''}"
-    return f" · {count} hidden: {', '.join(hidden)} — widen the terminal"
+    names = ", ".join(hidden)
+    forms = (
+        f" · {count} hidden: {names} — widen the terminal",
+        f" · {count} hidden: {names}",
+        f" · {len(hidden)} hidden: {names}",
+        f" · {count} hidden — widen the terminal",
+        f" · {count} hidden",
+        f" · {len(hidden)} hidden",
+    )
+    return next((form for form in forms if room is None or len(form) <= room), forms[-1])
+
+
+def title_room(widget: Widget, title: str) -> int:
+    """The cells a bordered widget's title has left after ``title``: its width less the corners and the
+    spaces around the title ("╭─ title ─╮"); the screen's width before the widget has one."""
+    width = widget.size.width or widget.app.size.width
+    return width - 6 - len(title)

@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 
 from gpumon.core.format import NA, elide, num, size
 from gpumon.core.model import GpuDevice, GpuProcess
-from gpumon.tui.widgets.keyed_table import Column, RowTable, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.keyed_table import Column, RowTable, SortCell, fit_columns, hidden_note, title_room
 from gpumon.tui.widgets.process_tree import TreeRow, tree_rows
 from gpumon.tui.widgets.render import short_run_id
 
@@ -222,7 +222,7 @@ class ProcessTable(RowTable):
         title = f"processes · {scope} · {scoped}"
         if self.filter_text:
             title = f"processes · {scope} · filter '{self.filter_text}': {len(self.processes)} of {scoped}"
-        title += hidden_note(self.hidden)
+        title += hidden_note(self.hidden, title_room(self, title))
         if title != self.border_title:  # each assignment repaints the border
             self.border_title = title
 

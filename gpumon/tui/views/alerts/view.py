@@ -14,16 +14,45 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.events import Resize
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.alerts.history import AlertBook, AlertEntry, mark_read, read_at
+from gpumon.core.format import elide
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun
 from gpumon.tui.view import AppContext, View
-from gpumon.tui.widgets.keyed_table import RowTable
+from gpumon.tui.widgets.keyed_table import PADDING, RowTable
+from gpumon.tui.widgets.render import short_run_id
 
 REFRESH_S = 2.0
+TIME_FORMAT = "%m-%d %H:%M:%S"
+COLUMNS = (("TIME", "time"), ("RUN", "run"), ("KIND", "kind"), ("STATUS", "status"), ("TEXT", "text"))
+TEXT_MIN = 30  # below this, RUN shows the short id ("script-c3d4") to leave TEXT the room
 STATUS_STYLE = {"sent": "green", "failed": "red", "trying": "yellow", "held": "dim"}
+
+
+def status_label(status: str) -> str:
+    """The STATUS cell: "not sent (no channel picks it)" would take 30 columns from TEXT; the detail says why."""
+    return "no channel" if status.startswith("not sent") else status
+
+
+def alert_widths(entries: list[AlertEntry], width: int) -> tuple[list[int], bool]:
+    """Each column as wide as its longest value (its header at least), TEXT the rest of ``width`` (cell padding
+    and a scrollbar kept out); and whether RUN shows short ids, which it does where TEXT would be narrow."""
+    for short in (False, True):
+        runs = [short_run_id(e.run) if short and e.run else e.run or "-" for e in entries]
+        fixed = [
+            len(time.strftime(TIME_FORMAT, time.gmtime(0))),
+            max([len("RUN"), *map(len, runs)]),
+            max([len("KIND"), *(len(e.kind) for e in entries)]),
+            max([len("STATUS"), *(len(status_label(e.summary())) for e in entries)]),
+        ]
+        longest = max([len("TEXT"), *(len(" ".join(e.text.split())) for e in entries)])
+        text = min(longest, width - 1 - sum(fixed) - PADDING * len(COLUMNS))
+        if text >= TEXT_MIN or short:
+            return [*fixed, max(len("TEXT"), text)], short
+    raise AssertionError("unreachable")
 
 
 class AlertsView(View, Vertical):
@@ -45,10 +74,12 @@ class AlertsView(View, Vertical):
         self._mark = False  # the user looks: the next read marks everything read
         self._drawn: tuple[tuple[str, str, bool], ...] | None = None
         self._failed: str | None = None
+        self._width = 0
 
     def compose(self) -> ComposeResult:
         table: DataTable[Text] = RowTable(cursor_type="row", zebra_stripes=True, id="alert-table")
-        table.add_columns("TIME", "RUN", "KIND", "STATUS", "TEXT")
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
         yield table
         yield Static(Text("no alerts yet", style="dim"), id="alert-detail")
 
@@ -98,21 +129,30 @@ class AlertsView(View, Vertical):
     def _draw(self) -> None:
         table = self.query_one("#alert-table", DataTable)
         keep = table.cursor_row
-        table.clear()
+        self._width = self.size.width or self.app.size.width
+        widths, short = alert_widths(self.entries, self._width)
+        table.clear(columns=True)
+        for (label, key), width in zip(COLUMNS, widths, strict=True):
+            table.add_column(label, key=key, width=width)
         for e in self.entries:
             unread = e.t > self.read_at
             status = e.summary()
+            run = e.run or "-"
             table.add_row(
-                Text(time.strftime("%m-%d %H:%M:%S", time.localtime(e.t)), style="bold" if unread else ""),
-                Text(e.run or "-"),
+                Text(time.strftime(TIME_FORMAT, time.localtime(e.t)), style="bold" if unread else ""),
+                Text(short_run_id(run) if short and e.run else run),
                 Text(e.kind, style="bold" if unread else ""),
-                Text(status, style=STATUS_STYLE.get(status, "")),
-                Text(" ".join(e.text.split())),
+                Text(status_label(status), style=STATUS_STYLE.get(status, "")),
+                Text(elide(" ".join(e.text.split()), widths[-1])),
                 key=e.id,
             )
         if self.entries:
             table.move_cursor(row=min(keep, len(self.entries) - 1))
         self._detail(self._selected())
+
+    def on_resize(self, event: Resize) -> None:
+        if event.size.width != self._width and self._drawn is not None:
+            self._draw()  # TEXT takes the room the other columns leave
 
     def _selected(self) -> AlertEntry | None:
         table = self.query_one("#alert-table", DataTable)

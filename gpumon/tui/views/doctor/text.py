@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
+from textual.widgets import Static
 
 from gpumon.core.doctor.report import Diagnosis
 from gpumon.core.format import size
@@ -95,3 +100,41 @@ def empty_text() -> Text:
     return Text.assemble(
         ("No run to diagnose. ", "bold"), "Select a run in the Runs view (r) and press ", ("d", "bold"), "."
     )
+
+
+# The label a wrapped line hangs under: "1. ", "why:    ", "rank 0: ", "seen: " (lower case: not an error's
+# "RuntimeError: "), at most 24 cells so the value keeps the room.
+_LABEL = re.compile(r"(\d+\. |rank \d+: |[a-z][a-z -]{0,20}: +)")
+
+
+def hanging(text: Text) -> Group:
+    """Each line of ``text`` wrapped under its own start: its indent, and its label when it has one (the
+    terminal's wrap would send the rest of "  rank 0: growing ... runs out" to column 0)."""
+    rows: list[Text | Table] = []
+    for line in text.split("\n"):
+        plain = line.plain
+        indent = len(plain) - len(plain.lstrip(" "))
+        label = _LABEL.match(plain, indent)
+        if label is not None:
+            indent = label.end()
+        if indent == 0 or indent >= len(plain):
+            rows.append(line)
+            continue
+        grid = Table.grid()
+        grid.add_column(width=indent, no_wrap=True)
+        grid.add_column(ratio=1)
+        grid.add_row(line[:indent], line[indent:])
+        rows.append(grid)
+    return Group(*rows)
+
+
+class DoctorText(Static):
+    """The doctor's text, its wrapped lines hanging under their labels; ``text`` is what it shows, unwrapped."""
+
+    def __init__(self, text: Text, id: str | None = None) -> None:
+        super().__init__(hanging(text), id=id)
+        self.text = text
+
+    def show(self, text: Text) -> None:
+        self.text = text
+        self.update(hanging(text))

@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.doctor.leak import LeakWatch
@@ -30,7 +29,7 @@ from gpumon.core.runs.telemetry import RunTelemetry
 from gpumon.core.visible import visible_log
 from gpumon.telemetry.census import DEFAULT_GAP, request_census
 from gpumon.tui.view import AppContext, View
-from gpumon.tui.views.doctor.text import doctor_text, empty_text
+from gpumon.tui.views.doctor.text import DoctorText, doctor_text, empty_text
 from gpumon.tui.widgets.literal import set_title
 
 REFRESH_S = 2.0
@@ -88,7 +87,7 @@ class DoctorView(View, VerticalScroll):
         self.remote: tuple[str, str] | None = None  # (host, run) while showing another host's run
 
     def compose(self) -> ComposeResult:
-        yield Static(Text("diagnosing…", style="dim"), id="doctor-text")
+        yield DoctorText(Text("diagnosing…", style="dim"), id="doctor-text")
 
     def on_mount(self) -> None:
         self.border_title = "doctor"
@@ -217,7 +216,7 @@ class DoctorView(View, VerticalScroll):
     def _draw(self, text: Text) -> None:
         if text.markup != self._shown:  # an unchanged diagnosis costs no layout pass
             self._shown = text.markup
-            self.query_one("#doctor-text", Static).update(text)
+            self.query_one(DoctorText).show(text)
 
     def census_asked(self, run_id: str) -> None:
         """A census was just asked for: say so until the run's files show it."""

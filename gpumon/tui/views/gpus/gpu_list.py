@@ -7,6 +7,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 
+PANEL_ROWS = 5  # a GPU panel's lines, its border included (app.tcss .gpu-panel)
+HOST_ROWS = 5  # the host panel's
+PROCESS_MIN = 7  # the process table's least: its border, header and four rows
+
 
 class GpuList(VerticalScroll):
     """The GPU panels; up/down move the selection while it has focus."""
@@ -22,8 +26,17 @@ class GpuList(VerticalScroll):
             self.step = step
             super().__init__()
 
+    def fit(self, view_height: int, compact: bool) -> None:
+        """As many whole panels as the view has room for beside the host panel and the process table: a
+        panel is never cut at its border (the list scrolls by whole panels' worth of room instead)."""
+        room = view_height - HOST_ROWS - PROCESS_MIN
+        self.styles.max_height = max(3, room) if compact else max(PANEL_ROWS, room // PANEL_ROWS * PANEL_ROWS)
+
     def action_step(self, step: int) -> None:
         self.post_message(self.Step(step))
+
+
+DEMO = "gpumon --simulate 4"  # as the README's "No GPU at hand?" says
 
 
 def no_gpu_text(reason: str | None) -> Text:
@@ -31,5 +44,5 @@ def no_gpu_text(reason: str | None) -> Text:
         ("No GPU shown\n", "bold"),
         (f"{reason or 'no GPU source answered'}\n", "yellow"),
         ("The host panel is live. For a demo with simulated GPUs: ", "dim"),
-        ("gpumon --simulate 2", "bold"),
+        (DEMO, "bold"),
     )

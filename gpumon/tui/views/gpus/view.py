@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
-from textual.events import Key
+from textual.events import Key, Resize
 from textual.widgets import Input, Static
 
 from gpumon.core.doctor.leak import LeakState
@@ -136,6 +136,9 @@ class GpusView(View, Vertical):
         self.query_one("#process-filter").display = False
         self.query_one("#process-search").display = False
         self.shown()
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one(GpuList).fit(event.size.height, self.has_class("-compact"))
 
     def on_show(self) -> None:  # the switcher showed it (at start, or a view key)
         self.shown()
@@ -347,6 +350,7 @@ class GpusView(View, Vertical):
     def action_compact(self) -> None:
         compact = not self.has_class("-compact")
         self.set_class(compact, "-compact")
+        self.query_one(GpuList).fit(self.size.height, compact)
         for panel in self.query(GpuPanel):
             panel.set_compact(compact)
         self.query_one(GpuList).border_title = "GPUs" if compact else None

@@ -31,6 +31,13 @@ def log_choices(record: RunRecord) -> tuple[int | None, ...]:
     return choices
 
 
+def empty_log(choice: int | None, choices: tuple[int | None, ...], live: bool) -> str:
+    """What an empty log reads: a live run's may still write ("no output yet"); an ended run's never will."""
+    if not choices:
+        return "no log yet" if live else "no log: the run ended without one"
+    return f"{log_name(choice)}: {'no output yet' if live else 'ended with no output'}"
+
+
 @dataclass(frozen=True)
 class StreamedLog:
     """Another host's run: ``lines()`` gives what its ssh follow has brought (no file here to read)."""

@@ -24,7 +24,15 @@ from gpumon.core.logs.search import Needle, ScanStep, scan
 from gpumon.core.logs.window import KEEP, LogPage, LogWindow
 from gpumon.core.runs.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
-from gpumon.tui.views.runs.log_parts import Matches, PageRead, SearchProgress, StreamedLog, log_choices, log_name
+from gpumon.tui.views.runs.log_parts import (
+    Matches,
+    PageRead,
+    SearchProgress,
+    StreamedLog,
+    empty_log,
+    log_choices,
+    log_name,
+)
 
 POLL_S = 0.5  # follow reads this often
 PROGRESS_S = 0.1  # a search posts its progress at most this often
@@ -101,7 +109,7 @@ class LogScreen(Screen[None]):
             self._show_streamed()
         else:
             self.window = LogWindow(self._path(), keep=KEEP_LINES)
-            pane.empty = f"{log_name(self.choice)}: no output yet" if self.choices else "no log yet"
+            pane.empty = empty_log(self.choice, self.choices, self.source.live)
             self._want("tail")
         self._head()
         if self.found.needle is not None:
@@ -151,6 +159,8 @@ class LogScreen(Screen[None]):
                 self._open()
                 return
             self._head()
+            if isinstance(self.source, RunRecord):  # "no log yet" was said before the logs were listed
+                self.query_one(LogPane).empty = empty_log(self.choice, self.choices, self.source.live)
         if message.generation == self.generation:
             pane = self.query_one(LogPane)
             pane.show(message.page)
@@ -278,9 +288,15 @@ class LogScreen(Screen[None]):
             line.append(f"{len(page.lines)} lines streamed")
         elif page.size:
             first, _ = pane.shown_range()
-            line.append(f"{100 * first // max(1, page.size)}% of {size(page.size)}")
-        if page.note:
-            line.append(f" · {page.note}", style="yellow")
+            whole = page.at_start and page.at_end and pane.top == 0 and len(page.lines) <= pane.rows
+            line.append(
+                f"all {size(page.size)}" if whole else f"{100 * first // max(1, page.size)}% of {size(page.size)}"
+            )
+        note = page.note
+        if note == "no output yet" and isinstance(self.source, RunRecord) and not self.source.live:
+            note = "no output"  # an ended run's log will stay empty
+        if note:
+            line.append(f" · {note}", style="yellow")
         if self.found.needle is not None:
             line.append(" · ")
             line.append(f"/{self.found.needle.text}", style="bold")

@@ -19,6 +19,7 @@ from gpumon.core.runs.use import mfu_text
 from gpumon.core.runs.use import rate_text as use_rate
 from gpumon.core.runs.values import is_nonfinite
 from gpumon.core.visible import visible
+from gpumon.tui.views.runs.log_parts import empty_log
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.views.runs.run_command import RunCommand
@@ -328,7 +329,7 @@ class RunDetail(Vertical):
             log.show((), "no log yet" if self.summary is not None else "")
             log.border_title, log.border_subtitle = "log", ""
             return
-        log.show(tail.lines, f"{log_name(tail.choice)}: no output yet" if tail.choices else "no log yet")
+        log.show(tail.lines, empty_log(tail.choice, tail.choices, self.summary.record.live))
         title = f"log · {log_name(tail.choice)}" if tail.choices else "log"
         shared = sharing(self.summary.record, self.summary.ranks).get(tail.choice)
         if shared:  # one output for several ranks (spawned by the script): their lines cannot be told apart

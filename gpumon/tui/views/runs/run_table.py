@@ -21,7 +21,7 @@ from gpumon.core.runs.use import mfu_text
 from gpumon.core.runs.values import is_nonfinite, metric_value
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
-from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note
+from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note, title_room
 from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style, short_run_id
 
@@ -31,6 +31,7 @@ KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
 STATUS_WIDTH = len("unsupervised")  # the longest state
 PROGRESS_WIDTH = len("37% 23h59m")  # progress and ETA (progress.py)
 SPEED_WIDTH = len("12.3 it/s")  # the rate: it/s, or s/it when a step takes more than a second
+LOSS_WIDTH = len("-2.32e-06")  # the longest loss format.loss writes (3 significant digits)
 DROP = ("rate", "speed", "progress")  # what a narrower terminal leaves out next, in order (named in the title)
 PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
@@ -41,7 +42,7 @@ WIDE: Columns = (
     ("step", "STEP", 7),
     ("progress", "PROGRESS", PROGRESS_WIDTH),
     ("speed", "SPEED", SPEED_WIDTH),
-    ("loss", "LOSS", 8),
+    ("loss", "LOSS", LOSS_WIDTH),
     ("rate", "SAMPLES/S", 9),
     ("memory", "MEMORY", MEMORY_WIDTH),
     ("program", "PROGRAM", 60),
@@ -54,7 +55,7 @@ COMPACT: Columns = (
     ("step", "STEP", 6),
     ("progress", "PROG", 9),
     ("speed", "SPEED", SPEED_WIDTH),
-    ("loss", "LOSS", 7),
+    ("loss", "LOSS", LOSS_WIDTH),
     ("rate", "SAMP/S", 6),
     ("memory", "MEMORY", MEMORY_WIDTH),
 )
@@ -79,14 +80,15 @@ def fit_for(
     hosts: bool = False,
     kind_width: int = KIND_WIDTH,
     status_width: int = STATUS_WIDTH,
+    loss_width: int = LOSS_WIDTH,
     mfu: bool = False,
 ) -> tuple[Columns, tuple[str, ...]]:
     """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
     headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
-    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed. ``mfu``:
-    a run counted its FLOPs, so an MFU column (the first to go where room lacks)."""
+    as the longest value shown (``kind_width``, ``status_width``), LOSS too (``loss_width``): never cut, and no
+    wider than needed. ``mfu``: a run counted its FLOPs, so an MFU column (the first to go where room lacks)."""
     first = HOST if hosts else ()
-    sized = {"kind": kind_width, "status": status_width}
+    sized = {"kind": kind_width, "status": status_width, "loss": loss_width}
     room = width - 3
     add: Callable[[Columns], Columns] = _with_mfu if mfu else (lambda columns: columns)
     first_drop: tuple[str, ...] = ("mfu",) if mfu else ()
@@ -115,18 +117,20 @@ def any_mfu(items: list[Row]) -> bool:
     return False
 
 
-def value_widths(items: list[Row]) -> tuple[int, int]:
-    """The widths of KIND and STATUS for these rows: their longest kind and state, at least 8 ("pipeline",
-    "finished"; a host's note is laid over these cells too)."""
-    kinds, states = [8], [8]
+def value_widths(items: list[Row]) -> tuple[int, int, int]:
+    """The widths of KIND, STATUS and LOSS for these rows: their longest kind, state and loss as format.loss
+    writes it (at least 8, "pipeline", "finished"; a host's note is laid over these cells too)."""
+    kinds, states, losses = [8], [8], [len("LOSS")]
     for item in items:
         if isinstance(item, RunSummary):
             kinds.append(len(item.record.spec.kind))
             states.append(len(item.state_label))
+            losses.append(len(loss_value(item.loss)))
         elif isinstance(item, RemoteRun):
             kinds.append(len(str(item.row.get("kind") or "")))
             states.append(len(item.state))
-    return min(max(kinds), KIND_WIDTH), max(states)
+            losses.append(len(loss_value(metric_value(item.row.get("loss")))))
+    return min(max(kinds), KIND_WIDTH), max(states), max(losses)
 
 
 def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
@@ -373,7 +377,7 @@ class RunTable(KeyedTable):
             title += f" · '{query}': {kept:,}"
         if kept > len(summaries):
             title += f" · newest {len(summaries):,} shown (/ filters)"
-        title += hidden_note(self.hidden)
+        title += hidden_note(self.hidden, title_room(self, title))
         set_title(self, title)  # holds the filter's words
 
     def mark(self, run_id: str, marked: bool) -> None:

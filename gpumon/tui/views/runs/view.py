@@ -194,8 +194,9 @@ class RunsView(Launching, Queueing, View, Vertical):
         tail = message.log
         # a tail read before the user picked another log must not undo the pick (l pressed twice quickly)
         if tail is not None and tail.run_id == self.selected_id and message.asked == self.log_choice:
+            # the choice stays the one asked for: a DDP run's launcher.log is there before rank0.log, and the
+            # fallback to it must not stick (the pane would stay on torchrun's banner once rank 0 writes)
             self.log_choices = tail.choices
-            self.log_choice = tail.choice
             self.query_one(RunDetail).show_log(tail)
         if self._again:
             self._again = False

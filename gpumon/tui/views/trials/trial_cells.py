@@ -57,7 +57,8 @@ def shown_status(row: TrialRow) -> str:
 
 def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[tuple[Column, ...], tuple[str, ...]]:
     """The columns for ``width`` terminal columns, and the headers of those that do not fit: every parameter,
-    then the metrics (the experiment's first always; the others while they fit, else named as hidden).
+    then the metrics (the experiment's first always; the others while they fit, else named as hidden), BEST, TIME
+    and GPU MEM; what does not fit is named as hidden.
     TRIAL takes the room left up to its longest id, cut with "…" below that."""
     sample = snap.trials[:50]
     id_width = min(24, max([8, *(len(r.id) for r in sample)]))
@@ -67,7 +68,10 @@ def trial_columns(snap: ExperimentSnapshot, width: int) -> tuple[tuple[Column, .
         columns.append((f"p:{name}", name, min(14, max(5, widest))))
     columns.append(("iter", "ITER", 5))
     metrics = [(f"m:{name}", name, min(12, max(8, len(name)))) for name in snap.metrics]
-    drop = tuple(key for key, _, _ in reversed(metrics[1:]))  # the last metric goes first
+    # the last metric goes first, then GPU MEM, TIME and BEST, then the parameters, the last first: a narrow
+    # terminal hides columns (named in the title) rather than cut the table at its edge
+    params = [key for key, _, _ in columns if key.startswith("p:")]
+    drop = (*(key for key, _, _ in reversed(metrics[1:])), "gpu", "time", "best", *reversed(params))
     room = width - 3  # the border and the scrollbar
     return fit_columns((*columns, *metrics, *FIXED_TAIL), room, "id", ID_MIN, drop)
 

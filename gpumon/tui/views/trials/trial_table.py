@@ -19,7 +19,7 @@ from textual.widgets import DataTable
 
 from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
 from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, trial_cells, trial_columns
-from gpumon.tui.widgets.keyed_table import Column, KeyedTable, SortCell, hidden_note
+from gpumon.tui.widgets.keyed_table import Column, KeyedTable, SortCell, hidden_note, title_room
 from gpumon.tui.widgets.literal import set_title
 
 
@@ -100,7 +100,8 @@ class TrialTable(KeyedTable):
     def _titles(self) -> None:
         total = len(self.snapshot.trials) if self.snapshot else 0
         title = f"trials · {len(self._shown)} of {total} {self.status_filter}" if self.status_filter else ""
-        title = (title or f"trials · {total}") + hidden_note(self.hidden)
+        title = title or f"trials · {total}"
+        title += hidden_note(self.hidden, title_room(self, title))
         label = next((label for key, label, _ in self.column_set if key == self.sort_key), self.sort_key)
         subtitle = f"sort {label} {'↓' if self.sort_reverse else '↑'}"
         if self.status_filter:
