@@ -64,9 +64,14 @@ async def on_run(pilot: Pilot[None], run_id: str) -> None:
     await pilot.press("r")
     table = app.query_one(RunTable)
     await until(pilot, lambda: table.row_count >= 4, "the runs never showed")
-    table.select_run(run_id)
-    log = app.query_one(LogView)
-    await until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and log.lines, "no log")
+    log, view = app.query_one(LogView), app.query_one(RunsView)
+
+    def picked() -> bool:  # picked again while the view's first read may still move the cursor to its newest run
+        if view.selected_id != run_id:
+            table.select_run(run_id)
+        return view.selected_id == run_id and bool(log.lines)
+
+    await until(pilot, picked, "the run was never selected with its log")
     await until(pilot, lambda: str(app.query_one(RunCommand).render()), "the run's command never showed")
 
 
