@@ -161,7 +161,9 @@ def cell(app: GpumonApp, run_id: str, column: str) -> str:
     return str(app.query_one(RunTable).get_cell(run_id, column).text)
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 20.0) -> None:
+async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 60.0) -> None:
+    """Pause the app until ``predicate()`` holds; the deadline only bounds a failure (a run list read in a
+    worker took over 20 s beside CPU hogs)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
