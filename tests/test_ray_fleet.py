@@ -26,7 +26,9 @@ def cluster() -> Iterator[object]:
 
     saved = {key: os.environ.get(key) for key in RAY_ENV}
     os.environ.update(RAY_ENV)
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    # No dashboard: gpumon reads the GCS, and its start is CPU that Ray's fixed 30 s wait for a node's
+    # registration ("The current node timed out during startup") could not spare beside CPU hogs.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
     try:
         yield cluster
