@@ -452,6 +452,8 @@ async def test_runs_view_fits_80x24(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_runs(pilot, 4)
+        # the rows are in before the view is laid out and drawn (beside CPU hogs, the footer came later)
+        await until(pilot, lambda: "K kill" in screen_text(app) and "ddp-e5f6" in screen_text(app))
         screen = app.screen.region
         for selector in ("#top-bar", "#run-table", "#run-info", "#loss-chart", "#memory-chart", "#run-log"):
             assert screen.contains_region(app.query_one(selector).region), selector
