@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -200,6 +201,16 @@ async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> N
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
         app = make_app(OneRealProcessSource(child.pid), ticks=2)
+        # What the app told, as it tells it: a toast expires 6 s after it is raised, which a loaded machine
+        # can pass between two looks at the screen.
+        told: list[str] = []
+        shown = app.notify
+
+        def notify(message: str, *args: Any, **kwargs: Any) -> None:
+            told.append(str(message))
+            shown(message, *args, **kwargs)
+
+        app.notify = notify  # type: ignore[method-assign]
         async with app.run_test(size=(100, 40)) as pilot:
             app.query_one(ProcessTable).focus()
             await pilot.press(key)
@@ -210,8 +221,11 @@ async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> N
             await pilot.press(key)
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
             await pilot.press("y")
-            assert child.wait(timeout=120) == code
-            await until(pilot, lambda: any(f"PID {child.pid}" in n for n in notes(app)), timeout=60)
+            # The answer's callback sends the signal on the app's loop, possibly after press() returned: wait
+            # for the child's end without blocking that loop (child.wait here starved it, and timed out).
+            await until(pilot, lambda: child.poll() is not None, timeout=120)
+            assert child.returncode == code
+            await until(pilot, lambda: any(f"PID {child.pid}" in n for n in told), timeout=60)
     finally:
         child.kill()
         child.wait()

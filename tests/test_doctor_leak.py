@@ -339,7 +339,7 @@ def example_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
             cmd = [sys.executable, str(EXAMPLES / script), *flags, *args]
             proc = subprocess.Popen(cmd, env={**env, "GPUMON_RUN_DIR": str(run_dir)}, stdout=subprocess.DEVNULL)
             runs[name] = Watched(proc, run_dir, leaky, RunTelemetry(run_dir))
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # bounds a failure only: the loop ends when every example ended
         while time.monotonic() < deadline:
             alive = [w for w in runs.values() if w.proc.poll() is None]
             for w in runs.values():

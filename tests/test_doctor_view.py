@@ -150,6 +150,7 @@ async def test_a_leaking_run_warns_in_the_list_and_its_detail(home: Path) -> Non
         text = str(line.render())
         assert "memory: rank 1 GPU memory leak: +15.6 KiB/iter" in text and "d: doctor" in text
         memory = app.query_one("#memory-chart", Chart)
+        await until(pilot, lambda: len(memory.series) == 3)  # the detail loads in a worker, after the list's line
         fit = memory.series[-1]
         assert len(memory.series) == 3 and fit.style == "bright_red" and fit.steps[-1] == 120
         assert fit.values[-1] - fit.values[0] == pytest.approx(16000 * (fit.steps[-1] - fit.steps[0]), rel=0.02)

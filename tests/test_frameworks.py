@@ -98,14 +98,21 @@ def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> N
         )
         runs[choice] = json.loads(launched.stdout.splitlines()[-1])["id"]
 
+    def row() -> dict[str, Any]:
+        (found,) = [r for r in json.loads(gpumon("runs", "--json").stdout)["runs"] if r["id"] == runs["default"]]
+        return found
+
     def mid_run() -> dict[str, Any] | None:
-        (row,) = [r for r in json.loads(gpumon("runs", "--json").stdout)["runs"] if r["id"] == runs["default"]]
         shown = gpumon("logs", runs["default"]).stdout
-        return {"row": row, "log": shown} if "12/100" in shown else None
+        return {"log": shown} if "12/100" in shown else None
 
     seen = wait_until(mid_run, timeout=240, step=1.0)
     try:
         assert seen, gpumon("logs", runs["default"]).stdout[-2000:]
+        # The run waits at step 112 now. Its row comes from the supervisor's summary.json, saved every 2 s
+        # (SUMMARY_EVERY_S), so it may lag the log: wait for the total to reach it while the run still waits.
+        seen["row"] = wait_until(lambda: (found := row())["total_steps"] is not None and found, timeout=120, step=0.5)
+        assert seen["row"], row()
         assert seen["row"]["status"] == "running" and seen["row"]["total_steps"] == 200, seen["row"]
         last = [line for line in seen["log"].splitlines() if line.startswith("Epoch 1:")][-1]
         assert "| 12/100 [" in last and "train_loss=" in last, last  # the bar as a terminal would show it now

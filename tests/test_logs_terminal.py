@@ -26,6 +26,7 @@ bar = tqdm(total=600, mininterval=0, miniters=1, ncols=100)  # stderr, a frame p
 for i in range(5100):  # about 500 KB of frames and no newline; the last one 299/600
     bar.n = i % 300
     bar.refresh()
+bar.set_postfix_str("held")  # a last frame of its own (299/600 ends every cycle): the test waits for it in the log
 open(gate1 + ".ready", "w").close()
 while not os.path.exists(gate1):
     time.sleep(0.02)
@@ -40,6 +41,17 @@ bar.close()
 """
 
 
+def last_frame(log: Path) -> bytes:
+    """The bytes after the log's last carriage return: the frame a terminal would show last."""
+    return log.read_bytes().rsplit(b"\r", 1)[-1].rstrip()
+
+
+def shows(log: Path, count: bytes) -> bool:
+    """The log's last frame is the held bar at ``count``, whole (it ends with the postfix)."""
+    frame = last_frame(log)
+    return count in frame and frame.endswith(b"held]")
+
+
 def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
     gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -51,6 +63,9 @@ def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
     try:
         log = next((tmp_path / "home" / "runs").glob(f"{run_id}/logs/rank0.log"))
         assert wait_until(lambda: Path(f"{gate1}.ready").exists(), timeout=120)
+        # The bar's frames reach the log through the supervisor's pipe, after the script wrote its gate: read
+        # the log once its last frame is there (the script then writes nothing until gate1), never mid-copy.
+        assert wait_until(lambda: shows(log, b"299/600"), timeout=120), last_frame(log)
         raw = log.read_bytes()
         assert b"\n" not in raw[-256 * 1024 :]  # today's readers printed nothing here
         last = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
@@ -67,6 +82,7 @@ def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
 
         gate1.write_text("go")
         assert wait_until(lambda: Path(f"{gate2}.ready").exists(), timeout=120)
+        assert wait_until(lambda: shows(log, b"421/600"), timeout=120), last_frame(log)
         two = gpumon("logs", run_id, "-n", "2").stdout.splitlines()
         assert two[0] == "{'loss': 1.5, 'epoch': 0.5}" and "421/600" in two[1], two  # the loss line on its own
         assert LogWindow(log).tail().lines[-2:] == tuple(two)

@@ -161,7 +161,9 @@ def cell(app: GpumonApp, run_id: str, column: str) -> str:
     return str(app.query_one(RunTable).get_cell(run_id, column).text)
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 20.0) -> None:
+async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 60.0) -> None:
+    """Pause the app until ``predicate()`` holds; the deadline only bounds a failure (a run list read in a
+    worker took over 20 s beside CPU hogs)."""
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
@@ -450,6 +452,8 @@ async def test_runs_view_fits_80x24(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_runs(pilot, 4)
+        # the rows are in before the view is laid out and drawn (beside CPU hogs, the footer came later)
+        await until(pilot, lambda: "K kill" in screen_text(app) and "ddp-e5f6" in screen_text(app))
         screen = app.screen.region
         for selector in ("#top-bar", "#run-table", "#run-info", "#loss-chart", "#memory-chart", "#run-log"):
             assert screen.contains_region(app.query_one(selector).region), selector

@@ -15,7 +15,8 @@ from typing import Any
 from gpumon import __version__
 from gpumon.cli.common import fail, print_table
 
-SETTLE_S = 60.0  # joining, then one actor per node: a worker's start is seconds on a busy node
+# Joining, then one actor per node: a worker's start is seconds, on a busy node over a minute (STARTING_S)
+SETTLE_S = 150.0
 _ADDRESS = re.compile(r"^(ray://)?([A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})$")
 
 

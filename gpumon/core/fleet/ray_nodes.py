@@ -15,6 +15,9 @@ from typing import Any
 from gpumon.core.fleet.ray_agent import NodeAgent
 
 STUCK_S = 30.0  # an actor that has not answered for this long is replaced
+# A new actor's first answer waits on a worker's start and gpumon's shipped code: over 30 s on a busy node
+# (measured beside CPU hogs), where replacing it only starts that wait again and calls a live node down.
+STARTING_S = 120.0
 BACKOFF_MAX_S = 30.0
 HEAD = "node:__internal_head__"
 
@@ -30,6 +33,7 @@ class Node:
     actor: Any = None
     pending: Any = None  # the ObjectRef of the sample asked for
     asked: float = 0.0  # monotonic, when it was asked
+    placed: float = 0.0  # monotonic, when its current actor was placed
     link: str = "connecting"
     reason: str | None = None
     since: float = 0.0  # wall clock, when ``link`` last changed
@@ -124,6 +128,7 @@ class Poller:
             "num_cpus": 0,  # a sampler takes no slot from the user's tasks
             "max_restarts": 0,
         }
+        node.placed = time.monotonic()
         try:
             node.actor = self._agent.options(**options).remote(self.simulate, self.seed + node.index)
         except Exception as err:  # noqa: BLE001
@@ -169,7 +174,8 @@ class Poller:
             if node.pending is None:
                 continue
             silent = now - (node.last if node.last is not None and node.last > node.asked else node.asked)
-            if silent >= STUCK_S:
+            answered = node.last is not None and node.last > node.placed  # this actor has started
+            if silent >= (STUCK_S if answered else STARTING_S):
                 self._failed(node, f"its gpumon actor has not answered for {silent:.0f} s")
             elif node.link == "live" and node.last is not None and now - node.last >= 2 * self.interval:
                 node.link, node.reason = "stale", f"no answer from its gpumon actor for {now - node.last:.0f} s"
