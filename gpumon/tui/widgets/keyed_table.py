@@ -8,6 +8,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.geometry import Size
 from textual.widget import Widget
@@ -103,7 +104,13 @@ class KeyedTable(RowTable):
             row = self.get_row_index(key)
         except Exception:  # noqa: BLE001 - no such row (filtered out, or not yet)
             return False
-        self.move_cursor(row=row, animate=False)
+        if row == self.cursor_row and self.cursor_type == "row":
+            # Already there, so move_cursor posts nothing: a sort may have brought this row under the cursor
+            # without a word, and the view would go on showing the run it last heard of.
+            row_key = self.coordinate_to_cell_key(Coordinate(row, 0)).row_key
+            self.post_message(DataTable.RowHighlighted(self, row, row_key))
+        else:
+            self.move_cursor(row=row, animate=False)
         return True
 
 
