@@ -12,17 +12,6 @@ from typing import Any
 
 from gpumon.cli.common import fail
 
-ESCAPE_S = 0.025  # htop's ESCDELAY: a lone escape is the Escape key once nothing follows it this long
-
-
-def quick_escape() -> None:
-    """Escape closes a form or a screen as fast as in htop: Textual waits 100 ms after a lone escape byte for
-    the rest of a key's sequence (an arrow's ESC [ A); htop waits 25 ms. ESCDELAY (ms), if set, is obeyed."""
-    if "ESCDELAY" not in os.environ:
-        from textual import constants
-
-        setattr(constants, "ESCAPE_DELAY", ESCAPE_S)  # noqa: B010 - read at each escape; Final for mypy only
-
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     import json
@@ -67,7 +56,6 @@ def _watch(args: argparse.Namespace) -> int:
     """One compact document per line every interval, until Ctrl-C or the reader goes away (exit 0, quietly).
 
     The GPU source stays open across samples: NVML is initialised once, not once a line."""
-    import os
     import time
 
     from gpumon.core.fleet.runs_delta import RunsDelta
@@ -154,6 +142,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         fleet.start()  # ssh links connect, Ray's driver joins and squeue is read while Textual imports
     try:
         from gpumon.tui.app import GpumonApp
+        from gpumon.tui.escape import quick_escape
 
         problem = _keymap_problem(keymap)
         if problem:
