@@ -121,3 +121,28 @@ def test_the_run_curve_is_the_lowest_ranks_even_when_another_rank_reports_first(
         tele.apply(event)
     assert tele.loss.values == [2.0, 1.0]
     assert tele.metrics == {"loss": 1.0}
+
+
+def test_a_file_compressed_between_the_listing_and_the_read_is_read_from_its_copy(tmp_path: Path) -> None:
+    """The supervisor gzips the ranks' files after writing the run's end: a reader that listed the plain file
+    just before must read the copy, not lose the rank (a 2-rank accelerate run lost rank 1 so in CI)."""
+    from gpumon.core.events import compress_closed
+
+    for rank in (0, 1):
+        w = EventWriter(tmp_path, f"rank{rank}")
+        w.write("metrics", step=1, metrics={"loss": 1.0 + rank})
+        w.close()
+
+    class Listed(EventReader):
+        listing: list[Path] = []
+
+        def files(self) -> list[Path]:
+            return self.listing  # the listing taken before the compression
+
+    reader = Listed(tmp_path)
+    Listed.listing = EventReader(tmp_path).files()
+    assert [p.name.endswith(".jsonl") for p in Listed.listing] == [True, True]
+    compress_closed(tmp_path)
+    assert sorted(e["src"] for e in reader.poll()) == ["rank0", "rank1"]
+    Listed.listing = EventReader(tmp_path).files()  # the copies now: nothing read twice
+    assert reader.poll() == []

@@ -187,6 +187,9 @@ class EventReader:
             with path.open("rb") as fh:
                 fh.seek(tail.offset)
                 data = fh.read(CHUNK)
+        except FileNotFoundError:  # compressed at the run's end between the listing and now: read its copy
+            packed = path.with_name(path.name + GZ)
+            return self._read(packed) if packed.exists() else []
         except OSError:
             return []
         if not data:
