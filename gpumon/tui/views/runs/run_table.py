@@ -108,11 +108,12 @@ def columns_for(width: int, hosts: bool = False) -> Columns:
 
 
 def any_mfu(items: list[Row]) -> bool:
-    """Whether a row's run counted its FLOPs (its MFU shown, or "—" on a CPU or an unknown GPU)."""
+    """Whether a row's run has an MFU (its FLOPs counted on a GPU whose peak is known; others show "—"). Runs
+    on a CPU only add no column: a title asking to widen the terminal for a column of dashes would mislead."""
     for item in items:
-        if isinstance(item, RunSummary) and item.use.get("flops_per_step") is not None:
+        if isinstance(item, RunSummary) and item.use.get("mfu") is not None:
             return True
-        if isinstance(item, RemoteRun) and item.row.get("flops_per_step") is not None:
+        if isinstance(item, RemoteRun) and item.row.get("mfu") is not None:
             return True
     return False
 
