@@ -28,6 +28,13 @@ BUSY_MS = 5000
 NOTICES: list[str] = []  # indexes found unreadable and rebuilt in this process: the CLI says each once
 
 
+def corrupt(err: sqlite3.Error) -> bool:
+    """The file itself is bad (SQLITE_CORRUPT, SQLITE_NOTADB): only then is the index set aside. Every other
+    DatabaseError (a lock, a full disk, ProgrammingError from a thread's misuse) leaves a whole index alone: a
+    concurrent test once saw a whole index moved aside and its WAL deleted under the other readers."""
+    return getattr(err, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
 class RunIndex:
     def __init__(self, root: Path) -> None:
         self.path = root / INDEX
@@ -37,10 +44,10 @@ class RunIndex:
         if self._db is None:
             try:
                 self._db = self._open()
-            except sqlite3.OperationalError:  # locked by a writer, disk full, read-only: the index is fine
-                raise
-            except sqlite3.DatabaseError as err:  # not a database, unreadable: a cache, so rebuilt
-                self._rebuild(err)
+            except sqlite3.DatabaseError as err:
+                if not corrupt(err):  # locked by a writer, disk full, read-only, misuse: the file is fine
+                    raise
+                self._rebuild(err)  # not a database, malformed: a cache, so rebuilt
                 self._db = self._open()
         return self._db
 
@@ -100,7 +107,7 @@ class RunIndex:
                         continue
                 return out
             except sqlite3.DatabaseError as err:  # e.g. "database disk image is malformed" past the header
-                if attempt == 0 and not isinstance(err, sqlite3.OperationalError):
+                if attempt == 0 and corrupt(err):
                     self._rebuild(err)
                     continue
             except sqlite3.Error:
