@@ -165,10 +165,10 @@ def hook_cost() -> None:
 def leak_latency() -> int:
     section("leak detector on CUDA: the examples launched through gpumon (500 steps, 2 ms each)")
     from gpumon.core.doctor.leak import LeakWatch
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpu-check-")
     store = RunStore()

@@ -79,7 +79,7 @@ def latency(tmp: Path, settle: float) -> float:
     took = time.perf_counter() - freed
     # Its supervisor and the keeper are gone before the folder goes (a supervisor whose folder vanished would
     # wait to write the run's end).
-    from gpumon.core.runs.liveness import flock_holder
+    from gpumon.core.runs.supervision.liveness import flock_holder
 
     locks = (run_dir / "supervisor.lock", tmp / "home" / "queue" / "keeper.lock")
     deadline = time.monotonic() + 60
@@ -97,9 +97,9 @@ def idle_cpu(tmp: Path, queued: int, seconds: float) -> tuple[float, int | None]
     write_state(tmp / "gpus.json", [True] * 8)
     (tmp / "step.py").write_text(SCRIPT)
     from gpumon.core.queue.submit import submit
-    from gpumon.core.runs.liveness import flock_holder
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.liveness import flock_holder
 
     store = RunStore()
     for _ in range(queued):

@@ -84,8 +84,8 @@ def steps(runs: int) -> list[tuple[str, str, Check]]:
 def write_runs(home: Path, count: int) -> None:
     """``count`` finished runs as the supervisor and the telemetry leave them (what the Runs view lists)."""
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import write_json
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import write_json
 
     for i in range(count):
         run_dir = home / "runs" / f"ddp-1121-{100000 + i * 100:06d}-{i:04x}"

@@ -1,4 +1,4 @@
-"""The cost of draining a run's output through the supervisor's pipe (gpumon/core/runs/output.py).
+"""The cost of draining a run's output through the supervisor's pipe (gpumon/core/runs/supervision/output.py).
 
 A child process writes to its stdout as fast as it can; we time it three ways: stdout a file (what runs
 had before: no drain), a pipe drained by ``Drain`` with a cap above the flood (every byte written), and the
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpumon.core.runs.output import DEFAULT_CAP, Drain
+from gpumon.core.runs.supervision.output import DEFAULT_CAP, Drain
 
 FLOOD = """
 import os, sys

@@ -84,7 +84,7 @@ async def first_paint(rows: int, run_id: str | None = None) -> float:
 
 def bench_long() -> None:
     import tests.test_run_cost as cost
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
 
     cost.EVERY = 1_000
     path = write_run(RunStore(), 20_000_000, leak=True)
@@ -98,9 +98,9 @@ def bench_long() -> None:
 
 
 def bench_many(idle: float) -> None:
-    from gpumon.core.runs.launcher import launch
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch
 
     store = RunStore()
     template = write_run(store, 2_000)
@@ -168,9 +168,9 @@ def idle_cpu(seconds: float, label: str) -> None:
 
 def bench_live(seconds: float) -> None:
     from bench.startup import Pane, tmux_server
-    from gpumon.core.runs.launcher import launch, stop
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, stop
 
     script = Path(tempfile.mkdtemp()) / "fast.py"
     script.write_text(FAST_LOOP)
@@ -199,7 +199,7 @@ def bench_live(seconds: float) -> None:
 
 
 def _steps(record: object) -> int:
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
     tele = RunTelemetry(record.dir)  # type: ignore[attr-defined]
     tele.update(events=False)
@@ -207,9 +207,9 @@ def _steps(record: object) -> int:
 
 
 def bench_disk() -> None:
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     script = Path(tempfile.mkdtemp()) / "fast.py"
     script.write_text(FAST_LOOP)

@@ -220,7 +220,7 @@ def onset(work: Path, repeat: int) -> None:
           f"(window + pass + capture): {'ok' if max(late) <= limit else 'OVER'}")  # fmt: skip
     import psutil
 
-    from gpumon.core.runs.stacks import proc_state
+    from gpumon.core.runs.supervision.stacks import proc_state
 
     me = os.getpid()
     started = time.perf_counter()

@@ -44,8 +44,8 @@ RUNNING = 50  # trials running at once
 def record(home: Path, trials: int, per_trial: int) -> tuple[Path, list[str]]:
     """A live run of kind tune holding the ended trials' events; returns the run dir and the running trials."""
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import write_json
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import write_json
 
     run_dir = home / "runs" / "tune-bench-000000-0000"
     (run_dir / "logs").mkdir(parents=True)
@@ -96,8 +96,8 @@ class Replay:
 
 def fold_memory(home: Path) -> tuple[float, float]:
     """MiB retained by the cold fold + snapshot of the whole experiment, and its peak (tracemalloc)."""
-    from gpumon.core.runs.experiments import ExperimentsMonitor
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.reading.experiments import ExperimentsMonitor
+    from gpumon.core.runs.record.store import RunStore
 
     tracemalloc.start()
     monitor = ExperimentsMonitor(RunStore(home))
@@ -113,8 +113,8 @@ async def replay(home: Path, run_dir: Path, running: list[str], rounds: int, sor
     from gpumon.core.events import EventWriter
     from gpumon.core.gpu.simulated import SimulatedSource
     from gpumon.core.host import HostSource
-    from gpumon.core.runs.experiments import ExperimentsMonitor
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.reading.experiments import ExperimentsMonitor
+    from gpumon.core.runs.record.store import RunStore
     from gpumon.core.sampler import Sampler
     from gpumon.tui.app import GpumonApp
     from gpumon.tui.views.runs.view import RunsView

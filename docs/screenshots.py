@@ -24,9 +24,9 @@ async def shoot_runs(name: str, size: tuple[int, int]) -> None:
     import os
     import tempfile
 
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
     from gpumon.tui.widgets.log_view import LogView
 
     os.environ["GPUMON_HOME"] = tempfile.mkdtemp(prefix="gpumon-shots-")
@@ -64,9 +64,9 @@ async def shoot_trials(name: str, size: tuple[int, int]) -> None:
     import os
     import tempfile
 
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
     from gpumon.tui.views.trials.trial_table import TrialTable
 
     os.environ["GPUMON_HOME"] = home = tempfile.mkdtemp(prefix="gpumon-shots-")
@@ -92,9 +92,9 @@ async def shoot_doctor(name: str, size: tuple[int, int]) -> None:
     import os
     import tempfile
 
-    from gpumon.core.runs.launcher import launch, stop
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, stop
     from gpumon.tui.views.doctor.text import DoctorText
     from gpumon.tui.views.runs.view import RunsView
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.liveness import flock_holder
+from gpumon.core.runs.supervision.liveness import flock_holder
 
 GIB = 1024**3
 TOTAL = 80 * GIB
@@ -100,8 +100,8 @@ class Queue:
 
     def cleanup(self) -> None:
         """Every keeper, then every run's processes: SIGKILL, checked until none is left."""
-        from gpumon.core.runs.launcher import stop
-        from gpumon.core.runs.store import RunStore
+        from gpumon.core.runs.record.store import RunStore
+        from gpumon.core.runs.supervision.launcher import stop
 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

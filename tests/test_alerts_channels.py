@@ -303,7 +303,7 @@ def test_one_alert_per_kind_per_run_in_the_window_and_a_bounded_drain(
     from gpumon.core.alerts.delivery import Deliverer
     from gpumon.core.alerts.outbox import send_alert
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.alerts import raise_alert
+    from gpumon.core.runs.supervision.alerts import raise_alert
 
     receiver = Receiver().start()
     cli = Cli(tmp_path, f'[alerts]\nwebhook = "{receiver.url}"\nwindow = 600\n')

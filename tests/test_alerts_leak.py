@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.doctor.leak import LeakWatch
-from gpumon.core.runs.leak_alert import CENSUS_WAIT_S, LeakAlert
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.supervision.leak_alert import CENSUS_WAIT_S, LeakAlert
 from tests.alert_receiver import Receiver
 from tests.conftest import wait_until
 from tests.test_alerts_channels import Cli

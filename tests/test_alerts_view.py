@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 from gpumon.tui.views.alerts.view import AlertsView
 from tests.conftest import make_app, wait_until
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import read_json, write_json
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import read_json, write_json
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs import newest

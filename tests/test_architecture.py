@@ -205,10 +205,10 @@ def test_core_never_imports_telemetry_or_tune() -> None:
 # The modules of the runs room that still name Slurm or the queue themselves; each moves behind its run's
 # Placement (gpumon/core/placement/) in turn (docs/architecture.md). This list only shrinks.
 PLACE_NAMING_RUNS_MODULES = {
-    "gpumon.core.runs.ending",  # wakes the queue's keeper when a run ends
-    "gpumon.core.runs.listing",  # slurm_* and queue_* fields of gpumon runs --json
-    "gpumon.core.runs.monitor",  # the queue's places and keeper, a job's line
-    "gpumon.core.runs.supervisor",  # a job's start and end in Slurm's words
+    "gpumon.core.runs.supervision.ending",  # wakes the queue's keeper when a run ends
+    "gpumon.core.runs.record.listing",  # slurm_* and queue_* fields of gpumon runs --json
+    "gpumon.core.runs.reading.monitor",  # the queue's places and keeper, a job's line
+    "gpumon.core.runs.supervision.supervisor",  # a job's start and end in Slurm's words
 }
 
 
@@ -221,7 +221,7 @@ def test_the_runs_room_names_slurm_or_the_queue_only_where_listed() -> None:
         and any(t.startswith(("gpumon.core.slurm", "gpumon.core.queue")) for t in targets)
     }
     assert naming <= PLACE_NAMING_RUNS_MODULES, sorted(naming - PLACE_NAMING_RUNS_MODULES)
-    assert "gpumon.core.runs.launcher" not in naming  # the launch path goes through the placement
+    assert "gpumon.core.runs.supervision.launcher" not in naming  # the launch path goes through the placement
 
 
 def view_of(module: str) -> str | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.store import RunStore
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[1]

@@ -49,7 +49,7 @@ def test_bad_input_gets_one_line_and_exit_2_before_anything_starts(gpumon, tmp_p
 def test_the_shell_line_that_on_alert_suggests_runs_and_receives_the_alert(tmp_path: Path) -> None:
     from gpumon.cli.launch import alert_command
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.alerts import raise_alert
+    from gpumon.core.runs.supervision.alerts import raise_alert
     from tests.conftest import wait_until
 
     done = subprocess.run(
@@ -108,7 +108,7 @@ def test_a_launcher_modules_run_is_named_by_the_script_it_starts(gpumon, tmp_pat
     assert done.returncode == 0 and "job ran" in done.stdout, done.stdout + done.stderr
     (row,) = json.loads(gpumon("runs", "--json").stdout)["runs"]
     assert row["program"] == "job.py via torchrun", row  # not "torch.distributed.run": which script it ran
-    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.record.spec import RunSpec
 
     as_module = RunSpec("script", program="-m torch.distributed.run", args=("--nproc-per-node", "2", "-m", "pkg.train"))
     assert as_module.label() == "pkg.train via torchrun"

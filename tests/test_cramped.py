@@ -249,7 +249,7 @@ def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(hom
     goes to rank 0's log as soon as there is one (the fallback is not taken for the user's pick)."""
     import psutil
 
-    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.record.spec import RunSpec
     from tests.test_runs_view import record_run
 
     run_id = "ddp-1121-110000-f00d"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.spec import RunSpec, default_nproc
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.record.spec import RunSpec, default_nproc
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")

@@ -21,8 +21,8 @@ from gpumon.core.doctor.horizon import HORIZON_S, End, judge
 from gpumon.core.doctor.leak import LeakState, LeakWatch, analyse_series
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.report import Diagnosis
-from gpumon.core.runs.store import RunStore
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import RunStore
 from tests.conftest import wait_until
 
 DATA = Path(__file__).resolve().parent / "data" / "memory"
@@ -151,7 +151,7 @@ def test_the_supervisor_alerts_on_a_real_leak_and_not_on_the_healthy_trainer(
 
 def test_a_reader_of_the_summary_judges_with_the_same_end(tmp_path: Path) -> None:
     from gpumon.core.doctor.horizon import expected_end
-    from gpumon.core.runs.telemetry import save_summary
+    from gpumon.core.runs.reading.telemetry import save_summary
 
     folded = RunTelemetry(tmp_path, use_summary=False)
     folded.apply({"type": "plan", "src": "rank1", "t": 1.8e9, "steps": 520})

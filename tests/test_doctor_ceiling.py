@@ -13,7 +13,7 @@ import pytest
 from gpumon.core.doctor import Context, advise, classify
 from gpumon.core.doctor.ceiling import choose
 from gpumon.core.doctor.leak import LeakWatch
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.telemetry.limits import cgroup_limit
 
 GiB = 1024**3
@@ -124,9 +124,9 @@ os.execv(sys.executable, [sys.executable, script])
 def run_limited(tmp_path: Path, kind: str, limit: int) -> dict:
     """Launch the leaking script under a limit through gpumon, wait for it to die, and ask the doctor."""
     pytest.importorskip("torch")
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     (tmp_path / "leaky.py").write_text(LEAKY)
     (tmp_path / "limited.py").write_text(LIMITED)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.doctor.oom_evidence import NEAR_LIMIT, kernel_oom_lines, memory_limit, oom_evidence
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.store import RunStore
 from tests.conftest import wait_until
 
 EXIT_3 = """

@@ -11,8 +11,8 @@ from subprocess import CompletedProcess
 from typing import Any
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import write_json
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import write_json
 
 Gpumon = Callable[..., CompletedProcess[str]]
 GIB = 2**30

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "trainers" / "examples"
 LEAKS = {

@@ -20,8 +20,8 @@ import pytest
 
 from gpumon.core.doctor.causes import diff_census, name_causes, read_census_events
 from gpumon.core.doctor.leak import LeakDetector, LeakWatch, analyse, analyse_series
-from gpumon.core.runs.launcher import BOOTSTRAP_DIR
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 from gpumon.telemetry.census import request_census
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "trainers" / "examples"
@@ -143,7 +143,7 @@ def step_event(step: int, heap: float, rank: int = 0) -> dict:
 
 
 def test_an_attached_watch_sees_every_step_while_the_series_is_downsampled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpumon.core.runs.series.MAX_POINTS", 64)
+    monkeypatch.setattr("gpumon.core.runs.reading.series.MAX_POINTS", 64)
     telemetry = RunTelemetry(Path("/nonexistent"))
     watch = LeakWatch({0: CAPACITY})
     fed = []
@@ -161,7 +161,7 @@ def test_an_attached_watch_sees_every_step_while_the_series_is_downsampled(monke
 
 
 def test_a_downsampled_series_keeps_its_spikes_and_its_size() -> None:
-    from gpumon.core.runs.series import MAX_POINTS, Series
+    from gpumon.core.runs.reading.series import MAX_POINTS, Series
 
     series = Series()
     for step in range(1, 2_000_001):

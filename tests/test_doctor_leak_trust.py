@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.doctor.leak import LeakWatch, host_memory
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 from tests.alert_receiver import Receiver
 from tests.conftest import wait_until
 from tests.test_alerts_channels import Cli
@@ -144,7 +144,7 @@ def test_the_readme_demo_named_by_the_census_is_the_headline_and_a_warning_but_w
         assert headline.startswith(f"memory leak: `total_loss` in leak_loss_graph.py:{line} (main) keeps"), headline
         assert "no alarm" not in headline
         monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-        from gpumon.core.runs.monitor import RunsMonitor
+        from gpumon.core.runs.reading.monitor import RunsMonitor
 
         (row,) = [s for s in RunsMonitor().refresh() if s.id == run_id]
         assert row.leak is not None and row.leak.warning and not row.leak.alarm  # the row's warning colour

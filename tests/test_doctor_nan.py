@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.doctor.divergence import diverging, loss_advice, loss_problem
-from gpumon.core.runs.store import RunStore
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import RunStore
 from tests.conftest import wait_until
 
 SCRIPT = Path(__file__).resolve().parent / "data" / "scripts" / "nan_lr.py"

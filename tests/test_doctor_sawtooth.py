@@ -42,9 +42,9 @@ def test_a_real_epoch_loop_that_frees_its_outputs_reads_as_a_sawtooth(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     store = RunStore()

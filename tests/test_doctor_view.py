@@ -15,8 +15,8 @@ import pytest
 
 from gpumon.core.doctor.report import diagnose
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore, write_json
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpumon import telemetry
 from gpumon.core.events import VERSION, EventReader, EventWriter, encode, parse
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 
 def test_written_events_come_back_in_time_order_with_protocol_fields(tmp_path: Path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.experiments import ExperimentsMonitor
-from gpumon.core.runs.store import RunStore, read_json, write_json
-from gpumon.core.runs.trials import LOST, STOPPED, Experiment, flatten
+from gpumon.core.runs.reading.experiments import ExperimentsMonitor
+from gpumon.core.runs.reading.trials import LOST, STOPPED, Experiment, flatten
+from gpumon.core.runs.record.store import RunStore, read_json, write_json
 from tests.test_runs_view import FINISHED, record_runs
 from tests.trials_data import DONE, LIVE, live_trials, record_done, record_experiment, record_live
 
@@ -105,7 +105,7 @@ def test_active_trials_of_a_run_that_died_read_lost(tmp_path: Path) -> None:
 
 
 def test_stop_requests_mark_active_trials_stopping(tmp_path: Path) -> None:
-    from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
+    from gpumon.core.runs.supervision.control import request_stop_experiment, request_stop_trial
 
     run_dir = record_live(tmp_path)
     monitor = ExperimentsMonitor(RunStore(tmp_path))
@@ -121,7 +121,7 @@ def test_stop_requests_mark_active_trials_stopping(tmp_path: Path) -> None:
 
 
 def test_a_trial_tune_ended_at_the_users_request_reads_stopped_not_terminated(tmp_path: Path) -> None:
-    from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
+    from gpumon.core.runs.supervision.control import request_stop_experiment, request_stop_trial
 
     run_dir = record_live(tmp_path)  # f00d1_00000 finished by itself; 00001 and 00002 run
     monitor = ExperimentsMonitor(RunStore(tmp_path))
@@ -149,7 +149,7 @@ def test_gpumon_trials_says_stopped_for_a_trial_the_user_stopped(tmp_path: Path)
     import subprocess
     import sys
 
-    from gpumon.core.runs.control import request_stop_trial
+    from gpumon.core.runs.supervision.control import request_stop_trial
 
     run_dir = record_live(tmp_path)
     request_stop_trial(run_dir, "f00d1_00001")  # gpumon stop RUN --trial f00d1_00001

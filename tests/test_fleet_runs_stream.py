@@ -135,11 +135,11 @@ def test_runs_without_the_stream_is_a_one_line_mistake() -> None:
 
 def test_the_monitors_recent_runs_are_what_gpumon_runs_recent_lists(tmp_path: Path, monkeypatch) -> None:
     """The stream's fast walk from the newest end gives the rows `gpumon runs --json --recent N` gives."""
-    from gpumon.core.runs.launcher import launch
-    from gpumon.core.runs.listing import recent
-    from gpumon.core.runs.monitor import RunsMonitor
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.reading.monitor import RunsMonitor
+    from gpumon.core.runs.record.listing import recent
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch
     from tests.test_run_cost import write_run
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
@@ -167,10 +167,10 @@ def test_a_live_run_whose_supervisor_dies_is_sent_as_such(tmp_path: Path, monkey
     import time
 
     from gpumon.core.fleet.runs_delta import RunsDelta
-    from gpumon.core.runs.launcher import launch
-    from gpumon.core.runs.monitor import RunsMonitor
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.reading.monitor import RunsMonitor
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch
     from tests.conftest import wait_until
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))

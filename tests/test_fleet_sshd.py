@@ -18,7 +18,7 @@ from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.monitor import FleetMonitor, settled
 from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, OLD_REMOTE, UNREACHABLE
 from gpumon.core.fleet.remote import ask
-from gpumon.core.runs.nodes import NodeError, Reach
+from gpumon.core.nodes.remote import NodeError, Reach
 from tests.conftest import wait_until
 from tests.sshd_host import Sshd, free_port, start_sshd
 

@@ -14,7 +14,7 @@ import pytest
 
 from gpumon.core.events import EventReader
 from gpumon.core.gpu.peaks import dense_peaks, peak_for
-from gpumon.core.runs.use import GpuUse, mfu_text
+from gpumon.core.runs.reading.use import GpuUse, mfu_text
 from tests.conftest import wait_until
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
@@ -138,8 +138,8 @@ async def test_the_runs_view_shows_mfu_and_tokens_from_recorded_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import write_json
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import write_json
     from tests.conftest import make_app
     from tests.test_runs_view import cell, info, open_runs, select
 

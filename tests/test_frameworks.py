@@ -199,8 +199,8 @@ for step in bar:
 def test_tqdm_totals_follow_the_outermost_open_bar_and_leave_out_an_evaluation_bar(tmp_path: Path) -> None:
     pytest.importorskip("tqdm")
     from gpumon.core.events import EventReader
-    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 
     (tmp_path / "bars.py").write_text(BARS)
     env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR}
@@ -217,7 +217,7 @@ def test_tqdm_totals_follow_the_outermost_open_bar_and_leave_out_an_evaluation_b
 def test_postfix_metrics_are_written_no_faster_than_the_step_rate_and_the_last_always(tmp_path: Path) -> None:
     pytest.importorskip("tqdm")
     from gpumon.core.events import EventReader
-    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+    from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 
     script = "from tqdm import tqdm\nbar = tqdm(range(20000))\nfor i in bar:\n    bar.set_postfix(loss=i)\n"
     (tmp_path / "fast.py").write_text(script)
@@ -246,7 +246,7 @@ for epoch in range(2):
 
 def test_a_bar_collected_at_interpreter_exit_prints_nothing_of_gpumon(tmp_path: Path) -> None:
     pytest.importorskip("tqdm")
-    from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+    from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 
     (tmp_path / "bars.py").write_text(OPEN_AT_EXIT)
     env = {**os.environ, "GPUMON_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": BOOTSTRAP_DIR, "OMP_NUM_THREADS": "1"}

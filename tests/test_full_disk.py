@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch
 from tests.tmpfs import small_tmpfs
 
 FILLER = """

@@ -122,9 +122,9 @@ def test_app_in_tmux_shows_nvidia_smis_memory_and_names_a_runs_rank(tmp_path, mo
         pytest.skip("tmux not installed")
     needs_smi()
     needs_cuda()
-    from gpumon.core.runs.launcher import launch, stop
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, stop
     from gpumon.tui.widgets.render import short_run_id
     from tests.test_tmux import Tmux
 

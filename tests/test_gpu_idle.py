@@ -11,10 +11,10 @@ from gpumon.core.events import EventWriter
 from gpumon.core.gpu.idle import IDLE_AFTER_S, IdleWatch
 from gpumon.core.gpu.nvml import NvmlSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
-from gpumon.core.runs.feeding import Feeding
-from gpumon.core.runs.gpu_idle import GpuIdleCheck
-from gpumon.core.runs.monitor import run_warnings
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.feeding import Feeding
+from gpumon.core.runs.reading.monitor import run_warnings
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.gpu_panels import GpuPanel
 from gpumon.tui.widgets.process_table import ProcessTable

@@ -16,10 +16,10 @@ import pytest
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import diagnose
 from gpumon.core.events import EventReader
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 from tests.conftest import requires_gpu, wait_until
 
 pytestmark = [pytest.mark.gpu, requires_gpu]

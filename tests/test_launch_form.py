@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Select
 
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.spec import RunSpec, SpecError
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec, SpecError
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 from gpumon.tui.views.runs.form_spec import FormValues, build_spec, spec_values, values_from_spec
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.run_command import RunCommand

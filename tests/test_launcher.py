@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.ending import root_cause
-from gpumon.core.runs.launcher import launch, stop, wait
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore
+from gpumon.core.runs.supervision.ending import root_cause
+from gpumon.core.runs.supervision.launcher import launch, stop, wait
 
 SLEEPER = textwrap.dedent(
     """
@@ -209,7 +209,7 @@ def test_a_failing_rank_is_named_with_its_message(store: RunStore, tmp_path: Pat
 
 
 def test_command_and_environment_for_torchrun_kinds(tmp_path: Path) -> None:
-    from gpumon.core.runs.launcher import BOOTSTRAP_DIR, build_command, build_env, other_node_commands
+    from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR, build_command, build_env, other_node_commands
 
     spec = RunSpec(kind="ddp", nproc=4, gpus="0,1,2,3", max_restarts=2, args=("--preset", "small"))
     argv = build_command(spec, "ddp-x")

@@ -72,7 +72,7 @@ def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
         assert len(last) == 1 and "299/600" in last[0] and len(last[0]) <= 100, last  # one frame, not 500 KB of them
         assert last[0] == render(raw.rsplit(b"\r", 1)[-1].decode())
         monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-        from gpumon.core.runs.store import RunStore
+        from gpumon.core.runs.record.store import RunStore
         from gpumon.tui.views.runs.reading import read_log
 
         pane = read_log(RunStore().resolve(run_id), 0)

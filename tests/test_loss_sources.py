@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.monitor import from_row, summarise, to_row
-from gpumon.core.runs.sources import loss_key
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord
-from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.reading.monitor import from_row, summarise, to_row
+from gpumon.core.runs.reading.sources import loss_key
+from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.telemetry import imports
 
 
@@ -101,7 +101,7 @@ def test_a_callback_runs_after_the_scripts_own_import_and_never_breaks_it(tmp_pa
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_the_rows_write_non_finite_losses_as_strings(tmp_path: Path, value: str) -> None:
-    from gpumon.core.runs.listing import run_doc
+    from gpumon.core.runs.record.listing import run_doc
 
     tele = RunTelemetry(tmp_path)
     tele.apply(metrics(1, {"loss": value}))

@@ -23,7 +23,7 @@ from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.gpu import NoGpuSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample, Snapshot
-from gpumon.core.runs.spec import INSTALL, RunSpec
+from gpumon.core.runs.record.spec import INSTALL, RunSpec
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.text import DoctorText

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.retry import halved
-from gpumon.core.runs.spec import RunSpec, SpecError, validate
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec, SpecError, validate
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
+from gpumon.core.runs.supervision.retry import halved
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def test_an_out_of_memory_run_is_retried_with_half_the_batch_until_it_fits(
     assert [r.spec.retry_of for r in chain] == [None, chain[0].id, chain[1].id]
     assert "DefaultCPUAllocator: can't allocate memory" in chain[0].log_path(0).read_text()
     assert "fits: batch 16 x 4 = 64" in chain[2].log_path(0).read_text()
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
     tele = RunTelemetry(chain[0].dir)
     tele.update()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.launcher import free_port
+from gpumon.core.runs.supervision.launcher import free_port
 from tests.conftest import wait_until
 
 pytest.importorskip("torch")
@@ -105,7 +105,7 @@ def test_ranks_whose_workers_start_again_each_epoch_show_the_wall_clock_pace_and
     first = doctor["advice"][0]
     assert first["key"] == "persistent_workers" and first["change"] == "DataLoader(..., persistent_workers=True)"
     assert "each epoch's start waits " in first["why"] and "of the time" in first["why"], first
-    from gpumon.core.runs.progress import rate_text
+    from gpumon.core.runs.reading.progress import rate_text
 
     assert f"the run makes {rate_text(row['step_time_s'])}," in first["why"], (first, row)  # the row's SPEED
     keys = [a["key"] for a in doctor["advice"]]
@@ -184,7 +184,7 @@ def test_a_stalled_runs_speed_falls_while_it_waits_and_never_keeps_its_old_pace(
     assert before and before["status"] == "running", rows(cli)[run_id]
     assert wait_until(lambda: rows(cli)[run_id]["status"] == "stalled", timeout=120, step=0.5), rows(cli)[run_id]
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.reading.monitor import RunsMonitor
 
     monitor = RunsMonitor()  # the Runs view's reader: its row changes while nothing new arrives
     seen = [next(s for s in monitor.refresh() if s.id == run_id).step_time_s]
@@ -204,7 +204,7 @@ def test_an_epoch_start_wait_counts_unless_the_supervisor_saw_the_rank_stopped_t
     folded before or after the rank's step."""
     from gpumon.core.doctor.slow import slow_findings
     from gpumon.core.events import EventWriter
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
     def fold(run: str, stall: str) -> RunTelemetry:
         run_dir = tmp_path / run

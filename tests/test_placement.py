@@ -10,9 +10,9 @@ import pytest
 
 from gpumon.core.placement import places as placement
 from gpumon.core.placement.record import name_of
-from gpumon.core.runs import launcher
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision import launcher
 
 
 @pytest.fixture

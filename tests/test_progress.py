@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.progress import Progress, eta_text, progress_text, rate_text
+from gpumon.core.runs.reading.progress import Progress, eta_text, progress_text, rate_text
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, RunTable
 from tests.conftest import make_app, wait_until
 
@@ -67,7 +67,7 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     assert "100%" in text and " nan " in text, text
     # The index row (read by a fresh reader) keeps the same fields.
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.reading.monitor import RunsMonitor
 
     monitor = RunsMonitor()
     again = next(s for s in monitor.refresh() if s.id == run_id)

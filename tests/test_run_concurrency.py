@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.index import RunIndex
-from gpumon.core.runs.launcher import launch, wait
-from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.record.index import RunIndex
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch, wait
 
 STEPS = 300
 LOGGER = f"""

@@ -23,12 +23,12 @@ from gpumon.cli import main
 from gpumon.core import events
 from gpumon.core.doctor.report import diagnose
 from gpumon.core.events import encode
-from gpumon.core.runs.index import RunIndex
-from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore, write_json
-from gpumon.core.runs.supervisor import Supervisor
-from gpumon.core.runs.telemetry import SUMMARY, RunTelemetry
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.reading.telemetry import SUMMARY, RunTelemetry
+from gpumon.core.runs.record.index import RunIndex
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore, write_json
+from gpumon.core.runs.supervision.supervisor import Supervisor
 
 EVERY = 100  # GPUMON_STEP_EVERY=100: a step event every 100th step (docs/events.md), so 2M steps are 20k events
 
@@ -55,7 +55,7 @@ def write_run(store: RunStore, steps: int, leak: bool = False) -> Path:
     status = {"state": "finished", "created": now - 2, "started": now - 2, "ended": now - 1, "exit_code": 0}
     write_json(path / "status.json", status)
     supervisor.status = status
-    from gpumon.core.runs.ending import index_run
+    from gpumon.core.runs.supervision.ending import index_run
 
     index_run(path, status, supervisor.fold, supervisor.watch, supervisor.events)
     return path
@@ -134,7 +134,7 @@ def test_two_thousand_ended_runs_are_read_once_across_refreshes(
 KILLED_WRITER = """
 import sys, sqlite3, time
 from pathlib import Path
-from gpumon.core.runs.index import RunIndex
+from gpumon.core.runs.record.index import RunIndex
 index = RunIndex(Path(sys.argv[1]))
 db = index._connect()
 db.execute("BEGIN IMMEDIATE")
@@ -175,7 +175,7 @@ for _ in range(400):
 
 def test_an_ended_runs_raw_events_are_kept_compressed_and_still_readable(store: RunStore, tmp_path: Path) -> None:
     from gpumon.core.events import EventReader
-    from gpumon.core.runs.launcher import launch, wait
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     script = tmp_path / "train.py"
     script.write_text(TRAIN)

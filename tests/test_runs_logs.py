@@ -15,7 +15,7 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.record.spec import RunSpec
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.runs.compare import CompareScreen
 from gpumon.tui.views.runs.log_pane import LogPane

@@ -14,8 +14,8 @@ import pytest
 from textual.pilot import Pilot
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import write_json
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import write_json
 from gpumon.tui.views.runs.compare import CompareScreen
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.run_table import RunTable

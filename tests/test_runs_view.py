@@ -22,9 +22,9 @@ from textual.pilot import Pilot
 from textual.widgets import ContentSwitcher, Input, Select
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.launcher import launch
-from gpumon.core.runs.spec import RunSpec, SpecError
-from gpumon.core.runs.store import RunStore, write_json
+from gpumon.core.runs.record.spec import RunSpec, SpecError
+from gpumon.core.runs.record.store import RunStore, write_json
+from gpumon.core.runs.supervision.launcher import launch
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.launch_form import LaunchForm, build_spec
@@ -442,7 +442,7 @@ async def test_T_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Pa
     finally:
         final = RunStore().load(record.dir)
         if final is not None and final.live:
-            from gpumon.core.runs.launcher import stop
+            from gpumon.core.runs.supervision.launcher import stop
 
             stop(final, kill=True)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.spec import RunSpec, SpecError, validate
+from gpumon.core.runs.record.spec import RunSpec, SpecError, validate
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.name for p in (REPO / "trainers" / "searches").glob("*.toml"))

@@ -135,7 +135,7 @@ def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(
     events = Path(row["dir"], "events")
     assert {p.name.split(".")[0] for p in events.iterdir()} >= {"launcher", "rank0", "rank1"}  # both ranks' telemetry
     script = Path(row["dir"], "job.sbatch").read_text()
-    assert "gpumon.core.runs.supervisor" in script and "--cpus-per-task=2" in script
+    assert "gpumon.core.runs.supervision.supervisor" in script and "--cpus-per-task=2" in script
 
 
 def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster) -> None:
@@ -216,7 +216,7 @@ def test_without_slurm_the_options_say_so_in_one_line(tmp_path: Path) -> None:
     shutil.which("sbatch") is None, reason="Slurm's sbatch is not installed (apt-get install slurm-wlm)"
 )
 def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_path: Path) -> None:
-    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.record.spec import SpecError
     from gpumon.tui.views.runs.form_spec import FormValues, spec_values, values_from_spec
 
     values = FormValues(kind="ddp", nproc="2", slurm="job --nodes 2 --time 4:00:00 --qos=high")

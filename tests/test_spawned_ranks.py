@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.launcher import free_port
+from gpumon.core.runs.supervision.launcher import free_port
 from tests.conftest import wait_until
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"

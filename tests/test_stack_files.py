@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import BOOTSTRAP_DIR
+from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 
 pytest.importorskip("torch")
 

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.launcher import free_port
+from gpumon.core.runs.supervision.launcher import free_port
 
 pytest.importorskip("torch")
 

@@ -20,7 +20,7 @@ from textual.pilot import Pilot
 from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.procinfo import ProcessInfoCache
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.record.spec import RunSpec
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.trials.trial_table import TrialTable

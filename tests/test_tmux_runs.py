@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import stop
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import stop
 from tests.conftest import requires_tmux, wait_until
 from tests.test_tmux import Tmux
 
@@ -93,8 +93,8 @@ for step in range(1, 41):
 
 def test_quit_while_a_run_is_live_and_reopen_finds_it_whole(tmux: Tmux, home: Path, tmp_path: Path) -> None:
     from gpumon.core.events import EventReader
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     (tmp_path / "slow.py").write_text(SLOW)
     store = RunStore(home)

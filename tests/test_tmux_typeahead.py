@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import stop
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import stop
 from tests.conftest import requires_tmux, wait_until
 from tests.test_tmux import Tmux
 

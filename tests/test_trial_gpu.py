@@ -13,7 +13,7 @@ from gpumon.core.fleet.hosts import Host
 from gpumon.core.fleet.model import HostState
 from gpumon.core.fleet.trial_gpu import pid_memory, trial_gpu_memory
 from gpumon.core.format import size
-from gpumon.core.runs.experiments import ExperimentsMonitor
+from gpumon.core.runs.reading.experiments import ExperimentsMonitor
 from tests.conftest import make_app
 from tests.test_runs_view import screen_text
 from tests.test_trials_view import cell, open_trials, select, until

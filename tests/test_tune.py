@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 pytest.importorskip("ray.tune")
 
@@ -63,9 +63,9 @@ def test_the_callback_pickles_even_with_its_file_open(tmp_path: Path) -> None:
 
 def launch_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Any:
     """A Tune script launched with `gpumon launch script`, run to its end; the ended RunRecord."""
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     script = tmp_path / "search.py"
     script.write_text(text)
@@ -190,10 +190,10 @@ def test_gpumon_stop_ends_a_users_search_as_ctrl_c_does_and_no_trial_reads_runni
 ) -> None:
     import time
 
-    from gpumon.core.runs.experiments import ExperimentsMonitor
-    from gpumon.core.runs.launcher import launch, wait
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.reading.experiments import ExperimentsMonitor
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch, wait
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.store import RunStore
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import RunStore
 from tests.conftest import wait_until
 
 pytest.importorskip("ray.tune")

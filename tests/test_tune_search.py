@@ -170,7 +170,7 @@ def test_tune_objects_from_a_search_file() -> None:
 
 
 def test_the_launch_form_starts_a_search_from_a_search_file(tmp_path: Path) -> None:
-    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.record.spec import SpecError
     from gpumon.tui.views.runs.launch_form import build_spec
 
     spec = build_spec("tune", None, "trainers/searches/digits-asha.toml", "1", "", "", visible=0, cwd=str(REPO))

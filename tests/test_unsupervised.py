@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from gpumon.cli import main
-from gpumon.core.runs.index import RunIndex
-from gpumon.core.runs.launcher import launch
-from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore, write_json
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.index import RunIndex
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore, write_json
+from gpumon.core.runs.supervision.launcher import launch
 from tests.test_launcher import SLEEPER, alive, wait_for
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import psutil
 
 from gpumon.core.events import EventWriter
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import write_json
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import write_json
 
 T0 = 1_795_000_000.0  # recorded runs have fixed times: nothing shown depends on the clock
 DONE = "tune-1121-100000-a1b2"

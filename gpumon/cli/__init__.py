@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if dashes and args.command != "launch":
         parser.error("'--' only goes with launch, before the program's own arguments")
-    from gpumon.core.runs.store import StateDirError, state_dir
+    from gpumon.core.runs.record.store import StateDirError, state_dir
 
     try:
         state_dir()  # an unusable GPUMON_HOME: one line on every command, before anything starts

@@ -64,7 +64,7 @@ def follow(run_id: str, log: int | Path | None, first: int) -> int:
     place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks."""
     from gpumon.core.logs.follow import LogFollower
     from gpumon.core.logs.tail import tail_lines
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
     from gpumon.core.safefs import open_regular
     from gpumon.core.visible import visible_log
 

@@ -33,8 +33,8 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from gpumon.core.doctor.leak import LeakWatch
     from gpumon.core.doctor.report import diagnose
-    from gpumon.core.runs.store import RunNotFound, RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.store import RunNotFound, RunStore
 
     if args.host is not None and args.host.strip() != "local":
         from gpumon.cli.fleet import cmd_remote_doctor
@@ -80,12 +80,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def render(diagnosis: Any, record: Any) -> list[str]:
     """The diagnosis as plain text, most important first."""
     from gpumon.core.format import size
-    from gpumon.core.runs.store import disk_note
+    from gpumon.core.runs.record.store import disk_note
 
     exit_text = f", exit code {record.exit_code}" if record.exit_code not in (None, 0) else ""
     lines = [f"{record.id}  {record.state}{exit_text}  {diagnosis.headline()}"]
     if diagnosis.step_time_s:
-        from gpumon.core.runs.progress import rate_text
+        from gpumon.core.runs.reading.progress import rate_text
 
         lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock, over the last 2 minutes")
     note = disk_note(record.dir.parent.parent, {record.id: None} if record.live else {})

@@ -15,16 +15,16 @@ from gpumon.core.visible import visible
 
 def group_docs(root: Path, settle: bool) -> list[dict[str, Any]]:
     """Every group launched from here with its nodes' states (ended groups from their files, no ssh)."""
-    from gpumon.core.runs.group import load_all
-    from gpumon.core.runs.group_status import status
+    from gpumon.core.nodes.group import load_all
+    from gpumon.core.nodes.status import status
 
     return [status(group, root, settle) for group in load_all(root)]
 
 
 def group_row(doc: dict[str, Any]) -> tuple[str, ...]:
     """A group as one line of ``gpumon runs``: its state, node 0's step and loss, each node's state."""
-    from gpumon.core.runs.progress import progress_text, rate_text
-    from gpumon.core.runs.values import metric_value
+    from gpumon.core.runs.reading.progress import progress_text, rate_text
+    from gpumon.core.runs.record.values import metric_value
 
     nodes = doc.get("nodes") or []
     first = nodes[0] if nodes else {}
@@ -62,8 +62,8 @@ def print_causes(docs: list[dict[str, Any]]) -> None:
 
 def cmd_stop_group(text: str, kill: bool) -> int:
     """Stop every node of a group (or the group a run is a node of); exit 1 naming a node left running."""
-    from gpumon.core.runs.group import resolve
-    from gpumon.core.runs.store import RunNotFound, RunStore
+    from gpumon.core.nodes.group import resolve
+    from gpumon.core.runs.record.store import RunNotFound, RunStore
 
     try:
         group = resolve(RunStore().root, text)
@@ -73,7 +73,7 @@ def cmd_stop_group(text: str, kill: bool) -> int:
 
 
 def stop_nodes(group: Any, kill: bool) -> int:
-    from gpumon.core.runs.group import stop_group
+    from gpumon.core.nodes.group import stop_group
 
     print(f"{'killing' if kill else 'stopping'} {group.id}: {len(group.nodes)} nodes", flush=True)
     results = stop_group(group, kill)

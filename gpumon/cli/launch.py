@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from gpumon.cli.common import announce_start, fail, whole
-from gpumon.core.runs.spec import KINDS
+from gpumon.core.runs.record.spec import KINDS
 from gpumon.core.visible import visible as visible_text
 
 
@@ -98,9 +98,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_launch(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.placement.places import launch
-    from gpumon.core.runs.launcher import build_command, other_node_commands
-    from gpumon.core.runs.spec import SpecError, default_nproc, nproc_limit, parse_gpus
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import SpecError, default_nproc, nproc_limit, parse_gpus
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import build_command, other_node_commands
 
     if args.module and args.program:
         return fail("give a script or --module, not both")
@@ -158,8 +158,8 @@ def slurm_only(args: argparse.Namespace) -> str | None:
 
 def cmd_launch_slurm(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.placement.places import launch
-    from gpumon.core.runs.spec import SpecError
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import SpecError
+    from gpumon.core.runs.record.store import RunStore
     from gpumon.core.slurm.commands import missing
     from gpumon.core.slurm.submit import with_defaults
 
@@ -200,7 +200,7 @@ def build_spec(
     args: argparse.Namespace, rest: list[str], gpus: str | None, nproc: int, slurm: dict[str, Any] | None = None
 ) -> Any:
     """The RunSpec the options describe (validated by the launcher, on the node that runs it)."""
-    from gpumon.core.runs.spec import RunSpec, SpecError, parse_env
+    from gpumon.core.runs.record.spec import RunSpec, SpecError, parse_env
 
     if args.cwd is not None and not os.path.isdir(args.cwd):
         raise SpecError(f"--cwd {args.cwd}: no such directory on this host")
@@ -229,8 +229,8 @@ def build_spec(
 
 def alert_command(text: str | None) -> tuple[str, ...]:
     """``--on-alert``'s argument list. Raises SpecError for a shell line, which would run as arguments."""
-    from gpumon.core.runs.alerts import shell_operator
-    from gpumon.core.runs.spec import SpecError
+    from gpumon.core.runs.record.spec import SpecError
+    from gpumon.core.runs.supervision.alerts import shell_operator
 
     if not text:
         return ()
@@ -249,9 +249,9 @@ def alert_command(text: str | None) -> tuple[str, ...]:
 
 def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.fleet.hosts import HostError, parse_hosts
-    from gpumon.core.runs.group import GroupError, configured_reach, launch_group
-    from gpumon.core.runs.spec import SpecError
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.nodes.group import GroupError, configured_reach, launch_group
+    from gpumon.core.runs.record.spec import SpecError
+    from gpumon.core.runs.record.store import RunStore
 
     if args.nproc is None:
         return fail("--hosts needs --nproc: the processes on each node (its GPUs, e.g. --nproc 8)")

@@ -44,8 +44,8 @@ def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Cal
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.placement.places import Queued
     from gpumon.core.queue.submit import parse_after, parse_size
-    from gpumon.core.runs.spec import SpecError, default_nproc
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import SpecError, default_nproc
+    from gpumon.core.runs.record.store import RunStore
 
     if not args.queue:
         return fail("--gpu-mem, --after, --priority and --slots go with --queue")
@@ -89,7 +89,7 @@ def queue_docs() -> list[dict[str, Any]]:
     """The waiting and queue-started runs, in queue order, with position and reason."""
     from gpumon.core.queue import entry as q
     from gpumon.core.queue.keeper import ensure_keeper
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
 
     store = RunStore()
     ensure_keeper(store.root)  # a keeper that died: the next gpumon that looks starts one
@@ -122,7 +122,7 @@ def queue_docs() -> list[dict[str, Any]]:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     from gpumon.core.queue import submit
-    from gpumon.core.runs.store import RunNotFound, RunStore
+    from gpumon.core.runs.record.store import RunNotFound, RunStore
 
     if args.action is None:
         if args.run:

@@ -54,7 +54,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def _summaries() -> list[Any]:
-    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.reading.monitor import RunsMonitor
 
     return RunsMonitor(adopt=True).refresh()
 
@@ -80,12 +80,12 @@ HEADER = (
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.cli.group import group_docs, group_row, print_causes
-    from gpumon.core.runs.listing import RUNS_SCHEMA, newest_first, recent, run_doc
-    from gpumon.core.runs.monitor import read_one
-    from gpumon.core.runs.progress import progress_text, rate_text
-    from gpumon.core.runs.store import RunNotFound, RunStore, disk_note
-    from gpumon.core.runs.use import mfu_text
-    from gpumon.core.runs.use import rate_text as use_rate
+    from gpumon.core.runs.reading.monitor import read_one
+    from gpumon.core.runs.reading.progress import progress_text, rate_text
+    from gpumon.core.runs.reading.use import mfu_text
+    from gpumon.core.runs.reading.use import rate_text as use_rate
+    from gpumon.core.runs.record.listing import RUNS_SCHEMA, newest_first, recent, run_doc
+    from gpumon.core.runs.record.store import RunNotFound, RunStore, disk_note
 
     if args.run:  # named runs only (what a multi-node group's launcher asks each host), no groups
         try:
@@ -99,7 +99,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     note = disk_note(RunStore().root, {s.id: s.step for s in summaries if s.record.live})
     if note:
         print(f"gpumon: {note}", file=sys.stderr)
-    from gpumon.core.runs.index import NOTICES
+    from gpumon.core.runs.record.index import NOTICES
 
     for line in NOTICES:
         print(f"gpumon: {line}", file=sys.stderr)
@@ -127,7 +127,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                     rate_text(s.step_time_s),  # "12.3 it/s", "4.2 s/it"
                     fmt.loss(s.loss),  # 3 significant digits; nan, inf and -inf as such
                     "" if s.samples_per_s is None else f"{s.samples_per_s:.0f}",
-                    mfu_text(s.use.get("mfu")),  # "41%", "—" on a CPU or an unknown GPU (core/runs/use.py)
+                    mfu_text(s.use.get("mfu")),  # "41%", "—" on a CPU or an unknown GPU (core/runs/reading/use.py)
                     use_rate(s.use.get("tokens_per_s"), "tok/s"),
                     "" if s.memory is None else f"{fmt.size(s.memory)} {s.memory_kind}",  # heap, or cuda:N allocated
                     "" if s.rss is None else fmt.size(s.rss),
@@ -173,14 +173,14 @@ def _created(doc: dict[str, Any]) -> float:
 
 
 def _resolve(text: str) -> Any:
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
 
     return RunStore().resolve(text)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from gpumon.core.logs.tail import tail_lines, unreadable
-    from gpumon.core.runs.store import RunNotFound
+    from gpumon.core.runs.record.store import RunNotFound
     from gpumon.core.visible import visible_log
 
     if args.host is not None and args.host.strip() != "local":
@@ -219,8 +219,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
     """(where rank's output is, or None; the run's ranks: those that reported or have a log)."""
-    from gpumon.core.runs.rank_rows import rank_log, rank_rows
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.rank_rows import rank_log, rank_rows
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
     telemetry = RunTelemetry(record.dir)
     telemetry.update()  # the supervisor's summary, and the few events after it
@@ -230,12 +230,12 @@ def _rank_log(record: Any, rank: int) -> tuple[Any, list[int]]:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     from gpumon.cli.group import cmd_stop_group, stop_nodes
+    from gpumon.core.nodes.group import group_of, is_group_id
     from gpumon.core.placement.places import of_record
-    from gpumon.core.runs import launcher as runs
-    from gpumon.core.runs.control import stop_requested
-    from gpumon.core.runs.group import group_of, is_group_id
-    from gpumon.core.runs.launcher import STOP_GRACE_S, TUNE_STOP_GRACE_S, record_end, stop, wait
-    from gpumon.core.runs.store import RunNotFound, RunStore
+    from gpumon.core.runs.record.store import RunNotFound, RunStore
+    from gpumon.core.runs.supervision import launcher as runs
+    from gpumon.core.runs.supervision.control import stop_requested
+    from gpumon.core.runs.supervision.launcher import STOP_GRACE_S, TUNE_STOP_GRACE_S, record_end, stop, wait
 
     if is_group_id(args.run):
         return cmd_stop_group(args.run, args.kill)
@@ -304,9 +304,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def stop_homeless(text: str, kill: bool) -> int | None:
     """A run whose directory was deleted while it runs, found by its processes' marks and ended; None if none."""
-    from gpumon.core.runs import homeless
-    from gpumon.core.runs.launcher import STOP_GRACE_S
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision import homeless
+    from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 
     found = homeless.find(RunStore().runs_dir, text)
     if len(found) != 1:
@@ -326,8 +326,8 @@ def stop_homeless(text: str, kill: bool) -> int | None:
 def stop_job(record: Any, no_wait: bool) -> int:
     """A run that is a Slurm job: scancel it (pending or running), then wait for the end to be written."""
     from gpumon.core.placement.places import of_record
-    from gpumon.core.runs.launcher import STOP_GRACE_S
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
     from gpumon.core.slurm import jobs
 
     try:
@@ -360,7 +360,7 @@ SETTLE_S = 15.0  # how long stop waits for a supervisor's clean-up (its sweep SI
 def settle(record: Any) -> tuple[Any, list[int]]:
     """An ended run whose supervisor is still cleaning up (its last processes being reaped): wait for it,
     bounded, so stop never calls a run that is ending 'still stopped'."""
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.store import RunStore
 
     left = record.live_processes()
     if record.live or not left:
@@ -375,8 +375,8 @@ def settle(record: Any) -> tuple[Any, list[int]]:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from gpumon.core.runs import prune
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record import prune
+    from gpumon.core.runs.record.store import RunStore
 
     if args.older_than is None and args.keep is None:
         return fail("say what to prune: --older-than DAYS and/or --keep N (then --yes to remove)")

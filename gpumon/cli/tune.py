@@ -35,9 +35,9 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from gpumon.core.gpu import visible_gpu_count
-    from gpumon.core.runs.launcher import launch
-    from gpumon.core.runs.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.spec import RunSpec, SpecError, parse_env, parse_gpus, validate
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import launch
 
     if args.list:
         return list_shipped()
@@ -78,8 +78,8 @@ def list_shipped() -> int:
 
 def stop_trial(record: Any, trial_id: str) -> int:
     """``gpumon stop RUN --trial ID``: ask the search to stop one trial (at its next result)."""
-    from gpumon.core.runs.control import request_stop_trial
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.supervision.control import request_stop_trial
 
     tele = RunTelemetry(record.dir, use_summary=False)  # Tune events are not in summaries
     tele.update()
@@ -98,10 +98,10 @@ def stop_trial(record: Any, trial_id: str) -> int:
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
-    from gpumon.core.runs.control import stop_requested_at, trials_to_stop
-    from gpumon.core.runs.store import RunNotFound, RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
-    from gpumon.core.runs.trials import over_status, trial_status
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.trials import over_status, trial_status
+    from gpumon.core.runs.record.store import RunNotFound, RunStore
+    from gpumon.core.runs.supervision.control import stop_requested_at, trials_to_stop
 
     store = RunStore()
     if args.run:

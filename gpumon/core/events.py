@@ -24,7 +24,9 @@ from typing import Any
 from gpumon.core.safefs import open_regular, private_dirs, write_atomic
 
 VERSION = 1
-RUN_DIR_ENV = "GPUMON_RUN_DIR"  # every process of a run carries it: its events' folder, and its mark (runs/marks.py)
+RUN_DIR_ENV = (
+    "GPUMON_RUN_DIR"  # every process of a run carries it: its events' folder, and its mark (runs/record/marks.py)
+)
 EVENTS_DIR = "events"
 SUFFIX = ".jsonl"
 GZ = ".gz"

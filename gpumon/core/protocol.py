@@ -6,7 +6,7 @@ imports the other. docs/events.md describes the events; this module the rest of 
 
 - ``control/`` in the run directory holds requests, as files (no socket, no signal a script could lack a
   handler for): ``census`` asks every rank for a census (its mtime is the request's id, its text the gap
-  in steps), ``stop`` and ``stop-trials`` ask a search to stop (runs/control.py).
+  in steps), ``stop`` and ``stop-trials`` ask a search to stop (runs/supervision/control.py).
 - ``stacks/<pid>.txt`` is a process's open ``faulthandler`` file: its existence says the process answers
   ``STACK_SIGNAL`` with every thread's stack; ``<pid>.taken`` says the script took that signal back.
 """

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpumon.core.runs.store import LIVE_STATES
-from gpumon.core.runs.values import metric_value
+from gpumon.core.runs.record.store import LIVE_STATES
+from gpumon.core.runs.record.values import metric_value
 from gpumon.serve.ring import GpuRing
 from gpumon.serve.view import PROCESS_KEYS, HostView
 

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from gpumon.core.alerts.history import AlertBook
-from gpumon.core.runs.monitor import RunsMonitor, RunSummary
+from gpumon.core.runs.reading.monitor import RunsMonitor, RunSummary
 from gpumon.core.sampler import Sampler
 from gpumon.serve.ring import GpuRing
 from gpumon.serve.runs_view import StepHistogram, run_doc, thin

@@ -58,7 +58,7 @@ def install() -> bool:
 
 
 def _redirect_output(run_dir: str, rank: int) -> None:
-    from gpumon.core.runs.output import PIPES_ENV, open_rank_pipe
+    from gpumon.core.runs.supervision.output import PIPES_ENV, open_rank_pipe
 
     fd = None
     if os.environ.get(PIPES_ENV):  # the supervisor drains it: a full state dir never fails a print()

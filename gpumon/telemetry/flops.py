@@ -12,7 +12,7 @@ Where the counter sees nothing (compiled code whose kernels it cannot see), the 
 per token (PaLM appendix B; attention left out) from the parameters the optimizer holds and the tokens
 the step embedded (``nn.Embedding`` inputs seen in the window, else the batch's integer 2-D tensor),
 and the event says so (``method``: ``counted`` or ``estimate``, ``why``). Each count writes a ``flops``
-event (docs/events.md); the monitor turns it into achieved FLOP/s and MFU (``core/runs/use.py``).
+event (docs/events.md); the monitor turns it into achieved FLOP/s and MFU (``core/runs/reading/use.py``).
 """
 
 from __future__ import annotations

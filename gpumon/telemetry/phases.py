@@ -1,6 +1,6 @@
 """Known pauses in a rank's stepping: an evaluation (a model switched to eval mode), a checkpoint save, the exit.
 
-The supervisor's stall rule (``core/runs/stall.py``) gives a rank in such a pause longer before it calls the
+The supervisor's stall rule (``core/runs/supervision/stall.py``) gives a rank in such a pause longer before it calls the
 run stalled. ``model.eval()`` and ``model.train()`` (``Module.train(False/True)``) cover plain loops,
 Lightning's validation loop and HF Trainer's evaluate, which all switch the model; ``torch.save`` covers
 checkpoints. Only a process that is already a rank writes, and only when a model's mode changes (the

@@ -21,7 +21,7 @@ from textual.widgets import ContentSwitcher, Static
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections, keymap_problems
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady

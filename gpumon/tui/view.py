@@ -16,8 +16,8 @@ from gpumon.core.doctor.leak import LeakState
 from gpumon.core.gpu.idle import HeldIdle
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.record.store import RunStore
 
 
 @dataclass

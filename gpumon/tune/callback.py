@@ -37,7 +37,7 @@ class GpumonCallback(Callback):
 
     ``run_dir``: where to write; by default the gpumon run this process belongs to
     (``GPUMON_RUN_DIR``, set by ``gpumon launch``), else a run registered for this driver
-    (``gpumon.core.runs.external``; ``GPUMON_TUNE_EXTERNAL=0`` turns that off).
+    (``gpumon.core.runs.reading.external``; ``GPUMON_TUNE_EXTERNAL=0`` turns that off).
     ``metric``/``mode``/``search_alg``/``scheduler`` label the experiment (Tune does
     not tell callbacks which it uses); ``space`` names the searched parameters.
     """
@@ -83,7 +83,7 @@ class GpumonCallback(Callback):
     ) -> None:
         if self.run_dir is None:  # a driver gpumon did not start: it becomes a gpumon run (docs/tune.md)
             if GpumonCallback._external is None:
-                from gpumon.core.runs.external import register_external
+                from gpumon.core.runs.reading.external import register_external
 
                 registered = register_external("tune")
                 GpumonCallback._external = os.fspath(registered) if registered is not None else None

@@ -1,6 +1,6 @@
 """``GpumonStopper``: the search file's [stop] limits plus stop requests from the app or the CLI.
 
-Requests are files in the run directory (``gpumon.core.runs.control``). Tune
+Requests are files in the run directory (``gpumon.core.runs.supervision.control``). Tune
 asks the stopper after every result, so the files are read at most every
 ``CHECK_S`` seconds: a stop takes effect at a trial's next result.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from ray.tune import Stopper
 
-from gpumon.core.runs.control import stop_requested, trials_to_stop
+from gpumon.core.runs.supervision.control import stop_requested, trials_to_stop
 
 CHECK_S = 0.2
 

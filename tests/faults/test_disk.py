@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore
+from gpumon.core.runs.supervision.launcher import launch
 from tests.tmpfs import small_tmpfs
 
 PRINTER = """
@@ -247,7 +247,7 @@ def test_a_sigkilled_supervisor_and_runner_leave_the_output_pipe_open_for_its_ad
     time.sleep(1.0)  # the script prints on with nobody draining: no EPIPE, it waits in the pipe
     loaded = store.load(record.dir)
     assert loaded is not None and loaded.state == "unsupervised"
-    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.reading.monitor import RunsMonitor
 
     RunsMonitor(store, adopt=True).refresh()  # what `gpumon runs` and the app do: adopt it
     final = wait_end(store, record)

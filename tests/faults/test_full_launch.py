@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.launcher import launch
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.supervision.launcher import launch
 from tests.tmpfs import fill, small_tmpfs
 
 
@@ -134,7 +134,7 @@ def test_an_adopted_run_on_a_full_state_dir_reads_its_end_and_counts_its_drops(
     the drop said in the log (before: no count, no note, and the end waited for space)."""
     import signal
 
-    from gpumon.core.runs.monitor import RunsMonitor
+    from gpumon.core.runs.reading.monitor import RunsMonitor
 
     script, gate = tmp_path / "gated.py", tmp_path / "gate"
     script.write_text(GATED_PRINTER)

@@ -108,7 +108,7 @@ def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_found_by_its
 
 
 def lock_free(run_dir: Path) -> bool:
-    from gpumon.core.runs.liveness import lock_holder
+    from gpumon.core.runs.supervision.liveness import lock_holder
 
     return lock_holder(run_dir) is None
 

@@ -44,9 +44,9 @@ def test_prune_says_which_run_it_kept_and_why(gpumon: Gpumon, tmp_path: Path) ->
     run_id, run_dir = start(gpumon, tmp_path)
     supervisor = supervisor_of(run_dir)
     status = json.loads((run_dir / "status.json").read_text())
-    from gpumon.core.runs.index import RunIndex
-    from gpumon.core.runs.prune import Candidate, apply
-    from gpumon.core.runs.store import RunStore
+    from gpumon.core.runs.record.index import RunIndex
+    from gpumon.core.runs.record.prune import Candidate, apply
+    from gpumon.core.runs.record.store import RunStore
 
     (run_dir / "status.json").write_text(json.dumps({**status, "state": "finished", "ended": 1.0}))
     outcome = apply(RunStore(tmp_path / "home"), [Candidate(run_id, run_dir, 1.0, 10)], events_only=False)
@@ -114,7 +114,9 @@ runpy.run_module("gpumon", run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("at", ["gpumon.cli.runs", "gpumon.cli.parser", "gpumon.core.runs.store", "gpumon.core.format"])
+@pytest.mark.parametrize(
+    "at", ["gpumon.cli.runs", "gpumon.cli.parser", "gpumon.core.runs.record.store", "gpumon.core.format"]
+)
 def test_ctrl_c_while_gpumon_starts_exits_130_without_a_traceback(tmp_path: Path, at: str) -> None:
     script = tmp_path / "interrupted.py"
     script.write_text(_INTERRUPTED)

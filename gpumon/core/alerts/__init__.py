@@ -2,5 +2,5 @@
 
 ``settings.py`` reads and checks the table, ``channels.py`` sends one alert once, ``delivery.py`` sends off the
 caller's thread with retries and records every attempt, ``history.py`` reads the attempts back (``gpumon
-alerts``, the Alerts view). ``gpumon.core.runs.alerts.raise_alert`` is the one way in.
+alerts``, the Alerts view). ``gpumon.core.runs.supervision.alerts.raise_alert`` is the one way in.
 """

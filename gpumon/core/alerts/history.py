@@ -114,7 +114,7 @@ class AlertBook:
 
     def __init__(self, root: Path | None = None, runs: int = RUNS, limit: int = LIMIT) -> None:
         if root is None:
-            from gpumon.core.runs.store import state_dir
+            from gpumon.core.runs.record.store import state_dir
 
             root = state_dir()
         self.root = root
@@ -194,7 +194,7 @@ def read_at(root: Path) -> float:
 
 
 def mark_read(root: Path, t: float) -> None:
-    from gpumon.core.runs.store import write_text
+    from gpumon.core.runs.record.store import write_text
 
     with contextlib.suppress(OSError):  # a full disk: the count stays until it can be written
         write_text(root / SEEN_FILE, f"{t:.3f}\n")

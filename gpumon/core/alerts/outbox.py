@@ -33,13 +33,13 @@ def wanted(kind: str) -> bool:
 def attempts_path(run_dir: Path | None) -> Path:
     if run_dir is not None:
         return run_dir / ATTEMPTS
-    from gpumon.core.runs.store import state_dir
+    from gpumon.core.runs.record.store import state_dir
 
     return state_dir() / ATTEMPTS
 
 
 def _run_fields(run_dir: Path) -> dict[str, Any]:
-    from gpumon.core.runs.store import read_json
+    from gpumon.core.runs.record.store import read_json
 
     spec = read_json(run_dir / "spec.json")
     status = read_json(run_dir / "status.json")

@@ -34,7 +34,7 @@ class Context:
     held: str = ""  # what the last census named growing: "`cache` in train.py:12 keeps ...: 61 x 32 MiB"
     held_fix: str = ""  # that cause's fix
     workers: bool | None = None  # processes beside the ranks were seen (DataLoader workers?); None: unknown
-    stall: str = ""  # the run stalled before it failed: where its ranks waited (runs/stall.py)
+    stall: str = ""  # the run stalled before it failed: where its ranks waited (runs/supervision/stall.py)
     stall_ranks: str = ""  # the ranks the others waited for: "1"
     run_id: str = ""  # the advised commands name the run (gpumon logs ID --rank 1)
 

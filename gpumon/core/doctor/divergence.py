@@ -31,7 +31,7 @@ LR_HIGH = 0.01  # high for Adam/AdamW (usual 1e-4 to 1e-3); ordinary for SGD
 GRAD_NORM_HUGE = 1000.0
 CLIMB = 10.0  # the last finite loss this far above the lowest before it: it climbed before it overflowed
 STEADY = 10  # a jump: the last finite loss within 2x the median of the (up to) 10 readings before it
-# What a step means, by the source of the run's loss (runs/sources.py): said once in the doctor's loss section.
+# What a step means, by the source of the run's loss (runs/reading/sources.py): said once in the doctor's loss section.
 STEP_WORDS = {
     "backward": "gpumon counts optimizer steps from 1",
     "tqdm": "gpumon counts optimizer steps from 1",

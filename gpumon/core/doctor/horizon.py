@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from gpumon.core.doctor.leak_state import TRENDS, LeakState
 
 if TYPE_CHECKING:
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 HORIZON_S = 24 * 3600
 

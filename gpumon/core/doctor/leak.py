@@ -30,7 +30,7 @@ from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState
 __all__ = ["SEVERITY", "STATES", "LeakDetector", "LeakState", "LeakWatch", "analyse", "analyse_series"]
 
 if TYPE_CHECKING:
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 
 def _median(values: list[float]) -> float:

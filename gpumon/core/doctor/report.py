@@ -24,9 +24,9 @@ from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
 from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
 from gpumon.core.placement.places import of_record
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
-from gpumon.core.runs.spec import TORCHRUN_KINDS
-from gpumon.core.runs.store import RunRecord
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.spec import TORCHRUN_KINDS
+from gpumon.core.runs.record.store import RunRecord
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ class Diagnosis:
     seen: tuple[str, ...] = ()  # the run's processes: "rank 0 (pid 12)" for ranks, "pid 11" for the others
     loss: LossProblem | None = None  # a loss that turned NaN/inf or diverges (divergence.py)
     slow: tuple[Slowness, ...] = ()  # input-bound, oversubscribed (slow.py)
-    stall: dict[str, Any] | None = None  # status.json's stall (going on), else its last_stall (runs/stall.py)
+    stall: dict[str, Any] | None = (
+        None  # status.json's stall (going on), else its last_stall (runs/supervision/stall.py)
+    )
     stalled: bool = False  # the stall is going on
     dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
     step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
@@ -235,7 +237,7 @@ def output_dropped(status: dict[str, Any]) -> dict[str, int]:
 
 
 def dropped_text(dropped: dict[str, int]) -> str:
-    from gpumon.core.runs.output import _size
+    from gpumon.core.runs.supervision.output import _size
 
     where = ", ".join(f"{_size(n)} from {name}" for name, n in sorted(dropped.items()))
     return f"output dropped: the state dir was full ({where})"

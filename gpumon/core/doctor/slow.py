@@ -1,7 +1,7 @@
 """Runs that train, but slowly: waiting for their data, or fighting over the CPUs. The findings and their fixes,
 filled with the run's own values (its DataLoader's settings, its threads, this machine's CPUs).
 
-The measurements and thresholds are in core/runs/feeding.py. A wait spent mostly at epochs' edges (a loader
+The measurements and thresholds are in core/runs/reading/feeding.py. A wait spent mostly at epochs' edges (a loader
 whose workers start again each epoch: ``persistent_workers=False``, the default) is said as such, with what it
 costs (its share of the time, the seconds each start waits, the run's pace with and without them) and its
 fixes first: keep the workers, and where they start by spawn, what each start re-imports.
@@ -15,8 +15,8 @@ from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.doctor.gpu_slow import gpu_advice, gpu_findings
-from gpumon.core.runs.feeding import suggested_workers
-from gpumon.core.runs.progress import rate_text
+from gpumon.core.runs.reading.feeding import suggested_workers
+from gpumon.core.runs.reading.progress import rate_text
 
 # At least this share of the time waited at epochs' edges is a finding of its own, input-bound or not: a
 # healthy loader's edges cost a few percent (persistent workers: one batch; fork: milliseconds).

@@ -10,8 +10,8 @@ from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.slurm_time import limit_text, time_advice
 from gpumon.core.format import size
-from gpumon.core.runs.store import RunRecord
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.slurm.commands import run
 
 TITLES = {

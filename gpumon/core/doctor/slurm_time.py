@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from gpumon.core.doctor.advice_types import Advice
-from gpumon.core.runs.progress import rate_text
-from gpumon.core.runs.store import RunRecord
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.progress import rate_text
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.slurm.times import seconds, slurm_time
 
 MARGIN = 1.2

@@ -1,4 +1,4 @@
-"""A stall (``status.json`` ``stall`` / ``last_stall``, written by ``core/runs/stall.py``) in words."""
+"""A stall (``status.json`` ``stall`` / ``last_stall``, written by ``core/runs/supervision/stall.py``) in words."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def stall_section(stall: dict[str, Any], going_on: bool, run_dir: Path, now: flo
 
 
 def stall_advice(stall: dict[str, Any], run_id: str = "") -> list[Advice]:
-    """What to do about a stall going on, from where its ranks wait (``core/runs/stall.py``'s verdict); the
+    """What to do about a stall going on, from where its ranks wait (``core/runs/supervision/stall.py``'s verdict); the
     commands it advises name ``run_id``."""
     where = [str(line) for line in stall.get("where") or ()]
     found = []

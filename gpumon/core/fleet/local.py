@@ -67,8 +67,8 @@ class LocalLink(BaseLink):
 
     def _read_runs(self) -> None:
         try:
-            from gpumon.core.runs.listing import recent, run_doc
-            from gpumon.core.runs.monitor import RunsMonitor
+            from gpumon.core.runs.reading.monitor import RunsMonitor
+            from gpumon.core.runs.record.listing import recent, run_doc
 
             if self._runs is None:
                 self._runs = RunsMonitor()  # adopts nothing: the app's own Runs feed does that here

@@ -71,11 +71,11 @@ class RunsDelta:
 
     def _rows(self) -> list[dict[str, Any]] | None:
         """The rows now, or None when the monitor handed out the same runs as last time."""
-        from gpumon.core.runs.listing import run_doc
-        from gpumon.core.runs.store import END_STATES
+        from gpumon.core.runs.record.listing import run_doc
+        from gpumon.core.runs.record.store import END_STATES
 
         if self._monitor is None:
-            from gpumon.core.runs.monitor import RunsMonitor
+            from gpumon.core.runs.reading.monitor import RunsMonitor
 
             self._monitor = RunsMonitor(adopt=True)  # as `gpumon runs` does: no run escapes its supervisor
         listed = self._monitor.refresh()

@@ -20,9 +20,9 @@ from gpumon.core.placement.record import name_of as name_of
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunRecord, RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunRecord, RunStore
 
 
 @dataclass(frozen=True)

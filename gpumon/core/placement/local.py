@@ -1,18 +1,18 @@
-"""This host: a detached supervisor started here (core/runs/launcher.py) owns the run."""
+"""This host: a detached supervisor started here (core/runs/supervision/launcher.py) owns the run."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from gpumon.core.placement.base import PlaceName, Where
-from gpumon.core.runs import launcher
+from gpumon.core.runs.supervision import launcher
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunRecord, RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunRecord, RunStore
 
 
 class Local:

@@ -10,11 +10,11 @@ from gpumon.core.placement.local import Local
 from gpumon.core.placement.nodes import Node
 from gpumon.core.placement.queued import Queued
 from gpumon.core.placement.slurm import Slurm
-from gpumon.core.runs.launcher import STOP_GRACE_S
+from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 
 if TYPE_CHECKING:
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunRecord, RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunRecord, RunStore
 
 PLACES: dict[PlaceName, Placement] = {"local": Local(), "queued": Queued(), "slurm": Slurm(), "nodes": Node()}
 

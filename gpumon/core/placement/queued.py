@@ -10,8 +10,8 @@ from gpumon.core.placement.local import Local
 from gpumon.core.queue import submit as queue
 
 if TYPE_CHECKING:
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunRecord, RunStore
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunRecord, RunStore
 
 
 class Queued(Local):

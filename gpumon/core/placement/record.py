@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gpumon.core.slurm.liveness import job_state
 
 if TYPE_CHECKING:
-    from gpumon.core.runs.spec import RunSpec
+    from gpumon.core.runs.record.spec import RunSpec
 
 PlaceName = Literal["local", "queued", "slurm", "nodes"]
 

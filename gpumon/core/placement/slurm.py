@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
 from gpumon.core.placement.base import PlaceName, Where
-from gpumon.core.runs import launcher
-from gpumon.core.runs.spec import validate
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.record.spec import validate
+from gpumon.core.runs.record.store import RunRecord
+from gpumon.core.runs.supervision import launcher
 from gpumon.core.slurm import jobs
 from gpumon.core.slurm import launch as job
 from gpumon.core.slurm.ending import record_job_end
@@ -17,9 +17,9 @@ from gpumon.core.slurm.ending import record_job_end
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
-    from gpumon.core.runs.spec import RunSpec
-    from gpumon.core.runs.store import RunStore
-    from gpumon.core.runs.telemetry import RunTelemetry
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.spec import RunSpec
+    from gpumon.core.runs.record.store import RunStore
 
 
 class Slurm:

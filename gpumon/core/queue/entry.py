@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.store import read_json, write_json, write_text
+from gpumon.core.runs.record.store import read_json, write_json, write_text
 
 QUEUED = "queued"  # the state a queued run's status.json holds
 WAITING, STARTED = "waiting", "started"

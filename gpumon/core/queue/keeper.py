@@ -23,7 +23,7 @@ from typing import Any
 from gpumon.core.queue import entry as q
 from gpumon.core.queue.plan import Decision, Inputs, plan
 from gpumon.core.queue.watch import GpuWatch, reservations
-from gpumon.core.runs.store import END_STATES, LIVE_STATES, RunStore, state_dir
+from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunStore, state_dir
 
 LOCK = "keeper.lock"
 SETTLE_ENV, INTERVAL_ENV = "GPUMON_QUEUE_SETTLE_S", "GPUMON_QUEUE_INTERVAL_S"
@@ -262,7 +262,7 @@ class Keeper:
                         q.save(self.root, replace(fresh, blocked_since=decision.blocked_since))
 
     def _start(self, decision: Decision) -> None:
-        from gpumon.core.runs.launcher import start_supervisor
+        from gpumon.core.runs.supervision.launcher import start_supervisor
 
         with q.edit_lock(self.root):
             e = q.load(self.root, decision.run)
@@ -277,7 +277,7 @@ class Keeper:
                 order = (("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),)
                 env = spec.env if any(k == order[0][0] for k, _ in spec.env) else spec.env + order
                 spec = replace(spec, gpus=",".join(map(str, decision.gpus)), env=env)
-                from gpumon.core.runs.store import write_json
+                from gpumon.core.runs.record.store import write_json
 
                 write_json(record.dir / "spec.json", spec.to_dict())
             status = {**record.status, "queued_s": round(now - record.created, 3), "queue_gpus": list(decision.gpus)}
@@ -303,7 +303,7 @@ class Keeper:
             self._alert(record.dir, f"{record.id} can never start: {decision.reason}", "queue_impossible")
 
     def _end(self, run_dir: Path, why: str) -> None:
-        from gpumon.core.runs.store import read_json, write_json
+        from gpumon.core.runs.record.store import read_json, write_json
 
         status = read_json(run_dir / "status.json")
         now = time.time()
@@ -314,7 +314,7 @@ class Keeper:
         """To the user's channels and the Alerts view; only a run that can never start also marks its row (!)."""
         from gpumon.core.alerts.outbox import send_alert
         from gpumon.core.events import EventWriter
-        from gpumon.core.runs.store import read_json
+        from gpumon.core.runs.record.store import read_json
 
         on_alert = tuple(read_json(run_dir / "spec.json").get("on_alert") or ())
         with contextlib.suppress(OSError):

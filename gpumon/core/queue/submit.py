@@ -8,8 +8,8 @@ from pathlib import Path
 
 from gpumon.core.queue import entry as q
 from gpumon.core.queue.keeper import ensure_keeper
-from gpumon.core.runs.spec import RunSpec, SpecError, validate
-from gpumon.core.runs.store import RunRecord, RunStore, write_json
+from gpumon.core.runs.record.spec import RunSpec, SpecError, validate
+from gpumon.core.runs.record.store import RunRecord, RunStore, write_json
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
 _UNIT = {"": 1024**3, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -25,7 +25,7 @@ def parse_size(text: str) -> int:
 
 def parse_after(text: str | None, store: RunStore) -> tuple[str, ...]:
     """'RUN[,RUN]' (ids or unique prefixes) → run ids. Raises SpecError naming the one not found."""
-    from gpumon.core.runs.store import RunNotFound
+    from gpumon.core.runs.record.store import RunNotFound
 
     if not text:
         return ()
@@ -122,7 +122,7 @@ def cancel(root: Path, run: str) -> bool:
     with q.edit_lock(root):
         entry = q.load(root, run)
         status_path = root / "runs" / run / "status.json"
-        from gpumon.core.runs.store import read_json
+        from gpumon.core.runs.record.store import read_json
 
         status = read_json(status_path)
         if status.get("state") != q.QUEUED or (entry is not None and entry.state != q.WAITING):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.store import RunRecord, write_json
+from gpumon.core.runs.record.store import RunRecord, write_json
 from gpumon.core.slurm import jobs
 
 TAIL_BYTES = 64 * 1024

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.spec import RunSpec, SpecError
-from gpumon.core.runs.store import write_json, write_text
+from gpumon.core.runs.record.spec import RunSpec, SpecError
+from gpumon.core.runs.record.store import write_json, write_text
 from gpumon.core.slurm.step import step_argv, torchrun_args
 from gpumon.core.slurm.submit import SCRIPT, SlurmError, SlurmOptions, batch_script, sbatch_argv, submit
 

@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.slurm import jobs
 
 SILENT_S = 60.0  # a job running this long while the run's directory shows nothing: not a shared filesystem

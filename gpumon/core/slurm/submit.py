@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.spec import SpecError
+from gpumon.core.runs.record.spec import SpecError
 from gpumon.core.slurm.commands import missing, run
 
 SCRIPT = "job.sbatch"
@@ -108,7 +108,7 @@ def batch_script(run_dir: Path, argv: list[str]) -> str:
             ' the nodes share (set GPUMON_HOME to one, e.g. under your home directory)" >&2',
             "  exit 3",
             "fi",
-            f"exec {shlex.quote(sys.executable)} -m gpumon.core.runs.supervisor {where}",
+            f"exec {shlex.quote(sys.executable)} -m gpumon.core.runs.supervision.supervisor {where}",
             "",
         ]
     )

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from gpumon.core.doctor.report import Diagnosis
 from gpumon.core.format import size
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gpumon.core.fleet.hosts import Host, HostError, parse_hosts
-from gpumon.core.runs.spec import (
+from gpumon.core.runs.record.spec import (
     DEFAULT_PROGRAM,
     RunSpec,
     SpecError,
@@ -260,7 +260,7 @@ def spec_values(
         check(spec)
     if values.queue.strip():
         from gpumon.core.queue.submit import parse_line as queue_line
-        from gpumon.core.runs.store import RunStore
+        from gpumon.core.runs.record.store import RunStore
 
         fields = queue_line(values.queue, RunStore())
         count = fields["gpus"]

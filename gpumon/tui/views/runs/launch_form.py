@@ -24,7 +24,7 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
-from gpumon.core.runs.spec import KINDS, RunSpec, SpecError, default_nproc
+from gpumon.core.runs.record.spec import KINDS, RunSpec, SpecError, default_nproc
 from gpumon.tui.views.runs.form_spec import (
     HOST_KINDS,
     PRESETS,

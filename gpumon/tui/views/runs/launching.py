@@ -14,9 +14,9 @@ from textual.widget import Widget
 
 from gpumon.core.gpu import visible_gpu_count
 from gpumon.core.placement.places import launch, stop
-from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.spec import RunSpec, SpecError
-from gpumon.core.runs.store import RunRecord, RunStore
+from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.record.spec import RunSpec, SpecError
+from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.tui.view import AppContext
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
@@ -147,7 +147,7 @@ class Launching(Widget):
     @work(thread=True, exit_on_error=False, group="runs-action")
     def launch_group(self, request: GroupLaunch) -> None:
         """One node per host over the user's ssh ([fleet] ssh and gpumon, $GPUMON_SSH), as ``--hosts`` does."""
-        from gpumon.core.runs.group import GroupError, configured_reach, launch_group
+        from gpumon.core.nodes.group import GroupError, configured_reach, launch_group
 
         try:
             root = (self.store or RunStore()).root

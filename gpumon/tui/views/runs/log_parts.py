@@ -15,7 +15,7 @@ from textual.message import Message
 
 from gpumon.core.logs.search import Needle, ScanStep
 from gpumon.core.logs.window import LogPage
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.views.runs.reading import LAUNCHER
 
 

@@ -22,7 +22,7 @@ from textual.widgets import Footer, Input, Static
 from gpumon.core.format import size
 from gpumon.core.logs.search import Needle, ScanStep, scan
 from gpumon.core.logs.window import KEEP, LogPage, LogWindow
-from gpumon.core.runs.store import RunRecord
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.log_parts import (
     Matches,

@@ -20,8 +20,8 @@ from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.core.fleet.remote_runs import stop_remote
 from gpumon.core.format import duration, size
 from gpumon.core.format import loss as loss_text
-from gpumon.core.runs.store import LIVE_STATES
-from gpumon.core.runs.values import metric_value
+from gpumon.core.runs.record.store import LIVE_STATES
+from gpumon.core.runs.record.values import metric_value
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.remote_log import LogFollower
 from gpumon.tui.widgets.render import STATE_STYLE

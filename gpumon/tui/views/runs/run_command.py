@@ -12,9 +12,9 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gpumon.core.placement.places import command as build_command
-from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import read_json
+from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import read_json
 from gpumon.core.visible import visible
 
 

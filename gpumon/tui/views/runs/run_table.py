@@ -14,11 +14,11 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.format import loss as loss_value
-from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.progress import progress_text, rate_text
-from gpumon.core.runs.spec import KINDS, RunSpec
-from gpumon.core.runs.use import mfu_text
-from gpumon.core.runs.values import is_nonfinite, metric_value
+from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.progress import progress_text, rate_text
+from gpumon.core.runs.reading.use import mfu_text
+from gpumon.core.runs.record.spec import KINDS, RunSpec
+from gpumon.core.runs.record.values import is_nonfinite, metric_value
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.remote import HostNote, Remote, RemoteRun
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell, fit_columns, hidden_note, title_room
@@ -66,7 +66,7 @@ HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
 
-MFU: Columns = (("mfu", "MFU", 5),)  # after SAMPLES/S once a run counted its FLOPs (core/runs/use.py)
+MFU: Columns = (("mfu", "MFU", 5),)  # after SAMPLES/S once a run counted its FLOPs (core/runs/reading/use.py)
 
 
 def _with_mfu(columns: Columns) -> Columns:

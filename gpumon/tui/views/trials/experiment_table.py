@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from gpumon.core.format import elide
-from gpumon.core.runs.experiments import ExperimentInfo
+from gpumon.core.runs.reading.experiments import ExperimentInfo
 from gpumon.tui.widgets.keyed_table import KeyedTable, SortCell
 from gpumon.tui.widgets.render import STATE_STYLE, number, short_run_id
 

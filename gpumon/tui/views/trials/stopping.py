@@ -6,9 +6,9 @@ from pathlib import Path
 
 from textual.notifications import SeverityLevel
 
-from gpumon.core.runs.control import request_stop_experiment, request_stop_trial
-from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
-from gpumon.core.runs.trials import ACTIVE
+from gpumon.core.runs.reading.experiments import ExperimentSnapshot, TrialRow
+from gpumon.core.runs.reading.trials import ACTIVE
+from gpumon.core.runs.supervision.control import request_stop_experiment, request_stop_trial
 
 
 def trial_stop_question(snap: ExperimentSnapshot | None, row: TrialRow | None) -> tuple[str | None, str, str | None]:

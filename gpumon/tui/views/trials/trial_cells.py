@@ -9,7 +9,7 @@ from rich.text import Text
 from gpumon.core.format import duration, elide, size
 from gpumon.core.format import value as value_text
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
+from gpumon.core.runs.reading.experiments import ExperimentSnapshot, TrialRow
 from gpumon.tui.widgets.keyed_table import Column, SortCell, fit_columns
 from gpumon.tui.widgets.render import number
 

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Static
 
 from gpumon.core.format import duration, size
-from gpumon.core.runs.experiments import ExperimentSnapshot, TrialCurves, TrialRow
+from gpumon.core.runs.reading.experiments import ExperimentSnapshot, TrialCurves, TrialRow
 from gpumon.tui.views.trials.experiment_table import search_label, trials_label
 from gpumon.tui.views.trials.trial_cells import NONE, STATUS_STYLE, shown_status, value_text
 from gpumon.tui.widgets.charts import Chart, Series

@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from gpumon.core.runs.experiments import ExperimentSnapshot, TrialRow
+from gpumon.core.runs.reading.experiments import ExperimentSnapshot, TrialRow
 from gpumon.tui.views.trials.trial_cells import BIGGEST_FIRST, FILTERS, MISSING, trial_cells, trial_columns
 from gpumon.tui.widgets.keyed_table import Column, KeyedTable, SortCell, hidden_note, title_room
 from gpumon.tui.widgets.literal import set_title

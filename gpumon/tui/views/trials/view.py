@@ -23,8 +23,8 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.fleet.trial_gpu import trial_gpu_memory
-from gpumon.core.runs.experiments import ExperimentInfo, ExperimentsMonitor, ExperimentSnapshot, TrialRow
-from gpumon.core.runs.store import RunStore
+from gpumon.core.runs.reading.experiments import ExperimentInfo, ExperimentsMonitor, ExperimentSnapshot, TrialRow
+from gpumon.core.runs.record.store import RunStore
 from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.trials.experiment_table import ExperimentTable
 from gpumon.tui.views.trials.stopping import search_stop_question, trial_stop_question, write_stop_request

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore, write_json, write_text
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore, write_json, write_text
 
 EXTERNAL_ENV = "GPUMON_TUNE_EXTERNAL"  # "0": a driver outside gpumon writes nothing
 
@@ -26,7 +26,7 @@ def register_external(kind: str = "tune", argv: list[str] | None = None) -> Path
     """This process as a gpumon run (kind ``tune``); its run directory, or None if turned off or unwritable."""
     if os.environ.get(EXTERNAL_ENV, "1") == "0":
         return None
-    from gpumon.core.runs.launcher import adopt
+    from gpumon.core.runs.supervision.launcher import adopt
 
     argv = list(argv if argv is not None else [sys.executable, *sys.argv])
     script = next((a for a in argv[1:] if not a.startswith("-")), argv[0])

@@ -11,9 +11,9 @@ from typing import Any
 
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.events import EventWriter, compress_closed
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, RunStore, read_json
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, RunStore, read_json
 
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)", re.S)
 
@@ -76,8 +76,8 @@ def compress(sup: Any) -> None:
 
 def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:
     """The ended run's row in the state dir's index: listing it never reads its files again."""
-    from gpumon.core.runs.index import RunIndex
-    from gpumon.core.runs.monitor import summarise, to_row
+    from gpumon.core.runs.reading.monitor import summarise, to_row
+    from gpumon.core.runs.record.index import RunIndex
 
     try:
         spec = RunSpec.from_dict(read_json(run_dir / "spec.json"))
@@ -97,7 +97,7 @@ def retry_after_oom(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, e
     from gpumon.core.doctor.evidence import run_failure
     from gpumon.core.gpu import visible_gpu_count
     from gpumon.core.placement.places import launch
-    from gpumon.core.runs.retry import OOM_KINDS, halved
+    from gpumon.core.runs.supervision.retry import OOM_KINDS, halved
 
     store = RunStore(run_dir.parent.parent)
     spec = RunSpec.from_dict(read_json(run_dir / "spec.json"))

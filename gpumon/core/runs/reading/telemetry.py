@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 from gpumon.core.events import EventReader
 from gpumon.core.logs.tail import tail_lines
-from gpumon.core.runs.feeding import Feeding
-from gpumon.core.runs.progress import Progress
-from gpumon.core.runs.series import MAX_POINTS, Pace, Series
-from gpumon.core.runs.sources import loss_key, number, rank_of, source_of
-from gpumon.core.runs.trials import TUNE_EVENTS, Experiment
-from gpumon.core.runs.use import GpuUse
-from gpumon.core.runs.values import NonFinite
+from gpumon.core.runs.reading.feeding import Feeding
+from gpumon.core.runs.reading.progress import Progress
+from gpumon.core.runs.reading.series import MAX_POINTS, Pace, Series
+from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
+from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
+from gpumon.core.runs.reading.use import GpuUse
+from gpumon.core.runs.record.values import NonFinite
 from gpumon.core.safefs import write_atomic
 
 __all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.fleet.hosts import Host, parse_host
-from gpumon.core.runs.launcher import node_argv
-from gpumon.core.runs.nodes import NodeError, Reach, each
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunNotFound, read_json, write_json
+from gpumon.core.nodes.remote import NodeError, Reach, each
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunNotFound, read_json, write_json
+from gpumon.core.runs.supervision.launcher import node_argv
 
 PREFIX = "g-"  # no run kind starts so: an id names a group or a run, never both
 MULTI_NODE_KINDS = ("ddp", "pipeline", "script")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpumon.core.runs.values import metric_value
+from gpumon.core.runs.record.values import metric_value
 
 # Best first. Frameworks rank among themselves in this order (a Lightning run with its TensorBoard
 # logger reports both: Lightning's names are the ones the script chose).

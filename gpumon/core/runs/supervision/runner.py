@@ -1,4 +1,4 @@
-"""The command's own parent: ``python -m gpumon.core.runs.runner RUN_DIR``, started by the supervisor.
+"""The command's own parent: ``python -m gpumon.core.runs.supervision.runner RUN_DIR``, started by the supervisor.
 
 Training must never wait on gpumon. The supervisor is a big process (NVML, the fold, alerts, a state dir
 that may hang) that can be SIGKILLed, SIGSTOPped or stuck; this small one only starts the command, drains
@@ -135,7 +135,7 @@ def _end_left() -> None:
 
 
 def serve(run_dir: Path) -> int:
-    from gpumon.core.runs.output import PIPES_ENV, Drain
+    from gpumon.core.runs.supervision.output import PIPES_ENV, Drain
 
     become_subreaper()
     # A Python handler, not SIG_IGN: the command gets the default. SIGHUP too: the supervisor ignores it, and
@@ -178,7 +178,7 @@ def serve(run_dir: Path) -> int:
     _end_left()
     dropped, by_log = drain.close(DRAIN_PATIENCE_S), drain.dropped_by_log()
     if by_log:  # for an adopter too (the supervisor that reads the report below may be dead): in exit.json
-        from gpumon.core.runs.reserve import borrow
+        from gpumon.core.runs.supervision.reserve import borrow
 
         if not write_exit(run_dir, proc.pid, rc, dropped_by=by_log) and borrow(run_dir):
             write_exit(run_dir, proc.pid, rc, dropped_by=by_log)
@@ -196,7 +196,7 @@ class Runner:
         self.reports: dict[str, Any] = {}
         self.cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpumon.core.runs.runner", str(run_dir)],
+            [sys.executable, "-m", "gpumon.core.runs.supervision.runner", str(run_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             process_group=0,  # no signal for the supervisor's group reaches it
@@ -263,7 +263,7 @@ class Runner:
     def _resume(self) -> None:
         """A stopped runner (SIGSTOP, a debugger left attached) drains nothing: the script's print() would fill
         the pipe and wait for ever. It is gpumon's own process, never the run's: continue it, and say so."""
-        from gpumon.core.runs.liveness import frozen
+        from gpumon.core.runs.supervision.liveness import frozen
 
         if frozen(self.proc.pid):
             with contextlib.suppress(OSError):
@@ -275,7 +275,7 @@ class Runner:
     def _take_over(self) -> None:
         """The runner died (killed) while the command runs: drain its output here, as an adopter would."""
         if self.drain is None:
-            from gpumon.core.runs.output import Drain
+            from gpumon.core.runs.supervision.output import Drain
 
             self.drain = Drain(self.run_dir / "logs")
             self.drain.reattach(self.pid, self.reports.get("output_fd"), self.log_name)

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
-from gpumon.core.runs.index import RunIndex
-from gpumon.core.runs.rank_rows import RankRow, rank_rows, rows_from
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import END_STATES, RunRecord, RunStore
-from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
+from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.record.index import RunIndex
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
 from gpumon.core.slurm.rows import slurm_line
 
 
@@ -209,7 +209,7 @@ class RunsMonitor:
 
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.placement.places import of_record
-        from gpumon.core.runs.launcher import adopt, record_end
+        from gpumon.core.runs.supervision.launcher import adopt, record_end
 
         # The supervisor may have written the end and exited since status.json was read: read it again,
         # or a run that just finished would be taken for one whose supervisor died.

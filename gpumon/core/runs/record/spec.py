@@ -60,7 +60,7 @@ class RunSpec:
     retry_of: str | None = None  # the run this one retries
     no_census: bool = False  # the supervisor never asks for a census by itself (gpumon launch --no-census)
     on_alert: tuple[str, ...] = ()  # a command (argument list) the supervisor runs with each alert's text
-    group: str | None = None  # a multi-node group (core/runs/group.py): the same id in every node's run
+    group: str | None = None  # a multi-node group (core/nodes/group.py): the same id in every node's run
     slurm: dict[str, Any] | None = None  # run as a Slurm job: core/slurm/submit.py's SlurmOptions
 
     @property

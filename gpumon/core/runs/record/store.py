@@ -10,7 +10,7 @@ $GPUMON_HOME (default $XDG_STATE_HOME/gpumon, ~/.local/state/gpumon), mode 0700
             error.json    torchrun's root-cause error file, when a rank failed
             search.toml   kind tune: the search file it started from
             ray_results/  kind tune: Tune's results and checkpoints
-            control/      kind tune: stop requests (core/runs/control.py)
+            control/      kind tune: stop requests (core/runs/supervision/control.py)
   groups/<id>.json        a multi-node group launched from here: its hosts and each node's run (group.py)
 """
 
@@ -27,13 +27,13 @@ from typing import Any
 import psutil
 
 from gpumon.core.placement.record import state_elsewhere
-from gpumon.core.runs.liveness import frozen, lock_holder, read_file
-from gpumon.core.runs.runner import read_exit
-from gpumon.core.runs.spec import RunSpec
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.supervision.liveness import frozen, lock_holder, read_file
+from gpumon.core.runs.supervision.runner import read_exit
 from gpumon.core.safefs import private_dirs, read_bytes, write_atomic
 
 HOME_ENV = "GPUMON_HOME"
-# stalled: runs/stall.py; pending: a Slurm job not started yet (core/slurm)
+# stalled: runs/supervision/stall.py; pending: a Slurm job not started yet (core/slurm)
 LIVE_STATES = ("starting", "running", "stalled", "stopping", "unsupervised", "pending")
 # exited: its processes ended while neither its supervisor nor its runner watched (adopted), so the exit code is unknown
 END_STATES = ("finished", "failed", "stopped", "killed", "lost", "exited")
@@ -157,7 +157,7 @@ class RunRecord:
         if self.status_unreadable:
             if self.supervisor_alive():
                 return "running"
-            from gpumon.core.runs.marks import marked  # the pids are in the file that cannot be read
+            from gpumon.core.runs.record.marks import marked  # the pids are in the file that cannot be read
 
             return "unsupervised" if marked(self.dir) else "unknown"
         state = str(self.status.get("state", "starting"))
@@ -370,7 +370,7 @@ class RunStore:
 
     def newest(self) -> RunRecord | None:
         """The most recently created run: indexed runs by their row, the others (live, new) from their files."""
-        from gpumon.core.runs.index import RunIndex
+        from gpumon.core.runs.record.index import RunIndex
 
         try:
             names = {p.name for p in self.runs_dir.iterdir()}

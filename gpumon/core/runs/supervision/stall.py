@@ -32,10 +32,10 @@ from gpumon.core.doctor.stall_text import stall_advice
 from gpumon.core.events import EventWriter
 from gpumon.core.format import duration
 from gpumon.core.protocol import STACKS_DIR
-from gpumon.core.runs.alerts import fix_words
-from gpumon.core.runs.stacks import capture, proc_state
-from gpumon.core.runs.store import process_alive
-from gpumon.core.runs.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.record.store import process_alive
+from gpumon.core.runs.supervision.alerts import fix_words
+from gpumon.core.runs.supervision.stacks import capture, proc_state
 
 STALL_AFTER_S = 120.0
 STALL_STEPS = 20.0

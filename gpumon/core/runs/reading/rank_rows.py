@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.store import RunRecord, read_json
+from gpumon.core.runs.record.store import RunRecord, read_json
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EVENTS_DIR, SUFFIX, EventReader
-from gpumon.core.runs.control import stop_requested_at, trials_to_stop
-from gpumon.core.runs.store import END_STATES, LIVE_STATES, RunRecord, RunStore, read_json
-from gpumon.core.runs.trials import ACTIVE, Experiment, Trial, flatten, over_status, trial_status
+from gpumon.core.runs.reading.trials import ACTIVE, Experiment, Trial, flatten, over_status, trial_status
+from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunRecord, RunStore, read_json
+from gpumon.core.runs.supervision.control import stop_requested_at, trials_to_stop
 
 TUNE_SOURCE = "tune"
 Curve = tuple[tuple[int, ...], tuple[float, ...]]  # steps, values

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.group import Group, Node, save, stop_group
-from gpumon.core.runs.nodes import NodeError, each
-from gpumon.core.runs.store import END_STATES, LIVE_STATES, RunStore
+from gpumon.core.nodes.group import Group, Node, save, stop_group
+from gpumon.core.nodes.remote import NodeError, each
+from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunStore
 
 # How long the other nodes get to end by themselves after one failed or stopped (torchrun takes a node down
 # within seconds when its peer goes; a node still waiting in the rendezvous would wait 600 s).
@@ -76,8 +76,8 @@ def read_node(group: Group, node: Node, root: Path) -> NodeStatus:
     host = group.host(node)
     try:
         if host.local:
-            from gpumon.core.runs.listing import run_doc
-            from gpumon.core.runs.monitor import read_one
+            from gpumon.core.runs.reading.monitor import read_one
+            from gpumon.core.runs.record.listing import run_doc
 
             doc = run_doc(read_one(RunStore(root).resolve(node.run)))
         else:

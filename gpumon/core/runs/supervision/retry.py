@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpumon.core.runs.spec import RunSpec, arg_value
+from gpumon.core.runs.record.spec import RunSpec, arg_value
 
 OOM_KINDS = ("cuda_oom", "host_oom")
 DEFAULT_BATCH = 64  # the trainers' --batch-size default (trainers/cli.py)

@@ -38,7 +38,7 @@ INPUT_BOUND = 0.5
 # Its epoch-edge wait is not part of the judged interval: it counts (issue 33, workers started each epoch).
 PAUSE_FACTOR = 20.0
 WINDOW_S = 120
-STOPPED_S = 4.0  # the stall watch's (runs/stall.py): no shorter stop makes a ``stall`` event
+STOPPED_S = 4.0  # the stall watch's (runs/supervision/stall.py): no shorter stop makes a ``stall`` event
 MIN_STEPS = 10
 MIN_SPAN_S = 5.0
 

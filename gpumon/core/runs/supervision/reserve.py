@@ -66,7 +66,7 @@ def free_reserve(run_dir: Path) -> bool:
 
 def say_drops(run_dir: Path, dropped: dict[str, list[int]]) -> None:
     """A last line in each log whose dropped output it never mentioned (the disk stayed full to the end)."""
-    from gpumon.core.runs.output import _size
+    from gpumon.core.runs.supervision.output import _size
 
     for name, (_total, unsaid) in dropped.items():
         if not unsaid or "/" in name:

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gpumon.core.placement.record import elsewhere, name_of
-from gpumon.core.runs.control import request_stop_experiment, stop_requested
-from gpumon.core.runs.liveness import frozen
-from gpumon.core.runs.reserve import reserve
-from gpumon.core.runs.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
-from gpumon.core.runs.store import RunRecord, RunStore, process_alive, write_json, write_text
+from gpumon.core.runs.record.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
+from gpumon.core.runs.record.store import RunRecord, RunStore, process_alive, write_json, write_text
+from gpumon.core.runs.supervision.control import request_stop_experiment, stop_requested
+from gpumon.core.runs.supervision.liveness import frozen
+from gpumon.core.runs.supervision.reserve import reserve
 from gpumon.core.safefs import open_own
 
-BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[2] / "telemetry" / "bootstrap")
+BOOTSTRAP_DIR = str(Path(__file__).resolve().parents[3] / "telemetry" / "bootstrap")
 STOP_GRACE_S = 10.0
 ANSWER_S = 10.0  # a supervisor that has not taken a stop by then does not answer: stop goes round it
 # A search asked to stop ends its trials at their next results, then Ray shuts down: 10 s was passed under load.
@@ -210,7 +210,7 @@ def start_supervisor(
         raise
     with log as err:
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "gpumon.core.runs.supervisor", str(run_dir)],
+            [sys.executable, "-m", "gpumon.core.runs.supervision.supervisor", str(run_dir)],
             stdin=subprocess.DEVNULL,
             stdout=err,
             stderr=err,
@@ -298,7 +298,7 @@ def stop_directly(record: RunRecord, kill: bool = False, why: str = "its supervi
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(status["pgid"]), sig)
             sent += 1
-    from gpumon.core.runs.marks import descendants, marked
+    from gpumon.core.runs.record.marks import descendants, marked
 
     targets = {pid: t for pid, t in record.processes() if t is not None}
     targets.update(marked(record.dir, record.created or None))  # those its status never named (marks.py)
@@ -317,7 +317,7 @@ def adopt(record: RunRecord) -> None:
     """Start a new supervisor for an unsupervised run: it records the end and obeys stop (no-op if one lives)."""
     with open_private(record.dir / "supervisor.log") as err:
         child = subprocess.Popen(
-            [sys.executable, "-m", "gpumon.core.runs.supervisor", "--adopt", str(record.dir)],
+            [sys.executable, "-m", "gpumon.core.runs.supervision.supervisor", "--adopt", str(record.dir)],
             stdin=subprocess.DEVNULL,
             stdout=err,
             stderr=err,
@@ -330,7 +330,7 @@ def adopt(record: RunRecord) -> None:
 def record_end(record: RunRecord, state: str, why: str) -> None:
     """Write the end of a run that no supervisor will write (its processes are gone), with the exit code its
     runner recorded when there is one."""
-    from gpumon.core.runs.runner import read_exit
+    from gpumon.core.runs.supervision.runner import read_exit
 
     found = read_exit(record.dir, record.status.get("pid")) or {}
     status = {**record.status, "state": state, "ended": found.get("ended", time.time()), "ended_by": why}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpumon.core.runs.monitor import RunSummary
-from gpumon.core.runs.progress import ROW_FIELDS
-from gpumon.core.runs.rank_rows import proc_count
-from gpumon.core.runs.use import USE_FIELDS
-from gpumon.core.runs.values import json_value
+from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.progress import ROW_FIELDS
+from gpumon.core.runs.reading.rank_rows import proc_count
+from gpumon.core.runs.reading.use import USE_FIELDS
+from gpumon.core.runs.record.values import json_value
 from gpumon.core.slurm.rows import slurm_fields
 
 RUNS_SCHEMA = 1

@@ -20,8 +20,8 @@ import psutil
 
 from gpumon.core.doctor import hang
 from gpumon.core.protocol import STACK_SIGNAL, STACKS_DIR, TAKEN
-from gpumon.core.runs import worker_stacks
-from gpumon.core.runs.store import write_text
+from gpumon.core.runs.record.store import write_text
+from gpumon.core.runs.supervision import worker_stacks
 
 ANSWER_S = 3.0  # how long the ranks get to write their dumps
 PY_SPY_S = 10.0

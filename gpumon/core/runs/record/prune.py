@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpumon.core.events import EVENTS_DIR
-from gpumon.core.runs.index import RunIndex
-from gpumon.core.runs.liveness import lock_holder
-from gpumon.core.runs.marks import marked
-from gpumon.core.runs.monitor import RunsMonitor
-from gpumon.core.runs.store import END_STATES, RunStore
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.record.index import RunIndex
+from gpumon.core.runs.record.marks import marked
+from gpumon.core.runs.record.store import END_STATES, RunStore
+from gpumon.core.runs.supervision.liveness import lock_holder
 
 DAY = 86_400.0
 

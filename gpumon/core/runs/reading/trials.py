@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpumon.core.runs.series import Series
+from gpumon.core.runs.reading.series import Series
 
 TUNE_EVENTS = frozenset({"tune_start", "trial_start", "trial_result", "trial_end", "tune_end"})
 ACTIVE = ("RUNNING", "PENDING", "PAUSED")  # a trial that has not ended

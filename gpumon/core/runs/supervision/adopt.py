@@ -12,14 +12,14 @@ from typing import Any
 
 import psutil
 
-from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import compress, end_fields, index_run
-from gpumon.core.runs.liveness import frozen
-from gpumon.core.runs.output import Drain
-from gpumon.core.runs.reserve import write_end
-from gpumon.core.runs.runner import FINISH_S, read_exit
-from gpumon.core.runs.spec import RunSpec
-from gpumon.core.runs.store import RunRecord, process_alive
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord, process_alive
+from gpumon.core.runs.supervision.end_alerts import end_alert
+from gpumon.core.runs.supervision.ending import compress, end_fields, index_run
+from gpumon.core.runs.supervision.liveness import frozen
+from gpumon.core.runs.supervision.output import Drain
+from gpumon.core.runs.supervision.reserve import write_end
+from gpumon.core.runs.supervision.runner import FINISH_S, read_exit
 
 MARKS_EVERY_S = 5.0  # how often the adopter looks again for processes carrying the run's mark
 

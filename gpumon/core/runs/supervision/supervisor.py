@@ -1,4 +1,4 @@
-"""The process that owns one run: ``python -m gpumon.core.runs.supervisor RUN_DIR``.
+"""The process that owns one run: ``python -m gpumon.core.runs.supervision.supervisor RUN_DIR``.
 
 Started detached by the launcher. It starts the command in its own process
 group, records pids and the exit in status.json and launcher events, stops
@@ -25,19 +25,19 @@ from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
-from gpumon.core.runs.alerts import input_alert, loss_alert, loss_fix, raise_alert
-from gpumon.core.runs.end_alerts import end_alert
-from gpumon.core.runs.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
-from gpumon.core.runs.gpu_idle import GpuIdleCheck
-from gpumon.core.runs.launcher import STOP_GRACE_S
-from gpumon.core.runs.leak_alert import LeakAlert
-from gpumon.core.runs.marks import descendants, marked
-from gpumon.core.runs.output import log_cap
-from gpumon.core.runs.reserve import reserve, write_end
-from gpumon.core.runs.runner import Runner, become_subreaper
-from gpumon.core.runs.stall import StallWatch, tidy
-from gpumon.core.runs.store import process_alive, read_json, write_json
-from gpumon.core.runs.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.record.marks import descendants, marked
+from gpumon.core.runs.record.store import process_alive, read_json, write_json
+from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
+from gpumon.core.runs.supervision.end_alerts import end_alert
+from gpumon.core.runs.supervision.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
+from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
+from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
+from gpumon.core.runs.supervision.leak_alert import LeakAlert
+from gpumon.core.runs.supervision.output import log_cap
+from gpumon.core.runs.supervision.reserve import reserve, write_end
+from gpumon.core.runs.supervision.runner import Runner, become_subreaper
+from gpumon.core.runs.supervision.stall import StallWatch, tidy
 from gpumon.core.safefs import open_own
 from gpumon.core.slurm.ending import at_end as slurm_end
 from gpumon.core.slurm.ending import started as slurm_started
@@ -173,7 +173,7 @@ class Supervisor:
 
     def adopt(self) -> int:
         """Watch a run whose supervisor died: record its end and summarise it; stop it when asked (adopt.py)."""
-        from gpumon.core.runs.adopt import adopt
+        from gpumon.core.runs.supervision.adopt import adopt
 
         return adopt(self)
 
@@ -379,7 +379,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--adopt":
         rc = Supervisor(Path(argv[1])).adopt()
     elif len(argv) != 1:
-        print("usage: python -m gpumon.core.runs.supervisor [--adopt] RUN_DIR", file=sys.stderr)
+        print("usage: python -m gpumon.core.runs.supervision.supervisor [--adopt] RUN_DIR", file=sys.stderr)
         return 2
     else:
         rc = Supervisor(Path(argv[0])).run()

@@ -15,10 +15,10 @@ from pathlib import Path
 import psutil
 
 from gpumon.core.events import RUN_DIR_ENV
-from gpumon.core.runs.liveness import frozen
-from gpumon.core.runs.store import process_alive
+from gpumon.core.runs.record.store import process_alive
+from gpumon.core.runs.supervision.liveness import frozen
 
-SUPERVISOR = "gpumon.core.runs.supervisor"
+SUPERVISOR = "gpumon.core.runs.supervision.supervisor"
 KILL_WAIT_S = 5.0  # after SIGKILL: for the kernel to take them
 SUPERVISOR_END_S = 15.0  # a supervisor told to stop ends within this (its run's processes are gone by then)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.runs.alerts import failure_line, fix_words
+from gpumon.core.runs.supervision.alerts import failure_line, fix_words
 
 
 def end_alert(
@@ -51,8 +51,8 @@ def _doctor(run_dir: Path, spec: dict[str, Any], status: dict[str, Any], fold: A
     """The doctor's headline and its first fix; nothing when it has nothing (or fails: the alert goes anyway)."""
     try:
         from gpumon.core.doctor.report import diagnose
-        from gpumon.core.runs.spec import RunSpec
-        from gpumon.core.runs.store import RunRecord
+        from gpumon.core.runs.record.spec import RunSpec
+        from gpumon.core.runs.record.store import RunRecord
 
         record = RunRecord(run_dir.name, run_dir, RunSpec.from_dict(spec), status)
         found = diagnose(record, fold)  # a fresh leak watch: the supervisor's own keeps its state

@@ -29,8 +29,8 @@ from statistics import median
 from typing import Any
 
 from gpumon.core.format import duration
-from gpumon.core.runs.series import Pace
-from gpumon.core.runs.sources import rank_of
+from gpumon.core.runs.reading.series import Pace
+from gpumon.core.runs.reading.sources import rank_of
 
 WINDOW = 64  # the latest dt values per rank the median is taken over
 

@@ -1,0 +1,1 @@
+"""A run's supervision: the launcher, the supervisor that owns the run, and what it does when nobody watches."""
