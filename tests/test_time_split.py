@@ -48,7 +48,7 @@ def test_a_cpu_run_fed_by_a_slow_loader_splits_its_time_into_the_wait_it_measure
     split = row["time_split"]
     assert split["device"] == "cpu" and split["rank"] == 0, split
     assert abs(split["data"] - own) <= 0.1, (split, own)  # the script's own clock around next(loader)
-    assert 0.3 < own < 0.8, own  # ~50 ms of loading against ~30 ms of work: a real share either way
+    assert 0.1 < own < 0.9, own  # ~50 ms of loading against ~30 ms of work (longer on a loaded machine)
     assert split["host"] == pytest.approx(1 - split["data"], abs=0.002)
     # No GPU: no share invented for it, the reason given instead.
     assert split["gpu_busy"] is None and split["sync"] is None
@@ -96,7 +96,8 @@ def test_a_recorded_cuda_rank_splits_the_gpus_time_into_busy_data_and_host(gpumo
     bar = time_bar(split)
     assert bar is not None
     assert bar.plain.endswith("GPU busy 55% · data 30% · host 15% · sync ? (3/step, in host)")
-    assert bar.plain.count("█") == round(0.55 * 24) + round(0.3 * 24) + round(0.15 * 24)
+    cells = "█" * round(0.55 * 24) + "▓" * round(0.3 * 24) + "▒" * round(0.15 * 24)  # busy, data, host
+    assert bar.plain.startswith(f"step time {cells} ")
 
     # A GPU busy 90% while the host waits 30% for data: the GPU ran queued work meanwhile; the idle 10% is data's.
     _record_cuda(home, "script-1127-070000-bbbb", util=90.0, wait=0.15, syncs=0)

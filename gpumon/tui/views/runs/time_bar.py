@@ -11,10 +11,11 @@ from gpumon.core.runs.reading.time_split import SPLIT_KEYS, split_parts
 
 BAR = 24  # cells
 STYLES = {"gpu_busy": "green", "data": "yellow", "host": "magenta", "sync": "red"}
+GLYPHS = {"gpu_busy": "█", "data": "▓", "host": "▒", "sync": "▒"}  # told apart without colour too
 
 
 def time_bar(split: dict[str, Any] | None, width: int = BAR) -> Text | None:
-    """ "step time ████████▒▒▒▒░░░░ GPU busy 62% · data 30% · host 8% · sync ?" (blank cells: not measured)."""
+    """ "step time ████████▓▓▓▓▒▒░░ GPU busy 62% · data 30% · host 8% · sync ?" (blank cells: not measured)."""
     if not split or not any(isinstance(split.get(k), int | float) for k in SPLIT_KEYS):
         return None
     line = Text("step time ", style="dim")
@@ -23,7 +24,7 @@ def time_bar(split: dict[str, Any] | None, width: int = BAR) -> Text | None:
         value = split.get(key)
         if isinstance(value, int | float) and value > 0:
             cells = min(width - used, round(value * width))
-            line.append("█" * cells, style=STYLES[key])
+            line.append(GLYPHS[key] * cells, style=STYLES[key])
             used += cells
     line.append("░" * (width - used), style="dim")
     line.append(" ")
