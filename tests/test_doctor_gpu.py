@@ -10,9 +10,12 @@ from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
 
-from gpumon.core.events import EventWriter
+import pytest
+
+from gpumon.core.events import EventReader, EventWriter
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import write_json
+from tests.conftest import wait_until
 
 Gpumon = Callable[..., CompletedProcess[str]]
 GIB = 2**30
@@ -102,3 +105,66 @@ def test_a_gpu_that_runs_dry_every_step_without_a_sync_is_host_bound(gpumon: Gpu
     # The GPU still busy when the host queued the next step: no finding.
     record(tmp_path / "home", "script-1127-050000-ffff", H100, {"flops": 4e14, "dtypes": {"bf16": 4e14}}, dry=0.1)
     assert doctor(gpumon, "script-1127-050000-ffff")["slow"] == []
+
+
+MB = 10**6
+
+
+def test_pageable_copies_from_a_loader_without_pinned_memory_are_found_with_pin_memory_first(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    # 200 MB copied from pageable memory in a 0.5 s step: about 20 ms at 10 GB/s, 4% of the step; 3 asked
+    # non_blocking=True. The loader the hooks saw says pin_memory=False: the fix names it.
+    h2d = {"copies": 3, "bytes": 200 * MB, "pageable_bytes": 200 * MB, "pageable_non_blocking": 3}
+    flops = {"flops": 4e14, "dtypes": {"bf16": 4e14}, "h2d": h2d}
+    loader = {"batch_size": 64, "num_workers": 4, "pin_memory": False}
+    record(tmp_path / "home", "script-1127-060000-aaaa", H100, flops, dry=0.1, loader=loader)
+    found = doctor(gpumon, "script-1127-060000-aaaa")
+    [copy] = [s for s in found["slow"] if s["kind"] == "pageable_copy"]
+    assert copy["text"] == (
+        "host-to-device copies from memory that is not pinned (DataLoader pin_memory=False): 190.7 MiB in step 4 "
+        "on rank 0, 3 of them with non_blocking=True, which a pageable copy ignores; the host waits for each, about "
+        "20.0 ms of the 500 ms step at 10 GB/s (an estimate: copies are not timed)"
+    ), copy
+    assert copy["cost"] == pytest.approx(0.04)
+    first = found["advice"][0]
+    assert first["key"] == "pin_memory" and first["change"].startswith("DataLoader(..., pin_memory=True)"), first
+
+    # Ranked with the others by cost: a sync every step costs more (the GPU ran dry 90% of steps) and comes first.
+    sync = {"syncs": 1, "sync_sites": [{"site": "train.py:42", "count": 1}]}
+    record(tmp_path / "home", "script-1127-060000-bbbb", H100, {**flops, **sync}, dry=0.9, loader=loader)
+    kinds = [s["kind"] for s in doctor(gpumon, "script-1127-060000-bbbb")["slow"]]
+    assert kinds.index("sync") < kinds.index("pageable_copy"), kinds
+
+    # Pinned copies on the default stream: their own finding and fix; a few MB a step: nothing.
+    pinned = {"copies": 2, "bytes": 500 * MB, "default_stream_bytes": 500 * MB}
+    record(tmp_path / "home", "script-1127-060000-cccc", H100, {**flops, "h2d": pinned}, dry=0.1)
+    found = doctor(gpumon, "script-1127-060000-cccc")
+    assert [s["kind"] for s in found["slow"]] == ["default_stream_copy"], found["slow"]
+    assert found["advice"][0]["key"] == "copy_stream"
+    small = {"copies": 1, "bytes": 2 * MB, "pageable_bytes": 2 * MB}
+    record(tmp_path / "home", "script-1127-060000-dddd", H100, {**flops, "h2d": small}, dry=0.1, loader=loader)
+    assert doctor(gpumon, "script-1127-060000-dddd")["slow"] == []
+
+
+def test_a_cpu_run_with_pin_memory_false_reports_its_loader_and_no_copy_finding(gpumon: Gpumon) -> None:
+    """A real script: the hooks see the DataLoader's pin_memory=False; on a CPU nothing is copied to a GPU, so
+    the rule says nothing (pinning would not help)."""
+    pytest.importorskip("torch")
+    scripts = Path(__file__).resolve().parent / "data" / "scripts"
+    done = gpumon("launch", "script", str(scripts / "slow_feed.py"), "--", "--steps", "40")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+
+    def ended() -> bool:
+        [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+        return row["status"] in ("finished", "failed")
+
+    assert wait_until(ended, timeout=300, step=1.0)
+    run_dir = Path(json.loads(gpumon("runs", "--json", run_id).stdout)["runs"][0]["dir"])
+    [loader] = [e for e in EventReader(run_dir).each() if e["type"] == "dataloader"]
+    assert loader["pin_memory"] is False and loader["batch_size"] == 8
+    [count] = [e for e in EventReader(run_dir).each() if e["type"] == "flops"]
+    assert "h2d" not in count  # no copy to a GPU in the counted step
+    found = doctor(gpumon, run_id)
+    assert not [s for s in found["slow"] if s["kind"] in ("pageable_copy", "default_stream_copy")]

@@ -204,3 +204,26 @@ def test_where_the_counter_sees_nothing_the_step_is_estimated_and_an_evaluation_
     step()
     count.tick(7, opt, lambda kind, **f: written.append(f))
     assert count.active is None and len(written) == 1  # counted once: no new shape
+
+
+def test_the_counter_sees_each_copy_of_the_step_with_its_non_blocking_flag() -> None:
+    """copies.py reads the copy ops FlopCounterMode hands it (the CUDA side, pinned or pageable, needs a GPU:
+    tests/test_gpu_use.py); here the same ops on the CPU, as the counter sees them."""
+    torch = pytest.importorskip("torch")
+    from gpumon.telemetry.flops import _counter_class
+
+    counter = _counter_class(torch)(display=False)
+    seen: list[tuple[Any, Any, bool]] = []
+    parts = counter.copies.parts
+    counter.copies.see = lambda *a: seen.append(found) if (found := parts(*a)) else None  # type: ignore[method-assign]
+    x, y = torch.ones(4, 3), torch.zeros(4, 3, dtype=torch.float64)
+    with counter:
+        x.to(torch.float64, non_blocking=True)
+        y.copy_(x)
+        y.copy_(x, non_blocking=True)
+    assert [(tuple(s.shape), d.dtype, nb) for s, d, nb in seen] == [
+        ((4, 3), torch.float64, True),
+        ((4, 3), torch.float64, False),
+        ((4, 3), torch.float64, True),
+    ]
+    assert counter.copies.take() == {}  # nothing went to a GPU

@@ -11,6 +11,7 @@ from gpumon.core.model import HostSample, Snapshot
 from tests.fake_nvml import FakeDevice, FakeNvml
 
 FIELDS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")
+NO_DCGM = "DCGM: no host engine (nv-hostengine) on port 5555"  # this machine: no DCGM (checked in the test below)
 
 
 def _host() -> HostSample:
@@ -41,7 +42,7 @@ def test_a_gpu_without_gpm_says_why_once_and_is_not_asked_again() -> None:
     source = NvmlSource(nvml=fake)
     for _ in range(3):
         dev = source.sample().devices[0]
-        assert dev.sm_active is None and dev.na["sm_active"] == NOT_OFFERED
+        assert dev.sm_active is None and dev.na["sm_active"] == f"{NOT_OFFERED}; {NO_DCGM}"
         assert dev.gpu_util == 57.0  # the rest reads as before
     assert fake.count("nvmlGpmQueryDeviceSupport") == 1 and fake.count("nvmlGpmSampleGet") == 0
 
@@ -59,7 +60,7 @@ def test_an_older_driver_without_gpm_is_a_stated_reason(error: type[Exception], 
     source = NvmlSource(nvml=fake)
     source.sample()
     dev = source.sample().devices[0]
-    assert dev.state == "ok" and dev.sm_active is None and dev.na["dram_active"] == words
+    assert dev.state == "ok" and dev.sm_active is None and dev.na["dram_active"] == f"{words}; {NO_DCGM}"
     assert fake.count("nvmlGpmQueryDeviceSupport") == 1
 
 
@@ -97,4 +98,19 @@ def test_a_one_shot_read_primes_gpm_so_its_single_sample_has_sm_activity() -> No
     source = NvmlSource(nvml=fake)
     source.prime()  # what `gpumon snapshot --json` does before its 0.1 s window
     hopper, older = source.sample().devices
-    assert hopper.sm_active == 0.42 and older.na["sm_active"] == NOT_OFFERED
+    assert hopper.sm_active == 0.42 and older.na["sm_active"] == f"{NOT_OFFERED}; {NO_DCGM}"
+
+
+def test_where_gpm_is_missing_the_reason_says_whether_dcgm_could_give_it() -> None:
+    """No DCGM host engine listens here (nothing answers on 127.0.0.1:5555) and pydcgm is not importable: the
+    reason says so beside GPM's own, for an older GPU, MIG, and a pynvml without GPM."""
+    import importlib.util
+    import socket
+
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", 5555), timeout=0.2).close()
+    assert importlib.util.find_spec("pydcgm") is None
+    older = NvmlSource(nvml=FakeNvml([FakeDevice(name=b"NVIDIA A100-SXM4-80GB", gpm_supported=False)]))
+    assert older.sample().devices[0].na["sm_active"] == f"{NOT_OFFERED}; {NO_DCGM}"
+    mig = NvmlSource(nvml=FakeNvml([FakeDevice(mig_mode=(1, 1))])).sample().devices[0]
+    assert mig.na["tensor_active"] == f"MIG is on: GPM per MIG instance (nvmlGpmMigSampleGet) is not read; {NO_DCGM}"

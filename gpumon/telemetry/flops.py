@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.telemetry import phases
+from gpumon.telemetry.copies import CopyWatch
 from gpumon.telemetry.gpu_watch import SyncCount
 
 WARM = 3  # the counter enters after this step: the first steps hold lazy inits and compile warm-up
@@ -153,6 +154,8 @@ class FlopCount:
         if counter.devices:
             fields["dev"] = sorted(counter.devices)[0]
         fields.update(syncs)
+        if h2d := counter.copies.take():
+            fields["h2d"] = h2d
         if self.shape is not None:
             self.counted.add(self.shape)
         self.counts += 1
@@ -189,11 +192,14 @@ def _counter_class(torch: ModuleType) -> Any:
             super().__init__(*args, **kwargs)
             self.by_dtype: dict[str, int] = {}
             self.devices: set[str] = set()
+            self.copies = CopyWatch(torch)  # the step's host-to-device copies (copies.py)
 
         def _count_flops(self, func_packet: Any, out: Any, args: Any, kwargs: Any) -> Any:
             counts = self.flop_counts["Global"]
             before = counts.get(func_packet, 0)
             result = super()._count_flops(func_packet, out, args, kwargs)
+            if func_packet in self.copies.ops:
+                self.copies.see(func_packet, out, args, kwargs)
             added = self.flop_counts["Global"].get(func_packet, 0) - before
             if added:
                 first = next((a for a in args if isinstance(a, torch.Tensor)), None)

@@ -5,7 +5,14 @@ with the input-bound and oversubscription findings (slow.py) by that cost.
 - ``host_bound``: at the end of most steps the GPU had already finished the step before (``step`` events'
   ``gpu_dry``): it waits for the host to queue work (Python overhead, many small kernels);
 - ``tf32_off``: most of the step's FLOPs are float32 matmuls on a GPU whose tensor cores run TF32, with TF32 off;
-- ``small_batch``: the step's peak memory is a small share of the GPU while MFU is low.
+- ``small_batch``: the step's peak memory is a small share of the GPU while MFU is low;
+- ``pageable_copy``: the counted step copied host memory that is not pinned to the GPU (``flops`` event ``h2d``:
+  telemetry/copies.py), a copy the host waits for even with ``non_blocking=True``; the DataLoader's
+  ``pin_memory`` (``dataloader`` event) names the fix;
+- ``default_stream_copy``: pinned copies on the default stream, which serialise with the step's kernels.
+
+A copy's time is not measured (it would take CUDA events around each copy): it is its bytes at a usual PCIe
+rate, said in the text as an estimate.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ DRY = 0.8  # the GPU ran dry at the end of at least this share of steps: host-bo
 SMALL_MEMORY = 0.25  # a step's peak under this share of the GPU ...
 LOW_MFU = 0.3  # ... while MFU is under this: a batch far below what memory allows
 FP32_SHARE = 0.5  # float32 (TF32 off) FLOPs of the step at least this share: the TF32 rule
+PAGEABLE_BPS = 10e9  # a usual host-to-device rate from pageable memory (staged through a pinned buffer) ...
+PINNED_BPS = 25e9  # ... and from pinned memory (PCIe 4.0 x16); the copy rules' cost is bytes at these rates
+COPY_COST = 0.01  # a copy finding below this share of the step is left out
 
 
 def gpu_findings(telemetry: Any, make: Any) -> list[Any]:
@@ -47,6 +57,7 @@ def gpu_findings(telemetry: Any, make: Any) -> list[Any]:
             )
             out.append(make("host_bound", rank, text, dry * (1 - (mfu or 0.0))))
         out += _tf32(telemetry, rank, count, per_step, make)
+        out += _copies(telemetry, rank, count, per_step, make)
         memory = telemetry.memory.get(rank)
         if memory is not None and memory.peak and memory.capacity and isinstance(mfu, float) and mfu < LOW_MFU:
             share = memory.peak / memory.capacity
@@ -76,6 +87,40 @@ def _tf32(telemetry: Any, rank: int, count: dict[str, Any], per_step: float | No
         f"{peaks.get('bf16', 0) / 1e12:.0f}"
     )
     return [make("tf32_off", rank, text, cost)]
+
+
+def _loader_pin(telemetry: Any, rank: int) -> Any:
+    feed = telemetry.feeding.ranks.get(rank)
+    return (feed.loader or {}).get("pin_memory") if feed is not None else None
+
+
+def _copies(telemetry: Any, rank: int, count: dict[str, Any], per_step: float | None, make: Any) -> list[Any]:
+    h2d = count.get("h2d")
+    if not isinstance(h2d, dict) or not per_step or per_step <= 0:
+        return []
+    out = []
+    pageable, blocking = int(h2d.get("pageable_bytes") or 0), int(h2d.get("pageable_non_blocking") or 0)
+    seconds = pageable / PAGEABLE_BPS
+    if pageable and seconds / per_step >= COPY_COST:
+        asked = f", {blocking} of them with non_blocking=True, which a pageable copy ignores" if blocking else ""
+        pin = _loader_pin(telemetry, rank)
+        loader = " (DataLoader pin_memory=False)" if pin is False else ""
+        text = (
+            f"host-to-device copies from memory that is not pinned{loader}: {size(pageable)} in step "
+            f"{count.get('step')} on rank {rank}{asked}; the host waits for each, about {seconds * 1e3:.1f} ms of "
+            f"the {per_step * 1e3:.0f} ms step at {PAGEABLE_BPS / 1e9:.0f} GB/s (an estimate: copies are not timed)"
+        )
+        out.append(make("pageable_copy", rank, text, min(1.0, seconds / per_step)))
+    serial = int(h2d.get("default_stream_bytes") or 0)
+    seconds = serial / PINNED_BPS
+    if serial and seconds / per_step >= COPY_COST:
+        text = (
+            f"copies on the default stream: {size(serial)} of pinned memory in step {count.get('step')} on rank "
+            f"{rank} wait for the step's kernels and hold up the next, about {seconds * 1e3:.1f} ms of the "
+            f"{per_step * 1e3:.0f} ms step at {PINNED_BPS / 1e9:.0f} GB/s (an estimate: copies are not timed)"
+        )
+        out.append(make("default_stream_copy", rank, text, min(1.0, seconds / per_step)))
+    return out
 
 
 def gpu_advice(kind: str, finding_text: str, telemetry: Any) -> list[Advice]:
@@ -111,6 +156,28 @@ def gpu_advice(kind: str, finding_text: str, telemetry: Any) -> list[Advice]:
         ]
     if kind == "small_batch":
         return [_batch_advice(finding_text, telemetry)]
+    if kind == "pageable_copy":
+        loader = "pin_memory=False" in finding_text
+        return [
+            Advice(
+                "pin_memory",
+                "copy from pinned memory so the copy overlaps the step",
+                finding_text,
+                "DataLoader(..., pin_memory=True) and batch.to(device, non_blocking=True)"
+                if loader
+                else "pin the host tensor once (t = t.pin_memory()) and copy with .to(device, non_blocking=True)",
+            )
+        ]
+    if kind == "default_stream_copy":
+        return [
+            Advice(
+                "copy_stream",
+                "copy the next batch on a side stream, overlapping the step",
+                finding_text,
+                "s = torch.cuda.Stream(); with torch.cuda.stream(s): nxt = batch.to(device, non_blocking=True); "
+                "then torch.cuda.current_stream().wait_stream(s) before using nxt",
+            )
+        ]
     return []
 
 

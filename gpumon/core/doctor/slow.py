@@ -21,7 +21,7 @@ from gpumon.core.runs.reading.progress import rate_text
 # At least this share of the time waited at epochs' edges is a finding of its own, input-bound or not: a
 # healthy loader's edges cost a few percent (persistent workers: one batch; fork: milliseconds).
 EPOCH_EDGE = 0.2
-GPU_KINDS = ("sync", "host_bound", "tf32_off", "small_batch")
+GPU_KINDS = ("sync", "host_bound", "tf32_off", "small_batch", "pageable_copy", "default_stream_copy")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ difference of two samples: each sampling tick takes one and reads the metrics ag
 the first tick has none. Cycle-based figures skew when clocks change between the two samples.
 
 Where GPM is not offered the fields are None and the device's ``na`` says why, once asked: the GPU is older
-than Hopper, the driver or pynvml lacks GPM, or MIG is on (a MIG instance needs per-instance samples).
+than Hopper, the driver or pynvml lacks GPM, or MIG is on (a MIG instance needs per-instance samples,
+``nvmlGpmMigSampleGet``, not read: one figure per GPU would mix the instances of several users); and whether
+DCGM could give it here (dcgm.py). No per-process GPM exists (dcgm.py says why).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from gpumon.core.gpu.dcgm import dcgm_reason
 
 GPM_FIELDS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")
 _METRICS = (
@@ -43,7 +47,8 @@ class GpmReader:
         if index in self.reasons:
             return empty, dict.fromkeys(GPM_FIELDS, self.reasons[index])
         if mig_on:
-            return empty, dict.fromkeys(GPM_FIELDS, "MIG is on: GPM per MIG instance is not read")
+            why = "MIG is on: GPM per MIG instance (nvmlGpmMigSampleGet) is not read"
+            return empty, dict.fromkeys(GPM_FIELDS, f"{why}; {dcgm_reason()}")
         nv = self.nv
         try:
             if index not in self.samples:
@@ -59,8 +64,9 @@ class GpmReader:
             raise self.lost from None
         except (nv.NVMLError_NotSupported, nv.NVMLError_FunctionNotFound) as err:
             self.reasons.setdefault(index, f"GPM not offered here ({err})")
+            self.reasons[index] += f"; {dcgm_reason()}"
         except AttributeError:
-            self.reasons[index] = "this nvidia-ml-py has no GPM calls (nvmlGpm*): upgrade it"
+            self.reasons[index] = f"this nvidia-ml-py has no GPM calls (nvmlGpm*): upgrade it; {dcgm_reason()}"
         except nv.NVMLError as err:
             return empty, dict.fromkeys(GPM_FIELDS, f"GPM: {err}")
         return empty, dict.fromkeys(GPM_FIELDS, self.reasons[index])

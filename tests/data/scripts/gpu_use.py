@@ -4,6 +4,10 @@ python gpu_use.py matmul SECONDS OUT.json   bf16 Linear 8192x8192, batch 8192: i
 python gpu_use.py fp32 STEPS [high]         an fp32 MLP; "high": set_float32_matmul_precision("high") (TF32)
 python gpu_use.py item STEPS                a loop that reads loss.item() every step
 python gpu_use.py strict STEPS              set_sync_debug_mode("error"): any sync in the loop raises
+python gpu_use.py print STEPS               a loop that prints its loss every step (a sync inside torch's formatting)
+python gpu_use.py copies STEPS [pin]        a DataLoader of 16 MB batches copied with non_blocking=True; "pin":
+                                            pin_memory=True, else pageable (the copy blocks the host regardless)
+python gpu_use.py feed STEPS                a CUDA loop fed by a slow DataLoader (10 ms a sample, num_workers=0)
 python gpu_use.py busy|trickle SECONDS      a matmul loop, or one single-thread spin kernel after another
 """
 
@@ -46,6 +50,56 @@ def item(steps: int) -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+
+def printed(steps: int) -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(256, 2048, device="cuda")
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print(loss)
+
+
+def copies(steps: int, pin: bool) -> None:
+    model = nn.Linear(4096, 16).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    data = torch.utils.data.TensorDataset(torch.randn(1024, 4096))  # a batch of 1024: 16 MB
+    loader = torch.utils.data.DataLoader(data, batch_size=1024, pin_memory=pin)
+    done = 0
+    while done < steps:
+        for (x,) in loader:
+            x = x.to("cuda", non_blocking=True)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 1_000_000
+
+    def __getitem__(self, i: int):
+        time.sleep(0.01)
+        return torch.randn(2048)
+
+
+def feed(steps: int) -> None:
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(Slow(), batch_size=8, num_workers=0)
+    for done, x in enumerate(loader, 1):
+        loss = model(x.cuda()).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if done >= steps:
+            break
 
 
 def strict(steps: int) -> None:
@@ -116,5 +170,11 @@ if __name__ == "__main__":
         item(int(sys.argv[2]))
     elif mode == "strict":
         strict(int(sys.argv[2]))
+    elif mode == "print":
+        printed(int(sys.argv[2]))
+    elif mode == "copies":
+        copies(int(sys.argv[2]), len(sys.argv) > 3)
+    elif mode == "feed":
+        feed(int(sys.argv[2]))
     else:
         busy(float(sys.argv[2]), mode == "trickle")

@@ -21,6 +21,7 @@ from typing import Any
 from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
 from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.reading.time_split import time_split
 from gpumon.core.runs.record.index import RunIndex
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
@@ -379,7 +380,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
         ranks=rank_rows(tele),
         **progress_fields(record, tele),
-        use=tele.use.fields(tele.progress.step_time()),
+        use={**tele.use.fields(tele.progress.step_time()), "time_split": time_split(tele)},  # issue 37
     )
 
 

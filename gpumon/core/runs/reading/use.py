@@ -23,8 +23,22 @@ USE_FIELDS = (
     "flops_method",
     "flops_dtype",
     "peak_flops_per_s",
+    "time_split",  # where the step's time goes (time_split.py), set by the summary
 )
-FLOPS_KEEP = ("step", "flops", "method", "dtypes", "tokens", "params", "dev", "why", "count_s", "syncs", "sync_sites")
+FLOPS_KEEP: tuple[str, ...] = (
+    "step",
+    "flops",
+    "method",
+    "dtypes",
+    "tokens",
+    "params",
+    "dev",
+    "why",
+    "count_s",
+    "syncs",
+    "sync_sites",
+)
+FLOPS_KEEP += ("h2d",)  # the counted step's host-to-device copies (telemetry/copies.py)
 
 
 @dataclass

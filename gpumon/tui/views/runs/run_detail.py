@@ -24,6 +24,7 @@ from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE
+from gpumon.tui.views.runs.time_bar import time_bar
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style
@@ -70,6 +71,10 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
+    bar = time_bar(summary.use.get("time_split"))
+    if bar is not None:  # where the step's time goes (issue 37): measured shares, the rest left blank
+        line.append("\n")
+        line.append_text(bar)
     if len(summary.ranks) > 1:  # each rank's step: a rank that falls behind or stops shows here
         line.append(f"\n{ranks_line(summary)}", style="dim")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
