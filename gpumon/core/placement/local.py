@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpumon.core.placement.base import PlaceName, Where
 from gpumon.core.runs.supervision import launcher
@@ -10,6 +12,7 @@ from gpumon.core.runs.supervision import launcher
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
+    from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
     from gpumon.core.runs.record.store import RunRecord, RunStore
@@ -20,6 +23,7 @@ class Local:
 
     name: PlaceName = "local"
     supervised_here = True
+    row_keys: tuple[str, ...] = ()
 
     def check(self, spec: RunSpec) -> None:
         return None
@@ -59,3 +63,30 @@ class Local:
 
     def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
         return ()
+
+    def started(self) -> dict[str, Any]:
+        """A run of this host launched inside a Slurm allocation (salloc, a batch script) records the job
+        around its supervisor (its state and nodes; not its id: the run is not the job's)."""
+        from gpumon.core.slurm.ending import started
+
+        return started()
+
+    def ended(self, run_dir: Path, state: str, fields: dict[str, Any]) -> str:
+        return state
+
+    def freed(self, run_dir: Path, events: EventWriter) -> None:
+        from gpumon.core.queue.keeper import wake
+
+        wake(run_dir.parent.parent, events)
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        return {}
+
+    def line(self, record: RunRecord) -> str:
+        return ""
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        return {}
+
+    def wake(self, root: Path) -> None:
+        return None

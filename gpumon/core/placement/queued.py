@@ -3,11 +3,15 @@ here; from then on it is a local run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpumon.core.placement.base import PlaceName
 from gpumon.core.placement.local import Local
 from gpumon.core.queue import submit as queue
+from gpumon.core.queue.entry import queue_fields, read_plan
+from gpumon.core.queue.keeper import ensure_keeper
 
 if TYPE_CHECKING:
     from gpumon.core.runs.record.spec import RunSpec
@@ -30,3 +34,20 @@ class Queued(Local):
         if queue.cancel(record.dir.parent.parent, record.id):
             return f"cancelled {record.id} (it was queued)"
         return ""  # the keeper started it meanwhile
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        """``queue_position`` and ``queue_reason``: its place in the queue and why it waits."""
+        return queue_fields(record.dir.parent.parent, record.id)
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        """From the keeper's plan, read once whatever the number of queued runs."""
+        plan = read_plan(root)
+        out: dict[str, tuple[int | None, str]] = {}
+        for run_id in run_ids:
+            fields = queue_fields(root, run_id, plan)
+            out[run_id] = (fields["queue_position"], str(fields["queue_reason"]))
+        return out
+
+    def wake(self, root: Path) -> None:
+        """Queued runs and no keeper (it was killed): start one."""
+        ensure_keeper(root)

@@ -3,7 +3,9 @@ and Slurm's own words say how it ended (core/doctor/slurm_end.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
 from gpumon.core.placement.base import PlaceName, Where
@@ -12,11 +14,13 @@ from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.runs.supervision import launcher
 from gpumon.core.slurm import jobs
 from gpumon.core.slurm import launch as job
-from gpumon.core.slurm.ending import record_job_end
+from gpumon.core.slurm.ending import at_end, record_job_end, started
+from gpumon.core.slurm.rows import slurm_fields, slurm_line
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
+    from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
     from gpumon.core.runs.record.store import RunStore
@@ -25,6 +29,7 @@ if TYPE_CHECKING:
 class Slurm:
     name: PlaceName = "slurm"
     supervised_here = False
+    row_keys: tuple[str, ...] = ("slurm_job_id", "slurm_state", "slurm_reason")  # core/slurm/rows.py
 
     def check(self, spec: RunSpec) -> None:
         job.check(spec)
@@ -87,3 +92,26 @@ class Slurm:
 
     def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
         return tuple(gpus_advice(record)) if record.spec.slurm is not None else ()
+
+    def started(self) -> dict[str, Any]:
+        return started()  # Slurm's state and the job's nodes, from the job's environment
+
+    def ended(self, run_dir: Path, state: str, fields: dict[str, Any]) -> str:
+        return at_end(run_dir, state, fields)  # a time limit is a failure, not a stop
+
+    def freed(self, run_dir: Path, events: EventWriter) -> None:
+        from gpumon.core.queue.keeper import wake
+
+        wake(run_dir.parent.parent, events)  # as any run's end does (the state dir is the login host's too)
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        return slurm_fields(record)  # a live job asks Slurm (one cached squeue for all)
+
+    def line(self, record: RunRecord) -> str:
+        return slurm_line(record)
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        return {}  # a pending job waits in Slurm's queue: its line says why
+
+    def wake(self, root: Path) -> None:
+        return None

@@ -24,7 +24,6 @@ from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.index import RunIndex
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
-from gpumon.core.slurm.rows import slurm_line
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ class RunsMonitor:
         ended = record.status.get("state") in END_STATES
         if record.status.get("state") == "queued":  # waits for the queue's keeper: no supervisor yet
             if self.adopt:
-                self._keep_queue()
+                self._keep_queue(record)
             supervised = False
         else:
             supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
@@ -180,32 +179,34 @@ class RunsMonitor:
                 self.index.put([(run_id, record.created, to_row(summary))])
 
     def _queue_places(self) -> None:
-        """Each queued run's position and reason, from the keeper's plan (read again only when it changed)."""
+        """Each queued run's position and reason, from its place (the queue: the keeper's plan, read once)."""
         queued = [run_id for run_id in self._live if self._summaries.get(run_id, None) is not None]
         queued = [run_id for run_id in queued if self._summaries[run_id].record.status.get("state") == "queued"]
         if not queued:
             return
-        from gpumon.core.queue.entry import queue_fields, read_plan
+        from gpumon.core.placement.base import Placement
+        from gpumon.core.placement.places import of_record
 
-        plan = read_plan(self.store.root)  # once a refresh, whatever the number of queued runs
+        by_place: dict[Placement, list[str]] = {}
         for run_id in queued:
-            fields = queue_fields(self.store.root, run_id, plan)
-            place = (fields["queue_position"], str(fields["queue_reason"]))
-            if self._summaries[run_id].queue != place:
-                self._summaries[run_id] = replace(self._summaries[run_id], queue=place)
-                self._sorted = None
+            by_place.setdefault(of_record(self._summaries[run_id].record), []).append(run_id)
+        for place, run_ids in by_place.items():  # the queue reads its plan once, whatever the number of runs
+            for run_id, where in place.waiting(self.store.root, run_ids).items():
+                if self._summaries[run_id].queue != where:
+                    self._summaries[run_id] = replace(self._summaries[run_id], queue=where)
+                    self._sorted = None
 
-    def _keep_queue(self) -> None:
-        """Queued runs and no keeper (it was killed): start one, at most every few seconds."""
+    def _keep_queue(self, record: RunRecord) -> None:
+        """Queued runs and no keeper (it was killed): its place starts one, at most every few seconds."""
         import time
 
         if time.monotonic() - self._queue_checked < 5.0:
             return
         self._queue_checked = time.monotonic()
-        from gpumon.core.queue.keeper import ensure_keeper
+        from gpumon.core.placement.places import of_record
 
         with contextlib.suppress(OSError):
-            ensure_keeper(self.store.root)
+            of_record(record).wake(self.store.root)
 
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.placement.places import of_record
@@ -352,6 +353,8 @@ def _progress(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
+    from gpumon.core.placement.places import of_record
+
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
     return RunSummary(
@@ -376,7 +379,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
         data_wait=tele.feeding.wait_share(),
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
-        slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
+        slurm=of_record(record).line(record),  # a Slurm job's
         ranks=rank_rows(tele),
         **progress_fields(record, tele),
         use=tele.use.fields(tele.progress.step_time()),
