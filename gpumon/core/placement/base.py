@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpumon.core.placement.record import PlaceName as PlaceName
 from gpumon.core.placement.record import elsewhere as elsewhere
 from gpumon.core.placement.record import name_of as name_of
+from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
@@ -44,6 +45,18 @@ class Where:
         return self.run_dir / "events"
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What a launch is given besides the spec, the same in every place: the state dir's store, the GPUs this
+    host sees (the spec is checked against them), how long to wait for the run's first word, and how long a
+    stop waits before SIGKILL."""
+
+    store: RunStore
+    visible_gpus: int
+    wait_s: float = 5.0
+    grace_s: float = STOP_GRACE_S
+
+
 class Placement(Protocol):
     """One place a run can live. The local place is the default every other one falls back to."""
 
@@ -57,7 +70,7 @@ class Placement(Protocol):
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
         """The argument list the run's supervisor starts (never a shell string)."""
 
-    def launch(self, spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float, grace_s: float) -> RunRecord:
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """Validate, write the run directory and start the run here (or hand it to its place)."""
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:

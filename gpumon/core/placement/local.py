@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpumon.core.placement.base import PlaceName, Where
+from gpumon.core.placement.base import Launch, PlaceName, Where
 from gpumon.core.runs.supervision import launcher
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunRecord, RunStore
+    from gpumon.core.runs.record.store import RunRecord
 
 
 class Local:
@@ -31,15 +31,8 @@ class Local:
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
         return launcher.build_command(spec, run_id)
 
-    def launch(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        visible_gpus: int,
-        wait_s: float = 5.0,
-        grace_s: float = launcher.STOP_GRACE_S,
-    ) -> RunRecord:
-        return launcher.launch(spec, store, visible_gpus, wait_s, grace_s)
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
+        return launcher.launch(spec, how.store, how.visible_gpus, how.wait_s, how.grace_s)
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:
         return launcher.stop(record, kill)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpumon.core.placement.base import Placement, PlaceName, name_of
+from gpumon.core.placement.base import Launch, Placement, PlaceName, name_of
 from gpumon.core.placement.local import Local
+from gpumon.core.placement.nodes import Hosts as Hosts
 from gpumon.core.placement.nodes import Node
 from gpumon.core.placement.queued import Queued
 from gpumon.core.placement.slurm import Slurm
@@ -50,7 +51,7 @@ def launch(
     spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = STOP_GRACE_S
 ) -> RunRecord:
     """Start a run where its spec says: validate, write its directory, start (or submit) it."""
-    return for_spec(spec).launch(spec, store, visible_gpus, wait_s, grace_s)
+    return for_spec(spec).launch(spec, Launch(store, visible_gpus, wait_s, grace_s))
 
 
 def stop(record: RunRecord, kill: bool = False) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpumon.core.placement.base import PlaceName
+from gpumon.core.placement.base import Launch, PlaceName
 from gpumon.core.placement.local import Local
 from gpumon.core.queue import submit as queue
 from gpumon.core.queue.entry import queue_fields, read_plan
@@ -15,7 +15,7 @@ from gpumon.core.queue.keeper import ensure_keeper
 
 if TYPE_CHECKING:
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunRecord, RunStore
+    from gpumon.core.runs.record.store import RunRecord
 
 
 class Queued(Local):
@@ -24,11 +24,9 @@ class Queued(Local):
     def __init__(self, **fields: object) -> None:
         self.fields = fields  # QueueEntry's gpus, gpu_mem, after, priority, slots (launch only)
 
-    def launch(
-        self, spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = 0.0
-    ) -> RunRecord:
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """Validate and write the run (state ``queued``) and its entry; the keeper starts it when it fits."""
-        return queue.submit(spec, store, visible_gpus, **self.fields)
+        return queue.submit(spec, how.store, how.visible_gpus, **self.fields)
 
     def withdraw(self, record: RunRecord) -> str | None:
         if queue.cancel(record.dir.parent.parent, record.id):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
-from gpumon.core.placement.base import PlaceName, Where
+from gpumon.core.placement.base import Launch, PlaceName, Where
 from gpumon.core.runs.record.spec import validate
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.runs.supervision import launcher
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunStore
 
 
 class Slurm:
@@ -37,26 +36,19 @@ class Slurm:
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
         return job.slurm_command(spec)
 
-    def launch(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        visible_gpus: int,
-        wait_s: float = 5.0,
-        grace_s: float = launcher.STOP_GRACE_S,
-    ) -> RunRecord:
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """The run's directory as for any run; its start a job (nothing starts on this machine)."""
         self.check(spec)
-        spec = validate(spec, visible_gpus)
-        run_id, run_dir = store.new_run_dir(spec)
+        spec = validate(spec, how.visible_gpus)
+        run_id, run_dir = how.store.new_run_dir(spec)
         (run_dir / "logs").mkdir(mode=0o700)
         command = {
             "argv": self.command(spec, run_id),
             "env": launcher.build_env(spec, run_id, run_dir),
             "cwd": spec.cwd,
         }
-        job.submit_run(spec, run_id, run_dir, {**command, "grace_s": grace_s})
-        return store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
+        job.submit_run(spec, run_id, run_dir, {**command, "grace_s": how.grace_s})
+        return how.store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:
         """scancel: Slurm signals its supervisor on the node (or drops the job while it is pending)."""
