@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumon.core.placement.places import row_fields
-from gpumon.core.runs.reading.monitor import RunSummary
 from gpumon.core.runs.reading.progress import ROW_FIELDS
 from gpumon.core.runs.reading.rank_rows import proc_count
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import USE_FIELDS
 from gpumon.core.runs.record.values import json_value
 

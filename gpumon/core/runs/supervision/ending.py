@@ -76,7 +76,7 @@ def compress(sup: Any) -> None:
 
 def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:
     """The ended run's row in the state dir's index: listing it never reads its files again."""
-    from gpumon.core.runs.reading.monitor import summarise, to_row
+    from gpumon.core.runs.reading.summary import summarise, to_row
     from gpumon.core.runs.record.index import RunIndex
 
     try:

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from gpumon.core.gpu import visible_gpu_count
 from gpumon.core.placement.base import Launch
 from gpumon.core.placement.places import Hosts, Queued, launch, stop
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.tui.view import AppContext
