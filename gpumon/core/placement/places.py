@@ -22,7 +22,8 @@ PLACES: dict[PlaceName, Placement] = {"local": Local(), "queued": Queued(), "slu
 
 
 def for_spec(spec: RunSpec) -> Placement:
-    """The place a new run goes to by its spec (the queue is asked for by its options: Queued(...))."""
+    """The place a new run goes to by its spec (the queue and a group of hosts are asked for by their options:
+    Queued(...), Hosts(...))."""
     return PLACES[name_of(spec)]
 
 
