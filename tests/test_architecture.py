@@ -202,26 +202,21 @@ def test_core_never_imports_telemetry_or_tune() -> None:
     assert upward_imports(import_graph()) == []
 
 
-# The modules of the runs room that still name Slurm or the queue themselves; each moves behind its run's
-# Placement (gpumon/core/placement/) in turn (docs/architecture.md). This list only shrinks.
-PLACE_NAMING_RUNS_MODULES = {
-    "gpumon.core.runs.supervision.ending",  # wakes the queue's keeper when a run ends
-    "gpumon.core.runs.record.listing",  # slurm_* and queue_* fields of gpumon runs --json
-    "gpumon.core.runs.reading.monitor",  # the queue's places and keeper, a job's line
-    "gpumon.core.runs.supervision.supervisor",  # a job's start and end in Slurm's words
-}
+PLACES_MACHINERY = ("gpumon.core.slurm", "gpumon.core.queue", "gpumon.core.nodes")
 
 
-def test_the_runs_room_names_slurm_or_the_queue_only_where_listed() -> None:
+def test_the_runs_room_never_names_a_place() -> None:
+    """Where a run lives is its Placement's (gpumon/core/placement/): the runs room asks it, and never imports
+    Slurm's, the queue's or a group's own machinery (docs/architecture.md)."""
     graph = import_graph()
-    naming = {
-        module
+    naming = sorted(
+        f"{module} -> {target}"
         for module, targets in graph.items()
         if module.startswith("gpumon.core.runs")
-        and any(t.startswith(("gpumon.core.slurm", "gpumon.core.queue")) for t in targets)
-    }
-    assert naming <= PLACE_NAMING_RUNS_MODULES, sorted(naming - PLACE_NAMING_RUNS_MODULES)
-    assert "gpumon.core.runs.supervision.launcher" not in naming  # the launch path goes through the placement
+        for target in targets
+        if target.startswith(PLACES_MACHINERY)
+    )
+    assert naming == []
 
 
 def view_of(module: str) -> str | None:

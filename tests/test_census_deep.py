@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from gpumon.core.protocol import request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.core.runs.supervision.launcher import launch, wait
-from gpumon.telemetry.census import request_census
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "trainers" / "examples" / "leak_deep_graph.py"
 CENSUS_AT = 300

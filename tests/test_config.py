@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.config import BINDING_IDS, ConfigError, load_keymap
-from gpumon.tui.app import GLOBAL_BINDINGS
+from gpumon.tui.app_keys import GLOBAL_BINDINGS
 from gpumon.tui.views import VIEWS
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app
@@ -80,7 +80,7 @@ async def test_remapped_key_takes_over() -> None:
 
 
 def test_a_keymap_that_gives_one_key_two_meanings_is_refused() -> None:
-    from gpumon.tui.app import keymap_problems
+    from gpumon.tui.app_keys import keymap_problems
 
     assert keymap_problems({}) == []
     assert keymap_problems({"terminate": "ctrl+t"}) == []

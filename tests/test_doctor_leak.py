@@ -20,9 +20,9 @@ import pytest
 
 from gpumon.core.doctor.causes import diff_census, name_causes, read_census_events
 from gpumon.core.doctor.leak import LeakDetector, LeakWatch, analyse, analyse_series
+from gpumon.core.protocol import request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
-from gpumon.telemetry.census import request_census
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "trainers" / "examples"
 CAPACITY = 16 * 1024**3
@@ -235,7 +235,8 @@ def test_a_census_twice_sees_the_same_graphs(torch) -> None:
 
 
 def test_the_trigger_takes_two_censuses_gap_steps_apart(torch, tmp_path: Path) -> None:
-    from gpumon.telemetry.census import CensusTrigger, request_census
+    from gpumon.core.protocol import request_census
+    from gpumon.telemetry.census import CensusTrigger
 
     written: list[dict] = []
     trigger = CensusTrigger(str(tmp_path), torch, time.time_ns() - 10**9)  # file mtimes may lag the clock

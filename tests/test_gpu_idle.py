@@ -12,7 +12,7 @@ from gpumon.core.gpu.idle import IDLE_AFTER_S, IdleWatch
 from gpumon.core.gpu.nvml import NvmlSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.runs.reading.feeding import Feeding
-from gpumon.core.runs.reading.monitor import run_warnings
+from gpumon.core.runs.reading.summary import run_warnings
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from gpumon.tui.feeds import SampleReady

@@ -10,7 +10,8 @@ from textual.geometry import Region
 from textual.keys import _character_to_key
 from textual.widgets import Static
 
-from gpumon.tui.app import FOOTNOTE, GpumonApp, help_sections
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.app_keys import FOOTNOTE, help_sections
 from gpumon.tui.keys import help_rows, key_label
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from gpumon.tui.app import FOOTNOTE, GLOBAL_BINDINGS, help_sections
+from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections
 from gpumon.tui.keys import help_text
 from gpumon.tui.views import VIEWS
 from gpumon.tui.widgets.screens import HelpScreen

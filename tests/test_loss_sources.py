@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.reading.monitor import from_row, summarise, to_row
 from gpumon.core.runs.reading.sources import loss_key
+from gpumon.core.runs.reading.summary import from_row, summarise, to_row
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunRecord

@@ -54,3 +54,21 @@ def test_the_launcher_refuses_a_run_that_lives_elsewhere_before_writing_anything
     with pytest.raises(ValueError, match="slurm run"):
         launcher.launch(spec, store, 0)
     assert not store.runs_dir.exists() or not any(store.runs_dir.iterdir())
+
+
+def test_a_supervisor_reads_its_place_from_the_files_and_a_spec_it_cannot_read_is_this_hosts() -> None:
+    script = {"kind": "script", "program": "train.py"}
+    assert placement.of_files({**script, "slurm": {"nodes": 1}}, {"state": "starting"}).name == "slurm"
+    assert placement.of_files(script, {"state": "queued"}).name == "queued"
+    assert placement.of_files({}, {"state": "starting"}).name == "local"  # spec.json gone: as a run of this host
+
+
+def test_every_row_carries_each_places_keys_and_a_queued_run_its_place_in_line(store: RunStore) -> None:
+    from gpumon.core.runs.record.store import RunRecord
+
+    spec = RunSpec(kind="script", program="train.py")
+    here = RunRecord("r1", store.runs_dir / "r1", spec, {"state": "running"})
+    assert placement.row_fields(here) == {"slurm_job_id": None, "slurm_state": None, "slurm_reason": None}
+    queued = placement.row_fields(RunRecord("r2", store.runs_dir / "r2", spec, {"state": "queued"}))
+    assert queued["slurm_job_id"] is None and queued["queue_position"] is None
+    assert queued["queue_reason"] == "waiting for the queue's keeper to look"

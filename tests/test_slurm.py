@@ -271,3 +271,30 @@ def test_a_failed_jobs_reason_is_the_scripts_last_lines_not_sruns(cli: Cli) -> N
         "failed: the script exited with status 3: loading config | config says: stop here. Fix: "
     ), failed
     assert "srun" not in failed["text"] and "_step_signal" not in failed["text"], failed
+
+
+def test_a_run_launched_inside_a_job_is_this_hosts_and_records_the_job_around_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A batch script that runs ``gpumon launch`` (no --slurm): the run is local, its supervisor records the job
+    it starts in (Slurm's state, the job's nodes) but no job id, and its end is its own, not Slurm's."""
+    (tmp_path / "quick.py").write_text("print('inside the job', flush=True)\n")
+    batch = tmp_path / "job.sh"
+    batch.write_text(f"#!/bin/bash\nexec {sys.executable} -m gpumon launch script quick.py --follow\n")
+    env = {**os.environ, **cluster.env, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+    env.pop("GPUMON_RUN_DIR", None)
+    sbatch = ["sbatch", "--parsable", f"--chdir={tmp_path}", f"--output={tmp_path}/job.out", str(batch)]
+    done = subprocess.run(sbatch, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip().split(";")[0]
+    assert wait_until(lambda: job not in cluster.jobs(), timeout=120, step=0.5), cluster.jobs()
+    listed = subprocess.run(
+        [sys.executable, "-m", "gpumon", "runs", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    [row] = json.loads(listed.stdout)["runs"]
+    assert row["status"] == "finished" and row["exit_code"] == 0, (row, (tmp_path / "job.out").read_text())
+    assert (row["slurm_job_id"], row["slurm_state"], row["slurm_reason"]) == (None, None, None), row
+    status = json.loads(Path(row["dir"], "status.json").read_text())
+    assert status["slurm_state"] == "RUNNING" and status["slurm_nodes"] == cluster.node, status
+    assert "slurm_job_id" not in status and "slurm_end" not in status and "slurm_messages" not in status, status
+    assert "inside the job" in Path(row["dir"], "logs", "rank0.log").read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.tune.search_file import DEFAULT_SPACE, SearchFileError, load, parse
+from gpumon.core.searches.search_file import DEFAULT_SPACE, SearchFileError, load, parse
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = '[space]\nlr = { type = "loguniform", low = 1e-4, high = 1e-1 }\n'

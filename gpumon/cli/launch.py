@@ -249,7 +249,9 @@ def alert_command(text: str | None) -> tuple[str, ...]:
 
 def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
     from gpumon.core.fleet.hosts import HostError, parse_hosts
-    from gpumon.core.nodes.group import GroupError, configured_reach, launch_group
+    from gpumon.core.nodes.group import GroupError, configured_reach
+    from gpumon.core.placement.base import Launch
+    from gpumon.core.placement.places import Hosts
     from gpumon.core.runs.record.spec import SpecError
     from gpumon.core.runs.record.store import RunStore
 
@@ -262,9 +264,8 @@ def cmd_launch_group(args: argparse.Namespace, rest: list[str]) -> int:
         spec = build_spec(args, rest, gpus, args.nproc)
     except (HostError, SpecError, GroupError) as err:
         return fail(str(err))
-    root = RunStore().root
     try:
-        group = launch_group(spec, hosts, reach, root, args.rdzv_host)
+        group = Hosts(hosts, reach, args.rdzv_host).launch(spec, Launch(RunStore(), 0))  # each node checks its GPUs
     except GroupError as err:
         return fail(str(err))
     if args.json:

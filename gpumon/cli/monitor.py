@@ -177,7 +177,7 @@ def _keymap_problem(keymap: dict[str, str]) -> str | None:
     if not keymap:
         return None
     from gpumon.core.config import keymap_path
-    from gpumon.tui.app import keymap_problems
+    from gpumon.tui.app_keys import keymap_problems
 
     problems = keymap_problems(keymap)
     return f"{keymap_path()}: {problems[0]}" if problems else None

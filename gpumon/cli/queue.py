@@ -42,6 +42,7 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
 def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Callable[..., Any]) -> int:
     """``launch --queue``; ``build_spec``: launch's own (passed in: launch imports this module)."""
     from gpumon.core.gpu import visible_gpu_count
+    from gpumon.core.placement.base import Launch
     from gpumon.core.placement.places import Queued
     from gpumon.core.queue.submit import parse_after, parse_size
     from gpumon.core.runs.record.spec import SpecError, default_nproc
@@ -72,7 +73,7 @@ def cmd_launch_queued(args: argparse.Namespace, rest: list[str], build_spec: Cal
         nproc = args.nproc or default_nproc(args.kind, ",".join(map(str, range(count))) or None, visible)
         spec = build_spec(args, rest, None, nproc)
         place = Queued(gpus=count, gpu_mem=gpu_mem, after=after, priority=args.priority or 0, slots=args.slots)
-        record = place.launch(spec, store, visible)
+        record = place.launch(spec, Launch(store, visible))
     except SpecError as err:
         return fail(str(err))
     except OSError as err:

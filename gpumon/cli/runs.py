@@ -80,8 +80,8 @@ HEADER = (
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from gpumon.cli.group import group_docs, group_row, print_causes
-    from gpumon.core.runs.reading.monitor import read_one
     from gpumon.core.runs.reading.progress import progress_text, rate_text
+    from gpumon.core.runs.reading.summary import read_one
     from gpumon.core.runs.reading.use import mfu_text
     from gpumon.core.runs.reading.use import rate_text as use_rate
     from gpumon.core.runs.record.listing import RUNS_SCHEMA, newest_first, recent, run_doc

@@ -26,7 +26,6 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP
-from gpumon.core.protocol import request_census as request_census  # its old home: to remove
 from gpumon.telemetry.holders import find_holders, skip_dirs
 
 CHECK_EVERY_S = 0.25

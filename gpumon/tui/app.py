@@ -23,7 +23,7 @@ from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
-from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections, keymap_problems
+from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
@@ -35,7 +35,7 @@ from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
 from gpumon.tui.widgets.top_bar import TopInfo
 
-__all__ = ["FOOTNOTE", "GLOBAL_BINDINGS", "GpumonApp", "help_sections", "keymap_problems"]  # the keys: app_keys.py
+__all__ = ["GpumonApp"]  # the keys: app_keys.py
 
 HELP = "help"  # the help screen's name among the installed screens
 WIDE = 160  # columns from which GPU panels sit two abreast

@@ -6,7 +6,7 @@ from textual.message import Message
 
 from gpumon.core.alerts.history import AlertEntry
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.tui.widgets.log_view import LogTail
 
 

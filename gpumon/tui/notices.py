@@ -13,7 +13,7 @@ from textual.app import App
 
 from gpumon.core import format as fmt
 from gpumon.core.alerts.history import AlertEntry
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 
 FRESH_END_S = 60.0  # a run first seen already finished is told only if it ended this recently
 

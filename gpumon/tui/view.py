@@ -16,7 +16,7 @@ from gpumon.core.doctor.leak import LeakState
 from gpumon.core.gpu.idle import HeldIdle
 from gpumon.core.history import History
 from gpumon.core.model import Snapshot
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.store import RunStore
 
 

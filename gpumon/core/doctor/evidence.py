@@ -8,7 +8,8 @@ from pathlib import Path
 from gpumon.core.doctor.classifier import classify
 from gpumon.core.doctor.failures import Failure, exception_text
 from gpumon.core.doctor.oom_evidence import oom_evidence
-from gpumon.core.runs.reading.telemetry import RunTelemetry, tail_lines
+from gpumon.core.logs.tail import tail_lines
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.store import RunRecord
 
 LOG_BYTES = 32 * 1024  # of each log: enough for a traceback and torchrun's report

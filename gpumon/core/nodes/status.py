@@ -76,7 +76,7 @@ def read_node(group: Group, node: Node, root: Path) -> NodeStatus:
     host = group.host(node)
     try:
         if host.local:
-            from gpumon.core.runs.reading.monitor import read_one
+            from gpumon.core.runs.reading.summary import read_one
             from gpumon.core.runs.record.listing import run_doc
 
             doc = run_doc(read_one(RunStore(root).resolve(node.run)))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from gpumon.core.placement.base import PlaceName, Where
+from gpumon.core.placement.base import Launch, PlaceName, Where
 from gpumon.core.runs.supervision import launcher
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
+    from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunRecord, RunStore
+    from gpumon.core.runs.record.store import RunRecord
 
 
 class Local:
@@ -20,6 +23,7 @@ class Local:
 
     name: PlaceName = "local"
     supervised_here = True
+    row_keys: tuple[str, ...] = ()
 
     def check(self, spec: RunSpec) -> None:
         return None
@@ -27,15 +31,8 @@ class Local:
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
         return launcher.build_command(spec, run_id)
 
-    def launch(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        visible_gpus: int,
-        wait_s: float = 5.0,
-        grace_s: float = launcher.STOP_GRACE_S,
-    ) -> RunRecord:
-        return launcher.launch(spec, store, visible_gpus, wait_s, grace_s)
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
+        return launcher.launch(spec, how.store, how.visible_gpus, how.wait_s, how.grace_s)
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:
         return launcher.stop(record, kill)
@@ -59,3 +56,30 @@ class Local:
 
     def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
         return ()
+
+    def started(self) -> dict[str, Any]:
+        """A run of this host launched inside a Slurm allocation (salloc, a batch script) records the job
+        around its supervisor (its state and nodes; not its id: the run is not the job's)."""
+        from gpumon.core.slurm.ending import started
+
+        return started()
+
+    def ended(self, run_dir: Path, state: str, fields: dict[str, Any]) -> str:
+        return state
+
+    def freed(self, run_dir: Path, events: EventWriter) -> None:
+        from gpumon.core.queue.keeper import wake
+
+        wake(run_dir.parent.parent, events)
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        return {}
+
+    def line(self, record: RunRecord) -> str:
+        return ""
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        return {}
+
+    def wake(self, root: Path) -> None:
+        return None

@@ -3,15 +3,19 @@ here; from then on it is a local run."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from gpumon.core.placement.base import PlaceName
+from gpumon.core.placement.base import Launch, PlaceName
 from gpumon.core.placement.local import Local
 from gpumon.core.queue import submit as queue
+from gpumon.core.queue.entry import queue_fields, read_plan
+from gpumon.core.queue.keeper import ensure_keeper
 
 if TYPE_CHECKING:
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunRecord, RunStore
+    from gpumon.core.runs.record.store import RunRecord
 
 
 class Queued(Local):
@@ -20,13 +24,28 @@ class Queued(Local):
     def __init__(self, **fields: object) -> None:
         self.fields = fields  # QueueEntry's gpus, gpu_mem, after, priority, slots (launch only)
 
-    def launch(
-        self, spec: RunSpec, store: RunStore, visible_gpus: int, wait_s: float = 5.0, grace_s: float = 0.0
-    ) -> RunRecord:
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """Validate and write the run (state ``queued``) and its entry; the keeper starts it when it fits."""
-        return queue.submit(spec, store, visible_gpus, **self.fields)
+        return queue.submit(spec, how.store, how.visible_gpus, **self.fields)
 
     def withdraw(self, record: RunRecord) -> str | None:
         if queue.cancel(record.dir.parent.parent, record.id):
             return f"cancelled {record.id} (it was queued)"
         return ""  # the keeper started it meanwhile
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        """``queue_position`` and ``queue_reason``: its place in the queue and why it waits."""
+        return queue_fields(record.dir.parent.parent, record.id)
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        """From the keeper's plan, read once whatever the number of queued runs."""
+        plan = read_plan(root)
+        out: dict[str, tuple[int | None, str]] = {}
+        for run_id in run_ids:
+            fields = queue_fields(root, run_id, plan)
+            out[run_id] = (fields["queue_position"], str(fields["queue_reason"]))
+        return out
+
+    def wake(self, root: Path) -> None:
+        """Queued runs and no keeper (it was killed): start one."""
+        ensure_keeper(root)

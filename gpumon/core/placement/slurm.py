@@ -3,28 +3,32 @@ and Slurm's own words say how it ended (core/doctor/slurm_end.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
-from gpumon.core.placement.base import PlaceName, Where
+from gpumon.core.placement.base import Launch, PlaceName, Where
 from gpumon.core.runs.record.spec import validate
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.runs.supervision import launcher
 from gpumon.core.slurm import jobs
 from gpumon.core.slurm import launch as job
-from gpumon.core.slurm.ending import record_job_end
+from gpumon.core.slurm.ending import at_end, record_job_end, started
+from gpumon.core.slurm.rows import slurm_fields, slurm_line
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
     from gpumon.core.doctor.failures import Failure
+    from gpumon.core.events import EventWriter
     from gpumon.core.runs.reading.telemetry import RunTelemetry
     from gpumon.core.runs.record.spec import RunSpec
-    from gpumon.core.runs.record.store import RunStore
 
 
 class Slurm:
     name: PlaceName = "slurm"
     supervised_here = False
+    row_keys: tuple[str, ...] = ("slurm_job_id", "slurm_state", "slurm_reason")  # core/slurm/rows.py
 
     def check(self, spec: RunSpec) -> None:
         job.check(spec)
@@ -32,26 +36,19 @@ class Slurm:
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
         return job.slurm_command(spec)
 
-    def launch(
-        self,
-        spec: RunSpec,
-        store: RunStore,
-        visible_gpus: int,
-        wait_s: float = 5.0,
-        grace_s: float = launcher.STOP_GRACE_S,
-    ) -> RunRecord:
+    def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """The run's directory as for any run; its start a job (nothing starts on this machine)."""
         self.check(spec)
-        spec = validate(spec, visible_gpus)
-        run_id, run_dir = store.new_run_dir(spec)
+        spec = validate(spec, how.visible_gpus)
+        run_id, run_dir = how.store.new_run_dir(spec)
         (run_dir / "logs").mkdir(mode=0o700)
         command = {
             "argv": self.command(spec, run_id),
             "env": launcher.build_env(spec, run_id, run_dir),
             "cwd": spec.cwd,
         }
-        job.submit_run(spec, run_id, run_dir, {**command, "grace_s": grace_s})
-        return store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
+        job.submit_run(spec, run_id, run_dir, {**command, "grace_s": how.grace_s})
+        return how.store.load(run_dir) or RunRecord(run_id, run_dir, spec, {})
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:
         """scancel: Slurm signals its supervisor on the node (or drops the job while it is pending)."""
@@ -87,3 +84,26 @@ class Slurm:
 
     def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
         return tuple(gpus_advice(record)) if record.spec.slurm is not None else ()
+
+    def started(self) -> dict[str, Any]:
+        return started()  # Slurm's state and the job's nodes, from the job's environment
+
+    def ended(self, run_dir: Path, state: str, fields: dict[str, Any]) -> str:
+        return at_end(run_dir, state, fields)  # a time limit is a failure, not a stop
+
+    def freed(self, run_dir: Path, events: EventWriter) -> None:
+        from gpumon.core.queue.keeper import wake
+
+        wake(run_dir.parent.parent, events)  # as any run's end does (the state dir is the login host's too)
+
+    def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        return slurm_fields(record)  # a live job asks Slurm (one cached squeue for all)
+
+    def line(self, record: RunRecord) -> str:
+        return slurm_line(record)
+
+    def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:
+        return {}  # a pending job waits in Slurm's queue: its line says why
+
+    def wake(self, root: Path) -> None:
+        return None

@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.events import EventWriter
 from gpumon.core.queue import entry as q
 from gpumon.core.queue.plan import Decision, Inputs, plan
 from gpumon.core.queue.watch import GpuWatch, reservations
@@ -66,6 +67,16 @@ def keeper_alive(root: Path) -> bool:
         return True
     os.close(fd)
     return False
+
+
+def wake(root: Path, events: EventWriter) -> None:
+    """A run's end may free what queued runs wait for: make sure a keeper lives to start them (one killed
+    with runs waiting would otherwise leave them until someone ran gpumon). Said in the ended run's events."""
+    try:
+        if ensure_keeper(root):
+            events.write("note", text="started the queue's keeper: runs were waiting and none was looking")
+    except OSError as err:
+        events.write("note", text=f"could not start the queue's keeper: {err}")
 
 
 def ensure_keeper(root: Path) -> bool:

@@ -13,76 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import time
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import replace
 
-from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
-from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
+from gpumon.core.doctor.leak import LeakWatch
+from gpumon.core.runs.reading.summary import RunSummary, from_row, progress_fields, summarise, to_row
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
-from gpumon.core.runs.reading.time_split import time_split
 from gpumon.core.runs.record.index import RunIndex
-from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
-from gpumon.core.slurm.rows import slurm_line
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    record: RunRecord
-    step: int | None
-    loss: float | None
-    samples_per_s: float | None
-    memory: int | None  # bytes: the largest rank's latest CUDA allocated / CPU heap
-    memory_kind: str  # "cuda:0", "heap" or ""
-    events: int
-    skipped: int
-    loss_steps: tuple[int, ...]
-    loss_values: tuple[float, ...]
-    memory_series: dict[int, tuple[tuple[int, ...], tuple[float, ...]]]  # rank -> (steps, bytes)
-    exception: str | None  # "Type: message" of the last uncaught exception
-    notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
-    leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
-    rss: int | None = None  # bytes: the CPU ranks' largest resident set (``memory`` is their live heap)
-    alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
-    series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
-    loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
-    loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
-    total_steps: int | None = None  # progress.py: the run's total, where it came from, how far, how long
-    total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
-    progress: float | None = None  # 0..1
-    eta_s: float | None = None  # None once ended
-    step_time_s: float | None = None  # seconds per step by the wall clock, the last ~2 min (progress.py's pace)
-    median_step_s: float | None = None  # the median step: long waits between steps left out
-    loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
-    data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
-    warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
-    slurm: str = ""  # the run's Slurm job in one line (core/slurm/rows.py), read in the feed's thread
-    queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
-    ranks: tuple[RankRow, ...] = ()  # every rank that reported: pid, step, host (rank_rows.py)
-    use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
-
-    @property
-    def leak(self) -> LeakState | None:
-        """The rank whose memory warns (growing or leak), fastest first; None when none does."""
-        warning = [s for s in self.leaks.values() if s.warning]
-        return max(warning, key=lambda s: (s.state == "leak", s.slope)) if warning else None
-
-    @property
-    def id(self) -> str:
-        return self.record.id
-
-    @property
-    def state(self) -> str:
-        return self.record.state
-
-    @property
-    def state_label(self) -> str:
-        """ "queued 2" for a queued run (its place in the queue), else the state."""
-        if self.queue is not None and self.state == "queued":
-            return f"queued {self.queue[0]}" if self.queue[0] else "queued"
-        return self.state
 
 
 class RunsMonitor:
@@ -150,7 +87,7 @@ class RunsMonitor:
         ended = record.status.get("state") in END_STATES
         if record.status.get("state") == "queued":  # waits for the queue's keeper: no supervisor yet
             if self.adopt:
-                self._keep_queue()
+                self._keep_queue(record)
             supervised = False
         else:
             supervised = not ended and record.supervisor_alive()  # asked once: each answer costs psutil calls
@@ -181,32 +118,34 @@ class RunsMonitor:
                 self.index.put([(run_id, record.created, to_row(summary))])
 
     def _queue_places(self) -> None:
-        """Each queued run's position and reason, from the keeper's plan (read again only when it changed)."""
+        """Each queued run's position and reason, from its place (the queue: the keeper's plan, read once)."""
         queued = [run_id for run_id in self._live if self._summaries.get(run_id, None) is not None]
         queued = [run_id for run_id in queued if self._summaries[run_id].record.status.get("state") == "queued"]
         if not queued:
             return
-        from gpumon.core.queue.entry import queue_fields, read_plan
+        from gpumon.core.placement.base import Placement
+        from gpumon.core.placement.places import of_record
 
-        plan = read_plan(self.store.root)  # once a refresh, whatever the number of queued runs
+        by_place: dict[Placement, list[str]] = {}
         for run_id in queued:
-            fields = queue_fields(self.store.root, run_id, plan)
-            place = (fields["queue_position"], str(fields["queue_reason"]))
-            if self._summaries[run_id].queue != place:
-                self._summaries[run_id] = replace(self._summaries[run_id], queue=place)
-                self._sorted = None
+            by_place.setdefault(of_record(self._summaries[run_id].record), []).append(run_id)
+        for place, run_ids in by_place.items():  # the queue reads its plan once, whatever the number of runs
+            for run_id, where in place.waiting(self.store.root, run_ids).items():
+                if self._summaries[run_id].queue != where:
+                    self._summaries[run_id] = replace(self._summaries[run_id], queue=where)
+                    self._sorted = None
 
-    def _keep_queue(self) -> None:
-        """Queued runs and no keeper (it was killed): start one, at most every few seconds."""
+    def _keep_queue(self, record: RunRecord) -> None:
+        """Queued runs and no keeper (it was killed): its place starts one, at most every few seconds."""
         import time
 
         if time.monotonic() - self._queue_checked < 5.0:
             return
         self._queue_checked = time.monotonic()
-        from gpumon.core.queue.keeper import ensure_keeper
+        from gpumon.core.placement.places import of_record
 
         with contextlib.suppress(OSError):
-            ensure_keeper(self.store.root)
+            of_record(record).wake(self.store.root)
 
     def _take_over(self, record: RunRecord) -> RunRecord:
         from gpumon.core.placement.places import of_record
@@ -280,135 +219,3 @@ class RunsMonitor:
     def pid_ranks(self) -> dict[int, int]:
         """PID → rank for the ranks of live runs (what the process table's RUN column adds to the run)."""
         return {pid: rank for record, tele, _ in self._live.values() if record.live for pid, rank in tele.pids.items()}
-
-
-def to_row(summary: RunSummary) -> dict[str, Any]:
-    """What the index keeps of an ended run: everything the run list shows, no series."""
-    spec = summary.record.spec.to_dict()
-    return {
-        "spec": {k: v for k, v in spec.items() if v != _SPEC_DEFAULTS.get(k, _SPEC_DEFAULTS)},  # defaults come back
-        "status": summary.record.status,
-        "step": summary.step,
-        "loss": summary.loss,
-        "rate": summary.samples_per_s,
-        "memory": summary.memory,
-        "memory_kind": summary.memory_kind,
-        "rss": summary.rss,
-        "events": summary.events,
-        "skipped": summary.skipped,
-        "exception": summary.exception,
-        "notes": list(summary.notes),
-        "alerts": list(summary.alerts),
-        "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
-        "loss_source": summary.loss_source,
-        **{key: getattr(summary, key) for key in PROGRESS_KEYS},
-        "data_wait": summary.data_wait,
-        "use": summary.use,
-        "warnings": list(summary.warnings),
-        "ranks": [row.to_dict() for row in summary.ranks],
-    }
-
-
-PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s", "median_step_s")
-_SPEC_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
-} | {"args": [], "env": {}, "on_alert": []}
-
-
-def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
-    try:
-        record = RunRecord(id=path.name, dir=path, spec=RunSpec.from_dict(row["spec"]), status=dict(row["status"]))
-        leaks = {rank: state for (rank, _), state in restore_states(row.get("leaks")).items()}
-        return RunSummary(
-            record=record,
-            step=row.get("step"),
-            loss=row.get("loss"),
-            samples_per_s=row.get("rate"),
-            memory=row.get("memory"),
-            memory_kind=str(row.get("memory_kind", "")),
-            rss=row.get("rss"),
-            events=int(row.get("events", 0)),
-            skipped=int(row.get("skipped", 0)),
-            loss_steps=(),
-            loss_values=(),
-            memory_series={},
-            exception=row.get("exception"),
-            notes=tuple(row.get("notes", ())),
-            alerts=tuple(row.get("alerts", ())),
-            leaks=leaks,
-            series=False,
-            loss_source=row.get("loss_source"),
-            data_wait=row.get("data_wait"),
-            use=dict(row.get("use") or {}),
-            warnings=tuple(str(w) for w in row.get("warnings") or ()),
-            ranks=rows_from(row.get("ranks")),
-            **_progress(row),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None  # a row of another shape: the run is read from its files instead
-
-
-def _progress(row: dict[str, Any]) -> dict[str, Any]:
-    return {key: row.get(key) for key in PROGRESS_KEYS}
-
-
-def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
-    memory, kind = tele.peak_memory()
-    last = tele.exceptions[-1] if tele.exceptions else None
-    return RunSummary(
-        record=record,
-        step=tele.current_step,
-        loss=tele.metrics.get("loss"),
-        samples_per_s=tele.samples_per_s,
-        memory=memory,
-        memory_kind=kind,
-        events=tele.events,
-        skipped=tele.skipped,
-        loss_steps=tuple(tele.loss.steps),
-        loss_values=tuple(tele.loss.values),
-        loss_best=min(tele.loss.lows) if tele.loss.lows else None,
-        memory_series={r: (tuple(m.used.steps), tuple(m.used.values)) for r, m in sorted(tele.memory.items())},
-        exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
-        notes=tuple(tele.notes[-20:]),
-        alerts=tuple(tele.alerts[-20:]),
-        rss=tele.rss(),
-        leaks=dict(leaks or {}),
-        loss_source=tele.loss_source,
-        loss_note=tele.nonfinite.words(tele.metrics.get("loss")),
-        data_wait=tele.feeding.wait_share(),
-        warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
-        slurm=slurm_line(record) if record.status.get("slurm_job_id") else "",
-        ranks=rank_rows(tele),
-        **progress_fields(record, tele),
-        use={**tele.use.fields(tele.progress.step_time()), "time_split": time_split(tele)},  # issue 37
-    )
-
-
-def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:
-    """progress.py's fields; a stalled run's pace runs to now: it falls while the run waits, never stays."""
-    state = record.status.get("state")
-    now = time.time() if state == "stalled" else None
-    return tele.progress.fields(state in END_STATES, tele.current_step, now)
-
-
-def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
-    """What slows the run or spoils its loss, short of an alert: the doctor's findings, in its words."""
-    from gpumon.core.doctor.divergence import loss_problem
-    from gpumon.core.doctor.slow import slow_findings
-
-    found = [f.text for f in slow_findings(tele)] + list(tele.feeding.idle.values())
-    loss = loss_problem(tele)
-    if loss is not None and loss.kind == "diverging":
-        found.append(loss.text)
-    return tuple(found)
-
-
-def read_one(record: RunRecord) -> RunSummary:
-    """One run's summary from its files (its supervisor's summary.json), without listing the others."""
-    tele = RunTelemetry(record.dir)
-    tele.update()
-    return summarise(record, tele, LeakWatch().update(tele))
-
-
-def _with_record(summary: RunSummary, record: RunRecord) -> RunSummary:
-    return replace(summary, record=record)

@@ -17,72 +17,25 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from gpumon.core.events import EventReader
-from gpumon.core.logs.tail import tail_lines
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.progress import Progress
-from gpumon.core.runs.reading.series import MAX_POINTS, Pace, Series
+from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
+from gpumon.core.runs.reading.series import Pace, Series
 from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.reading.use import GpuUse
 from gpumon.core.runs.record.values import NonFinite
 from gpumon.core.safefs import write_atomic
 
-__all__ = ["MAX_POINTS", "SUMMARY", "RankMemory", "RunTelemetry", "Series", "tail_lines"]
-
 SUMMARY = "summary.json"
 SUMMARY_FORMAT = 1
 KEEP = 20  # exceptions and notes kept in a summary (the newest)
 KEEP_CENSUS = 6
-
-
-class MemoryWatch(Protocol):
-    """What folds memory samples as they arrive (the doctor's LeakWatch)."""
-
-    def step(
-        self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
-    ) -> None: ...
-
-
-@dataclass
-class RankMemory:
-    """Per-iteration memory of one rank: CUDA allocated bytes, or the live heap on a CPU."""
-
-    device: str = "cpu"
-    used: Series = field(default_factory=Series)  # CUDA allocated / CPU heap
-    reserved: Series = field(default_factory=Series)  # CUDA reserved / CPU RSS
-    heap: Series = field(default_factory=Series)  # CUDA ranks: the host's live heap (autograd graphs live there)
-    peak: int | None = None
-    capacity: int | None = None  # CUDA ranks: the device's total bytes (its ``device`` event)
-
-    def points(self) -> Iterator[tuple[int, float | None, float | None]]:
-        """(step, primary, host heap) from the downsampled series: a late watcher's first look."""
-        primary = self.used if len(self.used) else self.reserved
-        yield from ((step, value, None) for step, value in zip(primary.steps, primary.values, strict=True))
-        yield from ((step, None, value) for step, value in zip(self.heap.steps, self.heap.values, strict=True))
-
-    def to_state(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "used": self.used.to_state(),
-            "reserved": self.reserved.last,
-            "heap": self.heap.to_state(),
-            "peak": self.peak,
-            "capacity": self.capacity,
-        }
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> RankMemory:
-        memory = cls(str(state["device"]), Series.from_state(state["used"]), heap=Series.from_state(state["heap"]))
-        if isinstance(state.get("reserved"), int | float):
-            memory.reserved.add(memory.used.steps[-1] if memory.used.steps else 0, float(state["reserved"]))
-        memory.peak, memory.capacity = state.get("peak"), state.get("capacity")
-        return memory
 
 
 @dataclass

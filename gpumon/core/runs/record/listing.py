@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.placement.places import row_fields
 from gpumon.core.runs.reading.progress import ROW_FIELDS
 from gpumon.core.runs.reading.rank_rows import proc_count
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import USE_FIELDS
 from gpumon.core.runs.record.values import json_value
-from gpumon.core.slurm.rows import slurm_fields
 
 RUNS_SCHEMA = 1
 
@@ -31,17 +31,15 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["data_wait_share"] = summary.data_wait  # 0..1: DataLoader wait per second of training (feeding.py)
     doc.update({key: summary.use.get(key) for key in USE_FIELDS})  # mfu, tokens_per_s, flops_per_step (use.py)
     doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
-    doc.update(slurm_fields(summary.record))  # slurm_job_id, slurm_state, slurm_reason (core/slurm/rows.py)
+    # Its place's fields: slurm_job_id, slurm_state, slurm_reason on every row; a queued run's queue_position,
+    # queue_reason (placement/places.py)
+    doc.update(row_fields(summary.record))
     if summary.exception and summary.state == "failed":  # the uncaught exception, when no root-cause file said it
         raw = doc.get("error")
         error: dict[str, Any] = raw if isinstance(raw, dict) else {}
         doc["error"] = {**error, "message": error.get("message") or summary.exception}
     if summary.record.live:  # which GPU processes belong to the run (a remote host's RUN column)
         doc["pids"] = [pid for pid, _ in summary.record.processes()]
-    if summary.state == "queued":  # its place in the queue and why it waits (core/queue)
-        from gpumon.core.queue.entry import queue_fields
-
-        doc.update(queue_fields(summary.record.dir.parent.parent, summary.id))
     return doc
 
 

@@ -88,7 +88,7 @@ def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[d
     rank's log (the launcher's last: torchrun ends its own with a banner of '='; never a line srun or
     slurmstepd wrote)."""
     from gpumon.core.doctor.ended import said_by_slurm
-    from gpumon.core.runs.reading.telemetry import tail_lines
+    from gpumon.core.logs.tail import tail_lines
 
     lines = str((error or {}).get("message", "")).strip().splitlines()
     if not lines and exceptions:

@@ -76,7 +76,7 @@ def compress(sup: Any) -> None:
 
 def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:
     """The ended run's row in the state dir's index: listing it never reads its files again."""
-    from gpumon.core.runs.reading.monitor import summarise, to_row
+    from gpumon.core.runs.reading.summary import summarise, to_row
     from gpumon.core.runs.record.index import RunIndex
 
     try:
@@ -118,15 +118,3 @@ def retry_after_oom(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, e
         return
     status["retried_as"] = retry.id
     events.write("note", text=f"out of memory at batch size {old}: retrying as {retry.id} with {new}")
-
-
-def wake_queue(run_dir: Path, events: EventWriter) -> None:
-    """A run's end may free what queued runs wait for: make sure a keeper lives to start them (one killed
-    with runs waiting would otherwise leave them until someone ran gpumon)."""
-    from gpumon.core.queue.keeper import ensure_keeper
-
-    try:
-        if ensure_keeper(run_dir.parent.parent):
-            events.write("note", text="started the queue's keeper: runs were waiting and none was looking")
-    except OSError as err:
-        events.write("note", text=f"could not start the queue's keeper: {err}")

@@ -24,13 +24,14 @@ import psutil
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
+from gpumon.core.placement.places import of_files
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.marks import descendants, marked
 from gpumon.core.runs.record.store import process_alive, read_json, write_json
 from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
 from gpumon.core.runs.supervision.end_alerts import end_alert
-from gpumon.core.runs.supervision.ending import compress, end_fields, index_run, retry_after_oom, wake_queue
+from gpumon.core.runs.supervision.ending import compress, end_fields, index_run, retry_after_oom
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 from gpumon.core.runs.supervision.leak_alert import LeakAlert
@@ -39,8 +40,6 @@ from gpumon.core.runs.supervision.reserve import reserve, write_end
 from gpumon.core.runs.supervision.runner import Runner, become_subreaper
 from gpumon.core.runs.supervision.stall import StallWatch, tidy
 from gpumon.core.safefs import open_own
-from gpumon.core.slurm.ending import at_end as slurm_end
-from gpumon.core.slurm.ending import started as slurm_started
 
 END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
 TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) before SIGTERM
@@ -62,6 +61,7 @@ class Supervisor:
         self.watch = LeakWatch()
         self.fold = RunTelemetry(run_dir, use_summary=False, watch=self.watch)
         self.spec = read_json(run_dir / "spec.json")  # read once: the census, alert, stop and retry choices use it
+        self.place = of_files(self.spec, self.status)  # where it lives: its start and end in its place's words
         self.census = not self.spec.get("no_census")
         self.census_asked = False
         self.leak_alert = LeakAlert(census=self.census)  # sent once, with the census's cause (leak_alert.py)
@@ -115,7 +115,7 @@ class Supervisor:
         argv = [str(a) for a in self.command["argv"]]
         env = {**os.environ, **{str(k): str(v) for k, v in self.command.get("env", {}).items()}}
         log_name = "launcher.log" if env.get("GPUMON_TORCHRUN") else "rank0.log"
-        base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time(), **slurm_started()}
+        base = {"supervisor_pid": me.pid, "supervisor_create_time": me.create_time(), **self.place.started()}
         # The command's parent is a small runner (runner.py): it drains the output and records the exit, so a
         # killed, stopped or hung supervisor never blocks a print() nor loses the exit code.
         job = {"argv": argv, "env": env, "cwd": self.command.get("cwd"), "umask": self.umask, "log_name": log_name}
@@ -345,8 +345,7 @@ class Supervisor:
             return 0
         fields = end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions)
         state, error = fields["state"], fields.get("error")
-        if self.spec.get("slurm"):  # the job's end in Slurm's words; a time limit is a failure, not a stop
-            fields["state"] = state = slurm_end(self.run_dir, state, fields)
+        fields["state"] = state = self.place.ended(self.run_dir, state, fields)  # a job's: in Slurm's words
         self.status.update(fields)
         self.events.write("run_end", **{k: v for k, v in fields.items() if k != "ended"})
         ending = end_alert(self.run_dir, self.spec, self.status, self.fold, rc, error)
@@ -361,7 +360,7 @@ class Supervisor:
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
         write_end(self)  # in the room the reserve gives back on a full disk (reserve.py)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
-        wake_queue(self.run_dir, self.events)
+        self.place.freed(self.run_dir, self.events)  # wakes the queue's keeper for the runs it may now start
         compress(self)
         return 0
 

@@ -24,10 +24,10 @@ from textual.worker import Worker, WorkerState
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.doctor.report import Diagnosis, diagnose
 from gpumon.core.fleet.remote_runs import remote_doctor
+from gpumon.core.protocol import DEFAULT_GAP, request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.visible import visible_log
-from gpumon.telemetry.census import DEFAULT_GAP, request_census
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import DoctorText, doctor_text, empty_text
 from gpumon.tui.widgets.literal import set_title

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gpumon.core.format import duration, loss
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, loss_text
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive

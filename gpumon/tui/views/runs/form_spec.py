@@ -22,9 +22,9 @@ from gpumon.core.runs.record.spec import (
     parse_int,
     validate,
 )
+from gpumon.core.searches.shipped import resolve_search, shipped_names, shipped_searches
 from gpumon.core.slurm.launch import check
 from gpumon.core.slurm.submit import options_line, parse_line
-from gpumon.tune.shipped import resolve_search, shipped_names, shipped_searches
 
 PRESETS = ("tiny", "small", "medium", "resnet50")  # the trainers' --preset choices (trainers/model.py)
 TRAINER_KINDS = ("ddp", "dp", "model-parallel", "pipeline")  # a preset and a default program

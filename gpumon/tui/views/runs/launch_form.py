@@ -11,7 +11,7 @@ Runs view's thread worker.
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import events, work
@@ -116,18 +116,23 @@ def shown_rows(kind: str) -> set[str]:
     return set(ROWS) - hidden
 
 
-def cloned(spec: RunSpec, run_id: str) -> dict[str, Any]:
-    """``LaunchForm.fill``'s words for a run cloned into the form (paths from the directory it started in)."""
+@dataclass(frozen=True)
+class Opening:
+    """What the form opens with: a new run's defaults (``Opening()``), or a run cloned into it (``cloned``)."""
+
+    cwd: str | None = None  # where relative paths lead (None: the directory gpumon started in)
+    initial: FormValues | None = None  # the fields' values (None: a new run's)
+    keep: RunSpec | None = None  # the cloned run, whose options the form has no field for
+    title: str = "New run"
+    note: str = ""  # a clone's: what it carries without a field, what it leaves
+
+
+def cloned(spec: RunSpec, run_id: str) -> Opening:
+    """The form's opening for a run cloned into it (paths from the directory it started in)."""
     notes = [f"kept from the run: {kept_options(spec)}"] if kept_options(spec) else []
     if spec.nnodes > 1:
         notes.append(f"a node of a {spec.nnodes}-node run: name the hosts to run on several again")
-    return {
-        "cwd": spec.cwd,
-        "initial": values_from_spec(spec),
-        "keep": spec,
-        "title": f"Clone of {run_id}",
-        "note": "\n".join(notes),
-    }
+    return Opening(spec.cwd, values_from_spec(spec), spec, f"Clone of {run_id}", "\n".join(notes))
 
 
 class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | None]):
@@ -135,37 +140,22 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
 
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(
-        self,
-        visible_gpus: int,
-        cwd: str | None = None,
-        initial: FormValues | None = None,
-        keep: RunSpec | None = None,
-        title: str = "New run",
-        note: str = "",
-    ) -> None:
+    def __init__(self, visible_gpus: int, opening: Opening | None = None) -> None:
         super().__init__()
         self._error_values: FormValues | None = None
         self._mounted = False  # on_mount has filled the fields: fill() fills them from then on
-        self.fill(visible_gpus, cwd, initial, keep, title, note)
+        self.fill(visible_gpus, opening)
 
-    def fill(
-        self,
-        visible_gpus: int,
-        cwd: str | None = None,
-        initial: FormValues | None = None,
-        keep: RunSpec | None = None,
-        title: str = "New run",
-        note: str = "",
-    ) -> None:
+    def fill(self, visible_gpus: int, opening: Opening | None = None) -> None:
         """What the form opens with: a new run's defaults, or a run cloned into it. The form is built once
         and shown again (Launching keeps it): filled anew each time, its fields too once they exist."""
+        opening = opening or Opening()
         self.visible_gpus = visible_gpus
-        self.cwd = cwd or os.getcwd()  # where relative paths lead: shown under the program
-        self.initial = initial or FormValues()
-        self.keep = keep
-        self.title_text = title
-        self.note = note  # a clone's: what it carries without a field, what it leaves
+        self.cwd = opening.cwd or os.getcwd()  # where relative paths lead: shown under the program
+        self.initial = opening.initial or FormValues()
+        self.keep = opening.keep
+        self.title_text = opening.title
+        self.note = opening.note
         self._nproc_default = str(default_nproc(self.initial.kind, self.initial.gpus or None, visible_gpus))
         if self._mounted:
             self._fill_fields()
@@ -173,7 +163,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
     @classmethod
     def clone(cls, spec: RunSpec, run_id: str, visible_gpus: int) -> LaunchForm:
         """The form filled from a run's spec, resolving paths from the directory that run started in."""
-        return cls(visible_gpus, **cloned(spec, run_id))
+        return cls(visible_gpus, cloned(spec, run_id))
 
     def compose(self) -> ComposeResult:
         start = self.initial

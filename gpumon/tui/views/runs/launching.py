@@ -6,15 +6,16 @@ the view's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.notifications import SeverityLevel
 from textual.widget import Widget
 
 from gpumon.core.gpu import visible_gpu_count
-from gpumon.core.placement.places import launch, stop
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.placement.base import Launch
+from gpumon.core.placement.places import Hosts, Queued, launch, stop
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.tui.view import AppContext
@@ -24,7 +25,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 
 if TYPE_CHECKING:
-    from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
+    from gpumon.tui.views.runs.launch_form import GroupLaunch, Opening, QueuedLaunch
 
 READONLY = "no runs are started or stopped"
 FORM = "launch-form"  # the launch form's name among the app's installed screens
@@ -88,8 +89,8 @@ class Launching(Widget):
             return
         self.open_form()
 
-    def open_form(self, **fill: Any) -> None:
-        """Show the launch form, filled with ``fill`` (LaunchForm.fill's words; none: a new run's defaults).
+    def open_form(self, opening: Opening | None = None) -> None:
+        """Show the launch form, filled with ``opening`` (None: a new run's defaults).
 
         The form is built once and kept (installed): opened again it is filled anew, not composed, so the
         key that opens it draws it at once and the keys typed after it find it there."""
@@ -99,12 +100,12 @@ class Launching(Widget):
         try:
             form = self.app.get_screen(FORM, LaunchForm)
         except KeyError:
-            form = LaunchForm(visible, **fill)
+            form = LaunchForm(visible, opening)
             self.app.install_screen(form, FORM)
         else:
             if form in self.app.screen_stack:  # open already (a command from the palette over it)
                 return
-            form.fill(visible, **fill)
+            form.fill(visible, opening)
         self.app.push_screen(form, self._launch)
 
     def prepare_form(self) -> None:
@@ -130,15 +131,12 @@ class Launching(Widget):
     @work(thread=True, exit_on_error=False, group="runs-action")
     def queue_run(self, request: QueuedLaunch) -> None:
         """Into this host's queue, as ``launch --queue`` does (a keeper starts it when its GPUs are free)."""
-        from gpumon.core.queue.submit import submit
-
         try:
             self.store = self.store or RunStore()
             visible = self.visible_gpus if self.visible_gpus is not None else visible_gpu_count()
             gpus = request.fields.get("gpus")
-            record = submit(
-                request.spec, self.store, max(visible, gpus if isinstance(gpus, int) else 0), **request.fields
-            )
+            visible = max(visible, gpus if isinstance(gpus, int) else 0)  # the keeper checks them when it starts it
+            record = Queued(**request.fields).launch(request.spec, Launch(self.store, visible))
         except (SpecError, OSError) as err:
             self.post_message(RunActionDone(f"Could not queue the run: {err}", "error"))
             return
@@ -147,11 +145,10 @@ class Launching(Widget):
     @work(thread=True, exit_on_error=False, group="runs-action")
     def launch_group(self, request: GroupLaunch) -> None:
         """One node per host over the user's ssh ([fleet] ssh and gpumon, $GPUMON_SSH), as ``--hosts`` does."""
-        from gpumon.core.nodes.group import GroupError, configured_reach, launch_group
+        from gpumon.core.nodes.group import GroupError
 
-        try:
-            root = (self.store or RunStore()).root
-            group = launch_group(request.spec, list(request.hosts), configured_reach(None), root)
+        try:  # each node checks the spec against its own GPUs
+            group = Hosts(request.hosts).launch(request.spec, Launch(self.store or RunStore(), 0))
         except GroupError as err:
             self.post_message(RunActionDone(str(err), "error"))
             return
@@ -198,4 +195,4 @@ class Launching(Widget):
             return
         from gpumon.tui.views.runs.launch_form import cloned
 
-        self.open_form(**cloned(summary.record.spec, summary.id))
+        self.open_form(cloned(summary.record.spec, summary.id))

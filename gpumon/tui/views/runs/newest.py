@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 
 HOLD_S = 5.0
 MOVES = frozenset({"up", "down", "pageup", "pagedown", "home", "end", "j", "k"})  # the keys that move it

@@ -9,7 +9,7 @@ from textual import work
 from textual.binding import Binding
 from textual.widget import Widget
 
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.store import RunStore
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.widgets.screens import ConfirmScreen

@@ -7,7 +7,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from gpumon.core.logs.tail import tail_lines
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.visible import visible
 from gpumon.tui.widgets.log_view import LogTail

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from gpumon.core.placement.places import command as build_command
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import read_json
 from gpumon.core.visible import visible

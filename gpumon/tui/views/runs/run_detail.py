@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
-from gpumon.core.runs.reading.monitor import RunSummary
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.progress import eta_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
 from gpumon.core.runs.reading.use import mfu_text

@@ -14,8 +14,8 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.format import loss as loss_value
-from gpumon.core.runs.reading.monitor import RunSummary
 from gpumon.core.runs.reading.progress import progress_text, rate_text
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.record.spec import KINDS, RunSpec
 from gpumon.core.runs.record.values import is_nonfinite, metric_value

@@ -21,7 +21,8 @@ from textual.widgets import DataTable, Input
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.gpu import visible_gpu_count
-from gpumon.core.runs.reading.monitor import RunsMonitor, RunSummary
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.view import AppContext, Command, View
