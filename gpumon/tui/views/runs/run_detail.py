@@ -12,9 +12,9 @@ from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
-from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.progress import eta_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.reading.use import rate_text as use_rate
 from gpumon.core.runs.record.values import is_nonfinite
