@@ -7,12 +7,15 @@ through one ``AppContext``, and holds the keys that work everywhere.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
+from textual import constants as textual_constants
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
+from textual.driver import Driver
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -89,6 +92,14 @@ class GpumonApp(KeysInOrder, App[None]):
     def _widget(view: View) -> Widget:
         assert isinstance(view, Widget)
         return view
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver with a quick Escape (tui/escape.py); TEXTUAL_DRIVER and Windows as Textual."""
+        if textual_constants.DRIVER is not None or sys.platform == "win32":
+            return super().get_driver_class()
+        from gpumon.tui.escape import QuickEscapeDriver
+
+        return QuickEscapeDriver
 
     def view_widget(self, name: str) -> View:
         """The view named ``name`` (its widget is a child of the switcher)."""
