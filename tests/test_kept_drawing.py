@@ -8,12 +8,16 @@ times, and the help was composed anew at each `?`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from textual.containers import VerticalScroll
+from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
-from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.core.format import num
+from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app
 from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F401 - home: the fixture
@@ -21,8 +25,19 @@ from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F4
 DRAWN_S = 0.5  # a frame and the Runs view's read after it
 
 
-def drawn(table: RunTable) -> set[object]:
+def drawn(table: DataTable[object]) -> set[Any]:
     return set(table._cell_render_cache.keys())
+
+
+def draws(table: DataTable[object]) -> dict[Any, int]:
+    """Each drawn cell's cache key and its drawing (a cell drawn again under the same key is a new object)."""
+    cache = table._cell_render_cache
+    return {key: id(cache.get(key)) for key in cache.keys()}  # noqa: SIM118 - an LRUCache is not iterable
+
+
+def drawn_since(table: DataTable[object], before: dict[Any, int]) -> set[tuple[str, str]]:
+    """(row, column) of the cells drawn since ``before``."""
+    return {(str(k[0].value), str(k[1].value)) for k, v in draws(table).items() if before.get(k) != v}
 
 
 async def test_a_table_shown_again_keeps_the_cells_it_drew(home: Path) -> None:  # noqa: F811
@@ -87,3 +102,30 @@ async def test_the_footer_builds_each_set_of_keys_once(home: Path) -> None:  # n
         shown = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
         assert shown == gpus_keys  # the GPUs view's keys: the very widgets built first
         assert len(footer.query(FooterKey)) < 3 * len(gpus_keys)  # two sets (GPUs, Runs), not one per switch
+
+
+async def test_a_sample_draws_again_only_the_process_cells_it_changed(home: Path) -> None:  # noqa: F811
+    """A tick that changes a process's SM% drew every cell of the table anew, its header too, and repainted it
+    whole: the idle monitor's biggest cost. Now only the cells whose text changed are drawn."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.query_one(ProcessTable)
+        await until(pilot, lambda: table.row_count > 0 and bool(drawn(table)))
+        await pilot.pause(DRAWN_S)
+        row = str(table.ordered_rows[0].key.value)
+        for _ in range(10):  # until a sample changes the shown process's SM% (the simulation jitters it)
+            before, old = draws(table), table.get_cell(row, "sm").text.plain
+            snap = app.sampler.sample_once()
+            sm = next(num(p.sm_util) for d in snap.gpu.devices for p in d.processes if f"{d.index}:{p.pid}" == row)
+            app.post_message(SampleReady(snap))
+            await until(pilot, lambda sm=sm: table.get_cell(row, "sm").text.plain == sm)
+            if sm != old:
+                await until(pilot, lambda b=before: (row, "sm") in drawn_since(table, b))  # drawn on screen
+                break
+        new_cells = drawn_since(table, before)
+        assert (row, "sm") in new_cells
+        rows = {str(r.key.value) for r in table.ordered_rows}
+        assert {r for r, _ in new_cells} <= rows, new_cells  # never the header
+        assert {c for _, c in new_cells} <= {"sm", "mem"}, new_cells  # never the PID, the user or the command
+        line = table.render_line(1).text  # the row under the header shows the new value
+        assert table.get_cell(row, "sm").text.plain in line and row.split(":")[1] in line
