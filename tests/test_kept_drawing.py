@@ -11,13 +11,15 @@ import gc
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
 from gpumon.core.format import num
 from gpumon.tui.feeds import SampleReady
-from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.tui.widgets.footer import KeysFooter, _width
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app
@@ -147,3 +149,31 @@ async def test_what_the_app_built_is_kept_out_of_the_collectors_walk_and_given_b
         await pilot.press("r")
         await until(pilot, lambda: gc.get_freeze_count() > frozen)  # the Runs view's rows, kept too
     assert gc.get_freeze_count() == 0
+
+
+async def test_fitting_the_footer_measures_each_key_once(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fitting the keys to the width measured each key by rendering it, at each view switch (~5 ms): a key's text
+    is fixed when it is built, so it is measured once (again only if its padding changes with compact)."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(160, 40)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
+        keys = [k for k in footer.query(FooterKey) if k.display]
+        widths = [_width(k) for k in keys]
+        measured: list[FooterKey] = []
+        measure = FooterKey.get_content_width
+
+        def counted(self: FooterKey, container: Size, viewport: Size) -> int:
+            measured.append(self)
+            return measure(self, container, viewport)
+
+        monkeypatch.setattr(FooterKey, "get_content_width", counted)
+        assert [_width(k) for k in keys] == widths
+        assert measured == []
+        keys[0].add_class("-compact")  # its padding changes: measured anew
+        await pilot.pause()
+        _width(keys[0])
+        assert measured == [keys[0]]
