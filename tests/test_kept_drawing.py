@@ -7,13 +7,20 @@ times, and the help was composed anew at each `?`.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+from typing import Any
 
+import pytest
 from textual.containers import VerticalScroll
+from textual.geometry import Size
+from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
-from gpumon.tui.views.runs.run_table import RunTable
-from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.core.format import num
+from gpumon.tui.feeds import SampleReady
+from gpumon.tui.widgets.footer import KeysFooter, _width
+from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app
 from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F401 - home: the fixture
@@ -21,8 +28,19 @@ from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F4
 DRAWN_S = 0.5  # a frame and the Runs view's read after it
 
 
-def drawn(table: RunTable) -> set[object]:
+def drawn(table: DataTable[object]) -> set[Any]:
     return set(table._cell_render_cache.keys())
+
+
+def draws(table: DataTable[object]) -> dict[Any, int]:
+    """Each drawn cell's cache key and its drawing (a cell drawn again under the same key is a new object)."""
+    cache = table._cell_render_cache
+    return {key: id(cache.get(key)) for key in cache.keys()}  # noqa: SIM118 - an LRUCache is not iterable
+
+
+def drawn_since(table: DataTable[object], before: dict[Any, int]) -> set[tuple[str, str]]:
+    """(row, column) of the cells drawn since ``before``."""
+    return {(str(k[0].value), str(k[1].value)) for k, v in draws(table).items() if before.get(k) != v}
 
 
 async def test_a_table_shown_again_keeps_the_cells_it_drew(home: Path) -> None:  # noqa: F811
@@ -87,3 +105,75 @@ async def test_the_footer_builds_each_set_of_keys_once(home: Path) -> None:  # n
         shown = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
         assert shown == gpus_keys  # the GPUs view's keys: the very widgets built first
         assert len(footer.query(FooterKey)) < 3 * len(gpus_keys)  # two sets (GPUs, Runs), not one per switch
+
+
+async def test_a_sample_draws_again_only_the_process_cells_it_changed(home: Path) -> None:  # noqa: F811
+    """A tick that changes a process's SM% drew every cell of the table anew, its header too, and repainted it
+    whole: the idle monitor's biggest cost. Now only the cells whose text changed are drawn."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.query_one(ProcessTable)
+        await until(pilot, lambda: table.row_count > 0 and bool(drawn(table)))
+        await pilot.pause(DRAWN_S)
+        row = str(table.ordered_rows[0].key.value)
+        for _ in range(10):  # until a sample changes the shown process's SM% (the simulation jitters it)
+            before, old = draws(table), table.get_cell(row, "sm").text.plain
+            snap = app.sampler.sample_once()
+            sm = next(num(p.sm_util) for d in snap.gpu.devices for p in d.processes if f"{d.index}:{p.pid}" == row)
+            app.post_message(SampleReady(snap))
+            await until(pilot, lambda sm=sm: table.get_cell(row, "sm").text.plain == sm)
+            if sm != old:
+                await until(pilot, lambda b=before: (row, "sm") in drawn_since(table, b))  # drawn on screen
+                break
+        new_cells = drawn_since(table, before)
+        assert (row, "sm") in new_cells
+        rows = {str(r.key.value) for r in table.ordered_rows}
+        assert {r for r, _ in new_cells} <= rows, new_cells  # never the header
+        assert {c for _, c in new_cells} <= {"sm", "mem"}, new_cells  # never the PID, the user or the command
+        line = table.render_line(1).text  # the row under the header shows the new value
+        assert table.get_cell(row, "sm").text.plain in line and row.split(":")[1] in line
+
+
+async def test_what_the_app_built_is_kept_out_of_the_collectors_walk_and_given_back_at_its_end(
+    home: Path,  # noqa: F811
+) -> None:
+    """A full collection walked every object of the built views (100-400 ms, the slowest keys): once drawn, they
+    are frozen out of its way (heap.py); each view's first showing freezes what it built; the app's end thaws
+    them (else a process running many apps, as the tests do, would keep each app's cycles)."""
+    gc.unfreeze()
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: gc.get_freeze_count() > 0)
+        frozen = gc.get_freeze_count()
+        assert frozen > len(gc.get_objects())  # a full collection walks what was made since, not the app
+        await pilot.press("r")
+        await until(pilot, lambda: gc.get_freeze_count() > frozen)  # the Runs view's rows, kept too
+    assert gc.get_freeze_count() == 0
+
+
+async def test_fitting_the_footer_measures_each_key_once(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fitting the keys to the width measured each key by rendering it, at each view switch (~5 ms): a key's text
+    is fixed when it is built, so it is measured once (again only if its padding changes with compact)."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(160, 40)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
+        keys = [k for k in footer.query(FooterKey) if k.display]
+        widths = [_width(k) for k in keys]
+        measured: list[FooterKey] = []
+        measure = FooterKey.get_content_width
+
+        def counted(self: FooterKey, container: Size, viewport: Size) -> int:
+            measured.append(self)
+            return measure(self, container, viewport)
+
+        monkeypatch.setattr(FooterKey, "get_content_width", counted)
+        assert [_width(k) for k in keys] == widths
+        assert measured == []
+        keys[0].add_class("-compact")  # its padding changes: measured anew
+        await pilot.pause()
+        _width(keys[0])
+        assert measured == [keys[0]]

@@ -7,12 +7,15 @@ through one ``AppContext``, and holds the keys that work everywhere.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 from rich.text import Text
+from textual import constants as textual_constants
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
+from textual.driver import Driver
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
@@ -25,6 +28,7 @@ from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
+from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
 from gpumon.tui.typeahead import KeysInOrder
@@ -72,6 +76,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._runs_list: object = None
         self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
+        self._kept: set[str] = set()  # the views shown once (heap.py)
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -90,6 +95,14 @@ class GpumonApp(KeysInOrder, App[None]):
         assert isinstance(view, Widget)
         return view
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver with a quick Escape (tui/escape.py); TEXTUAL_DRIVER and Windows as Textual."""
+        if textual_constants.DRIVER is not None or sys.platform == "win32":
+            return super().get_driver_class()
+        from gpumon.tui.escape import QuickEscapeDriver
+
+        return QuickEscapeDriver
+
     def view_widget(self, name: str) -> View:
         """The view named ``name`` (its widget is a child of the switcher)."""
         view_class(name)  # an unknown name says which names there are
@@ -99,6 +112,10 @@ class GpumonApp(KeysInOrder, App[None]):
         self.sampler.on_sample = self.post_message_from_sampler
         if self.sampler.latest is not None:
             self.apply(self.sampler.latest)
+        keep_built(self)  # the views, built: out of the collector's way (heap.py)
+
+    def on_unmount(self) -> None:
+        release()
 
     def post_message_from_sampler(self, snapshot: Snapshot) -> None:
         self.post_message(SampleReady(snapshot))  # thread-safe; never blocks the sampler
@@ -200,6 +217,9 @@ class GpumonApp(KeysInOrder, App[None]):
         # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
         # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
         self.call_after_refresh(view.shown)
+        if name not in self._kept:  # what its first showing built (its rows, its drawn cells) is kept
+            self._kept.add(name)
+            keep_built(self)
 
     def action_help(self) -> None:
         """Open the help; the help key (as remapped too) closes it again."""
@@ -208,6 +228,7 @@ class GpumonApp(KeysInOrder, App[None]):
             return
         if not self.is_screen_installed(HELP):  # built once: opened again, it is drawn at once
             self.install_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE), HELP)
+            keep_built(self)
         if self.get_screen(HELP) not in self.screen_stack:  # a palette over it: it is there already
             self.push_screen(HELP)
 

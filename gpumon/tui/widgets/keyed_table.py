@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,28 @@ class RowTable(DataTable[Any]):
         self._get_styles_to_render_cell.cache_clear()
         self.refresh()
 
+    def update_cell(
+        self, row_key: RowKey | str, column_key: ColumnKey | str, value: Any, *, update_width: bool = False
+    ) -> None:
+        """DataTable counts each changed cell, which misses every drawn cell of the table (its header and every
+        row drawn anew, and the whole table repainted): a sample tick changing one process's SM% cost the idle
+        monitor more than all its panels. Here only that cell is drawn again and only its row repainted; a
+        change that can move other cells (a column's width, a row's height) goes DataTable's way."""
+        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
+        column_key = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+        row = self.rows.get(row_key)
+        if update_width or row is None or row.auto_height or column_key not in self._column_locations:
+            super().update_cell(row_key, column_key, value, update_width=update_width)
+            return
+        self._data[row_key][column_key] = value
+        row_index = self._row_locations.get(row_key)
+        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] == column_key)
+        _drop(self._row_render_cache, lambda k: k[0] == row_key)
+        _drop(self._row_renderable_cache, lambda k: k[1] == row_index)
+        self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
+        if row_index is not None:
+            self.refresh_row(row_index)
+
     def action_first_row(self) -> None:
         if self.row_count:
             self.move_cursor(row=0, animate=False)
@@ -86,6 +111,11 @@ class RowTable(DataTable[Any]):
     def action_last_row(self) -> None:
         if self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
+
+
+def _drop(cache: LRUCache[Any, Any], match: Callable[[Any], bool]) -> None:
+    for key in [k for k in cache.keys() if match(k)]:  # noqa: SIM118 - an LRUCache is not iterable
+        cache.discard(key)
 
 
 class KeyedTable(RowTable):

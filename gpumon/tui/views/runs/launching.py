@@ -18,6 +18,7 @@ from gpumon.core.placement.places import Hosts, Queued, launch, stop
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunRecord, RunStore
+from gpumon.tui.heap import keep_built
 from gpumon.tui.view import AppContext
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
@@ -115,8 +116,10 @@ class Launching(Widget):
 
         if self.context.readonly or self.app.is_screen_installed(FORM):
             return
-        self.app.install_screen(LaunchForm(self.visible_gpus or 0), FORM)  # filled anew at each opening
+        form = LaunchForm(self.visible_gpus or 0)
+        self.app.install_screen(form, FORM)  # filled anew at each opening
         self.app._get_screen(FORM)  # Textual's own first step of push_screen: register, compose, mount
+        keep_built(form)
 
     def _launch(self, spec: RunSpec | GroupLaunch | QueuedLaunch | None) -> None:
         from gpumon.tui.views.runs.launch_form import GroupLaunch, QueuedLaunch
