@@ -7,16 +7,21 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from textual.pilot import Pilot
 
 from gpumon.core.gpu import GpuSource, NoGpuSource
 from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.core.model import HostSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+
+if TYPE_CHECKING:
+    from tests.tmux_term import Tmux
 
 NO_NVML_REASON = "NVML library not found (is the NVIDIA driver installed?); nvidia-smi not found"
 
@@ -63,6 +68,56 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
             return value
         time.sleep(step)
     return predicate()
+
+
+async def pilot_until(
+    pilot: Pilot[None], what: Callable[[], object], why: str = "timed out", timeout: float = 15.0
+) -> None:
+    """Let the app run until ``what()`` holds; the deadline only bounds a failure, which says ``why``."""
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        await pilot.pause(0.05)
+
+
+@pytest.fixture
+def views_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """GPUMON_HOME holding every view's data (tests/views_data.py: runs, an ended experiment, alerts) and a fixed
+    host memory, for the tests that draw every view."""
+    from tests.views_data import record_everything
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    monkeypatch.setattr("gpumon.core.doctor.leak.host_memory", lambda: 128 * 1024**3)
+    record_everything(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def run_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """GPUMON_HOME for tests that launch runs; a run still live at the end is killed, never left behind."""
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import stop
+
+    home = tmp_path / "state"
+    monkeypatch.setenv("GPUMON_HOME", str(home))
+    yield home
+    for record in RunStore(home).list():
+        if record.live:
+            stop(record, kill=True)
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    """A tmux server of the test's own, its pane sized by the test's mark, `pytest.mark.tmux(100, 30)` (80x24
+    without one); killed at the end with whatever runs in it."""
+    from tests.tmux_term import Tmux
+
+    mark = request.node.get_closest_marker("tmux")
+    term = Tmux(*(mark.args if mark is not None and mark.args else (80, 24)))
+    try:
+        yield term
+    finally:
+        term.kill()
 
 
 @pytest.fixture
