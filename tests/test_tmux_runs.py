@@ -61,12 +61,14 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, run_home: P
 
 
 SLOW = """\
-import time
+import os, sys, time
 from gpumon import telemetry
 for step in range(1, 41):
     telemetry.log(step=step, loss=1.0 / step)
     print(f"step {step}", flush=True)
-    time.sleep(0.1)
+    time.sleep(0.1)  # telemetry writes metrics at most at the step rate: one each
+    while step == 20 and not os.path.exists(sys.argv[1]):  # mid-way until the test has closed gpumon
+        time.sleep(0.05)
 """
 
 
@@ -77,13 +79,15 @@ def test_quit_while_a_run_is_live_and_reopen_finds_it_whole(tmux: Tmux, run_home
 
     (tmp_path / "slow.py").write_text(SLOW)
     store = RunStore(run_home)
-    record = launch(RunSpec(kind="script", program=str(tmp_path / "slow.py")), store, visible_gpus=0)
+    gate = tmp_path / "go"
+    record = launch(RunSpec(kind="script", program=str(tmp_path / "slow.py"), args=(str(gate),)), store, 0)
     tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
     tmux.wait_for("SIMULATED")
     tmux.keys("r")
     tmux.wait_for("running")
     tmux.keys("q")  # gpumon closes while the run is mid-way
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
+    gate.touch()
     final = wait(record, store, timeout=30)
     assert final.state == "finished"
     events = EventReader(final.dir).poll()
