@@ -169,17 +169,41 @@ def nvml_device_count() -> int:
 requires_gpu = pytest.mark.skipif(nvml_device_count() == 0, reason="NVML sees no GPU here: the GPU suite needs one")
 
 
-@pytest.fixture
-def gpumon(tmp_path: Path):
-    """`gpumon ARGS` as a user runs it, in tmp_path with its own state dir; no GPU."""
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+def wait_ended(home: Path, *run_ids: str, timeout: float = 300.0) -> None:
+    """Until the supervisor of each run has written its end. Read in this process: a `gpumon runs` per poll costs
+    about a CPU second, taken from the runs being waited on. The test then reads the ended runs as a user does."""
+    from gpumon.core.runs.record.store import RunStore
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    store = RunStore(home)  # load() only reads the run's two files: no index made, nothing written
+    deadline = time.monotonic() + timeout
+    for run_id in run_ids:
+        while (record := store.load(store.runs_dir / run_id)) is None or record.live:
+            state = record.state if record else "not made"
+            assert time.monotonic() < deadline, f"{run_id} still {state} after {timeout:.0f} s"
+            time.sleep(0.1)
+
+
+class Gpumon:
+    """`gpumon ARGS` as a user runs it, in ``cwd`` with its own state dir (``cwd/home``); no GPU."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.home = cwd / "home"
+        self.env = {**os.environ, "GPUMON_HOME": str(self.home), "CUDA_VISIBLE_DEVICES": ""}
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
+            [sys.executable, "-m", "gpumon", *args], env=self.env, capture_output=True, text=True, cwd=self.cwd
         )
 
-    return run
+    def wait_ended(self, *run_ids: str, timeout: float = 300.0) -> None:
+        wait_ended(self.home, *run_ids, timeout=timeout)
+
+
+@pytest.fixture
+def gpumon(tmp_path: Path) -> Gpumon:
+    """`gpumon ARGS` as a user runs it, in tmp_path with its own state dir; no GPU."""
+    return Gpumon(tmp_path)
 
 
 # Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject's addopts) each file runs whole on one worker, so its
