@@ -7,16 +7,21 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from textual.pilot import Pilot
 
 from gpumon.core.gpu import GpuSource, NoGpuSource
 from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.core.model import HostSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+
+if TYPE_CHECKING:
+    from tests.tmux_term import Tmux
 
 NO_NVML_REASON = "NVML library not found (is the NVIDIA driver installed?); nvidia-smi not found"
 
@@ -63,6 +68,56 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
             return value
         time.sleep(step)
     return predicate()
+
+
+async def pilot_until(
+    pilot: Pilot[None], what: Callable[[], object], why: str = "timed out", timeout: float = 15.0
+) -> None:
+    """Let the app run until ``what()`` holds; the deadline only bounds a failure, which says ``why``."""
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        await pilot.pause(0.05)
+
+
+@pytest.fixture
+def views_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """GPUMON_HOME holding every view's data (tests/views_data.py: runs, an ended experiment, alerts) and a fixed
+    host memory, for the tests that draw every view."""
+    from tests.views_data import record_everything
+
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    monkeypatch.setattr("gpumon.core.doctor.leak.host_memory", lambda: 128 * 1024**3)
+    record_everything(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def run_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """GPUMON_HOME for tests that launch runs; a run still live at the end is killed, never left behind."""
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import stop
+
+    home = tmp_path / "state"
+    monkeypatch.setenv("GPUMON_HOME", str(home))
+    yield home
+    for record in RunStore(home).list():
+        if record.live:
+            stop(record, kill=True)
+
+
+@pytest.fixture
+def tmux(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    """A tmux server of the test's own, its pane sized by the test's mark, `pytest.mark.tmux(100, 30)` (80x24
+    without one); killed at the end with whatever runs in it."""
+    from tests.tmux_term import Tmux
+
+    mark = request.node.get_closest_marker("tmux")
+    term = Tmux(*(mark.args if mark is not None and mark.args else (80, 24)))
+    try:
+        yield term
+    finally:
+        term.kill()
 
 
 @pytest.fixture
@@ -114,17 +169,41 @@ def nvml_device_count() -> int:
 requires_gpu = pytest.mark.skipif(nvml_device_count() == 0, reason="NVML sees no GPU here: the GPU suite needs one")
 
 
-@pytest.fixture
-def gpumon(tmp_path: Path):
-    """`gpumon ARGS` as a user runs it, in tmp_path with its own state dir; no GPU."""
-    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+def wait_ended(home: Path, *run_ids: str, timeout: float = 300.0) -> None:
+    """Until the supervisor of each run has written its end. Read in this process: a `gpumon runs` per poll costs
+    about a CPU second, taken from the runs being waited on. The test then reads the ended runs as a user does."""
+    from gpumon.core.runs.record.store import RunStore
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    store = RunStore(home)  # load() only reads the run's two files: no index made, nothing written
+    deadline = time.monotonic() + timeout
+    for run_id in run_ids:
+        while (record := store.load(store.runs_dir / run_id)) is None or record.live:
+            state = record.state if record else "not made"
+            assert time.monotonic() < deadline, f"{run_id} still {state} after {timeout:.0f} s"
+            time.sleep(0.1)
+
+
+class Gpumon:
+    """`gpumon ARGS` as a user runs it, in ``cwd`` with its own state dir (``cwd/home``); no GPU."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.home = cwd / "home"
+        self.env = {**os.environ, "GPUMON_HOME": str(self.home), "CUDA_VISIBLE_DEVICES": ""}
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
+            [sys.executable, "-m", "gpumon", *args], env=self.env, capture_output=True, text=True, cwd=self.cwd
         )
 
-    return run
+    def wait_ended(self, *run_ids: str, timeout: float = 300.0) -> None:
+        wait_ended(self.home, *run_ids, timeout=timeout)
+
+
+@pytest.fixture
+def gpumon(tmp_path: Path) -> Gpumon:
+    """`gpumon ARGS` as a user runs it, in tmp_path with its own state dir; no GPU."""
+    return Gpumon(tmp_path)
 
 
 # Under pytest-xdist (`-n 2 --dist loadgroup`, pyproject's addopts) each file runs whole on one worker, so its

@@ -31,7 +31,7 @@ def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pyt
     run_id = started.stdout.split()[-1]
     try:
         # leak, or growth where memory would not fill within 24 h at the run's pace (a big host, a loaded one)
-        verdict = wait_until(lambda: re.search(f"memory {TREND}: ", gpumon("doctor", run_id).stdout), timeout=90)
+        verdict = wait_until(lambda: re.search(f"memory {TREND}: ", gpumon("doctor", run_id).stdout), 90, step=0.5)
         report = gpumon("doctor", run_id, "--census", "--gap", "10")
         assert verdict, gpumon("doctor", run_id).stdout
     finally:

@@ -16,18 +16,9 @@ from rich.console import Console
 from textual.pilot import Pilot
 
 from gpumon.tui.app import GpumonApp
-from tests.conftest import make_app
-from tests.views_data import record_everything
+from tests.conftest import make_app, pilot_until
 
 pytestmark = pytest.mark.usefixtures("utc")
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
-    monkeypatch.setattr("gpumon.core.doctor.leak.host_memory", lambda: 128 * 1024**3)
-    record_everything(tmp_path)
-    return tmp_path
 
 
 def screen_lines(app: GpumonApp) -> list[str]:
@@ -36,13 +27,6 @@ def screen_lines(app: GpumonApp) -> list[str]:
     console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True)
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text().splitlines()
-
-
-async def until(pilot: Pilot[None], what: Callable[[], object], why: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, why
-        await pilot.pause(0.05)
 
 
 def on_screen(app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None]], Awaitable[None]]) -> None:
@@ -54,11 +38,11 @@ def on_screen(app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None
 
 
 # -- the top bar --------------------------------------------------------------------------------------------
-def test_the_top_bar_at_80_columns_keeps_the_gpu_count_and_interval_beside_unread_alerts(home: Path) -> None:
+def test_the_top_bar_at_80_columns_keeps_the_gpu_count_and_interval_beside_unread_alerts(views_home: Path) -> None:
     app = make_app(gpus=2)
 
     async def drive(pilot: Pilot[None]) -> None:
-        await until(pilot, lambda: "!" in screen_lines(app)[0], "the unread alerts never showed")
+        await pilot_until(pilot, lambda: "!" in screen_lines(app)[0], "the unread alerts never showed")
         top = screen_lines(app)[0]
         assert "2 GPUs · 1s" in top and "SIM" in top and "Alerts" in top, top
 
@@ -71,16 +55,16 @@ async def runs_shown(pilot: Pilot[None], rows: int = 4) -> None:
 
     await pilot.press("r")
     table = pilot.app.query_one(RunTable)
-    await until(pilot, lambda: table.row_count >= rows, "the runs never showed")
+    await pilot_until(pilot, lambda: table.row_count >= rows, "the runs never showed")
     await pilot.pause(0.2)
 
 
 @pytest.mark.parametrize("width", [80, 120])
-def test_loss_column_holds_the_widest_loss_gpumon_writes(home: Path, width: int) -> None:
+def test_loss_column_holds_the_widest_loss_gpumon_writes(views_home: Path, width: int) -> None:
     from gpumon.core.events import EventWriter
     from tests.test_runs_view import FINISHED
 
-    writer = EventWriter(home / "runs" / FINISHED, "rank0")  # the finished run's last loss: 9.99e-05
+    writer = EventWriter(views_home / "runs" / FINISHED, "rank0")  # the finished run's last loss: 9.99e-05
     writer.write("metrics", step=201, metrics={"loss": 9.99e-05})
     writer.close()
     app = make_app(gpus=2)
@@ -93,7 +77,7 @@ def test_loss_column_holds_the_widest_loss_gpumon_writes(home: Path, width: int)
     on_screen(app, (width, 40), drive)
 
 
-def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(home: Path) -> None:
+def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(views_home: Path) -> None:
     app = make_app(gpus=2)
 
     async def drive(pilot: Pilot[None]) -> None:
@@ -106,14 +90,14 @@ def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(home: Path) -
 
 # -- the Alerts view ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("width", [80, 120, 200])
-def test_alerts_columns_fit_their_values_and_a_long_text_ends_in_an_ellipsis(home: Path, width: int) -> None:
+def test_alerts_columns_fit_their_values_and_a_long_text_ends_in_an_ellipsis(views_home: Path, width: int) -> None:
     from tests.views_data import FAILED_TEXT
 
     app = make_app(gpus=2)
 
     async def drive(pilot: Pilot[None]) -> None:
         await pilot.press("exclamation_mark")
-        await until(pilot, lambda: any("failed: the script" in line for line in screen_lines(app)), "no alerts")
+        await pilot_until(pilot, lambda: any("failed: the script" in line for line in screen_lines(app)), "no alerts")
         lines = screen_lines(app)
         header = next(line for line in lines if "TIME" in line and "STATUS" in line)
         assert "TEXT" in header, header
@@ -131,7 +115,7 @@ def test_alerts_columns_fit_their_values_and_a_long_text_ends_in_an_ellipsis(hom
 
 
 # -- the GPUs view without a GPU ----------------------------------------------------------------------------
-def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(home: Path) -> None:
+def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(views_home: Path) -> None:
     from tests.conftest import no_gpu_app
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
@@ -139,7 +123,7 @@ def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(hom
     app = no_gpu_app()
 
     async def drive(pilot: Pilot[None]) -> None:
-        await until(pilot, lambda: any("No GPU shown" in line for line in screen_lines(app)), "no notice")
+        await pilot_until(pilot, lambda: any("No GPU shown" in line for line in screen_lines(app)), "no notice")
         assert demo in "".join(screen_lines(app)), (demo, screen_lines(app))
         await pilot.press("c")
         await pilot.pause(0.3)
@@ -171,7 +155,7 @@ def test_gpu_panels_show_whole(gpus: int, size: tuple[int, int], whole: int) -> 
 
 
 # -- the Doctor view ----------------------------------------------------------------------------------------
-def test_doctor_text_wraps_under_its_label_not_at_column_0(home: Path) -> None:
+def test_doctor_text_wraps_under_its_label_not_at_column_0(views_home: Path) -> None:
     from tests.test_runs_view import FAILED
 
     app = make_app(gpus=2)
@@ -183,7 +167,7 @@ def test_doctor_text_wraps_under_its_label_not_at_column_0(home: Path) -> None:
         app.query_one(RunTable).select_run(FAILED)
         await pilot.pause(0.2)
         await pilot.press("d")
-        await until(pilot, lambda: any("rank 0: growing" in line for line in screen_lines(app)), "no doctor")
+        await pilot_until(pilot, lambda: any("rank 0: growing" in line for line in screen_lines(app)), "no doctor")
         lines = screen_lines(app)
         at = next(i for i, line in enumerate(lines) if "rank 0: growing" in line)
         label = lines[at].index("growing")
@@ -196,10 +180,10 @@ def test_doctor_text_wraps_under_its_label_not_at_column_0(home: Path) -> None:
 
 
 # -- logs ---------------------------------------------------------------------------------------------------
-def test_an_ended_ranks_empty_log_says_it_ended_with_no_output(home: Path) -> None:
+def test_an_ended_ranks_empty_log_says_it_ended_with_no_output(views_home: Path) -> None:
     from tests.test_runs_view import FINISHED
 
-    (home / "runs" / FINISHED / "logs" / "rank1.log").write_text("")  # rank 1 of the finished run wrote nothing
+    (views_home / "runs" / FINISHED / "logs" / "rank1.log").write_text("")  # rank 1 of the finished run wrote nothing
     app = make_app(gpus=2)
 
     async def drive(pilot: Pilot[None]) -> None:
@@ -207,19 +191,19 @@ def test_an_ended_ranks_empty_log_says_it_ended_with_no_output(home: Path) -> No
 
         await runs_shown(pilot)
         app.query_one(RunTable).select_run(FINISHED)
-        await until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot_until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
         await pilot.press("l")  # rank 1
-        await until(pilot, lambda: any("rank 1: " in line for line in screen_lines(app)), "rank 1's log")
+        await pilot_until(pilot, lambda: any("rank 1: " in line for line in screen_lines(app)), "rank 1's log")
         text = "\n".join(screen_lines(app))
         assert "rank 1: ended with no output" in text and "no output yet" not in text, text
         await pilot.press("o")  # the full-screen log, on rank 1
-        await until(pilot, lambda: any("ended with no output" in line for line in screen_lines(app)), "full log")
+        await pilot_until(pilot, lambda: any("ended with no output" in line for line in screen_lines(app)), "full log")
         assert "no output yet" not in "\n".join(screen_lines(app))
 
     on_screen(app, (120, 40), drive)
 
 
-def test_the_full_screen_log_says_all_of_it_is_shown(home: Path) -> None:
+def test_the_full_screen_log_says_all_of_it_is_shown(views_home: Path) -> None:
     from gpumon.core.format import size
     from tests.test_runs_view import FINISHED
 
@@ -230,21 +214,21 @@ def test_the_full_screen_log_says_all_of_it_is_shown(home: Path) -> None:
 
         await runs_shown(pilot)
         app.query_one(RunTable).select_run(FINISHED)
-        await until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot_until(pilot, lambda: any("rank0 epoch 1" in line for line in screen_lines(app)), "rank 0's log")
         await pilot.press("l", "o")  # rank 1's two lines, full screen
-        await until(pilot, lambda: any("rank1 hello" in line for line in screen_lines(app)), "rank 1's log")
-        await until(pilot, lambda: any(" B" in line for line in screen_lines(app)[-3:]), "the status line")
+        await pilot_until(pilot, lambda: any("rank1 hello" in line for line in screen_lines(app)), "rank 1's log")
+        await pilot_until(pilot, lambda: any(" B" in line for line in screen_lines(app)[-3:]), "the status line")
         status = screen_lines(app)[-2]
-        whole = size((home / "runs" / FINISHED / "logs" / "rank1.log").stat().st_size)
+        whole = size((views_home / "runs" / FINISHED / "logs" / "rank1.log").stat().st_size)
         assert status.strip().startswith(f"all {whole}"), "\n".join(screen_lines(app))
         await pilot.press("L")  # rank 0: 59 lines, more than the screen holds
-        await until(pilot, lambda: any("rank0 epoch" in line for line in screen_lines(app)), "rank 0's log")
-        await until(pilot, lambda: "% of" in screen_lines(app)[-2], "rank 0's position")
+        await pilot_until(pilot, lambda: any("rank0 epoch" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot_until(pilot, lambda: "% of" in screen_lines(app)[-2], "rank 0's position")
 
     on_screen(app, (120, 40), drive)
 
 
-def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(home: Path) -> None:
+def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(views_home: Path) -> None:
     """torchrun writes launcher.log before any rank writes rank0.log: the pane falls back to the banner, and
     goes to rank 0's log as soon as there is one (the fallback is not taken for the user's pick)."""
     import psutil
@@ -257,7 +241,12 @@ def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(hom
     status = {"state": "running", "created": time.time() - 5, "started": time.time() - 4, "pid": me.pid}
     status.update(supervisor_pid=me.pid, supervisor_create_time=me.create_time())
     run_dir = record_run(
-        home, run_id, RunSpec("ddp", nproc=2, cwd="/tmp"), status, steps=3, logs={"launcher.log": "torchrun banner\n"}
+        views_home,
+        run_id,
+        RunSpec("ddp", nproc=2, cwd="/tmp"),
+        status,
+        steps=3,
+        logs={"launcher.log": "torchrun banner\n"},
     )
     app = make_app(gpus=2)
 
@@ -266,19 +255,19 @@ def test_a_ddp_run_whose_launcher_log_came_first_shows_rank_0_once_it_writes(hom
 
         await runs_shown(pilot, rows=5)
         app.query_one(RunTable).select_run(run_id)
-        await until(pilot, lambda: any("torchrun banner" in line for line in screen_lines(app)), "the banner")
+        await pilot_until(pilot, lambda: any("torchrun banner" in line for line in screen_lines(app)), "the banner")
         (run_dir / "logs" / "rank0.log").write_text("rank 0 says hello\n")
         (run_dir / "logs" / "rank1.log").write_text("rank 1 says hello\n")
-        await until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "rank 0's log")
+        await pilot_until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "rank 0's log")
         await pilot.press("o")  # the full-screen log opens on rank 0 too
-        await until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "full screen")
+        await pilot_until(pilot, lambda: any("rank 0 says hello" in line for line in screen_lines(app)), "full screen")
 
     on_screen(app, (120, 40), drive)
 
 
 # -- the Trials view ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_the_trial_table_hides_columns_it_names_rather_than_scroll_sideways(home: Path, size: tuple[int, int]):
+def test_the_trial_table_hides_columns_it_names_rather_than_scroll_sideways(views_home: Path, size: tuple[int, int]):
     from gpumon.tui.views.trials.trial_table import TrialTable
 
     app = make_app(gpus=2)
@@ -286,7 +275,7 @@ def test_the_trial_table_hides_columns_it_names_rather_than_scroll_sideways(home
     async def drive(pilot: Pilot[None]) -> None:
         await pilot.press("t")
         table = app.query_one(TrialTable)
-        await until(pilot, lambda: table.row_count >= 6, "the trials never showed")
+        await pilot_until(pilot, lambda: table.row_count >= 6, "the trials never showed")
         await pilot.pause(0.2)
         assert table.virtual_size.width <= table.scrollable_content_region.width, "\n".join(screen_lines(app))
         header = next(line for line in screen_lines(app) if "TRIAL" in line and "STATUS" in line)

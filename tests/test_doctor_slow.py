@@ -4,17 +4,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from subprocess import CompletedProcess
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import Gpumon
 from tests.sshd_host import free_port
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
-Gpumon = Callable[..., CompletedProcess[str]]
 
 pytest.importorskip("torch")
 
@@ -26,13 +23,10 @@ def launch(gpumon: Gpumon, script: str, *args: str) -> str:
 
 
 def ended_rows(gpumon: Gpumon, *run_ids: str) -> dict[str, dict]:
-    def rows() -> dict[str, dict] | None:
-        found = {r["id"]: r for r in json.loads(gpumon("runs", "--json").stdout)["runs"]}
-        return found if all(found.get(i, {}).get("status") in ("finished", "failed") for i in run_ids) else None
-
-    done = wait_until(rows, timeout=300, step=1.0)
-    assert done, "the runs did not end"
-    return done
+    gpumon.wait_ended(*run_ids)
+    found = {r["id"]: r for r in json.loads(gpumon("runs", "--json").stdout)["runs"]}
+    assert all(found.get(i, {}).get("status") in ("finished", "failed") for i in run_ids), found
+    return found
 
 
 def test_an_input_bound_loop_is_flagged_with_its_fix_and_its_fixed_twin_is_not(gpumon: Gpumon) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable
 from pathlib import Path
-from subprocess import CompletedProcess
 from typing import Any
 
 import pytest
@@ -15,10 +13,9 @@ import pytest
 from gpumon.core.events import EventReader
 from gpumon.core.gpu.peaks import dense_peaks, peak_for
 from gpumon.core.runs.reading.use import GpuUse, mfu_text
-from tests.conftest import wait_until
+from tests.conftest import Gpumon
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
-Gpumon = Callable[..., CompletedProcess[str]]
 
 
 def _launch(gpumon: Gpumon, *args: str) -> str:
@@ -28,12 +25,9 @@ def _launch(gpumon: Gpumon, *args: str) -> str:
 
 
 def _ended_row(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
-    def row() -> dict[str, Any] | None:
-        found = {r["id"]: r for r in json.loads(gpumon("runs", "--json").stdout)["runs"]}
-        return found[run_id] if found.get(run_id, {}).get("status") in ("finished", "failed") else None
-
-    done = wait_until(row, timeout=300, step=1.0)
-    assert done, "the run did not end"
+    gpumon.wait_ended(run_id)
+    (done,) = [r for r in json.loads(gpumon("runs", "--json").stdout)["runs"] if r["id"] == run_id]
+    assert done["status"] in ("finished", "failed"), done
     return done
 
 

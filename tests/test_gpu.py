@@ -126,7 +126,7 @@ def test_app_in_tmux_shows_nvidia_smis_memory_and_names_a_runs_rank(tmp_path, mo
     from gpumon.core.runs.record.store import RunStore
     from gpumon.core.runs.supervision.launcher import launch, stop
     from gpumon.tui.widgets.render import short_run_id
-    from tests.test_tmux import Tmux
+    from tests.tmux_term import Tmux
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     store = RunStore()

@@ -87,7 +87,8 @@ def test_a_tqdm_bar_past_256_kib_is_its_latest_frame_everywhere(
         assert two[0] == "{'loss': 1.5, 'epoch': 0.5}" and "421/600" in two[1], two  # the loss line on its own
         assert LogWindow(log).tail().lines[-2:] == tuple(two)
         gate2.write_text("go")
-        assert wait_until(lambda: "finished" in gpumon("runs").stdout, timeout=120)
+        gpumon.wait_ended(run_id, timeout=120)
+        assert "finished" in gpumon("runs").stdout
         end = gpumon("logs", run_id, "-n", "1").stdout.splitlines()
         assert len(end) == 1 and "600/600" in end[0], end
     finally:  # a failed assert must not leave the bar waiting on its gates
@@ -227,7 +228,8 @@ def test_the_hf_trainers_loss_lines_between_its_bar_frames_are_lines_of_their_ow
     done = gpumon("launch", "script", str(script))
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip().splitlines()[-1].split()[-1]
-    assert wait_until(lambda: "finished" in gpumon("runs").stdout, timeout=300, step=0.5), gpumon("logs", run_id).stdout
+    gpumon.wait_ended(run_id)
+    assert "finished" in gpumon("runs").stdout, gpumon("logs", run_id).stdout
     lines = gpumon("logs", run_id, "-n", "6").stdout.splitlines()
     losses = [line for line in lines if line.startswith("{'loss': ")]
     assert len(losses) == 4, lines  # logging_steps=10 of 40: each its own line, not inside a joined bar

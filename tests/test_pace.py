@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.runs.supervision.launcher import free_port
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_until
 
 pytest.importorskip("torch")
 
@@ -37,6 +37,7 @@ def cli(tmp_path: Path) -> Cli:
             [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
         )
 
+    run.home = tmp_path / "home"  # type: ignore[attr-defined]
     return run
 
 
@@ -61,12 +62,8 @@ def rows(cli: Cli) -> dict[str, dict[str, Any]]:
 
 
 def ended(cli: Cli, *run_ids: str) -> dict[str, dict[str, Any]]:
-    def done() -> dict[str, dict[str, Any]] | None:
-        found = rows(cli)
-        return found if all(found.get(i, {}).get("status") in ("finished", "failed") for i in run_ids) else None
-
-    found = wait_until(done, timeout=600, step=1.0)
-    assert found, "the runs did not end"
+    wait_ended(cli.home, *run_ids, timeout=600)  # type: ignore[attr-defined]
+    found = rows(cli)
     for run_id in run_ids:
         logs = {p.name: p.read_text(errors="replace")[-1500:] for p in Path(found[run_id]["dir"], "logs").glob("*")}
         assert found[run_id]["status"] == "finished", (found[run_id], logs)
@@ -180,7 +177,9 @@ def test_a_stalled_runs_speed_falls_while_it_waits_and_never_keeps_its_old_pace(
     script, gate = tmp_path / "stalls.py", tmp_path / "gate"
     script.write_text(textwrap.dedent(STALLS))
     run_id = launch(str(script), str(gate), stall_after="3")
-    before = wait_until(lambda: (r := rows(cli)[run_id])["step"] == 40 and r["step_time_s"] and r, timeout=300)
+    before = wait_until(
+        lambda: (r := rows(cli)[run_id])["step"] == 40 and r["step_time_s"] and r, timeout=300, step=0.5
+    )
     assert before and before["status"] == "running", rows(cli)[run_id]
     assert wait_until(lambda: rows(cli)[run_id]["status"] == "stalled", timeout=120, step=0.5), rows(cli)[run_id]
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.runs.supervision.launcher import free_port
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_until
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -36,6 +36,7 @@ def cli(tmp_path: Path) -> Cli:
             [sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True, cwd=tmp_path
         )
 
+    run.home = tmp_path / "home"  # type: ignore[attr-defined]
     return run
 
 
@@ -68,7 +69,8 @@ def test_spawned_ranks_are_two_ranks_with_their_steps_and_rank_1s_log_is_the_sha
     cli: Cli, launched: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_id = launched("40")
-    ended = wait_until(lambda: (r := row(cli, run_id))["status"] in ("finished", "failed") and r, timeout=240, step=1)
+    wait_ended(cli.home, run_id, timeout=240)  # type: ignore[attr-defined]
+    ended = row(cli, run_id)
     assert ended and ended["status"] == "finished", ended
     log = (Path(ended["dir"]) / "logs" / "rank0.log").read_text()
     pids = printed(log, r"\[rank (\d)\] pid (\d+) up")

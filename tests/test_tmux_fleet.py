@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import requires_tmux, wait_until
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux
 
 pytestmark = [pytest.mark.tmux, requires_tmux]
 ROOT = str(Path(__file__).resolve().parent.parent)

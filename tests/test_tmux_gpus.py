@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import requires_tmux
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux
 
-pytestmark = [pytest.mark.tmux, requires_tmux]
-
-
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    t = Tmux(80, 24)
-    try:
-        yield t
-    finally:
-        t.kill()
+pytestmark = [pytest.mark.tmux(80, 24), requires_tmux]
 
 
 def test_compact_mode_shows_eight_gpus_at_80x24_and_slash_filters(tmux: Tmux) -> None:

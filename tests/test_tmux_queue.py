@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import requires_tmux, wait_until
 from tests.queue_helpers import Queue
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux
 
-pytestmark = [pytest.mark.tmux, requires_tmux]
+pytestmark = [pytest.mark.tmux(140, 36), requires_tmux]
 
 
 @pytest.fixture
@@ -24,15 +24,6 @@ def qu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Queue]:
         yield queue
     finally:
         queue.cleanup()
-
-
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    t = Tmux(140, 36)
-    try:
-        yield t
-    finally:
-        t.kill()
 
 
 def test_queued_rows_show_their_place_and_reason_and_the_keys_act_on_them(qu: Queue, tmux: Tmux) -> None:

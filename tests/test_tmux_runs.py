@@ -5,17 +5,15 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpumon.core.runs.record.store import RunStore
-from gpumon.core.runs.supervision.launcher import stop
 from tests.conftest import requires_tmux, wait_until
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux, start_simulated
 
-pytestmark = [pytest.mark.tmux, requires_tmux]
+pytestmark = [pytest.mark.tmux(100, 30), requires_tmux]
 
 HAS_DDP_TRAINER = importlib.util.find_spec("trainers.ddp") is not None
 SCRIPT = """\
@@ -28,27 +26,8 @@ for step in range(1, 31):
 """
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "state"))
-    yield tmp_path / "state"
-    for record in RunStore(tmp_path / "state").list():  # never leave a run behind
-        if record.live:
-            stop(record, kill=True)
-
-
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    t = Tmux(100, 30)
-    try:
-        yield t
-    finally:
-        t.kill()
-
-
-def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path, tmp_path: Path) -> None:
-    tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
-    tmux.wait_for("SIMULATED", "processes · GPU 0")
+def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, run_home: Path, tmp_path: Path) -> None:
+    start_simulated(tmux)
     tmux.keys("r")
     tmux.wait_for("runs · 0", "No run selected", "n new run")
     tmux.keys("n")
@@ -82,29 +61,33 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, home: Path,
 
 
 SLOW = """\
-import time
+import os, sys, time
 from gpumon import telemetry
 for step in range(1, 41):
     telemetry.log(step=step, loss=1.0 / step)
     print(f"step {step}", flush=True)
-    time.sleep(0.1)
+    time.sleep(0.1)  # telemetry writes metrics at most at the step rate: one each
+    while step == 20 and not os.path.exists(sys.argv[1]):  # mid-way until the test has closed gpumon
+        time.sleep(0.05)
 """
 
 
-def test_quit_while_a_run_is_live_and_reopen_finds_it_whole(tmux: Tmux, home: Path, tmp_path: Path) -> None:
+def test_quit_while_a_run_is_live_and_reopen_finds_it_whole(tmux: Tmux, run_home: Path, tmp_path: Path) -> None:
     from gpumon.core.events import EventReader
     from gpumon.core.runs.record.spec import RunSpec
     from gpumon.core.runs.supervision.launcher import launch, wait
 
     (tmp_path / "slow.py").write_text(SLOW)
-    store = RunStore(home)
-    record = launch(RunSpec(kind="script", program=str(tmp_path / "slow.py")), store, visible_gpus=0)
+    store = RunStore(run_home)
+    gate = tmp_path / "go"
+    record = launch(RunSpec(kind="script", program=str(tmp_path / "slow.py"), args=(str(gate),)), store, 0)
     tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
     tmux.wait_for("SIMULATED")
     tmux.keys("r")
     tmux.wait_for("running")
     tmux.keys("q")  # gpumon closes while the run is mid-way
     assert wait_until(tmux.pane_dead, timeout=10), tmux.screen()
+    gate.touch()
     final = wait(record, store, timeout=30)
     assert final.state == "finished"
     events = EventReader(final.dir).poll()

@@ -7,59 +7,33 @@ still go to the screen and the field the keys before it lead to, in order, never
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpumon.core.runs.record.store import RunStore
-from gpumon.core.runs.supervision.launcher import stop
 from tests.conftest import requires_tmux, wait_until
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux, start_simulated
 
-pytestmark = [pytest.mark.tmux, requires_tmux]
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "state"))
-    yield tmp_path / "state"
-    for record in RunStore(tmp_path / "state").list():  # never leave a run behind
-        if record.live:
-            stop(record, kill=True)
+pytestmark = [pytest.mark.tmux(100, 30), requires_tmux]
 
 
-@pytest.fixture
-def tmux() -> Iterator[Tmux]:
-    t = Tmux(100, 30)
-    try:
-        yield t
-    finally:
-        t.kill()
-
-
-def start(tmux: Tmux) -> None:
-    tmux.start([sys.executable, "-m", "gpumon", "--simulate", "1", "--interval", "0.5"])
-    tmux.wait_for("SIMULATED", "processes · GPU 0")
-
-
-def test_a_burst_opens_the_form_and_types_into_its_program_field(tmux: Tmux, home: Path) -> None:
-    start(tmux)
+def test_a_burst_opens_the_form_and_types_into_its_program_field(tmux: Tmux, run_home: Path) -> None:
+    start_simulated(tmux)
     # one send-keys: the Runs view, the form, two tabs to the program field, a typo'd program, enter
     tmux.keys("r", "n", "Tab", "Tab", "trian.py", "Enter")
     screen = tmux.wait_for("program not found: trian.py", timeout=30)  # the form refused that program
     assert re.search(r"program\s+trian\.py", screen), screen  # typed into the program field, whole
     assert "New run" in screen  # the form stays, with its error
-    started = RunStore(home).list()
+    started = RunStore(run_home).list()
     assert started == [], f"a run started from the burst: {[r.spec.program for r in started]}"
     tmux.keys("Escape")
     tmux.wait_for("runs · 0")
     assert "Traceback" not in tmux.screen()
 
 
-def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux: Tmux, home: Path) -> None:
-    start(tmux)
+def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux: Tmux, run_home: Path) -> None:
+    start_simulated(tmux)
     tmux.keys("r")
     tmux.wait_for("runs · 0")
     tmux.keys("n")
@@ -72,4 +46,4 @@ def test_a_tab_in_a_burst_moves_the_keys_after_it_to_the_next_field(tmux: Tmux, 
     assert re.search(r"program\s+ab\s", screen), screen
     tmux.keys("Escape")
     tmux.wait_for("runs · 0")
-    assert RunStore(home).list() == []
+    assert RunStore(run_home).list() == []

@@ -8,7 +8,6 @@ Update after an intended change of the look: pytest tests/test_views_snapshots.p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -24,29 +23,13 @@ from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.views.trials.view import TrialsView
 from gpumon.tui.widgets.log_view import LogView
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.fleet_data import StandInFleet, fleet_app, mixed_fleet
 from tests.test_runs_view import FAILED, STOPPED
-from tests.views_data import record_everything
 
 pytestmark = pytest.mark.usefixtures("utc")
 SIZES = [(80, 24), (120, 40), (200, 50)]
 Drive = Callable[[Pilot[None]], Awaitable[None]]
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
-    monkeypatch.setattr("gpumon.core.doctor.leak.host_memory", lambda: 128 * 1024**3)
-    record_everything(tmp_path)
-    return tmp_path
-
-
-async def until(pilot: Pilot[None], what: Callable[[], object], why: str) -> None:
-    deadline = time.monotonic() + 15
-    while not what():
-        assert time.monotonic() < deadline, why
-        await pilot.pause(0.05)
 
 
 def app_of(pilot: Pilot[None]) -> GpumonApp:
@@ -56,14 +39,14 @@ def app_of(pilot: Pilot[None]) -> GpumonApp:
 
 async def alerts_counted(pilot: Pilot[None]) -> None:
     """The top bar's unread count has come (two alerts after the recorded 'read at')."""
-    await until(pilot, lambda: app_of(pilot)._unread == 2, "the unread alerts were never counted")
+    await pilot_until(pilot, lambda: app_of(pilot)._unread == 2, "the unread alerts were never counted")
 
 
 async def on_run(pilot: Pilot[None], run_id: str) -> None:
     app = app_of(pilot)
     await pilot.press("r")
     table = app.query_one(RunTable)
-    await until(pilot, lambda: table.row_count >= 4, "the runs never showed")
+    await pilot_until(pilot, lambda: table.row_count >= 4, "the runs never showed")
     log, view = app.query_one(LogView), app.query_one(RunsView)
 
     def picked() -> bool:  # picked again while the view's first read may still move the cursor to its newest run
@@ -71,8 +54,8 @@ async def on_run(pilot: Pilot[None], run_id: str) -> None:
             table.select_run(run_id)
         return view.selected_id == run_id and bool(log.lines)
 
-    await until(pilot, picked, "the run was never selected with its log")
-    await until(pilot, lambda: str(app.query_one(RunCommand).render()), "the run's command never showed")
+    await pilot_until(pilot, picked, "the run was never selected with its log")
+    await pilot_until(pilot, lambda: str(app.query_one(RunCommand).render()), "the run's command never showed")
 
 
 async def gpus(pilot: Pilot[None]) -> None:
@@ -89,9 +72,9 @@ async def trials(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     await pilot.press("t")
     table, view = app.query_one(TrialTable), app.query_one(TrialsView)
-    await until(pilot, lambda: table.row_count >= 6, "the trials never showed")
+    await pilot_until(pilot, lambda: table.row_count >= 6, "the trials never showed")
     table.select_trial("a1b2c_00002")
-    await until(
+    await pilot_until(
         pilot,
         lambda: view.snapshot and view.snapshot.curves and view.snapshot.curves.trial_id == "a1b2c_00002",
         "the trial's curve never came",
@@ -103,14 +86,14 @@ async def doctor(pilot: Pilot[None]) -> None:
     await on_run(pilot, FAILED)
     await pilot.press("d")
     text = app_of(pilot).query_one(DoctorText)
-    await until(pilot, lambda: "what to change" in text.text.plain, "the doctor never diagnosed")
+    await pilot_until(pilot, lambda: "what to change" in text.text.plain, "the doctor never diagnosed")
 
 
 async def alerts(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     await pilot.press("exclamation_mark")
     view = app.query_one(AlertsView)
-    await until(pilot, lambda: len(view.entries) == 4 and app._unread == 0, "the alerts were never read")
+    await pilot_until(pilot, lambda: len(view.entries) == 4 and app._unread == 0, "the alerts were never read")
 
 
 async def fleet(pilot: Pilot[None]) -> None:
@@ -124,7 +107,7 @@ VIEWS: dict[str, Drive] = {
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_view(snap_compare, home: Path, view: str, size: tuple[int, int]) -> None:
+def test_view(snap_compare, views_home: Path, view: str, size: tuple[int, int]) -> None:
     drive = VIEWS[view]
 
     async def run_before(pilot: Pilot[None]) -> None:

@@ -21,7 +21,7 @@ from textual.widgets.data_table import RowKey
 
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.log_screen import LogScreen
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, wait_ended
 from tests.test_runs_view import open_runs, screen_text, select, until
 
 NAME = "evil\x1b[2J\x1b]0;pwned\x07\nname"
@@ -81,7 +81,8 @@ def run(tmp_path: Path) -> tuple[str, subprocess.CompletedProcess[str]]:
     done = run_gpumon(tmp_path, "launch", "script", "escapes.py", "--name", NAME, "--", ARG)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
-    assert wait_until(lambda: "finished" in run_gpumon(tmp_path, "runs", run_id).stdout, timeout=60, step=0.3)
+    wait_ended(tmp_path / "home", run_id, timeout=60)
+    assert "finished" in run_gpumon(tmp_path, "runs", run_id).stdout
     return run_id, done
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import wait_ended
 
 BOUND_S = 20.0  # far more than a `gpumon logs` takes; a FIFO opened for reading would wait forever
 
@@ -34,7 +34,8 @@ def finished_run(tmp_path: Path) -> tuple[str, Path]:
     done = run_gpumon(tmp_path, "launch", "script", "hello.py")
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
-    assert wait_until(lambda: "finished" in run_gpumon(tmp_path, "runs", run_id).stdout, timeout=60, step=0.3)
+    wait_ended(tmp_path / "home", run_id, timeout=60)
+    assert "finished" in run_gpumon(tmp_path, "runs", run_id).stdout
     return run_id, tmp_path / "home" / "runs" / run_id
 
 

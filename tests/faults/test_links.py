@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_until
 
 GATED = """
 import os, sys, time
@@ -81,8 +81,10 @@ def test_a_link_at_the_status_files_temporary_name_is_removed_not_written_throug
 
 def test_a_link_at_the_index_is_removed_not_chmod_ed_nor_written_through(tmp_path: Path) -> None:
     (tmp_path / "done.py").write_text("print('done')\n")
-    assert run_gpumon(tmp_path, "launch", "script", "done.py").returncode == 0
-    assert wait_until(lambda: "finished" in run_gpumon(tmp_path, "runs").stdout, timeout=60, step=0.3)
+    launched = run_gpumon(tmp_path, "launch", "script", "done.py")
+    assert launched.returncode == 0
+    wait_ended(tmp_path / "home", launched.stdout.split()[-1], timeout=60)
+    assert "finished" in run_gpumon(tmp_path, "runs").stdout
     index = tmp_path / "home" / "index.sqlite3"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{index}{suffix}").unlink(missing_ok=True)

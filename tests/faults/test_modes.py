@@ -12,6 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gpumon.core.runs.record.store import RunStore
+from tests.conftest import wait_ended, wait_until
+
 TRAIN = """
 import os, time
 import torch
@@ -52,10 +55,9 @@ def test_a_real_runs_files_are_0600_and_folders_0700(tmp_path: Path) -> None:
     finally:
         os.umask(before)
     assert done.returncode == 0, done.stderr
-    deadline = time.monotonic() + 120
-    while "finished" not in (listed := run_gpumon(home, "runs", cwd=tmp_path)).stdout:
-        assert time.monotonic() < deadline and "failed" not in listed.stdout, listed.stdout
-        time.sleep(0.5)
+    wait_ended(home, done.stdout.split()[-1], timeout=120)
+    listed = run_gpumon(home, "runs", cwd=tmp_path)
+    assert "finished" in listed.stdout, listed.stdout
     run_gpumon(home, "doctor", cwd=tmp_path)
     run_gpumon(home, "logs", "last", "--rank", "1", cwd=tmp_path)
     seen, wrong = 0, []
@@ -81,8 +83,9 @@ def test_stop_says_stopped_only_once_the_last_process_is_gone(tmp_path: Path) ->
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline, "the helper never started"
         time.sleep(0.1)
-    time.sleep(1.5)  # two of the supervisor's scans: the helper is one of the run's processes
     helper = int(pid_file.read_text())
+    run_dir = home / "runs" / done.stdout.split()[-1]  # the supervisor's scan has made the helper one of the run's
+    assert wait_until(lambda: (r := RunStore(home).load(run_dir)) and helper in [p for p, _ in r.processes()], 60)
     stopped = run_gpumon(home, "stop", "last", cwd=tmp_path)
     assert stopped.returncode == 0, stopped.stderr
     assert "still" not in stopped.stderr and stopped.stdout.strip().splitlines()[-1].startswith("stopped ")
