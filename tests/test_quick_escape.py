@@ -21,7 +21,7 @@ from textual.message import Message
 
 from gpumon.tui.escape import ESCAPE_S, read_keys
 from tests.conftest import requires_tmux, wait_until
-from tests.test_tmux import Tmux
+from tests.tmux_term import Tmux
 
 TEXTUAL_POLL_S = 0.1  # Textual's own loop looked at a lone escape's wait only this often
 
@@ -128,39 +128,35 @@ def test_escape_then_a_letter_after_the_wait_are_two_keys(terminal: Terminal) ->
     assert terminal.next_key()[1] == "g"
 
 
-@pytest.mark.tmux
+@pytest.mark.tmux(100, 30)
 @requires_tmux
 def test_in_tmux_escape_closes_the_help_and_the_form_and_f_keys_and_arrows_still_work(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmux: Tmux
 ) -> None:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "state"))
-    tmux = Tmux(100, 30)
-    try:
-        tmux.start([sys.executable, "-m", "gpumon", "--simulate", "2", "--interval", "0.5"])
-        tmux.wait_for("SIMULATED", "processes · GPU 0")
-        tmux.keys("F1")  # ESC O P through tmux: the help, not an Escape then O then P
-        tmux.wait_for("gpumon keys", "Views and the app")
-        tmux.keys("End")  # an escape sequence (ESC O F): the help scrolls to its end
-        tmux.wait_for("census")
-        assert "Views and the app" not in tmux.screen()
-        tmux.keys("Home")  # and back to its top
-        tmux.wait_for("Views and the app")
-        tmux.keys("Escape")
-        assert wait_until(lambda: "every key (this screen)" not in tmux.screen(), timeout=20), tmux.screen()
-        tmux.wait_for("processes · GPU 0")
-        tmux.keys("M-r")  # alt+r (ESC r): the Runs view
-        tmux.wait_for("runs · 0")
-        tmux.keys("n")
-        tmux.wait_for("New run", "on alert")
-        tmux.keys("Escape")
-        assert wait_until(lambda: "New run" not in (s := tmux.screen()) and "runs · 0" in s, timeout=20), tmux.screen()
-        tmux.keys("?")
-        tmux.wait_for("gpumon keys")
-        tmux.keys("Escape")
-        closed = wait_until(lambda: "gpumon keys" not in (s := tmux.screen()) and "runs · 0" in s, timeout=20)
-        assert closed, tmux.screen()
-        tmux.keys("F10")  # quit, as in htop: ESC [ 2 1 ~ arrives whole
-        assert wait_until(tmux.pane_dead, timeout=20), tmux.screen()
-        assert "Traceback" not in tmux.screen()
-    finally:
-        tmux.kill()
+    tmux.start([sys.executable, "-m", "gpumon", "--simulate", "2", "--interval", "0.5"])
+    tmux.wait_for("SIMULATED", "processes · GPU 0")
+    tmux.keys("F1")  # ESC O P through tmux: the help, not an Escape then O then P
+    tmux.wait_for("gpumon keys", "Views and the app")
+    tmux.keys("End")  # an escape sequence (ESC O F): the help scrolls to its end
+    tmux.wait_for("census")
+    assert "Views and the app" not in tmux.screen()
+    tmux.keys("Home")  # and back to its top
+    tmux.wait_for("Views and the app")
+    tmux.keys("Escape")
+    assert wait_until(lambda: "every key (this screen)" not in tmux.screen(), timeout=20), tmux.screen()
+    tmux.wait_for("processes · GPU 0")
+    tmux.keys("M-r")  # alt+r (ESC r): the Runs view
+    tmux.wait_for("runs · 0")
+    tmux.keys("n")
+    tmux.wait_for("New run", "on alert")
+    tmux.keys("Escape")
+    assert wait_until(lambda: "New run" not in (s := tmux.screen()) and "runs · 0" in s, timeout=20), tmux.screen()
+    tmux.keys("?")
+    tmux.wait_for("gpumon keys")
+    tmux.keys("Escape")
+    closed = wait_until(lambda: "gpumon keys" not in (s := tmux.screen()) and "runs · 0" in s, timeout=20)
+    assert closed, tmux.screen()
+    tmux.keys("F10")  # quit, as in htop: ESC [ 2 1 ~ arrives whole
+    assert wait_until(tmux.pane_dead, timeout=20), tmux.screen()
+    assert "Traceback" not in tmux.screen()
