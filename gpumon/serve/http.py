@@ -16,7 +16,6 @@ import os
 import re
 import socket
 import stat
-import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,10 +25,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition
-from prometheus_client.exposition import generate_latest
 
 from gpumon.serve.api import dumps, route
-from gpumon.serve.metrics import registry
+from gpumon.serve.exposition import Exposition
 from gpumon.serve.state import ServeState
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
@@ -191,17 +189,11 @@ class Server6(Server):
 
 def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
-    lock = threading.Lock()
-    cache: list[Any] = [None, b""]  # (the view rendered, its exposition): scrapes of one view render it once
-    reg = registry(lambda: cache[0])  # the view pinned under the lock: the bytes are of the view they are kept for
+    expo = Exposition()
+    state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
 
     def metrics() -> bytes:
-        with lock:
-            view = state.view
-            if cache[0] is not view:
-                cache[0] = view
-                cache[1] = generate_latest(reg)
-            return bytes(cache[1])
+        return expo.body(state.view)
 
     handler = type(
         "GpumonHandler",
