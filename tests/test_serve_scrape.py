@@ -4,7 +4,6 @@ own for that view (the per-family reuse changes none); a view gone stale says ``
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,15 +12,12 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpumon.core.gpu.simulated import SimulatedSource
-from gpumon.core.sampler import Sampler
 from gpumon.serve.exposition import Exposition
-from gpumon.serve.http import make_server
 from gpumon.serve.metrics import registry
 from gpumon.serve.state import ServeState
 from gpumon.serve.view import View
-from tests.conftest import FrozenHost, wait_until
-from tests.serve_helpers import get
+from tests.conftest import wait_until
+from tests.serve_helpers import get, listener, serving
 
 
 def _families(body: bytes) -> dict:
@@ -29,27 +25,14 @@ def _families(body: bytes) -> dict:
 
 
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServeState, str]]:
-    monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
-    sampler = Sampler(SimulatedSource(3, seed=1), FrozenHost(), interval=0.25)
-    state = ServeState(sampler, interval=0.25)
-    server = make_server(state, "127.0.0.1", 0, None)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    state.start()
-    thread.start()
-    assert state.polled.wait(30)
-    try:
-        yield state, f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        state.stop()
+def served(tmp_path: Path) -> Iterator[tuple[ServeState, str]]:
+    with serving(tmp_path / "home") as both:
+        yield both
 
 
 def test_a_scrape_sends_what_the_poll_thread_rendered(served: tuple[ServeState, str]) -> None:
     state, url = served
-    (expo,) = [getattr(listener, "__self__", None) for listener in state.listeners]
-    assert isinstance(expo, Exposition)
+    expo = listener(state, Exposition)
     code, _, body = get(url + "metrics")  # the first scrape: nobody scraped before, it renders on its thread
     assert code == 200 and _families(body)["gpumon_up"].samples[0].value == 1.0
     # from now on each poll renders its view before publishing it: wait for a few of them, with no scrape
@@ -99,7 +82,7 @@ def test_a_stale_view_says_gpumon_up_0_though_a_fresh_body_was_rendered(served: 
 
 def test_nobody_scraping_costs_no_render(served: tuple[ServeState, str]) -> None:
     state, url = served
-    (expo,) = [getattr(listener, "__self__", None) for listener in state.listeners]
+    expo = listener(state, Exposition)
     seen = {state.view.time}
     assert wait_until(lambda: seen.add(state.view.time) or len(seen) >= 3, timeout=30)
     assert expo.renders == 0

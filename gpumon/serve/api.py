@@ -16,6 +16,7 @@ from gpumon.serve.view import HostView, View
 
 ENDPOINTS = {
     "/api/state": "every host's GPUs, processes, live and recent runs (with loss series), alerts",
+    "/api/events": "/api/state's document as server-sent events, one a poll (at most 16 streams at once)",
     "/api/runs": "the runs of every host (live, and the newest ended), without series",
     "/api/runs/RUN": "one run with its loss series ([step, loss] pairs) and doctor headline",
     "/api/history?host=H&gpu=N": "a GPU's last 24 h, one point a minute: [time, util %, peak memory bytes, power W]",
