@@ -11,6 +11,7 @@ numbers, and every run's step, loss, pace and histogram, each poll):
 - a scrape over HTTP against a real serve (``make_server``) on 127.0.0.1 while a poll thread publishes a new
   view each ``--interval`` and renders it (the GIL shared with it, as in serve): wall per scrape, median and
   95th percentile, and the process's CPU per scrape (the client's urllib included: an upper bound);
+- /api/events: the state document's encoding, once a poll for every viewer (each run with a 300-point curve);
 - memory: the GPU ring (core of /api/history) filled with 24 h at 1 s for 8 GPUs, by tracemalloc.
 
     python bench/serve_scrape.py [--runs 100] [--gpus 8] [--ranks 2] [--scrapes 300] [--polls 30]
@@ -47,6 +48,7 @@ class Views:
         self.runs, self.ranks = runs, ranks
         self.hists = {self._id(i): StepHistogram() for i in range(runs)}
         self.tick = 0
+        self.series = [[k * 10, 2.0 / (k + 1)] for k in range(300)]  # a live run's loss curve: 300 points at most
         self.gpu_doc = self._gpus()
 
     @staticmethod
@@ -81,7 +83,7 @@ class Views:
                 "ranks": [{"rank": r, "pid": 1000 + r, "step": step, "host": "bench",
                            "memory_bytes": 2**30 + 512 * self.tick, "growth_bytes_per_step": 12.0 + self.tick % 5,
                            "memory_leak": False} for r in range(self.ranks)],
-                "loss_series": [],
+                "loss_series": self.series,
             })  # fmt: skip
         host = HostView(
             name="bench", link="local", devices=tuple(self.gpu_doc["devices"]), processes=processes, runs=tuple(docs)
@@ -143,6 +145,12 @@ def main() -> None:
     expo.on_view(quiet[0])
     idle = _cpu_each(quiet[1:], expo.on_view)
     print(f"the poll thread's render, only the GPUs changed: {_stats(idle)} CPU per poll")
+
+    from gpumon.serve.api import dumps, state_doc
+
+    encode = _cpu_each(busy, lambda v: dumps(state_doc(v)))
+    size = len(dumps(state_doc(busy[-1])))
+    print(f"/api/events' encoding, once a poll while someone watches: {_stats(encode)} CPU, {size} bytes an event")
 
     from gpumon.serve.http import make_server
 

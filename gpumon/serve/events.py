@@ -1,6 +1,7 @@
-"""``/api/events``: the page's ``/api/state`` document as server-sent events, one a poll, to every viewer.
+"""``/api/events``: the page's ``/api/state`` document as server-sent events, every 2 s, to every viewer.
 
-One encoding for every viewer: the poll thread (a ``ServeState`` listener) encodes each view once, and only
+One encoding for every viewer: the poll thread (a ``ServeState`` listener) encodes a view every
+``EVERY_S`` (the polling page's pace: a document of 100 runs with their curves is most of a megabyte), and only
 while someone listens; each stream's own thread (one per connection, like every request) writes the newest
 document to its socket. A slow viewer skips to the newest, and never delays the poll nor another viewer; one
 that takes no bytes for ``WRITE_TIMEOUT_S`` is dropped. At most ``MAX_STREAMS`` at once: the next gets 503, and
@@ -16,6 +17,7 @@ from gpumon.serve.api import dumps, state_doc
 from gpumon.serve.view import View
 
 MAX_STREAMS = 16
+EVERY_S = 2.0  # at most one document this often (the first at once)
 KEEPALIVE_S = 15.0  # a comment line this often: proxies keep the connection, a gone viewer is noticed
 WRITE_TIMEOUT_S = 20.0
 RETRY_MS = 2000  # how soon a browser reconnects after serve restarts
@@ -26,8 +28,11 @@ class TooMany(Exception):
 
 
 class Events:
-    def __init__(self, max_streams: int = MAX_STREAMS, keepalive_s: float = KEEPALIVE_S) -> None:
+    def __init__(
+        self, max_streams: int = MAX_STREAMS, keepalive_s: float = KEEPALIVE_S, every_s: float = EVERY_S
+    ) -> None:
         self.max_streams = max_streams
+        self.every_s = every_s
         self.keepalive_s = keepalive_s
         self._cond = threading.Condition()
         self._latest: tuple[View | None, bytes] = (None, b"")  # the newest view encoded, and its event
@@ -40,14 +45,14 @@ class Events:
         return self._streams
 
     def on_view(self, view: View) -> None:
-        """A new poll's view (the poll thread): encoded once for every stream, if there is one."""
+        """A new poll's view (the poll thread): encoded once for every stream, if there is one and it is time."""
         if self._streams:
-            self._offer(view)
+            self._offer(view, self.every_s)
 
-    def _offer(self, view: View) -> None:
+    def _offer(self, view: View, every_s: float = 0.0) -> None:
         latest = self._latest[0]
-        if latest is not None and latest.time >= view.time:
-            return  # that view or a newer one is out already
+        if latest is not None and (latest.time >= view.time or view.time - latest.time < every_s):
+            return  # that view or a newer one is out already, or one came out less than every_s ago
         event = b"data: " + dumps(state_doc(view)) + b"\n\n"  # compact JSON: never a raw newline
         with self._cond:
             if self._latest[0] is None or self._latest[0].time < view.time:

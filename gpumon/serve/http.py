@@ -233,7 +233,7 @@ def make_server(state: ServeState, bind: str, port: int, token: str | None) -> S
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
     expo, events = Exposition(), Events()
     state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
-    state.listeners.append(events.on_view)  # encoded once a poll for every event stream
+    state.listeners.append(events.on_view)  # encoded every 2 s for every event stream
 
     def metrics() -> bytes:
         return expo.body(state.view)
