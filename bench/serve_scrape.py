@@ -11,7 +11,7 @@ numbers, and every run's step, loss, pace and histogram, each poll):
 - a scrape over HTTP against a real serve (``make_server``) on 127.0.0.1 while a poll thread publishes a new
   view each ``--interval`` and renders it (the GIL shared with it, as in serve): wall per scrape, median and
   95th percentile, and the process's CPU per scrape (the client's urllib included: an upper bound);
-- /api/events: the state document's encoding, once a poll for every viewer (each run with a 300-point curve);
+- /api/events: the state document's encoding, every 2 s for every viewer (each run with a 300-point curve);
 - memory: the GPU ring (core of /api/history) filled with 24 h at 1 s for 8 GPUs, by tracemalloc.
 
     python bench/serve_scrape.py [--runs 100] [--gpus 8] [--ranks 2] [--scrapes 300] [--polls 30]
@@ -150,7 +150,7 @@ def main() -> None:
 
     encode = _cpu_each(busy, lambda v: dumps(state_doc(v)))
     size = len(dumps(state_doc(busy[-1])))
-    print(f"/api/events' encoding, once a poll while someone watches: {_stats(encode)} CPU, {size} bytes an event")
+    print(f"/api/events' encoding, every 2 s while someone watches: {_stats(encode)} CPU, {size} bytes an event")
 
     from gpumon.serve.http import make_server
 
