@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +58,41 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(home: Path, gpus: int = 3) -> Iterator[tuple[Any, str]]:
+    """serve in this process, as ``gpumon serve`` assembles it (ServeState on simulated GPUs, the HTTP
+    server), polling every 0.25 s: (the state, its base URL)."""
+    import threading
+
+    from gpumon.core.gpu.simulated import SimulatedSource
+    from gpumon.core.sampler import Sampler
+    from gpumon.serve.http import make_server
+    from gpumon.serve.state import ServeState
+    from tests.conftest import FrozenHost
+
+    old = os.environ.get("GPUMON_HOME")
+    os.environ["GPUMON_HOME"] = str(home)
+    state = ServeState(Sampler(SimulatedSource(gpus, seed=1), FrozenHost(), interval=0.25), interval=0.25)
+    server = make_server(state, "127.0.0.1", 0, None)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    state.start()
+    thread.start()
+    try:
+        assert state.polled.wait(30)
+        yield state, f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        state.stop()
+        if old is None:
+            os.environ.pop("GPUMON_HOME", None)
+        else:
+            os.environ["GPUMON_HOME"] = old
+
+
+def listener(state: Any, kind: type) -> Any:
+    """The one listener of ``state`` that is a bound method of a ``kind`` (the Exposition, the Events)."""
+    (found,) = [fn.__self__ for fn in state.listeners if isinstance(getattr(fn, "__self__", None), kind)]
+    return found

@@ -53,7 +53,7 @@ def test_requests_need_the_token_and_nothing_writes(tmp_path: Path) -> None:
     token.chmod(0o600)
     proc, url = start_serve(tmp_path / "home", "--simulate", "2", "--token-file", str(token))
     try:
-        for path in ("", "metrics", "api/state"):
+        for path in ("", "metrics", "api/state", "api/events"):
             code, headers, body = get(url + path)
             assert code == 401, path
             assert headers["X-Frame-Options"] == "DENY"

@@ -1,6 +1,6 @@
 """Proof with a real headless Chromium: the page loads (its one inline script allowed by the CSP, no CDN),
-polls /api/ and shows a run launched with no gpumon code, its loss and curve, its doctor headline and the
-alert its failure raised; the page's own text never runs as HTML."""
+follows /api/events (server-sent events) and shows a run launched with no gpumon code, its loss and curve, its
+doctor headline and the alert its failure raised; the page's own text never runs as HTML."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chromium_cdp import Chromium
 from tests.conftest import wait_until
 from tests.serve_helpers import get, start_serve, stop
 
@@ -23,15 +24,6 @@ SCRIPT = ROOT / "tests" / "data" / "scripts" / "plain_torch_loop.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs a real Chromium: apt-get install chromium")
-
-
-def _dump_dom(url: str, profile: Path) -> str:
-    done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-         "--virtual-time-budget=8000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    return done.stdout
 
 
 def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -> None:
@@ -58,10 +50,17 @@ def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -
         assert doc, f"run {run_id} did not fail with an alert: {get(url + 'api/state')[2][:2000]!r}"
         (run,) = [r for r in doc["hosts"][0]["runs"] if r["id"] == run_id]
         alert = next(a for a in doc["alerts"] if a["run"] == run_id)
-        dom = wait_until(
-            lambda: (lambda d: d if f'data-run="{run_id}"' in d else None)(_dump_dom(url, tmp_path / "p")), timeout=120
-        )
+        browser = Chromium(CHROMIUM, tmp_path / "profile")
+        try:
+            browser.open(url)
+            shown = f'data-run="{run_id}"'
+            dom = wait_until(
+                lambda: (lambda d: d if shown in d and 'class="gpu-history"' in d else None)(browser.dom()), 120
+            )
+        finally:
+            browser.close()
         assert dom, "the page never showed the run"
+        assert 'data-feed="events"' in dom  # fed by serve's server-sent events, not by polling
         box = dom[dom.index(f'data-run="{run_id}"') :]
         box = box[: box.index('<div class="run"', 1)] if '<div class="run"' in box[1:] else box
         assert 'data-state="failed"' in box

@@ -1,8 +1,9 @@
 """``gpumon serve``: one process that samples once and serves many viewers over HTTP.
 
 ``state.py`` samples (the core's ``Sampler``) and reads the runs (``RunsMonitor``, ``AlertBook``, the fleet)
-on its own threads and publishes one immutable ``View`` a second; ``metrics.py`` turns the latest view into
-Prometheus families at scrape time (``prometheus_client``), ``api.py`` into the JSON the page reads, and
+on its own threads and publishes one immutable ``View`` a second; ``metrics.py`` turns a view into
+Prometheus families and ``exposition.py`` renders them once a poll (``prometheus_client``), before the view is
+published, so a scrape only sends bytes; ``api.py`` turns it into the JSON the page reads, and
 ``http.py`` serves both and the page (``page.html``) with a token for any bind beyond localhost.
 No torch, no ray, no Textual is imported here.
 """

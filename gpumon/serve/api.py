@@ -16,17 +16,21 @@ from gpumon.serve.view import HostView, View
 
 ENDPOINTS = {
     "/api/state": "every host's GPUs, processes, live and recent runs (with loss series), alerts",
+    "/api/events": "/api/state's document as server-sent events, every 2 s (at most 16 streams at once)",
     "/api/runs": "the runs of every host (live, and the newest ended), without series",
     "/api/runs/RUN": "one run with its loss series ([step, loss] pairs) and doctor headline",
     "/api/history?host=H&gpu=N": "a GPU's last 24 h, one point a minute: [time, util %, peak memory bytes, power W]",
 }
 
 
+FINITE = frozenset({"loss_series"})  # finite by construction (runs_view.thin): not walked, the bulk of a doc
+
+
 def clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items()}
+        return {str(k): v if k in FINITE else clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [clean(v) for v in value]
     return value

@@ -1,6 +1,7 @@
 """The HTTP side: GET/HEAD only, a token for any bind beyond localhost, headers that stop framing.
 
-Routes: ``/`` the page (``page.html``, one file, no CDN), ``/metrics`` (Prometheus), ``/api/...`` (JSON).
+Routes: ``/`` the page (``page.html``, one file, no CDN), ``/metrics`` (Prometheus), ``/api/...`` (JSON),
+``/api/events`` (the page's state as server-sent events, events.py).
 The token is read once from a file that only its owner may read (0600), and compared in constant time
 (``hmac.compare_digest``); it may come as ``Authorization: Bearer T``, or, for a browser, as ``?token=T``
 once (then a SameSite=Strict, HttpOnly cookie). Nothing served carries a webhook URL, an environment or a
@@ -16,7 +17,6 @@ import os
 import re
 import socket
 import stat
-import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,10 +26,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import exposition
-from prometheus_client.exposition import generate_latest
 
 from gpumon.serve.api import dumps, route
-from gpumon.serve.metrics import registry
+from gpumon.serve.events import WRITE_TIMEOUT_S, Events, TooMany
+from gpumon.serve.exposition import Exposition
 from gpumon.serve.state import ServeState
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
@@ -91,6 +91,7 @@ class Handler(BaseHTTPRequestHandler):
     token: str | None
     page: tuple[bytes, str]
     metrics: Callable[[], bytes]
+    events: Events
 
     def version_string(self) -> str:
         return "gpumon"  # no Python version for a scanner to match
@@ -138,6 +139,8 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path
         if path == "/metrics":
             self._send(200, self.metrics(), CONTENT_TYPE, extra, head)
+        elif path == "/api/events":
+            self._stream(extra, head)
         elif path == "/api" or path.startswith("/api/"):
             code, doc = route(self.state, path, query)
             self._send(code, dumps(doc), "application/json", extra, head)
@@ -146,6 +149,30 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, html, "text/html; charset=utf-8", {**extra, "Content-Security-Policy": csp}, head)
         else:
             self._send(404, b"not found: / (the page), /metrics, /api/\n", "text/plain; charset=utf-8", extra, head)
+
+    def _stream(self, extra: dict[str, str], head: bool) -> None:
+        """Server-sent events until the viewer goes: the connection is its own thread's, and closes after."""
+        self.close_connection = True
+        stream = {**extra, "Connection": "close", "X-Accel-Buffering": "no"}  # no proxy holds the events back
+        if head:
+            self._send(200, b"", "text/event-stream", stream, head=True, length=False)
+            return
+        started = False
+
+        def write(data: bytes) -> None:
+            nonlocal started
+            if not started:  # the headers before the first bytes, not before: a refused stream gets a 503
+                started = True
+                self._send(200, b"", "text/event-stream", stream, head=True, length=False)
+            self.wfile.write(data)
+
+        try:
+            self.connection.settimeout(WRITE_TIMEOUT_S)  # a viewer that takes no bytes frees its slot
+            self.events.stream(lambda: self.state.view, write)
+        except TooMany:
+            self._send(503, b"too many event streams: poll /api/state\n", "text/plain; charset=utf-8", extra)
+        except OSError:
+            pass  # the viewer went
 
     def _given_token(self, query: dict[str, list[str]]) -> str | None:
         auth = self.headers.get("Authorization", "")
@@ -162,11 +189,18 @@ class Handler(BaseHTTPRequestHandler):
         return morsel.value if morsel is not None else None
 
     def _send(
-        self, code: int, body: bytes, ctype: str, headers: dict[str, str] | None = None, head: bool = False
+        self,
+        code: int,
+        body: bytes,
+        ctype: str,
+        headers: dict[str, str] | None = None,
+        head: bool = False,
+        length: bool = True,
     ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
+        if length:  # an event stream has none: it ends when the connection does
+            self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Frame-Options", "DENY")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
@@ -183,6 +217,12 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    events: Events | None = None
+
+    def server_close(self) -> None:
+        if self.events is not None:
+            self.events.close()  # the event streams end: their threads hold no connection open
+        super().server_close()
 
 
 class Server6(Server):
@@ -191,23 +231,18 @@ class Server6(Server):
 
 def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
-    lock = threading.Lock()
-    cache: list[Any] = [None, b""]  # (the view rendered, its exposition): scrapes of one view render it once
-    reg = registry(lambda: cache[0])  # the view pinned under the lock: the bytes are of the view they are kept for
+    expo, events = Exposition(), Events()
+    state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
+    state.listeners.append(events.on_view)  # encoded every 2 s for every event stream
 
     def metrics() -> bytes:
-        with lock:
-            view = state.view
-            if cache[0] is not view:
-                cache[0] = view
-                cache[1] = generate_latest(reg)
-            return bytes(cache[1])
+        return expo.body(state.view)
 
     handler = type(
         "GpumonHandler",
         (Handler,),
-        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(metrics)},
+        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(metrics), "events": events},
     )
-    if ":" in bind:
-        return Server6((bind, port), handler)
-    return Server((bind, port), handler)
+    server = Server6((bind, port), handler) if ":" in bind else Server((bind, port), handler)
+    server.events = events
+    return server

@@ -1,4 +1,4 @@
-"""``/metrics``: the latest ``View`` as Prometheus families, built at scrape time by a custom collector.
+"""``/metrics``: a ``View`` as Prometheus families, by a custom collector (rendered once a poll: exposition.py).
 
 Names take the ``gpumon_`` prefix and base units (bytes, seconds, hertz, watts, ratios 0-1); label sets are
 fixed per family (docs/metrics.md). A process is never labelled with its command line (secrets live there);
@@ -27,6 +27,7 @@ GPU_LABELS = ["host", "gpu", "uuid", "name"]
 PROC_LABELS = ["host", "gpu", "pid", "user", "run"]
 RUN_LABELS = ["host", "run", "kind"]
 RANK_LABELS = ["host", "run", "kind", "rank"]
+MAX_AGE_S = 30.0  # a view older than this (the poll thread stuck) makes gpumon_up 0
 
 
 def _pct(v: Any) -> float | None:
@@ -102,7 +103,7 @@ RUN_GAUGES: tuple[tuple[str, str, str], ...] = (
 class ViewCollector(Collector):
     """Reads ``source()`` (the serve state's latest view) at each scrape."""
 
-    def __init__(self, source: Callable[[], View], max_age: float = 30.0) -> None:
+    def __init__(self, source: Callable[[], View], max_age: float = MAX_AGE_S) -> None:
         self.source = source
         self.max_age = max_age
 
@@ -114,6 +115,12 @@ class ViewCollector(Collector):
         up = GaugeMetricFamily("gpumon_up", "1 while serve's latest poll is fresh and succeeded.")
         up.add_metric([], 0.0 if view.error or time.time() - view.time > self.max_age else 1.0)
         yield up
+        polled = GaugeMetricFamily(
+            "gpumon_poll_timestamp_seconds",
+            "Unix time of serve's poll these numbers are from (time() - x: their age; they change once a poll).",
+        )
+        polled.add_metric([], view.time)
+        yield polled
         info = InfoMetricFamily("gpumon_build", "The gpumon that serves these metrics.")
         info.add_metric([], {"version": __version__})
         yield info

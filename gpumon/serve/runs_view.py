@@ -42,6 +42,9 @@ class StepHistogram:
         if self.last is None or step != self.last[0]:
             self.last = (step, now)
 
+    def copy(self) -> StepHistogram:
+        return StepHistogram(list(self.buckets), self.count, self.total, self.last)
+
     def cumulative(self) -> list[tuple[str, int]]:
         out, acc = [], 0
         for bound, n in zip(STEP_BUCKETS, self.buckets, strict=True):

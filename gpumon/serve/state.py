@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from gpumon.core.alerts.history import AlertBook
@@ -49,6 +51,8 @@ class ServeState:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.polled = threading.Event()  # set after each poll (tests and the first request wait on it)
+        # called with each new view in the poll thread before it is published (the /metrics render)
+        self.listeners: list[Callable[[View], None]] = []
 
     def start(self) -> None:
         self.sampler.start()
@@ -69,11 +73,20 @@ class ServeState:
         self.sampler.wait_first(5.0)
         while not self._stop.is_set():
             try:
-                self.view = self.poll()
+                view = self.poll()
             except Exception as err:  # noqa: BLE001 - serve keeps serving the last view, and says why
-                self.view = View(**{**self.view.__dict__, "error": f"poll failed: {err!r}"})
+                view = replace(self.view, error=f"poll failed: {err!r}")
+            self.publish(view)
             self.polled.set()
             self._stop.wait(self.interval)
+
+    def publish(self, view: View) -> None:
+        for listener in self.listeners:
+            try:
+                listener(view)
+            except Exception as err:  # noqa: BLE001 - a listener's failure never stops the polls
+                view = replace(view, error=f"{getattr(listener, '__qualname__', 'a listener')} failed: {err!r}")
+        self.view = view
 
     def poll(self) -> View:
         now = time.time()
@@ -83,7 +96,7 @@ class ServeState:
 
             hosts.extend(fleet_hosts(self.fleet.state(), self.ring))
         alerts = self._alerts(hosts[0].name)
-        steps = {run_id: self._steps[run_id] for run_id in self._steps}
+        steps = {run_id: hist.copy() for run_id, hist in self._steps.items()}  # the view's own: never mutated
         return View(time=now, hosts=tuple(hosts), alerts=alerts, alert_counts=dict(self._alert_counts), steps=steps)
 
     def _local(self, now: float) -> HostView:

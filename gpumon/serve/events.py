@@ -1,0 +1,92 @@
+"""``/api/events``: the page's ``/api/state`` document as server-sent events, every 2 s, to every viewer.
+
+One encoding for every viewer: the poll thread (a ``ServeState`` listener) encodes a view every
+``EVERY_S`` (the polling page's pace: a document of 100 runs with their curves is most of a megabyte), and only
+while someone listens; each stream's own thread (one per connection, like every request) writes the newest
+document to its socket. A slow viewer skips to the newest, and never delays the poll nor another viewer; one
+that takes no bytes for ``WRITE_TIMEOUT_S`` is dropped. At most ``MAX_STREAMS`` at once: the next gets 503, and
+the page polls ``/api/state`` instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from gpumon.serve.api import dumps, state_doc
+from gpumon.serve.view import View
+
+MAX_STREAMS = 16
+EVERY_S = 2.0  # at most one document this often (the first at once)
+KEEPALIVE_S = 15.0  # a comment line this often: proxies keep the connection, a gone viewer is noticed
+WRITE_TIMEOUT_S = 20.0
+RETRY_MS = 2000  # how soon a browser reconnects after serve restarts
+
+
+class TooMany(Exception):
+    """Every stream slot is taken."""
+
+
+class Events:
+    def __init__(
+        self, max_streams: int = MAX_STREAMS, keepalive_s: float = KEEPALIVE_S, every_s: float = EVERY_S
+    ) -> None:
+        self.max_streams = max_streams
+        self.every_s = every_s
+        self.keepalive_s = keepalive_s
+        self._cond = threading.Condition()
+        self._latest: tuple[View | None, bytes] = (None, b"")  # the newest view encoded, and its event
+        self._streams = 0
+        self._closed = False
+        self.encoded = 0  # views encoded (tests: one per poll, whatever the number of viewers)
+
+    @property
+    def streams(self) -> int:
+        return self._streams
+
+    def on_view(self, view: View) -> None:
+        """A new poll's view (the poll thread): encoded once for every stream, if there is one and it is time."""
+        if self._streams:
+            self._offer(view, self.every_s)
+
+    def _offer(self, view: View, every_s: float = 0.0) -> None:
+        latest = self._latest[0]
+        if latest is not None and (latest.time >= view.time or view.time - latest.time < every_s):
+            return  # that view or a newer one is out already, or one came out less than every_s ago
+        event = b"data: " + dumps(state_doc(view)) + b"\n\n"  # compact JSON: never a raw newline
+        with self._cond:
+            if self._latest[0] is None or self._latest[0].time < view.time:
+                self._latest = (view, event)
+                self.encoded += 1
+            self._cond.notify_all()
+
+    def stream(self, current: Callable[[], View], write: Callable[[bytes], object]) -> None:
+        """Write events until the viewer goes (``write`` raises OSError) or serve closes; raises TooMany."""
+        with self._cond:
+            if self._closed or self._streams >= self.max_streams:
+                raise TooMany
+            self._streams += 1
+        try:
+            write(f"retry: {RETRY_MS}\n\n".encode())
+            self._offer(current())  # the first event at once: the published view, encoded here if no poll did
+            sent: list[View | None] = [None]  # the view last written (a cell: the wait's predicate reads it)
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._closed or self._latest[0] is not sent[0], self.keepalive_s)
+                    if self._closed:
+                        return
+                    view, event = self._latest
+                if view is sent[0]:
+                    write(b": keepalive\n\n")
+                else:
+                    write(event)
+                    sent[0] = view
+        finally:
+            with self._cond:
+                self._streams -= 1
+
+    def close(self) -> None:
+        """Serve stops: every stream ends."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

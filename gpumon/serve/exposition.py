@@ -1,0 +1,85 @@
+"""``/metrics``' bytes: rendered once a poll in the poll thread, so a scrape only sends them.
+
+The data changes once a poll (about a second), so every scrape of one poll gets the same bytes, rendered by
+``prometheus_client`` (``generate_latest``) before the poll's view is published: a scrape never waits on a
+render. ``gpumon_poll_timestamp_seconds`` says which poll the numbers are of. A family whose samples did not
+change since the last render keeps its bytes (a GPU's memory total, a run's name and total steps): its
+rendering is the same bytes ``generate_latest`` would write for it, joined in the same order.
+
+Nobody scraping costs nothing: a poll renders only while someone scraped in the last ``WARM_S``; the first
+scrape after that renders on its own thread, once. A view older than ``max_age`` (the poll thread stuck) is
+rendered again on the request path, so ``gpumon_up`` says 0 instead of repeating the last fresh body.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from gpumon.serve.metrics import MAX_AGE_S, ViewCollector
+from gpumon.serve.view import View
+
+WARM_S = 300.0  # after a scrape, each poll renders for this long (Prometheus scrapes every 15 s to 2 min)
+
+
+class _One(Collector):
+    """One family: ``generate_latest`` of it is that family's block of the whole exposition."""
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Any]:
+        yield self.metric
+
+
+class Exposition:
+    """The latest view's exposition: ``on_view`` from the poll thread, ``body`` from any request's."""
+
+    def __init__(self, max_age: float = MAX_AGE_S, warm_s: float = WARM_S) -> None:
+        self.max_age = max_age
+        self.warm_s = warm_s
+        self._lock = threading.Lock()  # one render at a time: the family cache is shared
+        self._body: tuple[View, bool, bytes] | None = None  # (the view, rendered stale?, its bytes)
+        self._families: dict[str, tuple[Any, bytes]] = {}  # name -> (type, help, samples), its bytes
+        self._scraped = -1e18  # monotonic time of the latest scrape
+        self.renders = 0  # how many times a view was rendered (tests, the bench)
+
+    def on_view(self, view: View) -> None:
+        """A new poll's view, before it is published: rendered now while someone scrapes."""
+        if time.monotonic() - self._scraped < self.warm_s:
+            self._render(view, self._stale(view))
+
+    def body(self, view: View) -> bytes:
+        """The bytes of ``view`` (the published one): already rendered, unless cold or stale."""
+        self._scraped = time.monotonic()
+        stale = self._stale(view)
+        done = self._body
+        if done is not None and done[0] is view and done[1] == stale:
+            return done[2]
+        return self._render(view, stale)
+
+    def _stale(self, view: View) -> bool:
+        return time.time() - view.time > self.max_age
+
+    def _render(self, view: View, stale: bool) -> bytes:
+        with self._lock:
+            done = self._body
+            if done is not None and done[0] is view and done[1] == stale:
+                return done[2]  # another thread rendered it while this one waited
+            parts, families = [], {}
+            for metric in ViewCollector(lambda: view, self.max_age).collect():
+                key = (metric.type, metric.documentation, metric.samples)
+                known = self._families.get(metric.name)
+                text = known[1] if known is not None and known[0] == key else generate_latest(_One(metric))
+                families[metric.name] = (key, text)
+                parts.append(text)
+            self._families = families  # only this render's: a family gone is forgotten
+            body = b"".join(parts)
+            self._body = (view, stale, body)
+            self.renders += 1
+            return body
