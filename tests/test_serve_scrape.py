@@ -88,3 +88,31 @@ def test_nobody_scraping_costs_no_render(served: tuple[ServeState, str]) -> None
     assert expo.renders == 0
     assert get(url + "metrics")[0] == 200
     assert expo.renders == 1
+
+
+def test_a_scraper_every_15_s_costs_a_render_a_scrape_not_one_a_poll(served: tuple[ServeState, str]) -> None:
+    """Polls every second, a scrape every 15 s: after the first gap is known, each scrape finds the last poll's
+    view rendered (no render on the request path) and the polls between scrapes render at most twice."""
+    state, _ = served
+    now = [1000.0]
+    expo = Exposition(max_age=1e9, poll_s=1.0, clock=lambda: now[0])
+    view = state.view
+
+    def poll() -> View:
+        now[0] += 1.0
+        fresh = View(time=view.time + now[0], hosts=view.hosts)
+        expo.on_view(fresh)
+        return fresh
+
+    latest = poll()
+    expo.body(latest)
+    for scrape in range(6):
+        before = expo.renders
+        for _ in range(15):
+            latest = poll()
+        polls_rendered = expo.renders - before
+        expo.body(latest)
+        if scrape == 0:
+            continue  # the first gap is not known yet: every poll rendered
+        assert expo.renders - before == polls_rendered, "the scrape rendered: the poll before it should have"
+        assert 1 <= polls_rendered <= 2, polls_rendered

@@ -6,16 +6,20 @@ render. ``gpumon_poll_timestamp_seconds`` says which poll the numbers are of. A 
 change since the last render keeps its bytes (a GPU's memory total, a run's name and total steps): its
 rendering is the same bytes ``generate_latest`` would write for it, joined in the same order.
 
-Nobody scraping costs nothing: a poll renders only while someone scraped in the last ``WARM_S``; the first
-scrape after that renders on its own thread, once. A view older than ``max_age`` (the poll thread stuck) is
-rendered again on the request path, so ``gpumon_up`` says 0 instead of repeating the last fresh body.
+Nobody scraping costs nothing, and a slow scraper little: a poll renders only while someone scraped in the
+last ``WARM_S``, and only when the next scrape is due (the shortest of the last gaps between scrapes, less
+``LEAD`` polls), so Prometheus every 15 s costs about one render per scrape, not fifteen; the first scrape
+after a quiet spell, or one that comes early, renders on its own thread, once. A view older than ``max_age``
+(the poll thread stuck) is rendered again on the request path, so ``gpumon_up`` says 0 instead of repeating
+the last fresh body.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.exposition import generate_latest
@@ -24,7 +28,8 @@ from prometheus_client.registry import Collector
 from gpumon.serve.metrics import MAX_AGE_S, ViewCollector
 from gpumon.serve.view import View
 
-WARM_S = 300.0  # after a scrape, each poll renders for this long (Prometheus scrapes every 15 s to 2 min)
+WARM_S = 300.0  # after a scrape, polls render for this long (Prometheus scrapes every 15 s to 2 min)
+LEAD = 1.5  # polls before a scrape is due that render: the last poll before it is always one of them
 
 
 class _One(Collector):
@@ -40,9 +45,18 @@ class _One(Collector):
 class Exposition:
     """The latest view's exposition: ``on_view`` from the poll thread, ``body`` from any request's."""
 
-    def __init__(self, max_age: float = MAX_AGE_S, warm_s: float = WARM_S) -> None:
+    def __init__(
+        self,
+        max_age: float = MAX_AGE_S,
+        warm_s: float = WARM_S,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_age = max_age
         self.warm_s = warm_s
+        self.poll_s = poll_s
+        self.clock = clock
+        self._gaps: deque[float] = deque(maxlen=8)  # the last gaps between scrapes (several scrapers: the least)
         self._lock = threading.Lock()  # one render at a time: the family cache is shared
         self._body: tuple[View, bool, bytes] | None = None  # (the view, rendered stale?, its bytes)
         self._families: dict[str, tuple[Any, bytes]] = {}  # name -> (type, help, samples), its bytes
@@ -51,12 +65,18 @@ class Exposition:
 
     def on_view(self, view: View) -> None:
         """A new poll's view, before it is published: rendered now while someone scrapes."""
-        if time.monotonic() - self._scraped < self.warm_s:
+        since = self.clock() - self._scraped
+        if since >= self.warm_s:
+            return
+        if not self._gaps or since >= min(self._gaps) - LEAD * self.poll_s:
             self._render(view, self._stale(view))
 
     def body(self, view: View) -> bytes:
         """The bytes of ``view`` (the published one): already rendered, unless cold or stale."""
-        self._scraped = time.monotonic()
+        now = self.clock()
+        if self._scraped > 0:
+            self._gaps.append(now - self._scraped)
+        self._scraped = now
         stale = self._stale(view)
         done = self._body
         if done is not None and done[0] is view and done[1] == stale:

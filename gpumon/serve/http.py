@@ -231,7 +231,7 @@ class Server6(Server):
 
 def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
-    expo, events = Exposition(), Events()
+    expo, events = Exposition(poll_s=state.interval), Events()
     state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
     state.listeners.append(events.on_view)  # encoded every 2 s for every event stream
 

@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import Any
 
 from gpumon.core.alerts.history import AlertBook
-from gpumon.core.runs.reading.monitor import RunsMonitor, RunSummary
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.sampler import Sampler
 from gpumon.serve.ring import GpuRing
 from gpumon.serve.runs_view import StepHistogram, run_doc, thin
