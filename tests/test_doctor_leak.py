@@ -92,6 +92,25 @@ def test_a_leak_every_epoch_is_found_by_the_coarser_windows(period: int) -> None
     assert leak is not None and leak < 10 * period + 1000, detector.transitions
 
 
+DATA = Path(__file__).resolve().parent / "data" / "memory"
+
+
+def test_a_healthy_twins_allocator_steps_on_a_loaded_machine_are_no_trend() -> None:
+    # Recorded on a loaded machine (tests/data/memory): a few ~1 KiB heap steps in a window (the float list's
+    # reallocations) read 65-90 B/iter with every quarter above the last; the detector said "growing" at 135.
+    rows = [r.split(",") for r in (DATA / "eval_no_grad_fixed_loaded.csv").read_text().splitlines() if r[0] != "#"]
+    detector = analyse_series([int(r[0]) for r in rows], [float(r[2]) for r in rows], CAPACITY)
+    assert states(detector) == {"ok"}, detector.transitions
+
+
+def test_a_slow_staircase_of_allocations_is_left_to_the_coarser_window() -> None:
+    # 1 KiB every 10 steps: five steps in the finest window vouch for no rate; 800 samples do.
+    rng = random.Random(0)
+    detector = run_detector([BASE + 1000 * (s // 10) + rng.choice((-48, -16, 0, 16, 32)) for s in range(1, 1001)])
+    assert first(detector, "growing") == 400 and first(detector, "leak") == 640, detector.transitions
+    assert states(run_detector([BASE + 1000 * (s // 10) for s in range(1, 300)])) == {"ok"}
+
+
 def test_state_fields_and_projection() -> None:
     detector = run_detector([BASE + 1_000_000 * s for s in range(1, 101)], capacity=int(BASE + 400e6))
     state = detector.state

@@ -3,10 +3,10 @@
 A streaming ``LeakDetector`` per series (CUDA allocated bytes, or the CPU's live
 heap): skip the warm-up, then over a sliding window fit a Theil-Sen line (the
 median of pairwise slopes) and call it a trend only when the growth is clear:
-rising pairs dominate, the rise is spread over the window (not one jump), and
-it stands above the window's noise or eats capacity fast. States climb
-ok → growing → leak only after consecutive confirmations and fall back to ok
-only after a longer quiet stretch, so one noisy step never flips them.
+rising pairs dominate, the rise is spread over the window (not one jump, nor a
+few allocations), and it stands above the window's noise or eats capacity fast.
+States climb ok → growing → leak only after consecutive confirmations and fall
+back to ok only after a longer quiet stretch, so one noisy step never flips them.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ class LeakDetector:
     a trend needs slope ≥ ``min_slope`` B/iter; either strength ≥ ``min_strength`` with growth over
     the window ≥ 3x the noise, or growth ≥ ``large_share`` of capacity per 1000 iterations (and
     strength ≥ 0.2); each quarter of the window above the one before (by a twelfth of the growth
-    and by 3 sigma of such a gap); and no two jumps carrying most of the rise.
+    and by 3 sigma of such a gap); no two jumps carrying most of the rise; and a rise made of jumps (allocations)
+    clears ``min_slope`` by ``jump_margin`` sigmas of their count.
     """
 
     capacity_bytes: int | None = None
@@ -65,6 +66,8 @@ class LeakDetector:
     cooldown: int = 50  # consecutive quiet samples: back to ok
     min_slope: float = 64.0  # B/iter; a list of Python floats grows ~8 B/iter
     min_strength: float = 0.5
+    jump_noise: float = 6.0  # a difference this many noise sigmas above the typical one is a jump (an allocation)
+    jump_margin: float = 1.5  # growth made of jumps: sigmas of its count's uncertainty above min_slope
     large_share: float = 0.02  # of capacity per 1000 iterations
     urgent: int = 1000  # growing and running out within this many iterations: leak at once
     block: int = 16  # each coarser level sees the median of this many samples of the finer one
@@ -211,6 +214,16 @@ class LeakDetector:
         rises = sorted((b - a for a, b in pairwise(_medians(ys, 8)) if b > a), reverse=True)
         if sum(rises[:2]) > 0.6 * sum(rises):
             return slope, strength, noise, False  # a few allocations, not a leak
+        # Growth carried by jumps beyond the noise is a count of allocations: n of them (n of like size: a few
+        # big ones count for less) give its rate to ±1/√n. A healthy loop's heap steps up ~1 KiB four to six
+        # times in a window (a growing list of floats reallocated, the old block kept in glibc's tcache, a
+        # census): 65-90 B/iter for a while, a fraction over the run. The rate must clear min_slope by
+        # ``jump_margin`` of that uncertainty; the coarser levels see a slow staircase as a steady rise.
+        jumps = [d - centre for d in diffs if d - centre > self.jump_noise * noise]
+        if jumps and sum(jumps) >= growth / 2:
+            count = sum(jumps) ** 2 / sum(j * j for j in jumps)
+            if slope * (1 - self.jump_margin / count**0.5) < self.min_slope:
+                return slope, strength, noise, False
         return slope, strength, noise, True
 
     def _runs_out(self, step: int, value: float, slope: float) -> int | None:
