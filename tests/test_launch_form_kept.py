@@ -156,3 +156,23 @@ async def test_keys_past_what_is_held_are_dropped_with_a_note(home: Path, monkey
         form = app.screen
         assert isinstance(form, LaunchForm)
         await until(pilot, lambda: form.query_one("#script", Input).value == "ab")
+
+
+async def test_a_select_whose_label_is_not_composed_yet_shows_its_value_once_it_is(home: Path) -> None:
+    """At load 20 the form built ahead set a Select's value before its SelectCurrent had composed the label:
+    the app died of NoMatches '#label'. Now the value shows when the label comes."""
+    from textual.widgets._select import SelectCurrent
+
+    app = make_app(gpus=1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r", "n")
+        form = app.screen
+        assert isinstance(form, LaunchForm)
+        kind = form.query_one("#kind", Select)
+        current = kind.query_one(SelectCurrent)
+        await current.query_one("#label", Static).remove()  # as before SelectCurrent composed it
+        kind.value = "script"  # raised NoMatches before
+        await pilot.pause()
+        await current.mount(Static("", id="label"))
+        await until(pilot, lambda: str(current.query_one("#label", Static).render()) == "script")
+        assert kind.value == "script"

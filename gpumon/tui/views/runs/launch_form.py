@@ -42,6 +42,7 @@ from gpumon.tui.views.runs.form_spec import (
     values_from_spec,
 )
 from gpumon.tui.widgets.screens import KeptScreen
+from gpumon.tui.widgets.select import FormSelect
 
 __all__ = [
     "GroupLaunch",
@@ -168,8 +169,8 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
     def compose(self) -> ComposeResult:
         start = self.initial
         widgets: dict[str, Widget] = {
-            "kind": Select([(k, k) for k in KINDS], value=start.kind, allow_blank=False, compact=True),
-            "preset": Select(
+            "kind": FormSelect([(k, k) for k in KINDS], value=start.kind, allow_blank=False, compact=True),
+            "preset": FormSelect(
                 [(p, p) for p in PRESETS], prompt="trainer default", value=start.preset or Select.NULL, compact=True
             ),
             **{
