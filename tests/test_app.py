@@ -300,6 +300,18 @@ async def test_live_sampling_updates_panels_and_history() -> None:
         sampler.stop()
 
 
+async def test_a_sample_posted_as_the_app_quits_is_dropped_not_a_traceback() -> None:
+    # The sampler's thread posts from its own clock: a sample queued as the user quits is handled after the
+    # widgets are gone (NoMatches 'TopInfo' at every quit of a 4 Hz sampler on a loaded machine).
+    from gpumon.tui.feeds import SampleReady
+
+    app = make_app(gpus=1)
+    async with app.run_test(size=(80, 24)):
+        snapshot = app.context.snapshot
+    assert snapshot is not None and not app.is_running
+    app.on_sample_ready(SampleReady(snapshot))
+
+
 async def test_help_opens_and_closes() -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:

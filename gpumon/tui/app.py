@@ -129,6 +129,8 @@ class GpumonApp(KeysInOrder, App[None]):
 
     # -- the feeds --------------------------------------------------------------
     def on_sample_ready(self, message: SampleReady) -> None:
+        if not self.is_running:  # posted by the sampler's thread as the app quit: its widgets are gone
+            return
         self.context.run_idle = self.idle_watch.update(message.snapshot.gpu, self.context.run_pids)
         self.apply(message.snapshot)
 
@@ -141,6 +143,8 @@ class GpumonApp(KeysInOrder, App[None]):
                 view.sample(snap, self.sampler.history)
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
+        if not self.is_running:  # the monitor's thread posted it as the app quit
+            return
         if message.summaries is self._runs_list:  # the monitor hands the same list while no run changed
             return
         self._runs_list = message.summaries
@@ -167,6 +171,8 @@ class GpumonApp(KeysInOrder, App[None]):
 
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
         """The unread count in the top bar; an alert of no run (a fleet host down) is told (notices.py)."""
+        if not self.is_running:  # posted as the app quit
+            return
         unread = message.unread
         if unread != self._unread:
             self._unread = unread
