@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -222,6 +223,11 @@ def pytest_configure(config: pytest.Config) -> None:
         # take them for its terminal's size (shutil.get_terminal_size reads them first)
         os.environ.pop("COLUMNS", None)
         os.environ.pop("LINES", None)
+    # A suite started as a background job (`pytest &` in a script, CI wrappers) has SIGINT ignored, and an
+    # ignored signal is inherited through exec: every process a test starts would shrug off the Ctrl-C it sends
+    # (the I key's SIGINT, `gpumon fleet` stopped as by Ctrl-C). The tests' processes get it as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)
