@@ -144,7 +144,13 @@ PICTURES = {
 
 async def main() -> None:
     """Every picture, or those named: python docs/screenshots.py main no-gpu"""
-    for name in sys.argv[1:] or list(PICTURES):
+    names = sys.argv[1:] or list(PICTURES)
+    unknown = [name for name in names if name not in PICTURES]
+    if unknown:  # --help, or a name mistyped: say which there are rather than a KeyError
+        asked = unknown in (["--help"], ["-h"])
+        print(__doc__, file=sys.stdout if asked else sys.stderr)
+        raise SystemExit(0 if asked else 2)
+    for name in names:
         await PICTURES[name]()
 
 
