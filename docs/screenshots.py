@@ -78,7 +78,7 @@ async def shoot_trials(name: str, size: tuple[int, int]) -> None:
     assert record.state == "finished", record.state
     app = make_app(gpus=2, ticks=120)
     async with app.run_test(size=size) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")  # the Trials view (f4 is now the filter)
         for _ in range(200):
             await pilot.pause(0.05)
             if app.query_one(TrialTable).row_count >= 8:
