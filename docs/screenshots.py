@@ -78,7 +78,7 @@ async def shoot_trials(name: str, size: tuple[int, int]) -> None:
     assert record.state == "finished", record.state
     app = make_app(gpus=2, ticks=120)
     async with app.run_test(size=size) as pilot:
-        await pilot.press("f4")
+        await pilot.press("t")  # the Trials view (f4 is now the filter)
         for _ in range(200):
             await pilot.pause(0.05)
             if app.query_one(TrialTable).row_count >= 8:
@@ -144,7 +144,13 @@ PICTURES = {
 
 async def main() -> None:
     """Every picture, or those named: python docs/screenshots.py main no-gpu"""
-    for name in sys.argv[1:] or list(PICTURES):
+    names = sys.argv[1:] or list(PICTURES)
+    unknown = [name for name in names if name not in PICTURES]
+    if unknown:  # --help, or a name mistyped: say which there are rather than a KeyError
+        asked = unknown in (["--help"], ["-h"])
+        print(__doc__, file=sys.stdout if asked else sys.stderr)
+        raise SystemExit(0 if asked else 2)
+    for name in names:
         await PICTURES[name]()
 
 

@@ -72,9 +72,10 @@ def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
 
 
 async def pilot_until(
-    pilot: Pilot[None], what: Callable[[], object], why: str = "timed out", timeout: float = 15.0
+    pilot: Pilot[None], what: Callable[[], object], why: str = "timed out", timeout: float = 60.0
 ) -> None:
-    """Let the app run until ``what()`` holds; the deadline only bounds a failure, which says ``why``."""
+    """Let the app run until ``what()`` holds; the deadline only bounds a failure, which says ``why`` (60 s: a run
+    list read in a worker took over 20 s beside CPU hogs)."""
     deadline = time.monotonic() + timeout
     while not what():
         assert time.monotonic() < deadline, why

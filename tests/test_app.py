@@ -28,8 +28,7 @@ from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
-from tests.conftest import make_app, no_gpu_app
-from tests.test_runs_view import until
+from tests.conftest import make_app, no_gpu_app, pilot_until
 from tests.trials_data import record_live
 
 
@@ -150,7 +149,7 @@ async def test_readonly_offers_no_key_it_refuses_and_each_still_says_why(
         for view, keys in refused.items():
             await pilot.press(view)
             trials = view == "t"
-            await until(
+            await pilot_until(
                 pilot, lambda t=trials: "q" in footer_keys(app) and (not t or app.query_one(TrialTable).row_count)
             )
             await pilot.pause()
@@ -214,18 +213,18 @@ async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> N
         async with app.run_test(size=(100, 40)) as pilot:
             app.query_one(ProcessTable).focus()
             await pilot.press(key)
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+            await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
             await pilot.press("n")  # cancelled: still alive
-            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), timeout=60)
+            await pilot_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), timeout=60)
             assert child.poll() is None
             await pilot.press(key)
-            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
+            await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), timeout=60)
             await pilot.press("y")
             # The answer's callback sends the signal on the app's loop, possibly after press() returned: wait
             # for the child's end without blocking that loop (child.wait here starved it, and timed out).
-            await until(pilot, lambda: child.poll() is not None, timeout=120)
+            await pilot_until(pilot, lambda: child.poll() is not None, timeout=120)
             assert child.returncode == code
-            await until(pilot, lambda: any(f"PID {child.pid}" in n for n in told), timeout=60)
+            await pilot_until(pilot, lambda: any(f"PID {child.pid}" in n for n in told), timeout=60)
     finally:
         child.kill()
         child.wait()

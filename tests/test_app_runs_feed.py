@@ -19,8 +19,8 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs import newest
 from gpumon.tui.views.runs.run_table import RunTable
-from tests.conftest import make_app
-from tests.test_runs_view import FAILED, FINISHED, STOPPED, open_runs, record_run, record_runs, until
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import FAILED, FINISHED, STOPPED, open_runs, record_run, record_runs
 
 NEW = "script-1124-221500-9f9f"
 
@@ -51,12 +51,12 @@ async def test_a_run_started_elsewhere_is_selected_so_d_opens_its_doctor(home: P
         assert table.selected_id() == STOPPED  # the newest of those there when the app opened
         await pilot.press("g")  # the user watches the GPUs when the run starts
         record_new_run(home)
-        await until(pilot, lambda: app.context.selected_run == NEW)
+        await pilot_until(pilot, lambda: app.context.selected_run == NEW)
         await pilot.press("d")
         doctor = app.query_one(DoctorView)
-        await until(pilot, lambda: doctor.record is not None and doctor.record.id == NEW)
+        await pilot_until(pilot, lambda: doctor.record is not None and doctor.record.id == NEW)
         await pilot.press("r")
-        await until(pilot, lambda: table.selected_id() == NEW)
+        await pilot_until(pilot, lambda: table.selected_id() == NEW)
         assert str(table.ordered_rows[0].key.value) == NEW  # on top
 
 
@@ -70,7 +70,7 @@ async def test_a_new_run_leaves_a_selection_the_user_just_made(home: Path, monke
         await pilot.press("down")
         assert table.selected_id() == FAILED
         record_new_run(home)
-        await until(pilot, lambda: table.row_count == 4)
+        await pilot_until(pilot, lambda: table.row_count == 4)
         assert table.selected_id() == FAILED and app.context.selected_run == FAILED
 
 
@@ -78,12 +78,12 @@ async def test_a_run_that_finishes_is_a_toast_in_any_view(home: Path) -> None:
     run_dir = record_new_run(home)
     app = make_app(gpus=1)
     async with app.run_test(size=(160, 50)) as pilot:
-        await until(pilot, lambda: NEW in app.context.runs)  # the Runs view's worker reads while hidden too
+        await pilot_until(pilot, lambda: NEW in app.context.runs)  # the Runs view's worker reads while hidden too
         assert not any("finished" in n for n in notes(app))
         status = read_json(run_dir / "status.json")
         status.update(state="finished", ended=status["started"] + 75, exit_code=0)
         write_json(run_dir / "status.json", status)
-        await until(pilot, lambda: any("finished" in n for n in notes(app)))
+        await pilot_until(pilot, lambda: any("finished" in n for n in notes(app)))
         assert [n for n in notes(app) if "finished" in n] == [f"{NEW} finished after 1m15s (exit code 0)"]
 
 

@@ -139,6 +139,10 @@ def test_the_readme_demo_named_by_the_census_is_the_headline_and_a_warning_but_w
         assert memory["ends_by"].startswith("24 h at its pace of"), memory
         assert memory["runs_out_at"] > memory["ends_at"] and memory["state"] == "growth", memory
         assert memory["warning"] and not memory["alarm"], memory
+        # Ended at step 300: the horizon is what 24 h would have reached, not an end still expected.
+        said = cli("doctor", run_id).stdout
+        assert f"after step ~{memory['ends_at']:,} (24 h at its pace of " in said, said
+        assert "; the run ended at step 300)" in said and "the run's expected end" not in said, said
         line = line_of((EXAMPLES / "leak_loss_graph.py").read_text(), "total_loss += loss  # the leak")
         headline = report["headline"]
         assert headline.startswith(f"memory leak: `total_loss` in leak_loss_graph.py:{line} (main) keeps"), headline

@@ -24,8 +24,8 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
 from gpumon.tui.widgets.gpu_panels import GpuPanel
-from tests.conftest import make_app
-from tests.test_runs_view import T0, cell, notes, open_runs, screen_text, until
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import T0, cell, notes, open_runs, screen_text
 
 LEAKY, HEALTHY, OOM, LIVE = (
     "ddp-1121-090000-aaaa",
@@ -123,14 +123,14 @@ def doctor_text(app: GpumonApp) -> str:
 async def select(pilot: Any, run_id: str) -> None:
     app = pilot.app
     app.query_one(RunTable).select_run(run_id)
-    await until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and app.query_one(RunTable).shown)
+    await pilot_until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and app.query_one(RunTable).shown)
 
 
 async def open_doctor(pilot: Any, run_id: str, expect: str) -> str:
     app = pilot.app
     await pilot.press("d")
     assert app.view == "doctor"
-    await until(pilot, lambda: run_id in doctor_text(app) and expect in doctor_text(app))
+    await pilot_until(pilot, lambda: run_id in doctor_text(app) and expect in doctor_text(app))
     return doctor_text(app)
 
 
@@ -146,18 +146,18 @@ async def test_a_leaking_run_warns_in_the_list_and_its_detail(home: Path) -> Non
         assert not table.get_cell(HEALTHY, "id").text.spans  # no warning colour
         await select(pilot, LEAKY)
         line = app.query_one("#run-memory")
-        await until(pilot, lambda: line.display)
+        await pilot_until(pilot, lambda: line.display)
         text = str(line.render())
         assert "memory: rank 1 GPU memory leak: +15.6 KiB/iter" in text and "d: doctor" in text
         memory = app.query_one("#memory-chart", Chart)
-        await until(pilot, lambda: len(memory.series) == 3)  # the detail loads in a worker, after the list's line
+        await pilot_until(pilot, lambda: len(memory.series) == 3)  # the detail loads in a worker, after the list's line
         fit = memory.series[-1]
         assert len(memory.series) == 3 and fit.style == "bright_red" and fit.steps[-1] == 120
         assert fit.values[-1] - fit.values[0] == pytest.approx(16000 * (fit.steps[-1] - fit.steps[0]), rel=0.02)
         assert "fit r1" in str(memory.border_subtitle)
         await select(pilot, HEALTHY)
-        await until(pilot, lambda: not line.display)
-        await until(pilot, lambda: len(memory.series) == 2)  # the detail loads in a worker: slow under load
+        await pilot_until(pilot, lambda: not line.display)
+        await pilot_until(pilot, lambda: len(memory.series) == 2)  # the detail loads in a worker: slow under load
 
 
 async def test_d_opens_the_doctor_on_the_selected_run(home: Path) -> None:
@@ -196,14 +196,14 @@ async def test_d_with_no_selection_diagnoses_the_newest_run(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("d")  # from the GPUs view, before the Runs view has listed anything
-        await until(pilot, lambda: OOM in doctor_text(app))
+        await pilot_until(pilot, lambda: OOM in doctor_text(app))
 
 
 async def test_no_runs_says_how_to_get_one(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("d")
-        await until(pilot, lambda: "No run to diagnose" in doctor_text(app))
+        await pilot_until(pilot, lambda: "No run to diagnose" in doctor_text(app))
 
 
 async def test_c_asks_a_live_run_for_a_census_and_shows_it_pending(home: Path) -> None:
@@ -212,20 +212,22 @@ async def test_c_asks_a_live_run_for_a_census_and_shows_it_pending(home: Path) -
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_runs(pilot, 4)
-        await until(pilot, lambda: app.query_one(RunsView).summaries[LIVE].leak is not None)
+        await pilot_until(pilot, lambda: app.query_one(RunsView).summaries[LIVE].leak is not None)
         assert not flag.exists()  # the run's supervisor asks by itself, not the app (issue 12)
         await select(pilot, LIVE)
         await open_doctor(pilot, LIVE, "memory per iteration")
         await pilot.press("c")
-        await until(pilot, flag.exists)
+        await pilot_until(pilot, flag.exists)
         assert flag.read_text().strip() == "20"
-        await until(pilot, lambda: "census pending" in doctor_text(app))
+        await pilot_until(pilot, lambda: "census pending" in doctor_text(app))
         assert any(f"Asked {LIVE} for a tensor census" in n for n in notes(app))
         await pilot.press("r")
         await select(pilot, LEAKY)
         await open_doctor(pilot, LEAKY, "memory per iteration")
         await pilot.press("c")
-        await until(pilot, lambda: any(f"{LEAKY} is finished: a census needs a live run" in n for n in notes(app)))
+        await pilot_until(
+            pilot, lambda: any(f"{LEAKY} is finished: a census needs a live run" in n for n in notes(app))
+        )
 
 
 async def test_readonly_asks_for_no_census(home: Path) -> None:
@@ -234,7 +236,7 @@ async def test_readonly_asks_for_no_census(home: Path) -> None:
     app = make_app(gpus=1, readonly=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_runs(pilot, 4)
-        await until(pilot, lambda: app.query_one(RunsView).summaries[LIVE].leak is not None)
+        await pilot_until(pilot, lambda: app.query_one(RunsView).summaries[LIVE].leak is not None)
         await select(pilot, LIVE)
         await open_doctor(pilot, LIVE, "memory per iteration")
         await pilot.press("c")
@@ -249,7 +251,7 @@ async def test_gpu_panel_warns_while_a_leaking_run_is_on_it(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(120, 40)) as pilot:
         gpu0, gpu1 = app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel)
-        await until(pilot, lambda: gpu0.has_class("-leak"))
+        await pilot_until(pilot, lambda: gpu0.has_class("-leak"))
         assert "run ddp-dddd: memory leak +2.0 MiB/it" in str(gpu0.border_title)
         assert "run ddp-dddd: memory leak" in screen_text(app)
         assert not gpu1.has_class("-leak") and not gpu1.has_class("-growing") and "▲" not in str(gpu1.border_title)
@@ -258,7 +260,7 @@ async def test_gpu_panel_warns_while_a_leaking_run_is_on_it(home: Path) -> None:
         assert gpu0.has_class("-leak") and gpu0.border_title is title
         status = home / "runs" / LIVE / "status.json"
         write_json(status, {**ended(T0 + 1800), "exit_code": 0})
-        await until(pilot, lambda: not gpu0.has_class("-leak"))
+        await pilot_until(pilot, lambda: not gpu0.has_class("-leak"))
         assert "▲" not in str(gpu0.border_title) and gpu0.warning is None
 
 
@@ -282,7 +284,7 @@ def test_doctor_view_on_an_oom_run_120x40(snap_compare, home: Path) -> None:
     async def run_before(pilot: Any) -> None:
         app = pilot.app
         await pilot.press("d")
-        await until(pilot, lambda: "what to change" in doctor_text(app))
+        await pilot_until(pilot, lambda: "what to change" in doctor_text(app))
         assert isinstance(app.query_one(DoctorView), DoctorView)
         await pilot.pause(0.2)
 

@@ -23,11 +23,11 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, pilot_until, wait_until
 from tests.fleet_data import StandInFleet, fleet_app
 from tests.test_fleet_cli import gpumon
 from tests.test_fleet_links import stand_in
-from tests.test_runs_view import notes, record_runs, row_keys, until
+from tests.test_runs_view import notes, record_runs, row_keys
 
 LOOP = """import sys, time
 for i in range(3000):
@@ -106,7 +106,7 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             await pilot.press("r")
             table = app.query_one(RunTable)
             keys = {f"gpu1:{runs['gpu1']}", f"gpu2:{runs['gpu2']}", "denied:"}
-            await until(pilot, lambda: keys <= set(row_keys(table)), timeout=30)
+            await pilot_until(pilot, lambda: keys <= set(row_keys(table)), timeout=30)
             assert table.column_set[0][0] == "host"
             for host, run_id in runs.items():
                 assert str(table.get_cell(f"{host}:{run_id}", "host").text) == host
@@ -118,51 +118,51 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
             key = f"gpu1:{runs['gpu1']}"
             table.select_run(key)
             log = app.query_one("#run-log", LogView)
-            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
+            await pilot_until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
             assert runs["gpu1"] in str(app.query_one("#run-info").render())
             follower = app.query_one(RunsView).remote.log
             first, last = follower.follow, log.lines[-1]
             assert first is not None and first.pid is not None and log.border_subtitle == "following"
-            await until(pilot, lambda: log.lines[-1] != last and last in log.lines, timeout=30)
+            await pilot_until(pilot, lambda: log.lines[-1] != last and last in log.lines, timeout=30)
             assert follower.follow is first
 
             # another run selected: the first follow and its ssh are gone, the log is the other run's
             table.select_run(f"gpu2:{runs['gpu2']}")
-            await until(pilot, lambda: any("on gpu2" in line for line in log.lines), timeout=30)
+            await pilot_until(pilot, lambda: any("on gpu2" in line for line in log.lines), timeout=30)
             assert not any("on gpu1" in line for line in log.lines) and first.done and first.pid is None
             assert first.argv[-1].split()[2] == runs["gpu1"] and follower.follow is not first
             # the Runs view hidden (the Fleet view): no follow; shown again: one again
             second = follower.follow
             assert second is not None and second.pid is not None
             await pilot.press("h")
-            await until(pilot, lambda: follower.follow is None and second.done, timeout=10)
+            await pilot_until(pilot, lambda: follower.follow is None and second.done, timeout=10)
             await pilot.press("r")
-            await until(pilot, lambda: follower.follow is not None)
+            await pilot_until(pilot, lambda: follower.follow is not None)
             table.select_run(key)
-            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
+            await pilot_until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=30)
 
             # T asks, then `gpumon stop RUN` on gpu1: its processes end there
             await pilot.press("T")
             assert isinstance(app.screen, ConfirmScreen), (notes(app), app.focused)
             await pilot.press("y")
-            await until(pilot, lambda: gone(pids), timeout=40)
-            await until(pilot, lambda: any("on gpu1" in n and runs["gpu1"] in n for n in notes(app)), timeout=20)
-            await until(pilot, lambda: str(table.get_cell(key, "status").text) == "stopped", timeout=30)
+            await pilot_until(pilot, lambda: gone(pids), timeout=40)
+            await pilot_until(pilot, lambda: any("on gpu1" in n and runs["gpu1"] in n for n in notes(app)), timeout=20)
+            await pilot_until(pilot, lambda: str(table.get_cell(key, "status").text) == "stopped", timeout=30)
             # its follow ends with the run: complete, its last line how the run ended, not an error
-            await until(pilot, lambda: log.border_subtitle == "complete: the run ended", timeout=30)
+            await pilot_until(pilot, lambda: log.border_subtitle == "complete: the run ended", timeout=30)
             assert log.lines[-1].startswith(f"[{runs['gpu1']} stopped") and not log.note
             assert str(table.get_cell(f"gpu2:{runs['gpu2']}", "status").text) == "running"
 
             # d on gpu2's run: the Doctor view shows gpu2's own doctor of it
             table.select_run(f"gpu2:{runs['gpu2']}")
-            await until(pilot, lambda: app.query_one(RunsView).selected_id == f"gpu2:{runs['gpu2']}")
+            await pilot_until(pilot, lambda: app.query_one(RunsView).selected_id == f"gpu2:{runs['gpu2']}")
             await pilot.press("d")
             doctor = app.query_one(DoctorView)
             text = lambda: str(doctor.query_one(DoctorText).text)  # noqa: E731
-            await until(pilot, lambda: "its own gpumon doctor" in text(), timeout=30)
+            await pilot_until(pilot, lambda: "its own gpumon doctor" in text(), timeout=30)
             assert f"{runs['gpu2']}  running" in text() and "on gpu2" in str(doctor.border_title)
             await pilot.press("r")
-            await until(pilot, lambda: follower.follow is not None and follower.follow.pid is not None)
+            await pilot_until(pilot, lambda: follower.follow is not None and follower.follow.pid is not None)
             third, pid = follower.follow, follower.follow.pid
         # quitting stops the follow: no ssh of it is left
         assert third.done and wait_until(lambda: not in_group(pid), timeout=20)
@@ -192,7 +192,7 @@ async def test_without_a_fleet_the_runs_view_has_no_host_column(tmp_path: Path, 
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        await until(pilot, lambda: table.row_count > 0)
+        await pilot_until(pilot, lambda: table.row_count > 0)
         assert "host" not in [c for c, _, _ in table.column_set] and ":" not in "".join(row_keys(table))
 
 
@@ -205,12 +205,12 @@ async def test_readonly_never_asks_to_stop_a_remote_run_and_the_filter_knows_hos
         await pilot.pause()
         await pilot.press("r")
         table = app.query_one(RunTable)
-        await until(pilot, lambda: row_keys(table) == ["gpu7:script-1122-140211-ab12"])
+        await pilot_until(pilot, lambda: row_keys(table) == ["gpu7:script-1122-140211-ab12"])
         await pilot.press("T")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("Read-only mode (--readonly)" in n for n in notes(app))
         await pilot.press("slash", *"gpu8", "enter")
-        await until(pilot, lambda: row_keys(table) == [])
+        await pilot_until(pilot, lambda: row_keys(table) == [])
 
 
 async def test_a_remote_log_that_cannot_be_followed_says_why_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
@@ -225,13 +225,13 @@ async def test_a_remote_log_that_cannot_be_followed_says_why_and_is_tried_again(
             await pilot.press("r")
             table = app.query_one(RunTable)
             key = f"gpu1:{runs['gpu1']}"
-            await until(pilot, lambda: key in row_keys(table))
+            await pilot_until(pilot, lambda: key in row_keys(table))
             table.select_run(key)
             log = app.query_one("#run-log", LogView)
-            await until(pilot, lambda: "host unreachable" in log.note, timeout=30)
+            await pilot_until(pilot, lambda: "host unreachable" in log.note, timeout=30)
             # the first try's note; under load the second try may have failed before this looks
             assert log.note in (f"log not followed: gpu1: host unreachable · again in {s} s" for s in (1, 2)), log.note
-            await until(pilot, lambda: "again in 2 s" in log.note, timeout=30)  # tried again: it waits longer
+            await pilot_until(pilot, lambda: "again in 2 s" in log.note, timeout=30)  # tried again: it waits longer
             (root / "gpu1" / "down").unlink()
-            await until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=60)
+            await pilot_until(pilot, lambda: any("on gpu1" in line for line in log.lines), timeout=60)
             assert log.note == "" and log.border_subtitle == "following"

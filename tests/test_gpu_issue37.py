@@ -20,7 +20,7 @@ from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.gpu.nvml import NvmlSource
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from tests.conftest import requires_gpu, wait_until
-from tests.test_gpu_use import SCRIPT, Gpumon, _doctor, _run
+from tests.test_gpu_use import SCRIPT, Gpumon, _doctor, _ended, _run
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 GIB = 1024**3
@@ -104,21 +104,8 @@ def test_the_hf_trainer_makes_no_sync_in_gpumons_frames(on_gpu: Gpumon, tmp_path
     pytest.importorskip("transformers")
     script = tmp_path / "hf.py"
     script.write_text(HF)
-    done = on_gpu("launch", "script", str(script))
-    assert done.returncode == 0, done.stderr
-    run_id = done.stdout.split()[-1]
-    ended = wait_until(
-        lambda: next(
-            (
-                r
-                for r in json.loads(on_gpu("runs", "--json", run_id).stdout)["runs"]
-                if r["status"] in ("finished", "failed")
-            ),
-            None,
-        ),
-        timeout=600,
-    )
-    assert ended and ended["status"] == "finished", ended
+    ended = _ended(on_gpu, "script", str(script))
+    run_id = ended["id"]
     log = on_gpu("logs", run_id, "--lines", "400").stdout
     assert "GPUMON_SYNCS=;" in log, log[-2000:]
     assert ended["flops_per_step"], ended  # the hooks did count a step

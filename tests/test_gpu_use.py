@@ -41,8 +41,9 @@ def on_gpu(tmp_path: Path) -> Gpumon:
     return run
 
 
-def _run(gpumon: Gpumon, *args: str) -> dict[str, Any]:
-    done = gpumon("launch", "script", str(SCRIPT), "--", *args)
+def _ended(gpumon: Gpumon, *launch: str) -> dict[str, Any]:
+    """`gpumon launch LAUNCH...`, then the run's row once it has ended: it must have finished (else its logs)."""
+    done = gpumon("launch", *launch)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
 
@@ -55,6 +56,11 @@ def _run(gpumon: Gpumon, *args: str) -> dict[str, Any]:
     logs = "".join(p.read_text(errors="replace")[-3000:] for p in Path(ended["dir"], "logs").glob("*.log"))
     assert ended["status"] == "finished", logs
     return ended
+
+
+def _run(gpumon: Gpumon, *args: str) -> dict[str, Any]:
+    """gpu_use.py ARGS through `gpumon launch script`, once it has finished."""
+    return _ended(gpumon, "script", str(SCRIPT), "--", *args)
 
 
 def _doctor(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
@@ -152,18 +158,4 @@ def test_lightning_under_sync_debug_mode_error_runs_with_the_hooks(on_gpu: Gpumo
     pytest.importorskip("lightning")
     script = tmp_path / "lit.py"
     script.write_text(LIGHTNING)
-    done = on_gpu("launch", "script", str(script))
-    assert done.returncode == 0, done.stderr
-    run_id = done.stdout.split()[-1]
-    ended = wait_until(
-        lambda: next(
-            (
-                r
-                for r in json.loads(on_gpu("runs", "--json").stdout)["runs"]
-                if r["id"] == run_id and r["status"] in ("finished", "failed")
-            ),
-            None,
-        ),
-        timeout=600,
-    )
-    assert ended and ended["status"] == "finished", ended
+    _ended(on_gpu, "script", str(script))

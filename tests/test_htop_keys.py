@@ -3,12 +3,9 @@ with its confirmation, Home/End in every table; the views moved to letters and A
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import Input
 
 from gpumon.core.model import GpuProcess
@@ -16,15 +13,8 @@ from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ChoiceScreen, ConfirmScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import FAILED, FINISHED, STOPPED, record_runs
-
-
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
 
 
 def rows(table: ProcessTable) -> list[GpuProcess]:
@@ -36,7 +26,7 @@ async def test_f3_finds_a_process_as_you_type_and_again_finds_the_next() -> None
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")  # every GPU's processes
-        await until(pilot, lambda: table.row_count >= 3)
+        await pilot_until(pilot, lambda: table.row_count >= 3)
         procs = rows(table)
         user = procs[-1].user or ""
         mine = [i for i, p in enumerate(procs) if p.user == user]
@@ -59,7 +49,7 @@ async def test_f4_and_slash_filter_as_you_type() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")
-        await until(pilot, lambda: table.row_count >= 3)
+        await pilot_until(pilot, lambda: table.row_count >= 3)
         every = table.row_count
         pid = str(rows(table)[0].pid)
         for key in ("f4", "slash"):
@@ -75,7 +65,7 @@ async def test_f5_tree_f6_sort_by_and_home_end() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")
-        await until(pilot, lambda: table.row_count >= 3)
+        await pilot_until(pilot, lambda: table.row_count >= 3)
         await pilot.press("f5")
         assert table.tree_mode
         await pilot.press("f5")
@@ -97,7 +87,7 @@ async def test_f9_picks_a_signal_then_asks_before_sending() -> None:
     app = make_app(gpus=2, readonly=False)
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(ProcessTable)
-        await until(pilot, lambda: table.row_count >= 1)
+        await pilot_until(pilot, lambda: table.row_count >= 1)
         table.focus()
         await pilot.press("f9")
         assert isinstance(app.screen, ChoiceScreen)
@@ -134,12 +124,12 @@ async def test_runs_view_filters_as_you_type_and_f9_asks_how_to_stop(
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        await until(pilot, lambda: table.row_count == len(ids))
+        await pilot_until(pilot, lambda: table.row_count == len(ids))
         await pilot.press("f4")
         await pilot.press(*ids[0])
-        await until(pilot, lambda: table.row_count == 1)  # before enter
+        await pilot_until(pilot, lambda: table.row_count == 1)  # before enter
         await pilot.press("escape")
-        await until(pilot, lambda: table.row_count == len(ids))
+        await pilot_until(pilot, lambda: table.row_count == len(ids))
         await pilot.press("f9")
         assert isinstance(app.screen, ChoiceScreen)
         assert [v for v, _ in app.screen.choices] == ["stop", "kill"]
@@ -157,9 +147,9 @@ async def test_trials_opened_before_the_first_experiment_take_focus_when_it_come
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("t")
-        await until(pilot, lambda: app.query_one("#trials-empty").display)
+        await pilot_until(pilot, lambda: app.query_one("#trials-empty").display)
         record_done(tmp_path)  # the first experiment arrives while the view shows
         table = app.query_one(TrialTable)
-        await until(pilot, lambda: table.row_count > 0 and table.has_focus)  # before: nothing focused
+        await pilot_until(pilot, lambda: table.row_count > 0 and table.has_focus)  # before: nothing focused
         await pilot.press("s")  # the view's keys work at once, without tab
         assert table.sort_key != "id"

@@ -22,8 +22,8 @@ from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.footer import KeysFooter, _width
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import HelpScreen
-from tests.conftest import make_app
-from tests.test_runs_view import home, open_runs, record_runs, until  # noqa: F401 - home: the fixture
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import home, open_runs, record_runs  # noqa: F401 - home: the fixture
 
 DRAWN_S = 0.5  # a frame and the Runs view's read after it
 
@@ -73,7 +73,7 @@ async def test_a_theme_changed_while_a_table_was_hidden_redraws_its_cells(home: 
         app.theme = "textual-light"
         await pilot.pause(DRAWN_S)
         await pilot.press("r")
-        await until(pilot, lambda: bool(drawn(table)))
+        await pilot_until(pilot, lambda: bool(drawn(table)))
         assert not drawn(table) & cells  # drawn in the new colours, none kept from before
 
 
@@ -85,12 +85,12 @@ async def test_the_help_is_built_once_and_opens_at_its_top(home: Path) -> None: 
         assert isinstance(help_screen, HelpScreen)
         await pilot.press("end")
         body = help_screen.query_one("#help-body", VerticalScroll)
-        await until(pilot, lambda: body.scroll_y > 0)
+        await pilot_until(pilot, lambda: body.scroll_y > 0)
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, HelpScreen))
         await pilot.press("question_mark")
         assert app.screen is help_screen
-        await until(pilot, lambda: body.scroll_y == 0 and help_screen.focused is body)
+        await pilot_until(pilot, lambda: body.scroll_y == 0 and help_screen.focused is body)
 
 
 async def test_the_footer_builds_each_set_of_keys_once(home: Path) -> None:  # noqa: F811
@@ -113,7 +113,7 @@ async def test_a_sample_draws_again_only_the_process_cells_it_changed(home: Path
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(ProcessTable)
-        await until(pilot, lambda: table.row_count > 0 and bool(drawn(table)))
+        await pilot_until(pilot, lambda: table.row_count > 0 and bool(drawn(table)))
         await pilot.pause(DRAWN_S)
         row = str(table.ordered_rows[0].key.value)
         for _ in range(10):  # until a sample changes the shown process's SM% (the simulation jitters it)
@@ -121,9 +121,9 @@ async def test_a_sample_draws_again_only_the_process_cells_it_changed(home: Path
             snap = app.sampler.sample_once()
             sm = next(num(p.sm_util) for d in snap.gpu.devices for p in d.processes if f"{d.index}:{p.pid}" == row)
             app.post_message(SampleReady(snap))
-            await until(pilot, lambda sm=sm: table.get_cell(row, "sm").text.plain == sm)
+            await pilot_until(pilot, lambda sm=sm: table.get_cell(row, "sm").text.plain == sm)
             if sm != old:
-                await until(pilot, lambda b=before: (row, "sm") in drawn_since(table, b))  # drawn on screen
+                await pilot_until(pilot, lambda b=before: (row, "sm") in drawn_since(table, b))  # drawn on screen
                 break
         new_cells = drawn_since(table, before)
         assert (row, "sm") in new_cells
@@ -143,11 +143,11 @@ async def test_what_the_app_built_is_kept_out_of_the_collectors_walk_and_given_b
     gc.unfreeze()
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, lambda: gc.get_freeze_count() > 0)
+        await pilot_until(pilot, lambda: gc.get_freeze_count() > 0)
         frozen = gc.get_freeze_count()
         assert frozen > len(gc.get_objects())  # a full collection walks what was made since, not the app
         await pilot.press("r")
-        await until(pilot, lambda: gc.get_freeze_count() > frozen)  # the Runs view's rows, kept too
+        await pilot_until(pilot, lambda: gc.get_freeze_count() > frozen)  # the Runs view's rows, kept too
     assert gc.get_freeze_count() == 0
 
 
@@ -160,7 +160,7 @@ async def test_fitting_the_footer_measures_each_key_once(
     app = make_app(gpus=2)
     async with app.run_test(size=(160, 40)) as pilot:
         footer = app.query_one(KeysFooter)
-        await until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
+        await pilot_until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
         keys = [k for k in footer.query(FooterKey) if k.display]
         widths = [_width(k) for k in keys]
         measured: list[FooterKey] = []

@@ -19,8 +19,8 @@ from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
-from tests.conftest import make_app
-from tests.test_runs_view import cell, notes, open_runs, row_keys, screen_text, select, tiny_script, until
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import cell, notes, open_runs, row_keys, screen_text, select, tiny_script
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ async def test_enter_on_the_kind_list_opens_it_and_launches_nothing(home: Path) 
         assert kind.value == "dp" and not kind.expanded and app.screen is form
         assert "enter launches from a text field or Launch; on a list it opens the list" in screen_text(app)
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
     assert runs(home) == []
 
 
@@ -101,18 +101,19 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
                 await pilot.press(*keys)
                 assert form.query_one(f"#{field}", Input).value == keys
             if field == "script":
-                await until(pilot, lambda: hint(form) == f"→ {tmp_path / 'nope.py'} not found")  # read in a thread
+                # read in a thread
+                await pilot_until(pilot, lambda: hint(form) == f"→ {tmp_path / 'nope.py'} not found")
                 await pilot.press(*["backspace"] * len("nope.py"), *"tiny.py")
-                await until(pilot, lambda: hint(form) == f"→ {tmp_path / 'tiny.py'} exists")
+                await pilot_until(pilot, lambda: hint(form) == f"→ {tmp_path / 'tiny.py'} exists")
         await pilot.press("tab")
         assert form.focused is form.query_one("#launch")
         await pilot.press("shift+tab", "enter")  # enter in the last text field launches
         assert not isinstance(app.screen, LaunchForm)
-        await until(pilot, lambda: len(runs(home)) == 1, timeout=15)
+        await pilot_until(pilot, lambda: len(runs(home)) == 1, timeout=15)
         (run_dir,) = runs(home)
         table = app.query_one(RunTable)
-        await until(pilot, lambda: run_dir.name in row_keys(table), timeout=15)
-        await until(pilot, lambda: cell(app, run_dir.name, "status") == "finished", timeout=30)
+        await pilot_until(pilot, lambda: run_dir.name in row_keys(table), timeout=15)
+        await pilot_until(pilot, lambda: cell(app, run_dir.name, "status") == "finished", timeout=30)
     spec = launched_spec(run_dir)
     assert spec["kind"] == "script" and spec["program"] == "tiny.py" and spec["cwd"] == str(tmp_path)
     assert spec["args"] == ["--steps", "3", "--tag", "a b"]
@@ -127,7 +128,7 @@ async def test_the_new_options_are_checked_as_the_cli_checks_them(home: Path) ->
     async with app.run_test(size=(80, 24)) as pilot:
         form = LaunchForm(0)
         app.push_screen(form, chosen.append)
-        await until(pilot, lambda: app.screen is form and form.query("#form-error"))
+        await pilot_until(pilot, lambda: app.screen is form and form.query("#form-error"))
         error = form.query_one("#form-error")
         for field, value, message in [
             ("env", "A=1 [b]=2", "environment settings are NAME=VALUE, not '[b]=2'"),
@@ -145,7 +146,7 @@ async def test_the_new_options_are_checked_as_the_cli_checks_them(home: Path) ->
             assert app.screen is form and error.display
             assert str(error.render()).startswith(message)  # brackets and all: never read as markup
             box.value = ""
-        await until(pilot, lambda: chosen)
+        await pilot_until(pilot, lambda: chosen)
     (spec,) = chosen
     assert isinstance(spec, RunSpec) and (spec.kind, spec.name, spec.env, spec.max_restarts) == ("ddp", "x", (), 0)
     assert runs(home) == []
@@ -231,12 +232,12 @@ async def test_e_clones_a_finished_run_to_edit_and_launch_and_its_detail_shows_t
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         table = await open_runs(pilot, 1)
-        await until(pilot, lambda: cell(app, first.id, "status") == "finished", timeout=30)
+        await pilot_until(pilot, lambda: cell(app, first.id, "status") == "finished", timeout=30)
         await select(pilot, first.id)
         command = app.query_one(RunCommand)
         argv = [sys.executable, "-u", "tiny.py", "--steps", "3", "[red]x[/red]"]
         whole = f"$ SEED=7 {shlex.join(argv)} · in {tmp_path}"
-        await until(pilot, lambda: str(command.render()) == whole)
+        await pilot_until(pilot, lambda: str(command.render()) == whole)
         assert len(whole) > 78 and command.region.height >= 2  # wrapped, not cut
         assert "'[red]x[/red]'" in screen_text(app).replace("\n", "")
         await pilot.press("e")
@@ -251,15 +252,15 @@ async def test_e_clones_a_finished_run_to_edit_and_launch_and_its_detail_shows_t
             env="SEED=7",
             on_alert="echo alert",
         )
-        await until(pilot, lambda: hint(form) == f"→ {script} exists")
+        await pilot_until(pilot, lambda: hint(form) == f"→ {script} exists")
         await pilot.press("tab", "tab")
         assert form.focused is form.query_one("#args", Input)
         await pilot.press("end", *["backspace"] * len("3 '[red]x[/red]'"), "4", "enter")
         assert not isinstance(app.screen, LaunchForm)
-        await until(pilot, lambda: table.row_count == 2, timeout=15)
+        await pilot_until(pilot, lambda: table.row_count == 2, timeout=15)
         second = next(r for r in row_keys(table) if r != first.id)
-        await until(pilot, lambda: app.query_one(RunsView).selected_id == second)
-        await until(pilot, lambda: cell(app, second, "status") == "finished", timeout=30)
+        await pilot_until(pilot, lambda: app.query_one(RunsView).selected_id == second)
+        await pilot_until(pilot, lambda: cell(app, second, "status") == "finished", timeout=30)
     spec = launched_spec(home / "runs" / second)
     assert spec["args"] == ["--steps", "4"] and spec["program"] == "tiny.py" and spec["cwd"] == str(tmp_path)
     assert (spec["name"], spec["env"], spec["on_alert"], spec["kind"]) == (
@@ -292,7 +293,7 @@ async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path
             await pilot.press("tab")
             focused = form.focused
             assert focused is not None
-            await until(pilot, lambda f=focused: scroll.content_region.contains_region(f.region))
+            await pilot_until(pilot, lambda f=focused: scroll.content_region.contains_region(f.region))
         assert form.focused is form.query_one("#launch") and scroll.scroll_y > 0
 
 

@@ -17,9 +17,9 @@ from gpumon.core.runs.record.spec import RunSpec
 from gpumon.tui.views.runs.form_spec import FormValues, values_from_spec
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.launching import FORM
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_launch_form import hint, runs
-from tests.test_runs_view import FINISHED, notes, open_runs, record_runs, select, until
+from tests.test_runs_view import FINISHED, notes, open_runs, record_runs, select
 
 
 @pytest.fixture
@@ -46,16 +46,16 @@ async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: 
         form = app.screen
         assert isinstance(form, LaunchForm) and form.values() == DEFAULTS
         await pilot.press("tab", "tab", *"nope.py", "tab", *"--lr 1", "enter")
-        await until(pilot, lambda: "program not found: nope.py" in error(form))
+        await pilot_until(pilot, lambda: "program not found: nope.py" in error(form))
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         assert form.focused is None  # closed, no field of the kept form holds the focus
         await pilot.press("n")
         assert app.screen is form  # the same form, not composed again
         assert form.values() == DEFAULTS and error(form) == ""
-        await until(pilot, lambda: form.focused is form.query_one("#kind", Select))
+        await pilot_until(pilot, lambda: form.focused is form.query_one("#kind", Select))
         assert str(form.query_one("#launch-form").border_title) == "New run"
-        await until(pilot, lambda: hint(form) == "blank: the kind's own trainer, python -m trainers.ddp (digits)")
+        await pilot_until(pilot, lambda: hint(form) == "blank: the kind's own trainer, python -m trainers.ddp (digits)")
     assert runs(home) == []
 
 
@@ -66,7 +66,7 @@ async def test_e_then_n_fill_the_kept_form_as_a_clone_then_as_a_new_run(home: Pa
         await open_runs(pilot, 3)
         await select(pilot, FINISHED)
         await pilot.press("n", "tab", "tab", *"first.py", "escape")
-        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         await pilot.press("e")
         form = app.screen
         assert isinstance(form, LaunchForm)
@@ -74,7 +74,7 @@ async def test_e_then_n_fill_the_kept_form_as_a_clone_then_as_a_new_run(home: Pa
         assert form.values() == values_from_spec(RunSpec("ddp", nproc=2, cwd="/tmp"))
         assert form.cwd == "/tmp"  # paths resolve from where the cloned run started
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, LaunchForm))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         await pilot.press("n")
         assert app.screen is form
         assert str(form.query_one("#launch-form").border_title) == "New run"
@@ -91,9 +91,9 @@ async def test_the_form_is_built_once_the_runs_view_shows_and_not_with_readonly(
             await pilot.pause(1.5)  # past when it would have been built
             assert not app.is_screen_installed(FORM)
             return
-        await until(pilot, lambda: app.is_screen_installed(FORM))
+        await pilot_until(pilot, lambda: app.is_screen_installed(FORM))
         built = app.get_screen(FORM)
-        await until(pilot, lambda: built.is_mounted)
+        await pilot_until(pilot, lambda: built.is_mounted)
         assert app.screen is not built  # built behind the Runs view, not shown
         await pilot.press("n")
         assert app.screen is built
@@ -116,9 +116,9 @@ async def test_the_program_hint_looks_at_files_in_a_thread(home: Path, monkeypat
         await pilot.press("r", "n", "tab", "tab", *"there.py")
         form = app.screen
         assert isinstance(form, LaunchForm)
-        await until(pilot, lambda: hint(form) == f"→ {home.parent / 'there.py'} exists")
+        await pilot_until(pilot, lambda: hint(form) == f"→ {home.parent / 'there.py'} exists")
         await pilot.press(*["backspace"] * 8, *"-m pkg")
-        await until(pilot, lambda: hint(form).startswith("module pkg"))
+        await pilot_until(pilot, lambda: hint(form).startswith("module pkg"))
     paths = [main for text, main in on_main if text.strip() and not text.startswith("-m ")]
     assert paths and not any(paths), on_main  # every path was looked at off the main thread
     assert ("-m pkg", True) in on_main  # a module's line reads no file: drawn at once
@@ -136,7 +136,7 @@ async def test_a_burst_that_opens_the_form_types_into_it_in_order(home: Path) ->
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
         burst(app, ["r", "n", "tab", "tab", *"trian.py", "tab", *"--lr.1", "enter"])
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm) and "trian.py" in error(app.screen))
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm) and "trian.py" in error(app.screen))
         form = app.screen
         assert isinstance(form, LaunchForm)
         assert form.query_one("#script", Input).value == "trian.py"
@@ -152,10 +152,10 @@ async def test_keys_past_what_is_held_are_dropped_with_a_note(home: Path, monkey
         await pilot.press("r")
         await pilot.pause(0.3)
         burst(app, ["n", "tab", "tab", *"abcdefgh"])  # n in flight, then 4 held: tab tab a b
-        await until(pilot, lambda: "6 keys dropped: gpumon was busy" in notes(app))
+        await pilot_until(pilot, lambda: "6 keys dropped: gpumon was busy" in notes(app))
         form = app.screen
         assert isinstance(form, LaunchForm)
-        await until(pilot, lambda: form.query_one("#script", Input).value == "ab")
+        await pilot_until(pilot, lambda: form.query_one("#script", Input).value == "ab")
 
 
 async def test_a_select_whose_label_is_not_composed_yet_shows_its_value_once_it_is(home: Path) -> None:
@@ -174,5 +174,5 @@ async def test_a_select_whose_label_is_not_composed_yet_shows_its_value_once_it_
         kind.value = "script"  # raised NoMatches before
         await pilot.pause()
         await current.mount(Static("", id="label"))
-        await until(pilot, lambda: str(current.query_one("#label", Static).render()) == "script")
+        await pilot_until(pilot, lambda: str(current.query_one("#label", Static).render()) == "script")
         assert kind.value == "script"

@@ -17,6 +17,7 @@ from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.telemetry import imports
+from tests.conftest import Gpumon
 
 
 def metrics(step: int | None, values: dict[str, Any], source: str | None = None, src: str = "rank0") -> dict:
@@ -145,3 +146,35 @@ def test_the_callbacks_added_to_a_trainer_pickle(framework: str) -> None:
         callback = new_callback()
     again = pickle.loads(pickle.dumps(callback))
     assert type(again) is type(callback) and type(again).__name__ == "GpumonCallback"
+
+
+ZERO_LOSS = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(20, 1)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x, y = torch.randn(32, 20), torch.rand(32, 1)
+for _ in range(5):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)  # one class, soft targets: -(y * 0) summed
+    loss.backward()
+    opt.step()
+print("LOSS", repr(loss.item()), flush=True)
+"""
+
+
+def test_a_loss_of_negative_zero_reads_0_not_minus_0(gpumon: Gpumon, tmp_path: Path) -> None:
+    """PyTorch's multigpu.py adapted to CPU (PengKuang/team_scalable_timeseries multicpu.py) takes the
+    cross-entropy of a one-output Linear: exactly -0.0 every step, which the table showed as "-0.00"."""
+    pytest.importorskip("torch")
+    script = tmp_path / "zero.py"
+    script.write_text(ZERO_LOSS)
+    done = gpumon("launch", "script", str(script))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    gpumon.wait_ended(run_id)
+    assert "LOSS -0.0" in gpumon("logs", run_id).stdout  # the script's own value
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] == "finished" and row["step"] == 5 and row["loss"] == 0, row
+    [line] = [line for line in gpumon("runs").stdout.splitlines() if line.startswith(run_id)]
+    assert " 0.00 " in line and "-0.00" not in line, line

@@ -10,11 +10,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Input, Select, Static
 from textual.widgets._toast import Toast
@@ -38,7 +36,7 @@ from gpumon.tui.views.trials.view import TrialActionDone, TrialsView
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import FrozenHost
+from tests.conftest import FrozenHost, pilot_until
 from tests.fleet_data import StandInFleet, fleet_app, mixed_fleet
 from tests.test_runs_view import record_run, screen_text
 from tests.trials_data import T0, RecordedTrial, record_experiment
@@ -54,13 +52,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     return tmp_path
-
-
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
 
 
 def rendered(widget: Widget) -> str:
@@ -128,7 +119,7 @@ async def test_the_gpu_view_shows_names_users_commands_and_reasons_as_written() 
         assert "[b]box" in title(app.query_one(HostPanel))
         assert "GPU [b]X[/b] [/]" in title(app.query_one(GpuPanel))
         table = app.query_one(ProcessTable)
-        await until(pilot, lambda: table.row_count == 1)
+        await pilot_until(pilot, lambda: table.row_count == 1)
         assert TAGS in screen_text(app) and "[b]ops" in screen_text(app)  # the command and user cells
         assert TAGS in rendered(app.query_one("#top-info"))  # the source's reason in the top bar
         await pilot.press("tab", "T")
@@ -141,7 +132,7 @@ async def test_the_launch_form_error_quotes_the_pip_extra(home: Path) -> None:
     app = bracket_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("r", "n")
-        await until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
         form = app.screen
         assert isinstance(form, LaunchForm)
         form.query_one("#kind", Select).value = "script"
@@ -161,10 +152,10 @@ async def test_toasts_say_what_happened_as_written(home: Path) -> None:
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await pilot.press("r")
         app.query_one(RunsView).post_message(RunActionDone(f"Could not start the run: {TEXT}", "error"))
-        await until(pilot, lambda: any(f"Could not start the run: {TEXT}" in t for t in toasts(app)))
+        await pilot_until(pilot, lambda: any(f"Could not start the run: {TEXT}" in t for t in toasts(app)))
         await pilot.press("t")
         app.query_one(TrialsView).post_message(TrialActionDone(f"Could not ask to stop: {TEXT}", "error"))
-        await until(pilot, lambda: any(f"Could not ask to stop: {TEXT}" in t for t in toasts(app)))
+        await pilot_until(pilot, lambda: any(f"Could not ask to stop: {TEXT}" in t for t in toasts(app)))
 
 
 async def test_a_runs_error_log_name_and_filter_read_as_written(home: Path) -> None:
@@ -173,16 +164,16 @@ async def test_a_runs_error_log_name_and_filter_read_as_written(home: Path) -> N
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        await until(pilot, lambda: table.row_count == 1)
-        await until(pilot, lambda: TEXT in rendered(app.query_one("#run-info")))
+        await pilot_until(pilot, lambda: table.row_count == 1)
+        await pilot_until(pilot, lambda: TEXT in rendered(app.query_one("#run-info")))
         assert table.get_cell(RUN, "program").text.plain.startswith("[b]run")
-        await until(pilot, lambda: f"step 20 {TEXT}" in screen_text(app))  # the log pane
+        await pilot_until(pilot, lambda: f"step 20 {TEXT}" in screen_text(app))  # the log pane
         view = app.query_one(RunsView)
         await pilot.press("slash")
         for key in "[/]":
             await pilot.press(key)
         await pilot.press("enter")
-        await until(pilot, lambda: view.filter == "[/]")
+        await pilot_until(pilot, lambda: view.filter == "[/]")
         assert "'[/]': 0" in title(table)  # no run matches; the title quotes the filter
 
 
@@ -191,10 +182,10 @@ async def test_the_doctor_quotes_the_error_as_written(home: Path) -> None:
     app = bracket_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("r")
-        await until(pilot, lambda: app.query_one(RunTable).row_count == 1)
+        await pilot_until(pilot, lambda: app.query_one(RunTable).row_count == 1)
         await pilot.press("d")
         doctor = app.query_one(DoctorView)
-        await until(pilot, lambda: TEXT in str(doctor.query_one(DoctorText).text))
+        await pilot_until(pilot, lambda: TEXT in str(doctor.query_one(DoctorText).text))
 
 
 async def test_trials_show_parameter_names_values_and_errors_as_written(home: Path) -> None:
@@ -206,7 +197,7 @@ async def test_trials_show_parameter_names_values_and_errors_as_written(home: Pa
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("t")
         table = app.query_one(TrialTable)
-        await until(pilot, lambda: table.row_count == 1)
+        await pilot_until(pilot, lambda: table.row_count == 1)
         labels = [column.label.plain for column in table.columns.values()]
         assert "opt[lr]" in labels and "[b]mode" in labels
         assert table.get_cell(trial.id, "p:[b]mode").text.plain == "[red]x[/red]"
@@ -214,8 +205,8 @@ async def test_trials_show_parameter_names_values_and_errors_as_written(home: Pa
             await pilot.press("s")
         assert "sort [b]mode" in table._border_subtitle.plain  # type: ignore[union-attr]
         view = app.query_one(TrialsView)
-        await until(pilot, lambda: view.trial_id == trial.id)
-        await until(pilot, lambda: TEXT in screen_text(app))  # the error pane
+        await pilot_until(pilot, lambda: view.trial_id == trial.id)
+        await pilot_until(pilot, lambda: TEXT in screen_text(app))  # the error pane
         assert "opt[lr]=0.1" in rendered(view.query_one("#trial-info"))
 
 
@@ -229,10 +220,10 @@ async def test_a_hosts_reason_reads_as_written() -> None:
         await pilot.pause()
         assert f"ssh: {TAGS}" in screen_text(app)  # the host block's line
         await pilot.press("j", "j", "j", "enter")  # gpu4: down, nothing to open: a toast says why
-        await until(pilot, lambda: any(f"no snapshot yet (ssh: {TAGS})" in t for t in toasts(app)))
+        await pilot_until(pilot, lambda: any(f"no snapshot yet (ssh: {TAGS})" in t for t in toasts(app)))
         await pilot.press("j", "enter")  # gpu5: live with no GPU
-        await until(pilot, lambda: isinstance(app.screen, HostScreen))
-        await until(pilot, lambda: bool(app.screen.query("#no-gpu")))
+        await pilot_until(pilot, lambda: isinstance(app.screen, HostScreen))
+        await pilot_until(pilot, lambda: bool(app.screen.query("#no-gpu")))
         assert f"nvidia-smi: {TAGS}" in rendered(app.screen.query_one("#no-gpu"))
 
 

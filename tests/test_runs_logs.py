@@ -24,7 +24,7 @@ from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import (
     FAILED,
     FINISHED,
@@ -36,7 +36,6 @@ from tests.test_runs_view import (
     record_runs,
     screen_text,
     select,
-    until,
 )
 
 SEARCHED = "ddp-1121-110000-s0s0"
@@ -82,10 +81,10 @@ async def open_log(pilot: Pilot[None], rows: int, run_id: str = SEARCHED) -> Log
     await open_runs(pilot, rows)
     await select(pilot, run_id)
     await pilot.press("o")
-    await until(pilot, lambda: isinstance(pilot.app.screen, LogScreen))
+    await pilot_until(pilot, lambda: isinstance(pilot.app.screen, LogScreen))
     screen = pilot.app.screen
     assert isinstance(screen, LogScreen)
-    await until(pilot, lambda: len(screen.query_one(LogPane).page.lines) > 0)
+    await pilot_until(pilot, lambda: len(screen.query_one(LogPane).page.lines) > 0)
     return screen
 
 
@@ -100,21 +99,21 @@ async def test_search_finds_the_matches_and_n_N_move_between_them(home: Path) ->
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_log(pilot, 1)
-        await until(pilot, lambda: "step 299 ok" in screen_text(app))  # it opens at the end
+        await pilot_until(pilot, lambda: "step 299 ok" in screen_text(app))  # it opens at the end
         await search(pilot, "checkpoint")
-        await until(pilot, lambda: "match 6 of 6 lines" in status_line(app))  # the newest, nearest the view
+        await pilot_until(pilot, lambda: "match 6 of 6 lines" in status_line(app))  # the newest, nearest the view
         assert "[rank0] step 257 saved checkpoint [bold]ckpt-257[/bold]" in screen_text(app)  # literal, not markup
         await pilot.press("N")
-        await until(pilot, lambda: "match 5 of 6" in status_line(app))
+        await pilot_until(pilot, lambda: "match 5 of 6" in status_line(app))
         assert "ckpt-207" in screen_text(app)
         await pilot.press("N", "N", "N", "N")
-        await until(pilot, lambda: "match 1 of 6" in status_line(app))
+        await pilot_until(pilot, lambda: "match 1 of 6" in status_line(app))
         assert "[rank0] step 7 saved checkpoint" in screen_text(app)
         await pilot.press("N")  # past the first: wraps to the last, and says so
-        await until(pilot, lambda: "match 6 of 6" in status_line(app))
+        await pilot_until(pilot, lambda: "match 6 of 6" in status_line(app))
         assert any("wrapped" in n for n in notes(app))
         await pilot.press("n")
-        await until(pilot, lambda: "match 1 of 6" in status_line(app))
+        await pilot_until(pilot, lambda: "match 1 of 6" in status_line(app))
         pane = screen.query_one(LogPane)
         highlighted = [
             span
@@ -124,9 +123,9 @@ async def test_search_finds_the_matches_and_n_N_move_between_them(home: Path) ->
         ]
         assert highlighted, "the matches are highlighted"
         await search(pilot, "CHECKPOINT")  # a capital: exact case
-        await until(pilot, lambda: "no match" in status_line(app))
+        await pilot_until(pilot, lambda: "no match" in status_line(app))
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, LogScreen))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LogScreen))
 
 
 async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(home: Path) -> None:
@@ -138,19 +137,19 @@ async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(home: Path)
         assert "following" in head(app)
         with log.open("a") as fh:
             fh.write("appended [while] following\n")
-        await until(pilot, lambda: "appended [while] following" in screen_text(app))
+        await pilot_until(pilot, lambda: "appended [while] following" in screen_text(app))
         await pilot.press("up")  # as less +F: looking back stops following
-        await until(pilot, lambda: "follow off" in head(app))
+        await pilot_until(pilot, lambda: "follow off" in head(app))
         with log.open("a") as fh:
             fh.write("written while not following\n")
         pane = screen.query_one(LogPane)
         await pilot.pause(1.2)  # two follow polls would have passed
         assert not any("written while not following" in line for line in pane.page.lines)
         await pilot.press("f")
-        await until(pilot, lambda: "written while not following" in screen_text(app))
+        await pilot_until(pilot, lambda: "written while not following" in screen_text(app))
         assert "following" in head(app) and "follow off" not in head(app)
         await pilot.press("q")  # as in less: q leaves the log, not the app
-        await until(pilot, lambda: not isinstance(app.screen, LogScreen))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LogScreen))
         assert app.is_running
 
 
@@ -160,12 +159,12 @@ async def test_l_and_L_switch_ranks_and_the_launcher_log(home: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await open_log(pilot, 1)
         await pilot.press("l")
-        await until(pilot, lambda: "rank one says [red]hello[/red]" in screen_text(app))  # literal brackets
+        await pilot_until(pilot, lambda: "rank one says [red]hello[/red]" in screen_text(app))  # literal brackets
         await pilot.press("l")
-        await until(pilot, lambda: "torchrun up" in screen_text(app))
+        await pilot_until(pilot, lambda: "torchrun up" in screen_text(app))
         assert "launcher" in head(app)
         await pilot.press("L", "L")
-        await until(pilot, lambda: "step 299 ok" in screen_text(app))
+        await pilot_until(pilot, lambda: "step 299 ok" in screen_text(app))
 
 
 async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(home: Path) -> None:
@@ -187,14 +186,14 @@ async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(home: Path
     async with app.run_test(size=(120, 40)) as pilot:
         before = psutil.Process().io_counters().read_chars
         screen = await open_log(pilot, 1, FINISHED)
-        await until(pilot, lambda: "tail line 99" in screen_text(app))
+        await pilot_until(pilot, lambda: "tail line 99" in screen_text(app))
         await pilot.pause(0.5)
         read = psutil.Process().io_counters().read_chars - before
         assert screen.window is not None and screen.window.bytes_read <= 2 * 1024 * 1024
         assert read < 32 * 1024 * 1024, f"read {read:,} bytes to open a 200 MB log"
         assert "99% of 200.0 MiB" in status_line(app)  # where the view is in the file
         await pilot.press("home")  # the start: one bounded read there, not the file
-        await until(pilot, lambda: "the first line" in screen_text(app))
+        await pilot_until(pilot, lambda: "the first line" in screen_text(app))
         assert screen.window.bytes_read <= 4 * 1024 * 1024
 
 
@@ -205,7 +204,7 @@ async def test_space_marks_runs_and_c_overlays_their_loss_curves(home: Path) -> 
         table = await open_runs(pilot, 3)
         await select(pilot, FINISHED)
         await pilot.press("space", "c")
-        await until(pilot, lambda: any("Mark two or more runs" in n for n in notes(app)))
+        await pilot_until(pilot, lambda: any("Mark two or more runs" in n for n in notes(app)))
         assert not isinstance(app.screen, CompareScreen)
         assert str(table.get_cell(FINISHED, "id").text).startswith("● ")
         await select(pilot, STOPPED)
@@ -214,18 +213,18 @@ async def test_space_marks_runs_and_c_overlays_their_loss_curves(home: Path) -> 
         await pilot.press("space", "space")  # marked, then unmarked
         assert not str(table.get_cell(FAILED, "id").text).startswith("● ")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot_until(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
         assert isinstance(screen, CompareScreen)
         chart = screen.query_one("#compare-chart", Chart)
-        await until(pilot, lambda: len(chart.series) == 2)
+        await pilot_until(pilot, lambda: len(chart.series) == 2)
         assert chart.series[0].style != chart.series[1].style  # one colour each
         text = screen_text(app)
         assert FINISHED in text and STOPPED in text and FAILED not in text  # the legend and the table
         assert "FINAL LOSS" in text and "BEST LOSS" in text and "0.132" in text and "3m05s" in text
         assert "step 200" in chart.render().plain
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, CompareScreen))
+        await pilot_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
         assert isinstance(app.query_one(RunsView).query_one(RunTable), RunTable)
 
 
@@ -236,10 +235,10 @@ async def test_y_puts_the_loss_chart_on_a_log_axis(home: Path) -> None:
         await open_runs(pilot, 3)
         await select(pilot, FINISHED)
         loss = app.query_one("#loss-chart", Chart)
-        await until(pilot, lambda: len(loss.series) == 1)
+        await pilot_until(pilot, lambda: len(loss.series) == 1)
         linear = loss.render().plain.splitlines()
         await pilot.press("y")
-        await until(pilot, lambda: "log y" in str(loss.border_title))
+        await pilot_until(pilot, lambda: "log y" in str(loss.border_title))
         logged = loss.render().plain.splitlines()
         assert logged[-1].lstrip().startswith("log")  # the axis says which
         labels = [line.split("┤")[0].strip() for line in logged if "┤" in line]
@@ -248,7 +247,7 @@ async def test_y_puts_the_loss_chart_on_a_log_axis(home: Path) -> None:
         assert math.isclose(mid, math.sqrt(2.3120 * 0.1321), rel_tol=0.2)  # geometric, not arithmetic
         assert linear != logged
         await pilot.press("y")
-        await until(pilot, lambda: str(loss.border_title) == "loss / step")
+        await pilot_until(pilot, lambda: str(loss.border_title) == "loss / step")
         assert loss.render().plain.splitlines() == linear
 
 
@@ -269,17 +268,17 @@ async def test_another_hosts_log_shows_its_streamed_lines_and_searches_only_thos
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         app.push_screen(LogScreen(StreamedLog("ddp-1121-120000-r3r3", "gpu2", lambda: tuple(streamed))))
-        await until(pilot, lambda: "remote [error] at step 150" in screen_text(app))
+        await pilot_until(pilot, lambda: "remote [error] at step 150" in screen_text(app))
         assert "through ssh from gpu2" in head(app) and "search covers them" in head(app)
         assert "151 lines streamed" in status_line(app)
         streamed.append("remote step 151 [error] again")
-        await until(pilot, lambda: "remote step 151 [error] again" in screen_text(app))  # followed
+        await pilot_until(pilot, lambda: "remote step 151 [error] again" in screen_text(app))  # followed
         await search(pilot, "[error]")
-        await until(pilot, lambda: "match 2 of 2 lines" in status_line(app))
+        await pilot_until(pilot, lambda: "match 2 of 2 lines" in status_line(app))
         await pilot.press("N")
-        await until(pilot, lambda: "match 1 of 2" in status_line(app))
+        await pilot_until(pilot, lambda: "match 1 of 2" in status_line(app))
         await pilot.press("l")
-        await until(pilot, lambda: any("--host gpu2 --rank N" in n for n in notes(app)))
+        await pilot_until(pilot, lambda: any("--host gpu2 --rank N" in n for n in notes(app)))
 
 
 async def test_paging_up_through_chunks_keeps_the_lines_in_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,18 +300,18 @@ async def test_paging_up_through_chunks_keeps_the_lines_in_order(home: Path, mon
         def shown() -> list[int]:
             return [int(line) for line in pane.page.lines[pane.top : pane.top + pane.rows]]
 
-        await until(pilot, lambda: shown() and shown()[-1] == 119_999)
+        await pilot_until(pilot, lambda: shown() and shown()[-1] == 119_999)
         step = pane.rows - 1
         for presses in range(1, 30):  # past the 200 lines held at first: older reads come, newer lines go
             await pilot.press("pageup")
-            await until(pilot, lambda: not screen._busy)
+            await pilot_until(pilot, lambda: not screen._busy)
             lines = shown()
             assert lines == list(range(lines[0], lines[0] + pane.rows)), "consecutive"
             assert lines[-1] == 119_999 - presses * step
         assert screen.window is not None and screen.window.bytes_read < 2 * 1024 * 1024
         for presses in range(28, -1, -1):  # and back down: newer reads come, the older lines go
             await pilot.press("pagedown")
-            await until(pilot, lambda: not screen._busy)
+            await pilot_until(pilot, lambda: not screen._busy)
             lines = shown()
             assert lines == list(range(lines[0], lines[0] + pane.rows)), "consecutive"
             assert lines[-1] == 119_999 - presses * step

@@ -12,7 +12,6 @@ import math
 import re
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from gpumon.tui.widgets.charts import Chart, Series, line_chart
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 
 T0 = 1_795_000_000.0  # recorded runs have fixed times: their elapsed never depends on the clock
 FINISHED, FAILED, STOPPED, LIVE = (
@@ -161,19 +160,10 @@ def cell(app: GpumonApp, run_id: str, column: str) -> str:
     return str(app.query_one(RunTable).get_cell(run_id, column).text)
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    """Pause the app until ``predicate()`` holds; the deadline only bounds a failure (a run list read in a
-    worker took over 20 s beside CPU hogs)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
-
-
 async def open_runs(pilot: Pilot[None], rows: int) -> RunTable:
     await pilot.press("r")
     table = pilot.app.query_one(RunTable)
-    await until(pilot, lambda: table.row_count == rows)
+    await pilot_until(pilot, lambda: table.row_count == rows)
     return table
 
 
@@ -189,12 +179,12 @@ async def select(pilot: Pilot[None], run_id: str) -> None:
     app = pilot.app
     assert isinstance(app, GpumonApp)
     app.query_one(RunTable).select_run(run_id)
-    await until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and run_id in info(app))
+    await pilot_until(pilot, lambda: app.query_one(RunsView).selected_id == run_id and run_id in info(app))
 
 
 async def log_title(pilot: Pilot[None], text: str) -> None:
     log = pilot.app.query_one(LogView)
-    await until(pilot, lambda: text in str(log.border_title))
+    await pilot_until(pilot, lambda: text in str(log.border_title))
 
 
 async def test_runs_are_listed_newest_first_with_status_step_and_loss(home: Path) -> None:
@@ -255,13 +245,14 @@ async def test_log_tail_cycles_through_ranks_and_the_launcher_log(home: Path) ->
         await open_runs(pilot, 3)
         await select(pilot, FINISHED)
         await log_title(pilot, "rank 0")
-        await until(pilot, lambda: "rank0 epoch 1 step 59 loss 0.0059" in screen_text(app))  # the newest line shows
+        # the newest line shows
+        await pilot_until(pilot, lambda: "rank0 epoch 1 step 59 loss 0.0059" in screen_text(app))
         await pilot.press("l")
         await log_title(pilot, "rank 1")
-        await until(pilot, lambda: "rank1 step 200 loss 0.1234" in screen_text(app))
+        await pilot_until(pilot, lambda: "rank1 step 200 loss 0.1234" in screen_text(app))
         await pilot.press("l")
         await log_title(pilot, "launcher")
-        await until(pilot, lambda: "torchrun: starting 2 workers" in screen_text(app))
+        await pilot_until(pilot, lambda: "torchrun: starting 2 workers" in screen_text(app))
         await pilot.press("L", "L")
         await log_title(pilot, "rank 0")
 
@@ -287,7 +278,7 @@ async def test_charts_show_loss_and_per_rank_memory(home: Path) -> None:
         await select(pilot, FINISHED)
         loss = app.query_one("#loss-chart", Chart)
         memory = app.query_one("#memory-chart", Chart)
-        await until(pilot, lambda: len(memory.series) == 3)  # two ranks and the fitted line of the leaking one
+        await pilot_until(pilot, lambda: len(memory.series) == 3)  # two ranks and the fitted line of the leaking one
         loss_text, memory_text = loss.render().plain, memory.render().plain
         assert "2.31" in loss_text and "0.132" in loss_text and "step 200" in loss_text
         assert "58.3 MiB" in memory_text and "47.7 MiB" in memory_text
@@ -304,10 +295,10 @@ async def test_rows_change_in_place_and_runs_come_and_go(home: Path) -> None:
         table = await open_runs(pilot, 4)
         key = next(k for k in table.rows if k.value == LIVE)
         elapsed = cell(app, LIVE, "elapsed")
-        await until(pilot, lambda: cell(app, LIVE, "elapsed") != elapsed, timeout=5)  # the clock ticks in place
+        await pilot_until(pilot, lambda: cell(app, LIVE, "elapsed") != elapsed, timeout=5)  # the clock ticks in place
         assert next(k for k in table.rows if k.value == LIVE) is key
         shutil.rmtree(home / "runs" / STOPPED)
-        await until(pilot, lambda: table.row_count == 3)
+        await pilot_until(pilot, lambda: table.row_count == 3)
         assert STOPPED not in row_keys(table) and next(k for k in table.rows if k.value == LIVE) is key
 
 
@@ -316,8 +307,9 @@ async def test_gpu_view_marks_processes_of_runs(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(120, 40)) as pilot:
         processes = app.query_one(ProcessTable)
-        await until(pilot, lambda: app.context.run_pids.get(5000000) == LIVE)  # from the live run's proc_start events
-        await until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6 r0")  # rank 0
+        # from the live run's proc_start events
+        await pilot_until(pilot, lambda: app.context.run_pids.get(5000000) == LIVE)
+        await pilot_until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6 r0")  # rank 0
         app.set_run_pids({5000010: "pipeline-1121-120000-9f9f"})  # a map set by hand (the simulated GPU 1)
         await pilot.press("a")
         assert str(processes.get_cell("1:5000010", "run").text) == "pipe-9f9f"
@@ -414,13 +406,13 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
         await pilot.press("enter")
         assert not isinstance(app.screen, LaunchForm)
         table = app.query_one(RunTable)
-        await until(pilot, lambda: table.row_count == 1, timeout=15)
+        await pilot_until(pilot, lambda: table.row_count == 1, timeout=15)
         run_id = row_keys(table)[0]
         assert run_id.startswith("script-") and app.query_one(RunsView).selected_id == run_id
-        await until(pilot, lambda: cell(app, run_id, "status") == "finished", timeout=30)
+        await pilot_until(pilot, lambda: cell(app, run_id, "status") == "finished", timeout=30)
         assert any(f"Started {run_id}" in n for n in notes(app))
-        await until(pilot, lambda: cell(app, run_id, "step") == "5")
-        await until(pilot, lambda: "tiny step 5" in screen_text(app))
+        await pilot_until(pilot, lambda: cell(app, run_id, "step") == "5")
+        await pilot_until(pilot, lambda: "tiny step 5" in screen_text(app))
 
 
 async def test_T_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Path) -> None:
@@ -430,13 +422,15 @@ async def test_T_stops_a_real_run_and_leaves_no_process(home: Path, tmp_path: Pa
         app = make_app(gpus=1)
         async with app.run_test(size=(120, 40)) as pilot:
             await open_runs(pilot, 1)
-            await until(pilot, lambda: cell(app, record.id, "status") == "running" and cell(app, record.id, "step"))
+            await pilot_until(
+                pilot, lambda: cell(app, record.id, "status") == "running" and cell(app, record.id, "step")
+            )
             status = app.query_one(RunsView).summaries[record.id].record.status
             pids = [status["supervisor_pid"], status["pid"]]
             await pilot.press("T")
             assert isinstance(app.screen, ConfirmScreen)
             await pilot.press("y")
-            await until(pilot, lambda: cell(app, record.id, "status") == "stopped", timeout=20)
+            await pilot_until(pilot, lambda: cell(app, record.id, "status") == "stopped", timeout=20)
             assert any(f"stopping {record.id}" in n for n in notes(app))
             assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     finally:
@@ -453,7 +447,7 @@ async def test_runs_view_fits_80x24(home: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await open_runs(pilot, 4)
         # the rows are in before the view is laid out and drawn (beside CPU hogs, the footer came later)
-        await until(pilot, lambda: "K kill" in screen_text(app) and "ddp-e5f6" in screen_text(app))
+        await pilot_until(pilot, lambda: "K kill" in screen_text(app) and "ddp-e5f6" in screen_text(app))
         screen = app.screen.region
         for selector in ("#top-bar", "#run-table", "#run-info", "#loss-chart", "#memory-chart", "#run-log"):
             assert screen.contains_region(app.query_one(selector).region), selector
@@ -515,12 +509,12 @@ async def test_a_long_run_list_shows_the_newest_page_and_filters_by_keys(home: P
         assert row_keys(table)[0] == "ddp-0101-000619-026b"  # the newest on top
         await pilot.press("slash")
         await pilot.press(*"failed", "enter")
-        await until(pilot, lambda: table.row_count == 62)
+        await pilot_until(pilot, lambda: table.row_count == 62)
         assert "'failed': 62" in str(table.border_title) and "shown" not in str(table.border_title)
         assert all(str(cell(app, key, "status")) == "failed" for key in row_keys(table))
         assert table.has_focus  # back on the list: its keys work again
         await pilot.press("slash", "escape")
-        await until(pilot, lambda: table.row_count == 500)
+        await pilot_until(pilot, lambda: table.row_count == 500)
 
 
 async def test_a_stalled_run_says_where_its_ranks_wait_in_its_detail(home: Path) -> None:

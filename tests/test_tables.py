@@ -10,12 +10,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from textual.pilot import Pilot
 
 from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
@@ -26,7 +25,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel
 from gpumon.tui.widgets.process_table import ProcessTable
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, pilot_until, wait_until
 from tests.test_app import screen_text
 from tests.test_runs_view import T0, record_run
 from tests.trials_data import record_done
@@ -40,13 +39,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
-
-
 def commands(table: ProcessTable) -> list[str]:
     return [table.get_row(row.key)[-1].text.plain for row in table.ordered_rows]
 
@@ -57,16 +49,16 @@ async def test_command_is_whole_when_it_fits_after_a_resize_and_ends_in_an_ellip
     async with app.run_test(size=(80, 30)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")
-        await until(pilot, lambda: table.row_count == 3)
+        await pilot_until(pilot, lambda: table.row_count == 3)
         cut = [c for c in commands(table) if c.startswith("python -m torch")]
         assert cut and cut[0].endswith("…") and len(cut[0]) < len(TORCHRUN)
         assert "python -m torch" in screen_text(app)
         await pilot.resize_terminal(200, 30)  # the terminal grows: COMMAND takes the room
-        await until(pilot, lambda: TORCHRUN in screen_text(app))
+        await pilot_until(pilot, lambda: TORCHRUN in screen_text(app))
         assert TORCHRUN in commands(table)
         assert "hidden" not in str(table.border_title)
         await pilot.resize_terminal(60, 30)  # too narrow for every column: those left out are named
-        await until(pilot, lambda: "hidden" in str(table.border_title))
+        await pilot_until(pilot, lambda: "hidden" in str(table.border_title))
         # the note's short form: the whole title fits the border (60 less the corners and spaces)
         assert "2 hidden: RUN, SM%" in str(table.border_title) and len(str(table.border_title)) <= 60 - 6
         assert [str(c.label) for c in table.columns.values()] == ["GPU", "PID", "USER", "GPU MEM", "COMMAND"]
@@ -81,7 +73,7 @@ async def test_runs_kind_is_whole_and_a_hidden_program_is_said(home: Path, width
     async with app.run_test(size=(width, 30)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        await until(pilot, lambda: table.row_count == 1)
+        await pilot_until(pilot, lambda: table.row_count == 1)
         labels = [str(c.label) for c in table.columns.values()]
         title = str(table.border_title)
         if width == 200:
@@ -103,7 +95,7 @@ async def test_trials_name_the_metrics_that_do_not_fit(home: Path, width: int) -
     async with app.run_test(size=(width, 40)) as pilot:
         await pilot.press("t")
         table = app.query_one(TrialTable)
-        await until(pilot, lambda: table.row_count == 6)
+        await pilot_until(pilot, lambda: table.row_count == 6)
         labels = [str(c.label) for c in table.columns.values()]
         title = str(table.border_title)
         assert "loss" in labels  # the experiment's metric, always
@@ -142,7 +134,7 @@ async def test_trials_angle_brackets_sort_by_the_neighbouring_column(home: Path)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.press("t")
         table = app.query_one(TrialTable)
-        await until(pilot, lambda: table.row_count == 6)
+        await pilot_until(pilot, lambda: table.row_count == 6)
         assert table.sort_key == "id"
         await pilot.press("greater_than_sign")
         assert table.sort_key == "status"
@@ -156,18 +148,18 @@ async def test_slash_filters_the_processes_and_escape_clears() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot.press("a")
-        await until(pilot, lambda: table.row_count == 3)
+        await pilot_until(pilot, lambda: table.row_count == 3)
         await pilot.press("slash", *"alice", "enter")
-        await until(pilot, lambda: table.row_count == 1)
+        await pilot_until(pilot, lambda: table.row_count == 1)
         assert all(p.user == "alice" for p in table.processes.values())
         assert "filter 'alice': 1 of 3" in str(table.border_title)
         assert table.has_focus
         await pilot.press("slash", *" train", "enter")  # the box opens with the filter; words narrow it
-        await until(pilot, lambda: "filter 'alice train'" in str(table.border_title))
+        await pilot_until(pilot, lambda: "filter 'alice train'" in str(table.border_title))
         await pilot.press("slash", *"5000010")  # a PID, typed: digits go to the box, not to GPU selection
         assert app.query_one(GpusView).selected == 0
         await pilot.press("escape")
-        await until(pilot, lambda: table.row_count == 3)
+        await pilot_until(pilot, lambda: table.row_count == 3)
         assert "filter" not in str(table.border_title) and not app.query_one("#process-filter").display
 
 
@@ -225,9 +217,9 @@ async def test_p_shows_each_process_under_its_parents(grandchild: tuple[int, int
     app = make_app(ChildSource(pid), ticks=2)
     async with app.run_test(size=(160, 40)) as pilot:
         table = app.query_one(ProcessTable)
-        await until(pilot, lambda: table.row_count == 3, timeout=30)
+        await pilot_until(pilot, lambda: table.row_count == 3, timeout=30)
         await pilot.press("p")
-        await until(pilot, lambda: f"^{middle}" in [str(r.key.value) for r in table.ordered_rows], timeout=30)
+        await pilot_until(pilot, lambda: f"^{middle}" in [str(r.key.value) for r in table.ordered_rows], timeout=30)
         rows = [str(r.key.value) for r in table.ordered_rows]
         assert rows.index(f"^{os.getpid()}") < rows.index(f"^{middle}") < rows.index(f"0:{pid}"), rows
         command = table.get_cell(f"0:{pid}", "command").text.plain
@@ -237,7 +229,7 @@ async def test_p_shows_each_process_under_its_parents(grandchild: tuple[int, int
         simulated = [r for r in rows if r.startswith("0:") and r != f"0:{pid}"]
         assert simulated and all(table.get_cell(r, "command").text.plain[0] != "└" for r in simulated)  # no parents
         await pilot.press("p")
-        await until(pilot, lambda: table.row_count == 3)
+        await pilot_until(pilot, lambda: table.row_count == 3)
         assert not any(str(r.key.value).startswith("^") for r in table.ordered_rows)
 
 
@@ -252,10 +244,10 @@ async def test_c_shows_every_gpu_in_one_line_at_80x24() -> None:
             panels = list(app.query(GpuPanel))
             return len(panels) == 8 and all(p.region.height and screen.contains_region(p.region) for p in panels)
 
-        await until(pilot, lambda: len(app.query(GpuPanel)) == 8)
+        await pilot_until(pilot, lambda: len(app.query(GpuPanel)) == 8)
         assert not all_visible()  # five-line panels: a few at a time
         await pilot.press("c")
-        await until(pilot, all_visible)
+        await pilot_until(pilot, all_visible)
         assert all(p.region.height == 1 for p in app.query(GpuPanel))
         text = screen_text(app)
         assert all(f"{i} Simulated H100" in text for i in range(8)) and "°C" in text and " W" in text
@@ -263,4 +255,4 @@ async def test_c_shows_every_gpu_in_one_line_at_80x24() -> None:
         await pilot.press("7")
         assert view.selected == 7 and app.query_one("#gpu-7").has_class("-selected")
         await pilot.press("c")
-        await until(pilot, lambda: all(p.region.height == 5 for p in app.query(GpuPanel) if p.region.height))
+        await pilot_until(pilot, lambda: all(p.region.height == 5 for p in app.query(GpuPanel) if p.region.height))

@@ -14,9 +14,9 @@ from gpumon.core.fleet.model import HostState
 from gpumon.core.fleet.trial_gpu import pid_memory, trial_gpu_memory
 from gpumon.core.format import size
 from gpumon.core.runs.reading.experiments import ExperimentsMonitor
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import screen_text
-from tests.test_trials_view import cell, open_trials, select, until
+from tests.test_trials_view import cell, open_trials, select
 from tests.trials_data import LIVE, record_live
 
 GIB = 1024**3
@@ -123,7 +123,7 @@ async def test_the_trials_view_shows_gpu_memory_of_a_trial_on_another_node(
     app.context.fleet = CombinedFleet([Nodes()])
     async with app.run_test(size=(140, 40)) as pilot:
         table = await open_trials(pilot, 3)
-        await until(pilot, lambda: cell(table, "f00d1_00002", "gpu") == size(4 * GIB))
+        await pilot_until(pilot, lambda: cell(table, "f00d1_00002", "gpu") == size(4 * GIB))
         assert app.context.snapshot is not None
         local = next(p for p in app.context.snapshot.gpu.devices[0].processes if p.pid == 5_000_000)
         assert cell(table, "f00d1_00001", "gpu") == size(local.used_memory)  # this machine's trial, as before

@@ -7,8 +7,6 @@ experiment's rows change in place (same row keys, never cleared and refilled).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from gpumon.tui.views.trials.view import TrialsView
 from gpumon.tui.widgets.charts import Chart
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import notes, screen_text
 from tests.trials_data import DONE, ERROR_TEXT, LIVE, live_trials, record_done, record_live, write_results
 
@@ -34,17 +32,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-async def until(pilot: Pilot[None], predicate: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
-
-
 async def open_trials(pilot: Pilot[None], rows: int) -> TrialTable:
     await pilot.press("t")
     table = pilot.app.query_one(TrialTable)
-    await until(pilot, lambda: table.row_count == rows)
+    await pilot_until(pilot, lambda: table.row_count == rows)
     return table
 
 
@@ -60,9 +51,9 @@ async def select(pilot: Pilot[None], trial_id: str) -> None:
     app = pilot.app
     assert isinstance(app, GpumonApp)
     app.query_one(TrialTable).select_trial(trial_id)
-    await until(pilot, lambda: app.query_one(TrialsView).trial_id == trial_id)
+    await pilot_until(pilot, lambda: app.query_one(TrialsView).trial_id == trial_id)
     view = app.query_one(TrialsView)
-    await until(pilot, lambda: view.snapshot is not None and view.snapshot.curves is not None)
+    await pilot_until(pilot, lambda: view.snapshot is not None and view.snapshot.curves is not None)
 
 
 async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
@@ -71,7 +62,7 @@ async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
         await pilot.press("t")
         assert app.view == "trials"
         empty = app.query_one("#trials-empty")
-        await until(pilot, lambda: empty.display)
+        await pilot_until(pilot, lambda: empty.display)
         text = screen_text(app)
         assert "No Ray Tune experiments yet" in text and "gpumon tune SEARCH.toml" in text
         assert "gpumon launch script" in text and "unchanged" in text and "RAY_TUNE_CALLBACKS" in text  # README
@@ -156,17 +147,17 @@ async def test_selecting_a_trial_shows_its_curve_and_its_error(home: Path) -> No
         chart = app.query_one("#trial-chart", Chart)
         error = app.query_one("#trial-error", LogView)
         await select(pilot, "a1b2c_00001")
-        await until(pilot, lambda: len(chart.series) == 1)
+        await pilot_until(pilot, lambda: len(chart.series) == 1)
         assert tuple(chart.series[0].values) == (0.8, 0.5, 0.3, 0.25)
         assert tuple(chart.series[0].steps) == (1, 2, 3, 4)
         assert chart.border_title == "loss / iteration · a1b2c_00001"
         assert any(0x2800 < ord(c) <= 0x28FF for c in chart.render().plain)  # Braille dots drawn
         assert error.lines == () and "trial a1b2c_00001 · TERMINATED · iter 4 · 40s" in screen_text(app)
         await pilot.press("m")  # the chart's next metric
-        await until(pilot, lambda: chart.border_title == "acc / iteration · a1b2c_00001")
+        await pilot_until(pilot, lambda: chart.border_title == "acc / iteration · a1b2c_00001")
         assert tuple(chart.series[0].values) == (0.6, 0.75, 0.85, 0.875)
         await select(pilot, "a1b2c_00002")
-        await until(pilot, lambda: error.lines == tuple(ERROR_TEXT.splitlines()))
+        await pilot_until(pilot, lambda: error.lines == tuple(ERROR_TEXT.splitlines()))
         assert error.has_class("-failed") and "ValueError: lr 0.3 diverged" in screen_text(app)
 
 
@@ -186,8 +177,8 @@ async def test_a_live_experiment_changes_in_place(home: Path) -> None:
         writer.write("trial_end", trial_id="f00d1_00002", status="TERMINATED")
         writer.write("trial_start", trial_id="f00d1_00003", config={"lr": 0.16, "batch_size": 8})
         writer.close()
-        await until(pilot, lambda: table.row_count == 4)
-        await until(pilot, lambda: cell(table, "f00d1_00002", "iter") == "3")
+        await pilot_until(pilot, lambda: table.row_count == 4)
+        await pilot_until(pilot, lambda: cell(table, "f00d1_00002", "iter") == "3")
         assert cell(table, "f00d1_00002", "status") == "TERMINATED" and cell(table, "f00d1_00002", "best") == "0.1000 ★"
         assert cell(table, "f00d1_00000", "best") == "0.5000  "  # the ★ moved
         assert all(next(k for k in table.rows if k.value == key) is row_key for key, row_key in keys.items())
@@ -224,20 +215,20 @@ async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> Non
         await pilot.press("x")
         await pilot.press("y")
         stops = run_dir / "control" / "stop-trials"
-        await until(pilot, stops.exists)
+        await pilot_until(pilot, stops.exists)
         assert stops.read_text() == "f00d1_00001\n"
-        await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPING")
+        await pilot_until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPING")
         assert any("Asked" in n and "trial f00d1_00001" in n for n in notes(app))
         writer = EventWriter(run_dir, "tune")
         writer.write("trial_end", trial_id="f00d1_00001", status="TERMINATED")  # Tune ended it, as asked
         writer.close()
-        await until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPED")  # not a finished trial's
+        await pilot_until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPED")  # not a finished trial's
         assert cell(table, "f00d1_00000", "status") == "TERMINATED"
         await pilot.press("X")
         assert isinstance(app.screen, ConfirmScreen) and f"Stop the whole search {LIVE}" in app.screen.question
         await pilot.press("y")
-        await until(pilot, (run_dir / "control" / "stop").exists)
-        await until(pilot, lambda: "stop requested" in header(app))
+        await pilot_until(pilot, (run_dir / "control" / "stop").exists)
+        await pilot_until(pilot, lambda: "stop requested" in header(app))
         assert cell(table, "f00d1_00002", "status") == "STOPPING"
 
 
@@ -265,10 +256,10 @@ async def test_experiments_are_listed_newest_first_and_e_switches(home: Path) ->
         assert "experiments · 2 · 1 live" in str(experiments.border_title)
         assert LIVE in header(app)
         await pilot.press("e")
-        await until(pilot, lambda: table.row_count == 6 and DONE in header(app))
+        await pilot_until(pilot, lambda: table.row_count == 6 and DONE in header(app))
         assert table.row_keys()[0] == "a1b2c_00000"
         await pilot.press("E")
-        await until(pilot, lambda: table.row_count == 3 and LIVE in header(app))
+        await pilot_until(pilot, lambda: table.row_count == 3 and LIVE in header(app))
 
 
 async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
@@ -292,7 +283,7 @@ async def test_a_read_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.Mo
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("t")
-        await until(pilot, lambda: any("Could not read experiments" in n for n in notes(app)))
+        await pilot_until(pilot, lambda: any("Could not read experiments" in n for n in notes(app)))
         await pilot.pause(2.5)  # more failed reads
         assert sum("Could not read experiments" in n for n in notes(app)) == 1
         assert app.is_running and app.view == "trials"

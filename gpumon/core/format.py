@@ -66,10 +66,11 @@ def value(item: object) -> str:
 
 def loss(item: float | None) -> str:
     """A loss, everywhere it is shown (CLI, app, doctor, alerts): 3 significant digits, its zeros kept
-    ("2.30", "0.0123", "2.32e-06", "1.23e+03"), nan/inf/-inf as such, "" when unknown."""
+    ("2.30", "0.0123", "2.32e-06", "1.23e+03"), nan/inf/-inf as such, "" when unknown. A zero is "0.00":
+    torch's -0.0 (a cross-entropy over one class is -(target * 0)) is no negative loss."""
     if item is None:
         return ""
     if not math.isfinite(item):
         return str(item)
-    text = f"{item:#.3g}"
+    text = f"{item + 0.0:#.3g}"  # -0.0 + 0.0 is 0.0; every other value is itself
     return text[:-1] if text.endswith(".") else text

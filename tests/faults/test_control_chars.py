@@ -21,8 +21,8 @@ from textual.widgets.data_table import RowKey
 
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.log_screen import LogScreen
-from tests.conftest import make_app, wait_ended
-from tests.test_runs_view import open_runs, screen_text, select, until
+from tests.conftest import make_app, pilot_until, wait_ended
+from tests.test_runs_view import open_runs, screen_text, select
 
 NAME = "evil\x1b[2J\x1b]0;pwned\x07\nname"
 NAME_SHOWN = "evil^[[2J^[]0;pwned^G^Jname"
@@ -131,14 +131,14 @@ async def test_the_runs_view_keeps_such_a_run_on_one_row_and_its_log_shown(
         assert program.plain == NAME_SHOWN, repr(program.plain)
         assert table.rows[RowKey(run_id)].height == 1
         await select(pilot, run_id)
-        await until(pilot, lambda: "hello red" in screen_text(app))  # the detail's log tail
+        await pilot_until(pilot, lambda: "hello red" in screen_text(app))  # the detail's log tail
         text = screen_text(app)
         assert not any(c in text for c in RAW), repr(text)
         assert NAME_SHOWN in text and "^[]0;pwned^G^[[2Jhello red" in text, text
         await pilot.press("o")  # the log full screen
-        await until(pilot, lambda: isinstance(app.screen, LogScreen))
+        await pilot_until(pilot, lambda: isinstance(app.screen, LogScreen))
         pane = app.screen.query_one(LogPane)
-        await until(pilot, lambda: len(pane.page.lines) > 0)
+        await pilot_until(pilot, lambda: len(pane.page.lines) > 0)
         shown = pane.render()
         assert shown.plain.splitlines()[0] == "^[]0;pwned^G^[[2Jhello red     end", repr(shown.plain)
         ansi_red = Color.parse("color(1)")

@@ -33,28 +33,32 @@ HORIZON_S = 24 * 3600
 class End:
     step: int
     basis: str  # "its plan of 520 steps", "24 h at its pace of 31 steps/s"
+    ended: int | None = None  # the step an ended run reached: the horizon is then what it would have been
 
 
 def _rate(rate: float) -> str:
     return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
 
 
-def expected_end(telemetry: RunTelemetry, rank: int) -> End | None:
-    """The step ``rank`` is expected to reach: its plan, else 24 h at its pace; None when neither is known."""
+def expected_end(telemetry: RunTelemetry, rank: int, ended: bool = False) -> End | None:
+    """The step ``rank`` is expected to reach: its plan, else 24 h at its pace; None when neither is known.
+    ``ended``: the run has ended, at the rank's latest step; the growth is still judged against the same
+    horizon (a stopped run's leak is no less one), and the words say where it ended."""
     step = telemetry.rank_step(rank) or 0
+    at = step if ended else None
     plan = telemetry.plans.get(rank)
     if plan:
-        return End(max(plan, step), f"its plan of {plan:,} steps")
+        return End(max(plan, step), f"its plan of {plan:,} steps", at)
     rate = telemetry.progress.pace()  # the run's: its ranks step together, and the row shows this one
     if rate:
-        return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s")
+        return End(step + int(rate * HORIZON_S), f"24 h at its pace of {_rate(rate)} steps/s", at)
     return None
 
 
 def judge(state: LeakState, end: End | None) -> LeakState:
     """``state`` with the run's end: a trend that fills memory only after it becomes ``growth``."""
     if end is not None:
-        state = replace(state, ends_at=end.step, ends_by=end.basis)
+        state = replace(state, ends_at=end.step, ends_by=end.basis, ended_at=end.ended)
     trend = state.trend or (state.state if state.state in TRENDS else "")
     if not trend:
         return state

@@ -286,8 +286,9 @@ class LeakWatch:
         self.causes: dict[int, str] = {}  # rank -> what its latest census pair named (causes.py), in words
         self._censuses = -1  # how many census events ``causes`` was named from
 
-    def update(self, telemetry: RunTelemetry) -> dict[int, LeakState]:
-        """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series."""
+    def update(self, telemetry: RunTelemetry, ended: bool = False) -> dict[int, LeakState]:
+        """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series. ``ended``:
+        the run has ended (its horizon is then what it would have been: horizon.py)."""
         self._telemetry = telemetry
         if telemetry.watch is not self:
             if not self.detectors:
@@ -297,7 +298,7 @@ class LeakWatch:
             if telemetry.watch is None:
                 telemetry.watch = self
         self.recorded = restore_states(telemetry.recorded_leaks)
-        self.ends = {rank: expected_end(telemetry, rank) for rank in telemetry.memory}
+        self.ends = {rank: expected_end(telemetry, rank, ended) for rank in telemetry.memory}
         if len(telemetry.census) != self._censuses:  # a few events, on request: named again only when one comes
             self._censuses = len(telemetry.census)
             self.causes = {rank: found[0].title for rank, found in name_causes(telemetry.census).items() if found}

@@ -39,6 +39,7 @@ class LeakState:
     trend: str = ""  # the detector's verdict ("growing", "leak") once judged against the run's end
     ends_at: int | None = None  # the step the run is expected to reach (its plan, or 24 h at its pace)
     ends_by: str = ""  # how that end was found: "its plan of 520 steps", "24 h at its pace of 31 steps/s"
+    ended_at: int | None = None  # the step the run ended at, once it has ended (``ends_at`` is then a horizon)
     ceiling: str = ""  # what ``capacity`` is: "RLIMIT_AS 3.0 GiB (...)", "the host's 23.5 GiB" (ceiling.py)
     cause: str = ""  # what the rank's latest census pair named: "`running_loss` in train.py:90 (...) keeps ..."
 
@@ -84,6 +85,8 @@ class LeakState:
         where = {"gpu": "the GPU fills", "host": "host memory fills"}.get(self.memory, "runs out")
         against = f" against {self.ceiling}" if self.ceiling else ""
         end = f"the run's expected end at step ~{self.ends_at:,} ({self.ends_by})" if self.ends_at else ""
+        if self.ends_at and self.ended_at is not None:  # ended: no end is expected any more, the horizon stays
+            end = f"step ~{self.ends_at:,} ({self.ends_by}; the run ended at step {self.ended_at:,})"
         quiet = ": no threat to this run" if self.cause else ": no alarm"  # a named leak is no less one for it
         if self.state == "growth" and self.runs_out_at is None:  # a sawtooth whose peaks stay below memory
             fill = f"fill {self.ceiling}" if self.ceiling else "fill memory"

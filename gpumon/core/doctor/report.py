@@ -149,7 +149,7 @@ def diagnose(
         telemetry = RunTelemetry(record.dir)
         telemetry.update()
     watch = watch or LeakWatch(capacity)
-    leaks = watch.update(telemetry)
+    leaks = watch.update(telemetry, ended=not record.live)
     census = telemetry.census
     causes = tuple(c for found in name_causes(census).values() for c in found)
     pairs = census_pairs(census)

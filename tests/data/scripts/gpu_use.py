@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -27,57 +29,71 @@ def mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
     return nn.Sequential(nn.Linear(2048, 4096), nn.ReLU(), nn.Linear(4096, 2048)).to("cuda", dtype)
 
 
+def train(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    batches: Iterable[Any],
+    steps: int,
+    loss_of: Callable[[Any], torch.Tensor],
+    each: Callable[[torch.Tensor], None] | None = None,
+    clip: bool = False,
+) -> None:
+    """The loop of every training mode: ``steps`` optimizer steps over ``batches`` (from its start again when it
+    runs out), ``loss_of(batch)`` forward, ``each(loss)`` after every step."""
+    done = 0
+    while done < steps:
+        for batch in batches:
+            loss = loss_of(batch)
+            opt.zero_grad()
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            if each is not None:
+                each(loss)
+            done += 1
+            if done >= steps:
+                return
+
+
+def sgd(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=1e-3)
+
+
 def fp32(steps: int, high: bool) -> None:
     if high:
         torch.set_float32_matmul_precision("high")
     model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(1024, 2048, device="cuda")
-    for _ in range(steps):
-        loss = model(x).square().mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train(model, sgd(model), [x], steps, lambda x: model(x).square().mean())
 
 
 def item(steps: int) -> None:
     model, total = mlp(), 0.0
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(256, 2048, device="cuda")
-    for _ in range(steps):
-        loss = model(x).square().mean()
+
+    def add(loss: torch.Tensor) -> None:
+        nonlocal total
         total += loss.item()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+
+    x = torch.randn(256, 2048, device="cuda")
+    train(model, sgd(model), [x], steps, lambda x: model(x).square().mean(), each=add)
 
 
 def printed(steps: int) -> None:
     model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(256, 2048, device="cuda")
-    for _ in range(steps):
-        loss = model(x).square().mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+
+    def show(loss: torch.Tensor) -> None:
         print(loss)
+
+    x = torch.randn(256, 2048, device="cuda")
+    train(model, sgd(model), [x], steps, lambda x: model(x).square().mean(), each=show)
 
 
 def copies(steps: int, pin: bool) -> None:
     model = nn.Linear(4096, 16).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     data = torch.utils.data.TensorDataset(torch.randn(1024, 4096))  # a batch of 1024: 16 MB
     loader = torch.utils.data.DataLoader(data, batch_size=1024, pin_memory=pin)
-    done = 0
-    while done < steps:
-        for (x,) in loader:
-            x = x.to("cuda", non_blocking=True)
-            loss = model(x).square().mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            done += 1
+    train(model, sgd(model), loader, steps, lambda batch: model(batch[0].to("cuda", non_blocking=True)).square().mean())
 
 
 class Slow(torch.utils.data.Dataset):
@@ -91,15 +107,8 @@ class Slow(torch.utils.data.Dataset):
 
 def feed(steps: int) -> None:
     model = mlp()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     loader = torch.utils.data.DataLoader(Slow(), batch_size=8, num_workers=0)
-    for done, x in enumerate(loader, 1):
-        loss = model(x.cuda()).square().mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if done >= steps:
-            break
+    train(model, sgd(model), loader, steps, lambda x: model(x.cuda()).square().mean())
 
 
 def strict(steps: int) -> None:
@@ -108,16 +117,12 @@ def strict(steps: int) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = [(torch.randn(256, 2048), torch.randn(256, 2048)) for _ in range(8)]
     loader = torch.utils.data.DataLoader(data, batch_size=None, pin_memory=True)
-    done = 0
-    while done < steps:
-        for x, y in loader:
-            x, y = x.to("cuda", non_blocking=True), y.to("cuda", non_blocking=True)
-            loss = nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            done += 1
+
+    def loss_of(batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch[0].to("cuda", non_blocking=True), batch[1].to("cuda", non_blocking=True)
+        return nn.functional.mse_loss(model(x), y)
+
+    train(model, opt, loader, steps, loss_of, clip=True)
 
 
 def matmul(seconds: float, out: str) -> None:

@@ -6,17 +6,8 @@ import argparse
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset
-
-
-class Decoded(Dataset):
-    def __len__(self) -> int:
-        return 1_000_000
-
-    def __getitem__(self, i: int):
-        time.sleep(0.008)
-        return torch.randn(32), i % 4
-
+from decoded import Decoded  # beside this script: its directory is first on sys.path
+from torch.utils.data import DataLoader
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--workers", type=int, default=0)
@@ -27,7 +18,7 @@ if args.threads:
     torch.set_num_threads(args.threads)
 model = torch.nn.Linear(32, 4)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Decoded(), batch_size=16, num_workers=args.workers)
+loader = DataLoader(Decoded(0.008), batch_size=16, num_workers=args.workers)
 for step, (x, y) in enumerate(loader, 1):
     loss = torch.nn.functional.cross_entropy(model(x), y)
     optimizer.zero_grad()

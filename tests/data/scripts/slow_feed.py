@@ -6,17 +6,8 @@ import argparse
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset
-
-
-class Decoded(Dataset):
-    def __len__(self) -> int:
-        return 1_000_000
-
-    def __getitem__(self, i: int):
-        time.sleep(0.006)
-        return torch.randn(32), i % 4
-
+from decoded import Decoded  # beside this script: its directory is first on sys.path
+from torch.utils.data import DataLoader
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=120)
@@ -24,7 +15,7 @@ parser.add_argument("--pin", action="store_true", help="pin_memory=True")
 args = parser.parse_args()
 model = torch.nn.Linear(32, 4)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-loader = DataLoader(Decoded(), batch_size=8, num_workers=0, pin_memory=args.pin)
+loader = DataLoader(Decoded(0.006), batch_size=8, num_workers=0, pin_memory=args.pin)
 it = iter(loader)
 waited = 0.0
 began = None

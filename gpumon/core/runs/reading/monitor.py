@@ -98,7 +98,7 @@ class RunsMonitor:
         changed = tele.update(events=not tele.final and not supervised)
         old = self._summaries.get(run_id)
         if changed or fresh or old is None or old.record.status != record.status:
-            summary = summarise(record, tele, watch.update(tele))
+            summary = summarise(record, tele, watch.update(tele, ended=not record.live))
             self._summaries[run_id] = summary
             self._sorted = None
         elif record.status.get("state") == "stalled":  # nothing new, but its pace falls as time passes
@@ -194,7 +194,8 @@ class RunsMonitor:
             return cached  # an ended run's series never change: read once while it stays selected
         tele = RunTelemetry(known.record.dir)
         tele.update()
-        self._detail = replace(summarise(known.record, tele, LeakWatch().update(tele)), record=known.record)
+        watch = LeakWatch().update(tele, ended=not known.record.live)
+        self._detail = replace(summarise(known.record, tele, watch), record=known.record)
         return self._detail
 
     def pid_runs(self) -> dict[int, str]:
