@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from textual.containers import VerticalScroll
 from textual.geometry import Size
+from textual.screen import Screen
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
@@ -177,3 +178,30 @@ async def test_fitting_the_footer_measures_each_key_once(
         await pilot.pause()
         _width(keys[0])
         assert measured == [keys[0]]
+
+
+async def test_a_view_switch_lays_the_screen_out_once_with_the_views_keys(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view key laid the whole screen out twice: once for the view, then, after that frame, for the footer's
+    keys (Textual tells the footer of the new focus after a refresh, and each key's own layout request came
+    later still). The footer now shows the view's keys in the view's own layout, and asks for it once."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        footer = app.query_one(KeysFooter)
+        for view in ("r", "g", "r"):  # each set of keys built once
+            await pilot.press(view)
+            await pilot.pause(DRAWN_S)
+        layouts: list[bool] = []  # per layout of the screen: do the GPUs view's keys show in it
+        lay_out = Screen._refresh_layout
+
+        def counted(self: Screen[object], *args: Any, **kwargs: Any) -> None:
+            layouts.append(any(k.display and k.action == "sort" for k in footer.query(FooterKey)))
+            lay_out(self, *args, **kwargs)
+
+        monkeypatch.setattr(Screen, "_refresh_layout", counted)
+        await pilot.press("g")
+        await until(pilot, lambda: bool(layouts))
+        await pilot.pause(DRAWN_S)
+        assert layouts == [True]

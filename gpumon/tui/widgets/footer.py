@@ -54,6 +54,41 @@ class KeysFooter(Footer):
         if self.is_attached and screen is self.screen:
             self.call_after_refresh(self.show_keys)
 
+    def show_built(self) -> bool:
+        """Show the set for the keys offered now if it was built before (True), at once: a view switch
+        calls this so that its keys show in the view's own frame and layout, not in a second one."""
+        if not self.is_attached:
+            return False
+        keys = self.keys_now()
+        if keys == self._shown:
+            return True
+        if keys not in self._sets:
+            return False
+        with self.app.batch_update():
+            self._show(keys)
+        return True
+
+    def _show(self, keys: Keys) -> list[Widget] | None:
+        """Hide the set shown, show ``keys``'s if built (returned), else None."""
+        for widget in self._sets.get(self._shown, []) if self._shown is not None else []:
+            self._set_display(widget, False)
+        self._shown = keys
+        widgets = self._sets.pop(keys, None)
+        if widgets is not None:
+            self._sets[keys] = widgets  # the most recent last
+            self._fit(widgets)
+        return widgets
+
+    def _set_display(self, widget: Widget, display: bool) -> None:
+        """Show or hide a key, the footer asking for the layout: a key's own request reaches the screen from
+        its own message queue, often after the frame the switch is drawn in, and costs a second layout of the
+        whole screen (the footer's arrangement already changed with the key's display)."""
+        if widget.display == display:
+            return
+        widget.display = display
+        widget._layout_required = False  # Textual's flag: this key asks for no layout of its own
+        self.refresh(layout=True)
+
     async def show_keys(self) -> None:
         """Show the set for the keys offered now (built now if never wanted before)."""
         if not self.is_attached:
@@ -62,13 +97,7 @@ class KeysFooter(Footer):
         if keys == self._shown:
             return
         with self.app.batch_update():
-            for widget in self._sets.get(self._shown, []) if self._shown is not None else []:
-                widget.display = False
-            self._shown = keys
-            widgets = self._sets.pop(keys, None)
-            if widgets is not None:
-                self._sets[keys] = widgets  # the most recent last
-                self._fit(widgets)
+            if self._show(keys) is not None:
                 return
             widgets = compose(self)  # Footer.compose: the keys the screen offers now
             self._sets[keys] = widgets
@@ -98,7 +127,7 @@ class KeysFooter(Footer):
             self.call_after_refresh(self._fit, widgets)
             return
         for widget in widgets:
-            widget.display = widget not in out
+            self._set_display(widget, widget not in out)
 
     async def recompose(self) -> None:
         """Textual's way to redraw the keys: here, the set for the keys offered now."""
