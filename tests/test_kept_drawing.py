@@ -164,8 +164,9 @@ async def test_fitting_the_footer_measures_each_key_once(
     app = make_app(gpus=2)
     async with app.run_test(size=(160, 40)) as pilot:
         footer = app.query_one(KeysFooter)
-        await until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
-        keys = [k for k in footer.query(FooterKey) if k.display]
+        await until(pilot, lambda: footer._shown is not None and footer._sets[footer._shown].display)
+        await pilot.pause()  # laid out
+        keys = [k for k in footer.query(FooterKey) if k.display and k.parent.display]
         widths = [_width(k) for k in keys]
         measured: list[FooterKey] = []
         measure = FooterKey.get_content_width
