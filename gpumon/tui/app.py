@@ -89,7 +89,8 @@ class GpumonApp(KeysInOrder, App[None]):
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
         with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
-        yield KeysFooter()  # built once per set of keys: a view switch shows a set already built
+        self._footer = KeysFooter()  # built once per set of keys: a view switch shows a set already built
+        yield self._footer
 
     @staticmethod
     def _widget(view: View) -> Widget:
@@ -217,7 +218,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self.refresh_bindings()
         # the footer's keys for the view, set in the same pass as the view (its focus lands first: both are
         # queued): else Textual tells the footer after the frame, and a second layout of the screen follows
-        self.call_later(self.query_one(KeysFooter).show_built)
+        self.call_later(self._footer.show_built)
         # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
         # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
         self.call_after_refresh(view.shown)
