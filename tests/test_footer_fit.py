@@ -6,14 +6,22 @@ from __future__ import annotations
 import pytest
 from textual.widgets._footer import FooterKey
 
-from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.tui.widgets.footer import KeySet, KeysFooter
 from tests.conftest import make_app
 
 VIEW_KEYS = ["g", "r", "t", "d", "h", "exclamation_mark"]
 
 
 def shown(footer: KeysFooter) -> list[FooterKey]:
-    return [k for k in footer.query(FooterKey) if k.display and k.parent is footer and k.region.width]
+    return [
+        k
+        for k in footer.query(FooterKey)
+        if k.display
+        and isinstance(k.parent, KeySet)
+        and k.parent.display
+        and k.parent.parent is footer
+        and k.region.width
+    ]
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])

@@ -8,18 +8,22 @@ times, and the help was composed anew at each `?`.
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.containers import VerticalScroll
-from textual.geometry import Size
+from textual.geometry import Region, Size
+from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
 from gpumon.core.format import num
 from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.footer import KeysFooter, _width
+from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel, LinePanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app, pilot_until
@@ -160,8 +164,9 @@ async def test_fitting_the_footer_measures_each_key_once(
     app = make_app(gpus=2)
     async with app.run_test(size=(160, 40)) as pilot:
         footer = app.query_one(KeysFooter)
-        await pilot_until(pilot, lambda: footer._shown is not None and any(k.display for k in footer.query(FooterKey)))
-        keys = [k for k in footer.query(FooterKey) if k.display]
+        await pilot_until(pilot, lambda: footer._shown is not None and footer._sets[footer._shown].display)
+        await pilot.pause()  # laid out
+        keys = [k for k in footer.query(FooterKey) if k.display and k.parent.display]
         widths = [_width(k) for k in keys]
         measured: list[FooterKey] = []
         measure = FooterKey.get_content_width
@@ -177,3 +182,65 @@ async def test_fitting_the_footer_measures_each_key_once(
         await pilot.pause()
         _width(keys[0])
         assert measured == [keys[0]]
+
+
+async def test_a_view_switch_lays_the_screen_out_once_with_the_views_keys(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view key laid the whole screen out twice: once for the view, then, after that frame, for the footer's
+    keys (Textual tells the footer of the new focus after a refresh, and each key's own layout request came
+    later still). The footer now shows the view's keys in the view's own layout, and asks for it once."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        footer = app.query_one(KeysFooter)
+        for view in ("r", "g", "r"):  # each set of keys built once
+            await pilot.press(view)
+            await pilot.pause(DRAWN_S)
+        layouts: list[bool] = []  # per layout of the screen: do the GPUs view's keys show in it
+        lay_out = Screen._refresh_layout
+
+        def counted(self: Screen[object], *args: Any, **kwargs: Any) -> None:
+            layouts.append(any(k.display and k.action == "sort" for k in footer.query(FooterKey)))
+            lay_out(self, *args, **kwargs)
+
+        monkeypatch.setattr(Screen, "_refresh_layout", counted)
+        await pilot.press("g")
+        await pilot_until(pilot, lambda: bool(layouts))
+        await pilot.pause(DRAWN_S)
+        assert layouts == [True]
+
+
+async def test_a_gpu_panel_repaints_only_the_lines_a_sample_changed(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each sample repainted every GPU panel and the host panel whole, borders too, though an idle GPU reads the
+    same each second: now a panel whose lines read the same is not repainted, and a changed line alone is."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel), app.query_one(HostPanel)]
+        await pilot_until(pilot, lambda: all(p._strips for p in panels))
+        await pilot.pause(DRAWN_S)
+        snap = app.context.snapshot
+        assert snap is not None
+        repaints: list[tuple[str | None, tuple[Region, ...]]] = []
+        refresh = Widget.refresh
+
+        def counted(self: Widget, *regions: Region, **kwargs: Any) -> Widget:
+            if isinstance(self, LinePanel):
+                repaints.append((self.id, regions))
+            return refresh(self, *regions, **kwargs)
+
+        monkeypatch.setattr(Widget, "refresh", counted)
+        app.post_message(SampleReady(snap))  # the same numbers
+        await pilot.pause(DRAWN_S)
+        assert repaints == []
+        gpu0 = snap.gpu.devices[0]
+        busier = replace(gpu0, gpu_util=(gpu0.gpu_util or 0) % 90 + 5)  # its UTIL bar and value change
+        app.post_message(SampleReady(replace(snap, gpu=replace(snap.gpu, devices=(busier, *snap.gpu.devices[1:])))))
+        await pilot_until(pilot, lambda: bool(repaints))
+        await pilot.pause(DRAWN_S)
+        width = panels[0].content_size.width
+        assert repaints == [("gpu-0", (Region(0, 0, width, 1),))]  # the UTIL line of GPU 0 alone
+        assert f"{busier.gpu_util:.0f}%" in panels[0].render_line(0).text

@@ -77,18 +77,20 @@ class GpumonApp(KeysInOrder, App[None]):
         self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
         self._kept: set[str] = set()  # the views shown once (heap.py)
+        self._top_info = TopInfo(id="top-info")  # held: a sample handled as the app closes finds it still
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="top-bar"):
-            yield TopInfo(id="top-info")
+            yield self._top_info
             yield Static(Text(""), id="top-alerts")
             yield ViewTabs([(v.NAME, v.TITLE) for v in VIEWS], self.view, id="view-tabs")
         views = [cls(self.context) for cls in VIEWS]  # type: ignore[call-arg]
         self._views = {type(v).NAME: v for v in views}  # no DOM query per sample
         with ContentSwitcher(initial=self._widget(self._views[self.view]).id, id="views"):
             yield from (self._widget(v) for v in views)
-        yield KeysFooter()  # built once per set of keys: a view switch shows a set already built
+        self._footer = KeysFooter()  # built once per set of keys: a view switch shows a set already built
+        yield self._footer
 
     @staticmethod
     def _widget(view: View) -> Widget:
@@ -138,7 +140,7 @@ class GpumonApp(KeysInOrder, App[None]):
         """Hand a sample to the top bar and to every view."""
         self.context.snapshot = snap
         with self.batch_update():
-            self.query_one(TopInfo).show(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
+            self._top_info.show(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
             for view in self._views.values():
                 view.sample(snap, self.sampler.history)
 
@@ -220,6 +222,9 @@ class GpumonApp(KeysInOrder, App[None]):
         else:
             view.focus_first()
         self.refresh_bindings()
+        # the footer's keys for the view, set in the same pass as the view (its focus lands first: both are
+        # queued): else Textual tells the footer after the frame, and a second layout of the screen follows
+        self.call_later(self._footer.show_built)
         # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
         # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
         self.call_after_refresh(view.shown)

@@ -4,7 +4,8 @@ Textual's Footer composes its keys anew whenever the screen says its bindings ch
 each view switch, each screen closed over it, three times for one key at times, and a key widget costs a
 style pass or three (100 ms and more a time on a busy machine). This one compares the keys it would show
 with the keys it shows and, when they differ, shows the set built the first time those keys were wanted:
-a set is built once and hidden while another shows, so going back to a view costs no widget.
+a set is built once (in a container of its own) and hidden while another shows, so going back to a view
+costs no widget and no key drawn anew.
 
 Keys that do not fit the width are left out whole (Textual's cut the last one mid-word: ``! Aler``, a bare
 ``!``, ``q qui``): the views' keys go first, then the view's own from its last, then help, then quit.
@@ -16,6 +17,7 @@ from collections import OrderedDict
 from weakref import WeakKeyDictionary
 
 from textual.compose import compose
+from textual.containers import Horizontal
 from textual.events import Resize
 from textual.geometry import Size
 from textual.screen import Screen
@@ -30,12 +32,24 @@ LAST_LEFT_OUT = ("quit", "help")  # left out last, quit after help: what htop's 
 SETS_MAX = 24  # sets kept: views x focus places x enabled states; the least recent one goes beyond
 
 
+class KeySet(Horizontal):
+    """One set of keys, as Textual's footer lays its keys out; shown or hidden whole. A key's own display
+    toggled drew it anew (Textual drops a widget's drawn lines when its display changes): a set hidden and
+    shown again keeps its keys' drawn lines."""
+
+    DEFAULT_CSS = "KeySet { width: 1fr; height: 1; }"
+
+    def __init__(self, widgets: list[Widget]) -> None:
+        super().__init__(*widgets)
+        self.members = widgets
+
+
 class KeysFooter(Footer):
     """A drop-in Footer: the same widgets, shown from a cache of sets."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._sets: OrderedDict[Keys, list[Widget]] = OrderedDict()
+        self._sets: OrderedDict[Keys, KeySet] = OrderedDict()
         self._shown: Keys | None = None
 
     def keys_now(self) -> Keys:
@@ -54,6 +68,41 @@ class KeysFooter(Footer):
         if self.is_attached and screen is self.screen:
             self.call_after_refresh(self.show_keys)
 
+    def show_built(self) -> bool:
+        """Show the set for the keys offered now if it was built before (True), at once: a view switch
+        calls this so that its keys show in the view's own frame and layout, not in a second one."""
+        if not self.is_attached:
+            return False
+        keys = self.keys_now()
+        if keys == self._shown:
+            return True
+        if keys not in self._sets:
+            return False
+        with self.app.batch_update():
+            self._show(keys)
+        return True
+
+    def _show(self, keys: Keys) -> KeySet | None:
+        """Hide the set shown, show ``keys``'s if built (returned), else None."""
+        if self._shown is not None and self._shown in self._sets:
+            self._set_display(self._sets[self._shown], False)
+        self._shown = keys
+        keyset = self._sets.pop(keys, None)
+        if keyset is not None:
+            self._sets[keys] = keyset  # the most recent last
+            self._fit(keyset)
+        return keyset
+
+    def _set_display(self, widget: Widget, display: bool) -> None:
+        """Show or hide a set or a key, the footer asking for the layout: the widget's own request reaches the
+        screen from its own message queue, often after the frame the switch is drawn in, and costs a second
+        layout of the whole screen (the footer's arrangement already changed with the display)."""
+        if widget.display == display:
+            return
+        widget.display = display
+        widget._layout_required = False  # Textual's flag: this widget asks for no layout of its own
+        self.refresh(layout=True)
+
     async def show_keys(self) -> None:
         """Show the set for the keys offered now (built now if never wanted before)."""
         if not self.is_attached:
@@ -62,43 +111,37 @@ class KeysFooter(Footer):
         if keys == self._shown:
             return
         with self.app.batch_update():
-            for widget in self._sets.get(self._shown, []) if self._shown is not None else []:
-                widget.display = False
-            self._shown = keys
-            widgets = self._sets.pop(keys, None)
-            if widgets is not None:
-                self._sets[keys] = widgets  # the most recent last
-                self._fit(widgets)
+            if self._show(keys) is not None:
                 return
-            widgets = compose(self)  # Footer.compose: the keys the screen offers now
-            self._sets[keys] = widgets
+            keyset = KeySet(compose(self))  # Footer.compose: the keys the screen offers now
+            keyset.display = False  # shown once measured (_fit): a key cut for a frame is a key cut
+            self._sets[keys] = keyset
             while len(self._sets) > SETS_MAX:
                 _, old = self._sets.popitem(last=False)
-                for widget in old:
-                    widget.remove()
-            for widget in widgets:  # shown once measured (_fit): a key cut for a frame is a key cut
-                widget.display = False
-            await self.mount_all(widgets)
-            self._fit(widgets)
+                old.remove()
+            await self.mount(keyset)
+            self._fit(keyset)
 
     def _on_resize(self, event: Resize) -> None:
-        if self._shown is not None:
-            self._fit(self._sets.get(self._shown, []))
+        if self._shown is not None and self._shown in self._sets:
+            self._fit(self._sets[self._shown])
 
-    def _fit(self, widgets: list[Widget]) -> None:
-        """Show the keys of ``widgets`` that fit the footer's width whole, the others not at all."""
-        if self._shown is None or widgets is not self._sets.get(self._shown):
+    def _fit(self, keyset: KeySet) -> None:
+        """Show the keys of ``keyset`` that fit the footer's width whole, the others not at all; then the set."""
+        if self._shown is None or keyset is not self._sets.get(self._shown):
             return  # another set shows now (a fit asked for after a refresh)
         width = self.size.width or self.app.size.width
+        widgets = keyset.members
         keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         try:
             room = width - sum(_width(w) for w in widgets if w not in keys)
             out = set(left_out(keys, room))
         except KeyError:  # not styled yet (mounted as the app starts): measured once it is
-            self.call_after_refresh(self._fit, widgets)
+            self.call_after_refresh(self._fit, keyset)
             return
         for widget in widgets:
-            widget.display = widget not in out
+            self._set_display(widget, widget not in out)
+        self._set_display(keyset, True)
 
     async def recompose(self) -> None:
         """Textual's way to redraw the keys: here, the set for the keys offered now."""

@@ -8,6 +8,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.events import Click, Resize
+from textual.geometry import Region
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
@@ -63,8 +64,22 @@ class LinePanel(Widget):
         return _history_width(self.content_size.width or 76)
 
     def refresh_lines(self) -> None:
-        self._strips = None
-        self.refresh()
+        """Draw the lines anew; repaint only those that changed (none: no repaint). An idle GPU's panel reads the
+        same each second (its history of zeros too): repainting it cost the compositor a pass over the panel
+        and every widget under it, each second."""
+        old, width = self._strips, self.content_size.width
+        if old is None or not width or (old and old[0].cell_length != width):  # not drawn yet, or to a width gone
+            self._strips = None
+            self.refresh()
+            return
+        console, base = self.app.console, self.rich_style
+        self._strips = new = [text_strip(line, width, console, base) for line in self.lines(width)]
+        if len(new) != len(old):
+            self.refresh()
+            return
+        changed = [Region(0, y, width, 1) for y, (was, now) in enumerate(zip(old, new, strict=True)) if was != now]
+        if changed:
+            self.refresh(*changed)
 
     def on_resize(self, event: Resize) -> None:
         self._strips = None
