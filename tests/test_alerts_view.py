@@ -14,7 +14,7 @@ from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.runs.supervision.launcher import launch, wait
 from gpumon.tui.views.alerts.view import AlertsView
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, pilot_until, wait_until
 
 
 def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -40,7 +40,7 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
                     break
             assert "2 unread alerts" in str(top.render())
             await pilot.press("alt+a")
-            assert app.view == "alerts"
+            await pilot_until(pilot, lambda: app.view == "alerts")
             table = app.query_one("#alert-table", DataTable)
             rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
             assert [r[1] for r in rows] == ids[::-1]  # newest on top

@@ -158,8 +158,9 @@ async def test_readonly_offers_no_key_it_refuses_and_each_still_says_why(
             assert "q" in offered and "question_mark" in offered  # the others stay
         if readonly:
             await pilot.press("r", "n")
+            said = "Read-only mode (--readonly): no runs are started or stopped"
+            await pilot_until(pilot, lambda: notes(app)[-1:] == [said])  # n waits for the view it was typed for
             assert not isinstance(app.screen, LaunchForm)
-            assert notes(app)[-1] == "Read-only mode (--readonly): no runs are started or stopped"
     assert set(BINDING_IDS) >= READONLY_OFF  # each id is a binding's (a renamed one would be offered again)
 
 

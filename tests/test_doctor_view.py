@@ -129,7 +129,7 @@ async def select(pilot: Any, run_id: str) -> None:
 async def open_doctor(pilot: Any, run_id: str, expect: str) -> str:
     app = pilot.app
     await pilot.press("d")
-    assert app.view == "doctor"
+    await pilot_until(pilot, lambda: app.view == "doctor")  # a key typed ahead waits for the view it needs
     await pilot_until(pilot, lambda: run_id in doctor_text(app) and expect in doctor_text(app))
     return doctor_text(app)
 
@@ -186,9 +186,9 @@ async def test_d_opens_the_doctor_on_the_selected_run(home: Path) -> None:
         )
         assert "leak" not in text.split("failure")[0]  # a flat memory: no warning
         await pilot.press("alt+r")
-        assert app.view == "runs"
+        await pilot_until(pilot, lambda: app.view == "runs")
         await pilot.press("alt+d")
-        assert app.view == "doctor"
+        await pilot_until(pilot, lambda: app.view == "doctor")
 
 
 async def test_d_with_no_selection_diagnoses_the_newest_run(home: Path) -> None:

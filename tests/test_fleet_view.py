@@ -18,7 +18,7 @@ from gpumon.tui.views.fleet.host_screen import HostScreen
 from gpumon.tui.views.fleet.view import FleetView, HostList
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, pilot_until, wait_until
 from tests.fleet_data import StandInFleet, fleet_app, live_fleet, mixed_fleet, snapshots
 from tests.test_app import notes, screen_text
 
@@ -232,9 +232,9 @@ async def test_without_a_fleet_the_gpus_view_comes_first_and_the_fleet_shows_thi
         assert "0 of 2 GPUs idle · 1 host (1 live)" in text and "trainbox  live" in text
         assert "Add hosts: gpumon --hosts a,b or [fleet] hosts in" in text and "config.toml" in text
         await pilot.press("enter")  # this machine: its own GPUs view
-        assert app.view == "gpus"
+        await pilot_until(pilot, lambda: app.view == "gpus")
         await pilot.press("alt+h")
-        assert app.view == "fleet"
+        await pilot_until(pilot, lambda: app.view == "fleet")
 
 
 def test_a_stale_host_keeps_its_last_gpus_dimmed_and_counted() -> None:

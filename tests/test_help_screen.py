@@ -14,7 +14,7 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.app_keys import FOOTNOTE, help_sections
 from gpumon.tui.keys import help_rows, key_label
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_app import screen_text
 
 
@@ -55,7 +55,7 @@ async def test_every_line_of_the_help_can_be_scrolled_into_view(size: tuple[int,
     app = make_app(gpus=2)
     async with app.run_test(size=size) as pilot:
         await pilot.press("r", "question_mark")  # the Runs view's charts behind it
-        assert isinstance(app.screen, HelpScreen)
+        await pilot_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         lines = [line for line in help_lines(app) if line]
         assert lines[0] == "gpumon keys" and lines[-1].endswith("Keys).")  # the footnote's end
         seen = set()
@@ -81,7 +81,7 @@ async def test_f1_opens_the_help_and_f1_escape_q_and_question_mark_close_it() ->
     async with app.run_test(size=(80, 24)) as pilot:
         for close in ("f1", "escape", "q", "question_mark"):
             await pilot.press("f1")
-            assert isinstance(app.screen, HelpScreen)
+            await pilot_until(pilot, lambda: isinstance(app.screen, HelpScreen))
             await pilot.press(close)
             assert not isinstance(app.screen, HelpScreen), close
         assert app.is_running  # q closed the help, it did not quit

@@ -49,6 +49,7 @@ async def test_enter_on_the_kind_list_opens_it_and_launches_nothing(home: Path) 
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         kind = form.query_one("#kind", Select)
@@ -71,6 +72,7 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         await pilot.press("enter", "down", "down", "down", "down", "enter")  # the kind list: script
@@ -156,6 +158,7 @@ async def test_the_form_fits_80x24_for_every_kind(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         screen = form.region
@@ -286,6 +289,7 @@ async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 14)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         scroll = form.query_one("#launch-form")

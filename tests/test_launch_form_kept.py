@@ -43,6 +43,7 @@ async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: 
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm) and form.values() == DEFAULTS
         await pilot.press("tab", "tab", *"nope.py", "tab", *"--lr 1", "enter")
@@ -166,6 +167,7 @@ async def test_a_select_whose_label_is_not_composed_yet_shows_its_value_once_it_
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         kind = form.query_one("#kind", Select)

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from gpumon.tui.views.runs.launch_form import LaunchForm
-from tests.conftest import make_app
+from tests.conftest import make_app, pilot_until
 from tests.test_multinode import STANDIN
 
 
@@ -28,6 +28,7 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         hosts = form.query_one("#hosts", Input)

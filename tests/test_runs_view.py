@@ -321,6 +321,7 @@ async def test_launch_form_shows_bad_values_inline_and_starts_nothing(home: Path
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         assert form.query_one("#nproc", Input).value == "2"  # ddp on a CPU machine: 2 processes
@@ -394,6 +395,7 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
         form = app.screen
         assert isinstance(form, LaunchForm)
         await pilot.press("down", "down", "down", "down", "down", "enter")  # open the kind list, pick 'script'
