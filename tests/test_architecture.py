@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -255,3 +257,43 @@ def test_view_of_names_the_view_folder() -> None:
     assert view_of("gpumon.tui.views.runs.run_table") == "runs"
     assert view_of("gpumon.tui.views.runs") is None  # the folder's own __init__ is its package, not a part
     assert view_of("gpumon.tui.views") is None and view_of("gpumon.tui.widgets.charts") is None
+
+
+# What the cheap commands and every run's supervisor must not load (issue 35): the tests and scripts call them by
+# the hundred, and each module is paid for at every call. The doctor's classifier and advice, the queue's keeper
+# and planner, Slurm's submission: each loads where used (a failed run's diagnosis, a queued run, a Slurm job).
+HEAVY = ("torch", "ray", "textual", "gpumon.tui", "gpumon.core.doctor.classifier", "gpumon.core.doctor.advice")
+HEAVY += ("gpumon.core.queue.keeper", "gpumon.core.queue.plan", "gpumon.core.slurm.launch")
+HEAVY += ("gpumon.core.doctor.slurm_end",)
+FOLDING = ("gpumon.core.doctor.leak", "gpumon.core.runs.reading.telemetry")  # what a run not ended needs
+
+
+def _loaded(home: Path, code: str, of: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules among ``of`` that a fresh interpreter holds after running ``code`` with GPUMON_HOME=home."""
+    code += "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "GPUMON_HOME": str(home), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    return [m for m in loaded if m in of or m.startswith(tuple(f"{name}." for name in of))]
+
+
+def _command(*args: str) -> str:
+    """``gpumon ARGS`` run in the interpreter, its output and exit swallowed."""
+    return (
+        "import contextlib, io\nfrom gpumon.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    main({list(args)!r})"
+    )
+
+
+def test_cheap_commands_and_the_supervisor_load_only_what_they_use(tmp_path: Path) -> None:
+    from tests.test_runs_view import FINISHED, record_runs
+
+    record_runs(tmp_path, live=False)  # ended runs: the first listing reads their files and indexes them
+    assert _loaded(tmp_path, _command("runs")) == []
+    for args in (["runs", "--json"], ["runs"], ["stop", FINISHED], ["logs", FINISHED], ["--version"]):
+        assert _loaded(tmp_path, _command(*args)) == [], args
+    assert _loaded(tmp_path, _command("launch", "--help")) == []
+    # ended runs come from the index: nothing is folded, no leak watch is made
+    assert _loaded(tmp_path, _command("runs", "--json"), FOLDING) == []
+    assert _loaded(tmp_path, "import gpumon.core.runs.supervision.supervisor") == []
