@@ -83,6 +83,11 @@ class Queue:
         assert done.returncode == 0, done.stderr
         return {r["id"]: r for r in json.loads(done.stdout)["runs"]}
 
+    def rows(self, *runs: str) -> list[dict[str, Any]]:
+        """These runs' rows of one `gpumon runs --json` (a poll of several runs costs one call, not one each)."""
+        listed = self.runs()
+        return [listed[run] for run in runs]
+
     def status(self, run: str) -> dict[str, Any]:
         try:
             return json.loads((self.home / "runs" / run / "status.json").read_text())

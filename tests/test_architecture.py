@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -35,10 +38,16 @@ def test_core_modules_exist() -> None:
     assert "gpumon.core.doctor.classifier" in names and "gpumon.core.doctor.advice_types" in names
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file, parsed once for all the rules here (~280 files: seconds on a loaded machine)."""
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def imported_packages(path: Path) -> set[str]:
     """The top-level packages a source file imports, anywhere in it (lazy imports included)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -103,7 +112,7 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _nodes(path):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -255,3 +264,42 @@ def test_view_of_names_the_view_folder() -> None:
     assert view_of("gpumon.tui.views.runs.run_table") == "runs"
     assert view_of("gpumon.tui.views.runs") is None  # the folder's own __init__ is its package, not a part
     assert view_of("gpumon.tui.views") is None and view_of("gpumon.tui.widgets.charts") is None
+
+
+# What the cheap commands and every run's supervisor must not load (issue 35): the tests and scripts call them by
+# the hundred, and each module is paid for at every call. The doctor's classifier and advice, the queue's keeper
+# and planner, Slurm's submission: each loads where used (a failed run's diagnosis, a queued run, a Slurm job).
+HEAVY = ("torch", "ray", "textual", "gpumon.tui", "gpumon.core.doctor.classifier", "gpumon.core.doctor.advice")
+HEAVY += ("gpumon.core.queue.keeper", "gpumon.core.queue.plan", "gpumon.core.slurm.launch")
+HEAVY += ("gpumon.core.doctor.slurm_end",)
+FOLDING = ("gpumon.core.doctor.leak", "gpumon.core.runs.reading.telemetry")  # what a run not ended needs
+
+
+def _loaded(home: Path, code: str, of: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules among ``of`` that a fresh interpreter holds after running ``code`` with GPUMON_HOME=home."""
+    code += "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "GPUMON_HOME": str(home), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    return [m for m in loaded if m in of or m.startswith(tuple(f"{name}." for name in of))]
+
+
+def _command(*args: str) -> str:
+    """``gpumon ARGS`` run in the interpreter, its output and exit swallowed."""
+    return (
+        "import contextlib, io\nfrom gpumon.cli import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    main({list(args)!r})"
+    )
+
+
+def test_cheap_commands_and_the_supervisor_load_only_what_they_use(tmp_path: Path) -> None:
+    from tests.test_runs_view import FINISHED, record_runs
+
+    record_runs(tmp_path, live=False)  # ended runs: the first listing reads their files and indexes them
+    assert _loaded(tmp_path, _command("runs")) == []
+    # from then on they come from the index: nothing is folded, no leak watch is made
+    assert _loaded(tmp_path, _command("runs", "--json"), HEAVY + FOLDING) == []
+    for args in (["runs"], ["stop", FINISHED], ["logs", FINISHED], ["launch", "--help"]):
+        assert _loaded(tmp_path, _command(*args)) == [], args
+    assert _loaded(tmp_path, "import gpumon.core.runs.supervision.supervisor") == []

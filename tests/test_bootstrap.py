@@ -38,11 +38,14 @@ TRAIN = textwrap.dedent(
 
 
 def run_script(tmp_path: Path, *args: str, rate: str = "0") -> tuple[subprocess.CompletedProcess[str], list[dict]]:
-    """``rate``: GPUMON_STEP_RATE (0: record every step, as these tests compare step by step)."""
+    """``rate``: GPUMON_STEP_RATE (0: record every step, as these tests compare step by step). One torch thread:
+    with a thread per core on a busy machine each small op waits for the other thread's turn (3000 steps of this
+    model took 87 s, against 2 s with one)."""
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     run_dir = tmp_path / "run"
     env = {**os.environ, "GPUMON_RUN_DIR": str(run_dir), "PYTHONPATH": BOOTSTRAP_DIR, "GPUMON_STEP_RATE": rate}
+    env["OMP_NUM_THREADS"] = "1"
     env.pop("RANK", None)
     done = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True)
     return done, EventReader(run_dir).poll()

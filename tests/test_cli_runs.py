@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -50,7 +52,6 @@ def test_the_shell_line_that_on_alert_suggests_runs_and_receives_the_alert(tmp_p
     from gpumon.cli.launch import alert_command
     from gpumon.core.events import EventWriter
     from gpumon.core.runs.supervision.alerts import raise_alert
-    from tests.conftest import wait_until
 
     done = subprocess.run(
         [sys.executable, "-m", "gpumon", "launch", "ddp", "--on-alert", "echo X >> f"], capture_output=True, text=True
@@ -79,9 +80,9 @@ def test_launch_runs_logs_and_stop(gpumon, tmp_path: Path) -> None:
     table = gpumon("runs").stdout
     assert run_id in table and "running" in table
 
-    deadline = __import__("time").monotonic() + 20
-    while "args" not in gpumon("logs", run_id[:12]).stdout:
-        assert __import__("time").monotonic() < deadline
+    log = Path(run["dir"]) / "logs" / "rank0.log"  # waited on here: a `gpumon logs` per poll costs a CPU second
+    assert wait_until(lambda: log.is_file() and "args" in log.read_text(), timeout=60), run
+    assert "args" in gpumon("logs", run_id[:12]).stdout  # a unique prefix is enough
     assert gpumon("logs", run_id).stdout.strip() == "args ['--lr', '0.1']"
     assert "has no rank 3" in gpumon("logs", run_id, "--rank", "3").stderr
 

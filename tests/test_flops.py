@@ -19,7 +19,8 @@ SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 
 
 def _launch(gpumon: Gpumon, *args: str) -> str:
-    done = gpumon("launch", "script", str(SCRIPTS / "flops_models.py"), "--", *args)
+    # one torch thread: with one per core on a busy 2-CPU machine each op waits for the other thread's turn
+    done = gpumon("launch", "script", str(SCRIPTS / "flops_models.py"), "--env", "OMP_NUM_THREADS=1", "--", *args)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()[-1]
 

@@ -13,14 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_until
 
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
@@ -102,13 +101,37 @@ def fleet(tmp_path: Path):
         proc.kill()
 
 
-def wait_group(fleet: Fleet, predicate, timeout: float = 240.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    group = fleet.group()
-    while not predicate(group) and time.monotonic() < deadline:
-        time.sleep(1.0)
-        group = fleet.group()
-    return group
+def node_dirs(fleet: Fleet) -> list[Path]:
+    """The run folder of each node of the launcher's group, node 0 first (host `local`: the launcher's own)."""
+    from gpumon.core.nodes.group import load_all
+
+    (group,) = load_all(fleet.root / "launcher")
+    homes = {n.host: fleet.root / ("launcher" if n.host == "local" else f"hosts/{n.host}/state") for n in group.nodes}
+    return [homes[n.host] / "runs" / n.run for n in sorted(group.nodes, key=lambda n: n.rank)]
+
+
+def wait_nodes_ended(fleet: Fleet, timeout: float = 240.0) -> dict[str, Any]:
+    """Until each node's supervisor wrote its end, read in its files; then the group as `gpumon runs` gives it.
+    Polling `gpumon runs` instead asked each node through ssh every second: five Pythons a poll, taken from the
+    run's own CPU time."""
+    for run_dir in node_dirs(fleet):
+        wait_ended(run_dir.parent.parent, run_dir.name, timeout=timeout)
+    return fleet.group()
+
+
+def wait_nodes_stepped(fleet: Fleet, steps: int, timeout: float = 180.0) -> dict[str, Any]:
+    """Until each node's run reached ``steps`` (its supervisor's summary, read in its files); then the group."""
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+
+    folds = [RunTelemetry(run_dir) for run_dir in node_dirs(fleet)]
+
+    def stepped() -> bool:
+        for fold in folds:
+            fold.update(events=False)  # the summary.json the node's own `gpumon runs` reads
+        return all((fold.current_step or 0) >= steps for fold in folds)
+
+    assert wait_until(stepped, timeout=timeout, step=0.5), [fold.current_step for fold in folds]
+    return fleet.group()
 
 
 def error_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -124,7 +147,7 @@ def test_two_node_ddp_run_finishes_with_both_nodes_telemetry(fleet: Fleet) -> No
     group_id = done.stdout.split()[-1]
     assert group_id.startswith("g-ddp-")
 
-    group = wait_group(fleet, lambda g: g["state"] not in ("starting", "running"))
+    group = wait_nodes_ended(fleet)
     assert group["state"] == "finished", json.dumps(group, indent=1)
     assert group["root_cause"] is None
     assert [n["host"] for n in group["nodes"]] == ["n0", "n1"]
@@ -152,8 +175,9 @@ def test_stopping_the_group_mid_run_leaves_no_process_on_any_node(fleet: Fleet) 
     done = fleet.launch("ddp", "--hosts", "n0,n1", "--nproc", "1", program_args=("--epochs", "500"))
     assert done.returncode == 0, done.stderr
     group_id = done.stdout.split()[-1]
-    group = wait_group(fleet, lambda g: all((n["step"] or 0) >= 2 for n in g["nodes"]), timeout=180)
+    group = wait_nodes_stepped(fleet, 2)
     assert group["state"] == "running", json.dumps(group, indent=1)
+    assert all(n["step"] >= 2 for n in group["nodes"]), json.dumps(group, indent=1)
     assert len(fleet.processes()) >= 6  # per node: its supervisor, torchrun and a rank
 
     stopped = fleet.gpumon("stop", group_id)
@@ -168,7 +192,8 @@ def test_stopping_the_group_mid_run_leaves_no_process_on_any_node(fleet: Fleet) 
 def test_stopping_one_node_stops_its_whole_group(fleet: Fleet) -> None:
     done = fleet.launch("ddp", "--hosts", "n0,local", "--nproc", "1", program_args=("--epochs", "500"))
     assert done.returncode == 0, done.stderr
-    group = wait_group(fleet, lambda g: all((n["step"] or 0) >= 1 for n in g["nodes"]), timeout=180)
+    group = wait_nodes_stepped(fleet, 1)
+    assert all(n["step"] >= 1 for n in group["nodes"]), json.dumps(group, indent=1)
     local_run = group["nodes"][1]["run"]  # host `local` is this machine: the run is in the launcher's state dir
     stopped = fleet.gpumon("stop", local_run)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -181,7 +206,7 @@ def test_a_failing_node_ends_the_group_naming_the_node_its_rank_and_error(fleet:
     (fleet.root / "fail_rank1.py").write_text(FAIL_ON_RANK_1)
     done = fleet.launch("script", "fail_rank1.py", "--hosts", "n0,n1", "--nproc", "1")
     assert done.returncode == 0, done.stderr
-    group = wait_group(fleet, lambda g: g["state"] in ("failed", "finished", "stopped"), timeout=180)
+    group = wait_nodes_ended(fleet, timeout=180)
     assert group["state"] == "failed", json.dumps(group, indent=1)
     # torchrun took node 0 down by itself: its rank lost its peer.
     n0, n1 = group["nodes"]

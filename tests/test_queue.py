@@ -94,7 +94,7 @@ def test_after_waits_for_success_and_a_failed_dependency_fails_the_run(qu: Queue
 def test_a_killed_keeper_loses_nothing_and_the_next_one_starts_the_runs(qu: Queue) -> None:
     qu.gpus([71, 71])
     runs = [qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "1"}) for _ in range(2)]
-    assert wait_until(lambda: all(qu.runs()[r].get("queue_position") for r in runs), timeout=T)
+    assert wait_until(lambda: all(row.get("queue_position") for row in qu.rows(*runs)), timeout=T)
     old = qu.keeper()
     assert old
     os.kill(old, signal.SIGKILL)
@@ -163,7 +163,10 @@ def test_a_queued_run_the_host_can_no_longer_hold_fails_with_an_alert(qu: Queue)
 def test_cancel_up_down_and_start_now(qu: Queue) -> None:
     qu.gpus([71, 71])
     a, b, c = (qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "0"}) for _ in range(3))
-    positions = lambda: {r: qu.runs()[r].get("queue_position") for r in (a, b, c)}  # noqa: E731
+
+    def positions() -> dict[str, int | None]:
+        return {run: row.get("queue_position") for run, row in zip((a, b, c), qu.rows(a, b, c), strict=True)}
+
     assert wait_until(lambda: positions() == {a: 1, b: 2, c: 3}, timeout=T), positions()
     assert qu.cli("queue", "up", c).returncode == 0
     assert wait_until(lambda: positions() == {a: 1, c: 2, b: 3}, timeout=T), positions()

@@ -9,17 +9,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from subprocess import CompletedProcess
 
 import psutil
 import pytest
 
-from tests.conftest import wait_until
-
-Gpumon = Callable[..., CompletedProcess[str]]
-LIVE = ("starting", "running", "stalled", "stopping", "unsupervised")
+from tests.conftest import Gpumon, wait_until
 
 
 def rows(gpumon: Gpumon) -> dict[str, dict]:
@@ -48,7 +45,21 @@ def status(run_dir: Path) -> dict:
 
 
 def ended(gpumon: Gpumon, run_id: str, timeout: float = 90) -> dict:
-    assert wait_until(lambda: rows(gpumon)[run_id]["status"] not in LIVE, timeout=timeout, step=0.3), rows(gpumon)
+    """The run's row once it ended, its end waited for in its files: a `gpumon runs` per poll cost a CPU second
+    each, taken from the run. While the run has no supervisor, each look is a `gpumon runs`, as the user's would
+    be: it adopts the run."""
+    from gpumon.core.runs.record.store import RunStore
+
+    store = RunStore(gpumon.home)
+
+    def over() -> bool:
+        record = store.load(store.runs_dir / run_id)
+        if record is not None and record.state == "unsupervised":
+            rows(gpumon)
+            record = record.reread()
+        return record is not None and not record.live
+
+    assert wait_until(over, timeout=timeout, step=0.3), rows(gpumon)[run_id]
     return rows(gpumon)[run_id]
 
 

@@ -16,7 +16,7 @@ import random
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -25,9 +25,18 @@ from gpumon.core.doctor.causes import name_causes
 from gpumon.core.doctor.ceiling import Ceiling, choose
 from gpumon.core.doctor.cycles import Cycles
 from gpumon.core.doctor.horizon import End, expected_end, judge
-from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState
+from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState, restore_states
 
-__all__ = ["SEVERITY", "STATES", "LeakDetector", "LeakState", "LeakWatch", "analyse", "analyse_series"]
+__all__ = [
+    "SEVERITY",
+    "STATES",
+    "LeakDetector",
+    "LeakState",
+    "LeakWatch",
+    "analyse",
+    "analyse_series",
+    "restore_states",
+]
 
 if TYPE_CHECKING:
     from gpumon.core.runs.reading.telemetry import RunTelemetry
@@ -359,25 +368,6 @@ class LeakWatch:
 def record_states(watch: LeakWatch) -> dict[str, dict[str, Any]]:
     """The watch's verdicts as JSON (summary.json): "rank:memory" -> the LeakState's fields."""
     return {f"{rank}:{memory}": asdict(state) for (rank, memory), state in watch.series_states().items()}
-
-
-@cache
-def _state_fields() -> frozenset[str]:
-    return frozenset(f.name for f in fields(LeakState))
-
-
-def restore_states(recorded: Mapping[str, Any] | None) -> dict[tuple[int, str], LeakState]:
-    """``record_states`` read back; a malformed entry is left out."""
-    out: dict[tuple[int, str], LeakState] = {}
-    names = _state_fields()
-    for key, data in (recorded or {}).items():
-        rank, _, memory = str(key).partition(":")
-        if rank.lstrip("-").isdigit() and isinstance(data, dict):
-            try:
-                out[(int(rank), memory)] = LeakState(**{k: v for k, v in data.items() if k in names})
-            except TypeError:
-                continue
-    return out
 
 
 def _rank(state: LeakState) -> tuple[int, float]:

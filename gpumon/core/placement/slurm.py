@@ -7,15 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpumon.core.doctor.slurm_end import gpus_advice, slurm_advice, slurm_failure
 from gpumon.core.placement.base import Launch, PlaceName, Where
 from gpumon.core.runs.record.spec import validate
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.core.runs.supervision import launcher
-from gpumon.core.slurm import jobs
-from gpumon.core.slurm import launch as job
-from gpumon.core.slurm.ending import at_end, record_job_end, started
-from gpumon.core.slurm.rows import slurm_fields, slurm_line
+
+# Slurm's modules load when a Slurm run needs them: every `gpumon runs` and every supervisor holds this place
+# (places.PLACES), most of them never for a job (issue 35).
 
 if TYPE_CHECKING:
     from gpumon.core.doctor.advice_types import Advice
@@ -31,13 +29,19 @@ class Slurm:
     row_keys: tuple[str, ...] = ("slurm_job_id", "slurm_state", "slurm_reason")  # core/slurm/rows.py
 
     def check(self, spec: RunSpec) -> None:
+        from gpumon.core.slurm import launch as job
+
         job.check(spec)
 
     def command(self, spec: RunSpec, run_id: str) -> list[str]:
+        from gpumon.core.slurm import launch as job
+
         return job.slurm_command(spec)
 
     def launch(self, spec: RunSpec, how: Launch) -> RunRecord:
         """The run's directory as for any run; its start a job (nothing starts on this machine)."""
+        from gpumon.core.slurm import launch as job
+
         self.check(spec)
         spec = validate(spec, how.visible_gpus)
         run_id, run_dir = how.store.new_run_dir(spec)
@@ -52,6 +56,8 @@ class Slurm:
 
     def stop(self, record: RunRecord, kill: bool = False) -> str:
         """scancel: Slurm signals its supervisor on the node (or drops the job while it is pending)."""
+        from gpumon.core.slurm import jobs
+
         if not record.live:
             return f"{record.id} is not running ({record.state})"
         job_id = str(record.status.get("slurm_job_id") or "")
@@ -72,23 +78,33 @@ class Slurm:
         return Where(record.dir, str(record.status.get("slurm_nodes") or ""))
 
     def end_lost(self, record: RunRecord) -> bool:
+        from gpumon.core.slurm.ending import record_job_end
+
         record_job_end(record)  # the job is over: Slurm's end (a time limit killed the supervisor too)
         return True
 
     def failure(
         self, record: RunRecord, telemetry: RunTelemetry, found: Failure
     ) -> tuple[Failure, tuple[Advice, ...]] | None:
+        from gpumon.core.doctor.slurm_end import slurm_advice, slurm_failure
+
         if not record.status.get("slurm_end"):
             return None
         return slurm_failure(record), tuple(slurm_advice(record, telemetry))
 
     def gpus_advice(self, record: RunRecord) -> tuple[Advice, ...]:
+        from gpumon.core.doctor.slurm_end import gpus_advice
+
         return tuple(gpus_advice(record)) if record.spec.slurm is not None else ()
 
     def started(self) -> dict[str, Any]:
+        from gpumon.core.slurm.ending import started
+
         return started()  # Slurm's state and the job's nodes, from the job's environment
 
     def ended(self, run_dir: Path, state: str, fields: dict[str, Any]) -> str:
+        from gpumon.core.slurm.ending import at_end
+
         return at_end(run_dir, state, fields)  # a time limit is a failure, not a stop
 
     def freed(self, run_dir: Path, events: EventWriter) -> None:
@@ -97,9 +113,13 @@ class Slurm:
         wake(run_dir.parent.parent, events)  # as any run's end does (the state dir is the login host's too)
 
     def row_fields(self, record: RunRecord) -> dict[str, Any]:
+        from gpumon.core.slurm.rows import slurm_fields
+
         return slurm_fields(record)  # a live job asks Slurm (one cached squeue for all)
 
     def line(self, record: RunRecord) -> str:
+        from gpumon.core.slurm.rows import slurm_line
+
         return slurm_line(record)
 
     def waiting(self, root: Path, run_ids: Sequence[str]) -> dict[str, tuple[int | None, str]]:

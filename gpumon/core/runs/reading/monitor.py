@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.runs.reading.summary import RunSummary, from_row, progress_fields, summarise, to_row
-from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.index import RunIndex
 from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
+
+if TYPE_CHECKING:  # loaded with the first run not ended: a list of ended runs is read from the index (issue 35)
+    from gpumon.core.doctor.leak import LeakWatch
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 
 class RunsMonitor:
@@ -76,6 +79,9 @@ class RunsMonitor:
         for name in sorted(self._unread):
             record = self.store.load(self.store.runs_dir / name)
             if record is not None:
+                from gpumon.core.doctor.leak import LeakWatch
+                from gpumon.core.runs.reading.telemetry import RunTelemetry
+
                 self._unread.discard(name)
                 self._live[name] = (record, RunTelemetry(record.dir), LeakWatch())
                 self._follow(name, fresh=True)
@@ -109,6 +115,8 @@ class RunsMonitor:
             summary, record = old, old.record  # nothing new: the same objects, so the views skip it
         self._live[run_id] = (record, tele, watch)
         if ended:  # read for the last time: from now on the index has it
+            from gpumon.core.runs.reading.telemetry import save_summary
+
             if not tele.final:  # no summary (copied from elsewhere, an older gpumon): the next reader pays nothing
                 with contextlib.suppress(OSError):
                     save_summary(tele, final=True)
@@ -192,6 +200,9 @@ class RunsMonitor:
         cached = self._detail
         if cached is not None and cached.id == run_id and cached.record is known.record:
             return cached  # an ended run's series never change: read once while it stays selected
+        from gpumon.core.doctor.leak import LeakWatch
+        from gpumon.core.runs.reading.telemetry import RunTelemetry
+
         tele = RunTelemetry(known.record.dir)
         tele.update()
         watch = LeakWatch().update(tele, ended=not known.record.live)

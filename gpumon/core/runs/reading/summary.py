@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpumon.core.doctor.leak import LeakState, LeakWatch, restore_states
+from gpumon.core.doctor.leak_state import LeakState, restore_states
 from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
-from gpumon.core.runs.reading.telemetry import RunTelemetry
-from gpumon.core.runs.reading.time_split import time_split
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord
+
+if TYPE_CHECKING:  # loaded by whoever folds a live run; an ended run's row needs neither (issue 35)
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ def _progress(row: dict[str, Any]) -> dict[str, Any]:
 
 def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState] | None = None) -> RunSummary:
     from gpumon.core.placement.places import of_record
+    from gpumon.core.runs.reading.time_split import time_split
 
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
@@ -198,6 +200,9 @@ def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
 
 def read_one(record: RunRecord) -> RunSummary:
     """One run's summary from its files (its supervisor's summary.json), without listing the others."""
+    from gpumon.core.doctor.leak import LeakWatch
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+
     tele = RunTelemetry(record.dir)
     tele.update()
     return summarise(record, tele, LeakWatch().update(tele))
