@@ -20,6 +20,7 @@ from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.core.model import HostSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.runs.launch_form import LaunchForm
 
 if TYPE_CHECKING:
     from tests.tmux_term import Tmux
@@ -80,6 +81,15 @@ async def pilot_until(
     while not what():
         assert time.monotonic() < deadline, why
         await pilot.pause(0.05)
+
+
+async def open_launch_form(pilot: Pilot[None]) -> LaunchForm:
+    """`r n` as a person types it, and the launch form once it shows (`n` typed ahead waits for the Runs view)."""
+    await pilot.press("r", "n")
+    await pilot_until(pilot, lambda: isinstance(pilot.app.screen, LaunchForm), "the launch form never showed")
+    form = pilot.app.screen
+    assert isinstance(form, LaunchForm)
+    return form
 
 
 @pytest.fixture

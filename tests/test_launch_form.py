@@ -19,7 +19,7 @@ from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
-from tests.conftest import make_app, pilot_until
+from tests.conftest import make_app, open_launch_form, pilot_until
 from tests.test_runs_view import cell, notes, open_runs, row_keys, screen_text, select, tiny_script
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,10 +48,7 @@ def hint(form: LaunchForm) -> str:
 async def test_enter_on_the_kind_list_opens_it_and_launches_nothing(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         kind = form.query_one("#kind", Select)
         assert form.focused is kind
         await pilot.press("enter")
@@ -71,10 +68,7 @@ async def test_tab_goes_down_the_fields_that_show_and_the_launched_spec_has_what
     monkeypatch.chdir(tmp_path)  # relative paths resolve from where gpumon started
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         await pilot.press("enter", "down", "down", "down", "down", "enter")  # the kind list: script
         assert form.query_one("#kind", Select).value == "script"
         assert str(form.query_one("#label-script").render()) == "script"
@@ -157,10 +151,7 @@ async def test_the_new_options_are_checked_as_the_cli_checks_them(home: Path) ->
 async def test_the_form_fits_80x24_for_every_kind(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         screen = form.region
         for kind in ("ddp", "dp", "script", "tune", "pipeline"):
             form.query_one("#kind", Select).value = kind
@@ -288,10 +279,7 @@ async def test_e_is_refused_read_only_and_without_a_run(home: Path) -> None:
 async def test_a_short_terminal_scrolls_the_form_to_the_focused_field(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 14)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         scroll = form.query_one("#launch-form")
         for _ in range(13):  # down to Launch, below the fold at 14 rows
             await pilot.press("tab")

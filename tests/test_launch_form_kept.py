@@ -17,7 +17,7 @@ from gpumon.core.runs.record.spec import RunSpec
 from gpumon.tui.views.runs.form_spec import FormValues, values_from_spec
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.launching import FORM
-from tests.conftest import make_app, pilot_until
+from tests.conftest import make_app, open_launch_form, pilot_until
 from tests.test_launch_form import hint, runs
 from tests.test_runs_view import FINISHED, notes, open_runs, record_runs, select
 
@@ -42,10 +42,8 @@ async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: 
     monkeypatch.setattr("os.cpu_count", lambda: 8)  # ddp's processes on a CPU: 2
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm) and form.values() == DEFAULTS
+        form = await open_launch_form(pilot)
+        assert form.values() == DEFAULTS
         await pilot.press("tab", "tab", *"nope.py", "tab", *"--lr 1", "enter")
         await pilot_until(pilot, lambda: "program not found: nope.py" in error(form))
         await pilot.press("escape")
@@ -166,10 +164,7 @@ async def test_a_select_whose_label_is_not_composed_yet_shows_its_value_once_it_
 
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         kind = form.query_one("#kind", Select)
         current = kind.query_one(SelectCurrent)
         await current.query_one("#label", Static).remove()  # as before SelectCurrent composed it

@@ -27,7 +27,6 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.fleet.host_screen import HostScreen
-from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.reading import RunActionDone
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
@@ -36,7 +35,7 @@ from gpumon.tui.views.trials.view import TrialActionDone, TrialsView
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import FrozenHost, pilot_until
+from tests.conftest import FrozenHost, open_launch_form, pilot_until
 from tests.fleet_data import StandInFleet, fleet_app, mixed_fleet
 from tests.test_runs_view import record_run, screen_text
 from tests.trials_data import T0, RecordedTrial, record_experiment
@@ -131,10 +130,7 @@ async def test_the_gpu_view_shows_names_users_commands_and_reasons_as_written() 
 async def test_the_launch_form_error_quotes_the_pip_extra(home: Path) -> None:
     app = bracket_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         form.query_one("#kind", Select).value = "script"
         await pilot.pause()
         form.query_one("#script", Input).value = ".[train]/[b]x[/b] [/].py"

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from gpumon.tui.views.runs.launch_form import LaunchForm
-from tests.conftest import make_app, pilot_until
+from tests.conftest import make_app, open_launch_form
 from tests.test_multinode import STANDIN
 
 
@@ -27,10 +27,7 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
     monkeypatch.setenv("STANDIN_DOWN", "gpu9")
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         hosts = form.query_one("#hosts", Input)
         hosts.focus()  # enter launches from a text field (on the kind list it opens the list)
         hosts.value = "gpu1"

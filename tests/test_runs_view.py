@@ -33,7 +33,7 @@ from gpumon.tui.widgets.charts import Chart, Series, line_chart
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app, pilot_until
+from tests.conftest import make_app, open_launch_form, pilot_until
 
 T0 = 1_795_000_000.0  # recorded runs have fixed times: their elapsed never depends on the clock
 FINISHED, FAILED, STOPPED, LIVE = (
@@ -320,10 +320,7 @@ async def test_gpu_view_marks_processes_of_runs(home: Path) -> None:
 async def test_launch_form_shows_bad_values_inline_and_starts_nothing(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         assert form.query_one("#nproc", Input).value == "2"  # ddp on a CPU machine: 2 processes
         form.query_one("#nproc", Input).value = "x"
         form.query_one("#nproc", Input).focus()
@@ -394,10 +391,7 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
     monkeypatch.chdir(tmp_path)  # a path relative to gpumon's working directory, as a user types it
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("r", "n")
-        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))  # keys typed ahead wait for the view
-        form = app.screen
-        assert isinstance(form, LaunchForm)
+        form = await open_launch_form(pilot)
         await pilot.press("down", "down", "down", "down", "down", "enter")  # open the kind list, pick 'script'
         assert form.query_one("#kind", Select).value == "script"
         assert form.query_one("#nproc", Input).value == "1"  # the default follows the kind
