@@ -77,7 +77,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
         self._kept: set[str] = set()  # the views shown once (heap.py)
-        self._top_info = TopInfo(id="top-info")  # held: a sample handled as the app closes finds it still
+        self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
