@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import sqlite3
@@ -10,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 COMMANDS = (
@@ -121,6 +124,13 @@ def test_an_index_locked_by_another_writer_is_read_around_never_rebuilt(tmp_path
         assert {row[0] for row in db.execute("SELECT id FROM runs")} == ids
 
 
+def _supervisors_gone(home: Path) -> None:
+    for status in (home / "runs").glob("*/status.json"):
+        pid = json.loads(status.read_text())["supervisor_pid"]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).wait(timeout=120)
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
 def test_a_corrupt_index_is_said_once_and_rebuilt(damage: str, tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print('done')\n")
@@ -130,6 +140,7 @@ def test_a_corrupt_index_is_said_once_and_rebuilt(damage: str, tmp_path: Path) -
     before = run_gpumon(home, "runs")
     ids = [line.split()[0] for line in before.stdout.splitlines()[1:]]
     assert len(ids) == 2, before.stdout
+    _supervisors_gone(home)  # an ending supervisor indexes its run: it would find the damage and mend it unseen
     index = home / "index.sqlite3"
     for suffix in ("-wal", "-shm"):
         Path(str(index) + suffix).unlink(missing_ok=True)
