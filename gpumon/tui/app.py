@@ -216,6 +216,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self.view = name
         self.query_one("#views", ContentSwitcher).current = self._widget(view).id
         self.query_one(ViewTabs).set_current(name)
+        view.showing()
         remembered = self._focus_of_view.get(name)
         if remembered is not None and remembered.is_attached:
             remembered.focus()

@@ -100,6 +100,10 @@ class View(Refuses):
 
     context: AppContext
 
+    def showing(self) -> None:
+        """The view is about to be drawn (its key's frame comes next): draw what it holds and has not drawn while
+        hidden, so that the frame shows it (else a second frame follows). No reads here: ``shown`` reads."""
+
     def shown(self) -> None:
         """The view just became current: read now."""
 

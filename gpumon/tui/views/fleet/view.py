@@ -113,6 +113,9 @@ class FleetView(View, Vertical):
     def sample(self, snapshot: Snapshot, history: History) -> None:
         if self.context.fleet is not None:
             return
+        if self.state is None and self.is_mounted:  # the first, shown or not: its blocks are built now, not by `h`
+            self.draw(local_state(snapshot))
+            return
         if not self.display or not self.is_mounted:
             self._stale = True
             return
@@ -121,6 +124,15 @@ class FleetView(View, Vertical):
     def runs_changed(self) -> None:
         if self.state is not None:
             self.draw(self.state)
+
+    def showing(self) -> None:
+        """What came while hidden, in the key's own frame (the fleet's state is held in memory: no read)."""
+        if not self._stale:
+            return
+        if self.context.fleet is not None:
+            self.draw(self.context.fleet.state())
+        elif self.context.snapshot is not None:
+            self.draw(local_state(self.context.snapshot))
 
     def shown(self) -> None:
         if self.context.fleet is not None:

@@ -143,6 +143,9 @@ class GpusView(View, Vertical):
     def on_show(self) -> None:  # the switcher showed it (at start, or a view key)
         self.shown()
 
+    def showing(self) -> None:  # a view key: the sample that came while hidden, in the key's own frame
+        self.shown()
+
     def shown(self) -> None:
         if self._pending is not None and self.history is not None:
             self.sample(self._pending, self.history)

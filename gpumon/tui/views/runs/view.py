@@ -10,7 +10,6 @@ With a fleet, other hosts' runs are rows too, read and acted on through ssh (rem
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import ComposeResult
@@ -39,9 +38,6 @@ from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ChoiceScreen
-
-if TYPE_CHECKING:
-    pass
 
 REFRESH_S = 1.0
 FORM_AHEAD_S = 0.5  # after the view first shows, the launch form is built (launching.py)
@@ -108,6 +104,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.filter = ""
         self._live = 0
         self._stale = False
+        self._built = False  # rows built once (the first list, shown or not)
         self._disk: str | None = None
         self._busy = False
         self._again = False
@@ -185,9 +182,10 @@ class RunsView(Launching, Queueing, View, Vertical):
             self.summaries = {s.id: s for s in message.summaries}
             self._live = sum(1 for s in message.summaries if s.record.live)
             self._select_new(self.new_runs.appeared(message.summaries))
-        if not self.display:
-            self._stale = True  # hidden: drawn when shown again, not every second for nobody
-        elif changed or self._live or self._stale or self.remote.changed():  # a live run's time moves
+        if not self.display and self._built:
+            self._stale = True  # hidden: drawn when shown again (showing), not every second for nobody
+        elif changed or self._live or self._stale or self.remote.changed() or not self._built:  # a live run's
+            # time moves; the first list is built even hidden, so that the first `r` only draws its rows
             self._stale = False
             self._show(message.summaries)
         elif new_detail:  # the selected run's series arrived
@@ -202,6 +200,11 @@ class RunsView(Launching, Queueing, View, Vertical):
         if self._again:
             self._again = False
             self.poll()
+
+    def showing(self) -> None:
+        if self._stale and self._listed is not None:  # the rows as last read (within a second), in the key's frame
+            self._stale = False
+            self._show(self._listed)
 
     def shown(self) -> None:
         self.poll()
@@ -227,6 +230,7 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     # -- showing ------------------------------------------------------------------
     def _show(self, summaries: list[RunSummary]) -> None:
+        self._built = True
         table = self.query_one(RunTable)
         matched = [s for s in summaries if matches(s, self.filter)] if self.filter else summaries
         remote = self.remote.listing(self.filter)

@@ -1,0 +1,77 @@
+"""A view key's own frame shows the view as it is: what came while the view was hidden is drawn before that frame,
+not after it, and a view's first showing finds its rows and blocks built.
+
+A hidden view holds what its feeds bring (the Runs list, each GPU sample, the fleet's state) and drew it only once
+shown: after the key's frame (on Show, on Resize, in ``shown``), so a second frame followed, and the first `r` showed
+an empty table until its 20 rows were built and drawn (the key's slowest draw, 300-500 ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.screen import Screen
+
+from gpumon.tui.feeds import SampleReady
+from gpumon.tui.views.fleet.view import FleetView
+from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.views.runs.run_table import RunTable
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import home, record_runs  # noqa: F401 - home: the fixture
+
+RUNS = 3  # record_runs(live=False)
+
+
+def at_first_layout(monkeypatch: pytest.MonkeyPatch, what: Callable[[], Any]) -> list[Any]:
+    """``what()`` as each layout of the screen starts (the first after a key: the key's frame)."""
+    seen: list[Any] = []
+    lay_out = Screen._refresh_layout
+
+    def counted(self: Screen[object], *args: Any, **kwargs: Any) -> None:
+        seen.append(what())
+        lay_out(self, *args, **kwargs)
+
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    return seen
+
+
+async def test_the_first_r_draws_the_runs_in_its_own_frame(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.query_one(RunTable)
+        await pilot_until(pilot, lambda: len(app.context.runs) == RUNS)  # the runs feed read them (hidden view)
+        await pilot.pause(0.3)
+        seen = at_first_layout(monkeypatch, lambda: (app.view, table.row_count, str(table.border_title)))
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: any(view == "runs" for view, _, _ in seen))
+        _, rows, title = next(s for s in seen if s[0] == "runs")
+        assert rows == RUNS, seen  # built before the key, drawn in its frame
+        assert title.startswith(f"runs · {RUNS}")
+
+
+async def test_a_view_key_draws_what_came_while_hidden_before_its_frame(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPUs view drew the samples that came while hidden on Show (after the key's frame: a second frame);
+    the fleet view built its host blocks at its first showing, after the frame too."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        gpus, fleet = app.view_widget("gpus"), app.view_widget("fleet")
+        assert isinstance(gpus, GpusView) and isinstance(fleet, FleetView)
+        assert fleet._blocks  # built from the first sample, never shown
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: app.view == "runs")
+        app.post_message(SampleReady(app.sampler.sample_once()))  # a sample while the Runs view shows
+        await pilot_until(pilot, lambda: gpus._pending is not None and fleet._stale)
+        seen = at_first_layout(monkeypatch, lambda: (app.view, gpus._pending, fleet._stale, len(fleet._blocks)))
+        await pilot.press("g")
+        await pilot_until(pilot, lambda: any(s[0] == "gpus" for s in seen))
+        assert next(s for s in seen if s[0] == "gpus")[1] is None  # drawn before the key's frame
+        await pilot.press("h")
+        await pilot_until(pilot, lambda: any(s[0] == "fleet" for s in seen))
+        assert next(s for s in seen if s[0] == "fleet")[2:] == (False, 1)
