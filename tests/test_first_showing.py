@@ -14,11 +14,18 @@ from typing import Any
 
 import pytest
 from textual.screen import Screen
+from textual.widgets._footer import FooterKey
 
+from gpumon.tui.app import HELP
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.views import VIEWS
 from gpumon.tui.views.fleet.view import FleetView
 from gpumon.tui.views.gpus.view import GpusView
+from gpumon.tui.views.runs.launch_form import LaunchForm
+from gpumon.tui.views.runs.launching import FORM
 from gpumon.tui.views.runs.run_table import RunTable
+from gpumon.tui.widgets.footer import KeysFooter
+from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import home, record_runs  # noqa: F401 - home: the fixture
 
@@ -75,3 +82,41 @@ async def test_a_view_key_draws_what_came_while_hidden_before_its_frame(
         await pilot.press("h")
         await pilot_until(pilot, lambda: any(s[0] == "fleet" for s in seen))
         assert next(s for s in seen if s[0] == "fleet")[2:] == (False, 1)
+
+
+async def test_the_first_keys_find_the_help_the_form_and_each_views_keys_built(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first `?` built the help, the first `n` (typed soon after `r`) the launch form, and each view's first
+    key its footer keys (~10 keys mounted and styled): 50-500 ms on the key's path, each key's slowest press.
+    They are built shortly after the start, and the first presses build none of them."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await pilot_until(pilot, lambda: app.is_screen_installed(HELP) and app.is_screen_installed(FORM))
+        await pilot_until(pilot, lambda: len(footer._sets) == len(VIEWS))  # the GPUs view's and 5 built ahead
+        await pilot_until(pilot, lambda: all(k.is_mounted for k in footer.query(FooterKey)))
+        built: list[str] = []
+        make_key, compose_help = FooterKey.__init__, HelpScreen.compose
+
+        def counted_key(self: FooterKey, *args: Any, **kwargs: Any) -> None:
+            built.append(f"key {args[0]} in {app.view}")
+            make_key(self, *args, **kwargs)
+
+        def counted_help(self: HelpScreen) -> Any:
+            built.append("help")
+            return compose_help(self)
+
+        monkeypatch.setattr(FooterKey, "__init__", counted_key)
+        monkeypatch.setattr(HelpScreen, "compose", counted_help)
+        for key, shows in (("r", "runs"), ("t", "trials"), ("d", "doctor"), ("h", "fleet"), ("!", "alerts")):
+            await pilot.press(key)
+            await pilot_until(pilot, lambda shows=shows: app.view == shows)
+            await pilot.pause(0.2)
+        await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        await pilot.press("escape", "question_mark")
+        await pilot_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.2)
+        assert built == []

@@ -22,6 +22,7 @@ from textual.widgets._footer import FooterKey
 
 from gpumon.core.format import num
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.views import VIEWS
 from gpumon.tui.widgets.footer import KeysFooter, _width
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel, LinePanel
 from gpumon.tui.widgets.process_table import ProcessTable
@@ -101,14 +102,16 @@ async def test_the_footer_builds_each_set_of_keys_once(home: Path) -> None:  # n
     app = make_app(gpus=2)
     async with app.run_test(size=(160, 40)) as pilot:
         footer = app.query_one(KeysFooter)
+        await pilot_until(pilot, lambda: len(footer._sets) == len(VIEWS))  # each view's, built ahead
         await pilot.pause(DRAWN_S)
         gpus_keys = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
+        built = len(footer.query(FooterKey))
         for view in ("r", "g", "r", "g"):
             await pilot.press(view)
             await pilot.pause(DRAWN_S)
         shown = [key for key in footer.query(FooterKey) if key.parent.display and key.display]
         assert shown == gpus_keys  # the GPUs view's keys: the very widgets built first
-        assert len(footer.query(FooterKey)) < 3 * len(gpus_keys)  # two sets (GPUs, Runs), not one per switch
+        assert len(footer.query(FooterKey)) == built  # none built per switch
 
 
 async def test_a_sample_draws_again_only_the_process_cells_it_changed(home: Path) -> None:  # noqa: F811

@@ -14,6 +14,7 @@ from textual import events
 from textual.widgets import Input, Select, Static
 
 from gpumon.core.runs.record.spec import RunSpec
+from gpumon.tui.app import HELP
 from gpumon.tui.views.runs.form_spec import FormValues, values_from_spec
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.launching import FORM
@@ -81,21 +82,20 @@ async def test_e_then_n_fill_the_kept_form_as_a_clone_then_as_a_new_run(home: Pa
 
 
 @pytest.mark.parametrize("readonly", [False, True])
-async def test_the_form_is_built_once_the_runs_view_shows_and_not_with_readonly(home: Path, readonly: bool) -> None:
+async def test_the_form_is_built_shortly_after_the_start_and_not_with_readonly(home: Path, readonly: bool) -> None:
     app = make_app(gpus=1, readonly=readonly)
     async with app.run_test(size=(100, 30)) as pilot:
-        assert not app.is_screen_installed(FORM)
-        await pilot.press("r")
         if readonly:
-            await pilot.pause(1.5)  # past when it would have been built
+            await pilot_until(pilot, lambda: app.is_screen_installed(HELP))  # built with it, if at all
+            await pilot.pause(0.5)
             assert not app.is_screen_installed(FORM)
             return
         await pilot_until(pilot, lambda: app.is_screen_installed(FORM))
         built = app.get_screen(FORM)
         await pilot_until(pilot, lambda: built.is_mounted)
-        assert app.screen is not built  # built behind the Runs view, not shown
-        await pilot.press("n")
-        assert app.screen is built
+        assert app.screen is not built  # built behind the GPUs view, not shown
+        await pilot.press("r", "n")
+        await pilot_until(pilot, lambda: app.screen is built)
 
 
 async def test_the_program_hint_looks_at_files_in_a_thread(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,6 +42,7 @@ from gpumon.tui.widgets.top_bar import TopInfo
 __all__ = ["GpumonApp"]  # the keys: app_keys.py
 
 HELP = "help"  # the help screen's name among the installed screens
+AHEAD_S = 1.0  # after the start: what a first key would build is built (_build_ahead)
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
@@ -115,6 +116,38 @@ class GpumonApp(KeysInOrder, App[None]):
         if self.sampler.latest is not None:
             self.apply(self.sampler.latest)
         keep_built(self)  # the views, built: out of the collector's way (heap.py)
+        self.set_timer(AHEAD_S, self._build_ahead)
+
+    def _build_ahead(self) -> None:
+        """What the first press of a key built on its path (100-500 ms each on this machine): the help, the
+        launch form, each view's footer keys. Built once, shortly after the start, while no key waits."""
+        if not self.is_running:
+            return
+        self._help_screen()
+        self.call_later(self.view_widget("runs").prepare_form)  # type: ignore[attr-defined]
+        for view in self._views.values():
+            view.ahead()
+        self.set_timer(AHEAD_S, self._keys_ahead_later)  # once those reads have shown (a table hidden or not)
+
+    def _keys_ahead_later(self) -> None:
+        if self.is_running and self._footer.is_attached:
+            self._footer.call_later(self._keys_ahead)  # run by the footer: its keys bind to it as they are built
+            self._footer.call_later(keep_built, self)
+
+    def _keys_ahead(self) -> None:
+        """Each view's footer keys, as offered with the focus where the view's key puts it: set unseen (no focus
+        event, no restyle) for the footer to read, then put back."""
+        screen, view = self._footer.screen, self.view
+        focused = screen.focused
+        try:
+            for name, other in self._views.items():
+                if name != view:  # (a view with nothing to focus: the keys offered with no focus)
+                    self.view = name  # check_action hides the shown view's own key
+                    screen.set_reactive(Screen.focused, other.focus_target())
+                    self._footer.build_ahead()
+        finally:
+            self.view = view
+            screen.set_reactive(Screen.focused, focused)
 
     def on_unmount(self) -> None:
         release()
@@ -238,11 +271,15 @@ class GpumonApp(KeysInOrder, App[None]):
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
             return
-        if not self.is_screen_installed(HELP):  # built once: opened again, it is drawn at once
+        if self._help_screen() not in self.screen_stack:  # a palette over it: it is there already
+            self.push_screen(HELP)
+
+    def _help_screen(self) -> Screen[object]:
+        """The help, built once (ahead, or at the first `?`): opened again, it is drawn at once."""
+        if not self.is_screen_installed(HELP):
             self.install_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE), HELP)
             keep_built(self)
-        if self.get_screen(HELP) not in self.screen_stack:  # a palette over it: it is there already
-            self.push_screen(HELP)
+        return self._get_screen(HELP)[0]  # Textual's first step of push_screen: composed and mounted now
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -107,6 +107,10 @@ class View(Refuses):
     def shown(self) -> None:
         """The view just became current: read now."""
 
+    def ahead(self) -> None:
+        """Shortly after the start: a view that reads only while it shows reads once, so that its first showing
+        draws what it holds (as every later one does) instead of waiting on a read."""
+
     def sample(self, snapshot: Snapshot, history: History) -> None:
         """A new GPU/host sample (each view, shown or not; the default ignores it)."""
 
@@ -118,13 +122,17 @@ class View(Refuses):
 
     def focus_first(self) -> None:
         """Put focus inside the view, so that its keys act."""
+        target = self.focus_target()
+        if target is not None:
+            target.focus()
+
+    def focus_target(self) -> Widget | None:
+        """The widget ``focus_first`` focuses (the app also builds the footer's keys for it ahead)."""
         assert isinstance(self, Widget)
         for widget in self.query("*"):
             if widget.focusable:
-                widget.focus()
-                return
-        if self.focusable:
-            self.focus()
+                return widget
+        return self if self.focusable else None
 
     def commands(self) -> Iterable[Command]:
         return ()

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from gpumon.core.doctor.leak import LeakWatch
@@ -105,8 +106,8 @@ class DoctorView(View, VerticalScroll):
             summary = max(runs.values(), key=lambda s: (s.record.created, s.id))
         self.open(summary.record if summary is not None else None)
 
-    def focus_first(self) -> None:
-        self.focus()
+    def focus_target(self) -> Widget | None:
+        return self
 
     @property
     def record(self) -> RunRecord | None:

@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.events import DescendantFocus
 from textual.markup import escape
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gpumon.core.fleet.hosts import LOCAL, Host, fleet_config_path
@@ -188,12 +189,9 @@ class FleetView(View, Vertical):
             self.focus_first()
 
     # -- selection --------------------------------------------------------------------
-    def focus_first(self) -> None:
+    def focus_target(self) -> Widget | None:
         block = self._blocks.get(self.selected or "")
-        if block is not None:
-            block.focus()
-        else:
-            super().focus_first()
+        return block if block is not None else super().focus_target()
 
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         if isinstance(event.widget, HostBlock):

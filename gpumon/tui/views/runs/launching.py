@@ -110,7 +110,7 @@ class Launching(Widget):
         self.app.push_screen(form, self._launch)
 
     def prepare_form(self) -> None:
-        """Build the launch form ahead, once (the Runs view calls this after it first shows): ``n`` then only
+        """Build the launch form ahead, once (the app calls this shortly after it starts): ``n`` then only
         fills it and shows it. It composes in its own task, while no key waits on it."""
         from gpumon.tui.views.runs.launch_form import LaunchForm
 

@@ -40,7 +40,6 @@ from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ChoiceScreen
 
 REFRESH_S = 1.0
-FORM_AHEAD_S = 0.5  # after the view first shows, the launch form is built (launching.py)
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
@@ -114,7 +113,6 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
         self.new_runs = NewRuns()
-        self._form_ahead = False
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -208,9 +206,6 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     def shown(self) -> None:
         self.poll()
-        if not self._form_ahead:  # once the view has drawn: n then shows a form already built
-            self._form_ahead = True
-            self.set_timer(FORM_AHEAD_S, self.prepare_form)
 
     def _select_new(self, run_id: str | None) -> None:
         """A new run (newest.py's rule) is selected now, also while hidden: `d` in any view opens its doctor."""
@@ -270,7 +265,8 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        self._selection_changed(str(event.row_key.value))
+        if self.display:  # hidden, its rows built unseen: the first row added, not the newest on top (_show picks)
+            self._selection_changed(str(event.row_key.value))
 
     def on_click(self) -> None:
         self.new_runs.touch()

@@ -19,6 +19,7 @@ from textual.containers import Vertical
 from textual.events import Resize
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
@@ -129,8 +130,11 @@ class TrialsView(View, Vertical):
     def shown(self) -> None:
         self.poll()
 
-    def focus_first(self) -> None:
-        self.table.focus()  # the trials, not the experiment list above them
+    def ahead(self) -> None:
+        self.poll()
+
+    def focus_target(self) -> Widget | None:
+        return self.table if self.table.display else None  # the trials, not the experiment list above them
 
     def _tick(self) -> None:
         if self.polling and self.display:  # hidden: read nothing
