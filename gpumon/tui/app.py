@@ -42,7 +42,9 @@ from gpumon.tui.widgets.top_bar import TopInfo
 __all__ = ["GpumonApp"]  # the keys: app_keys.py
 
 HELP = "help"  # the help screen's name among the installed screens
-AHEAD_S = 1.0  # after the start: what a first key would build is built (_build_ahead)
+# What a first key would build is built 0.5 s after the first frame, the footer's keys 0.5 s later (_build_ahead):
+# done well before a person's first key (the bench's comes 2 s after the first full frame), which would wait for it.
+AHEAD_S = 0.5
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
@@ -116,7 +118,7 @@ class GpumonApp(KeysInOrder, App[None]):
         if self.sampler.latest is not None:
             self.apply(self.sampler.latest)
         keep_built(self)  # the views, built: out of the collector's way (heap.py)
-        self.set_timer(AHEAD_S, self._build_ahead)
+        self.call_after_refresh(self.set_timer, AHEAD_S, self._build_ahead)
 
     def _build_ahead(self) -> None:
         """What the first press of a key built on its path (100-500 ms each on this machine): the help, the
