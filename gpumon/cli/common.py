@@ -62,6 +62,7 @@ def announce_start(record: Any, what: str, follow_log: bool) -> int:
 def follow(run_id: str, log: int | Path | None, first: int) -> int:
     """Print the log as it grows until the run has ended and nothing more comes: a progress bar redrawn in
     place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks."""
+    from gpumon.core.logs import live as past_cap
     from gpumon.core.logs.follow import LogFollower
     from gpumon.core.logs.tail import tail_lines
     from gpumon.core.runs.record.store import RunStore
@@ -78,7 +79,11 @@ def follow(run_id: str, log: int | Path | None, first: int) -> int:
     except OSError:
         offset, ends_open = 0, False
     tty = sys.stdout.isatty()
-    follower = LogFollower(path, offset, tty=tty)
+    held = past_cap.look(path)  # past its cap: the lines shown and the follow come from <log>.live
+    if held is not None and not held.final:
+        last = past_cap.read(path, held.end - 1, 1)
+        ends_open = last is not None and last[1] not in (b"", b"\n")
+    follower = LogFollower(path, offset, tty=tty, past_cap=held.end if held else None)
     lines = tail_lines(path, first) if first else []
     if ends_open and lines:  # the last line is still being drawn (a bar): the follower goes on with it
         lines, partial = lines[:-1], lines[-1]

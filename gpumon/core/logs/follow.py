@@ -4,7 +4,8 @@ Memory stays the same whatever the flood: at most ``CHUNK`` bytes are read at a 
 drawn holds at most ``terminal.CAP`` characters. Each finished line is written whole. The line still being
 drawn (a progress bar's frames, no newline yet) is, on a terminal, redrawn in place (``\\r``, the frame,
 clear to the line's end); into a pipe (a remote host's follower, a file) its latest frame is written as a
-line of its own at most every ``EVERY_S``, and once more when it ends only if it changed.
+line of its own at most every ``EVERY_S``, and once more when it ends only if it changed. Once the log has
+reached its cap, the follower goes on in ``<log>.live`` (core/logs/live.py), which holds what came since.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpumon.core.logs import live
 from gpumon.core.logs.terminal import TermLine
 from gpumon.core.safefs import open_regular
 from gpumon.core.visible import visible_log
@@ -27,9 +29,12 @@ CLEAR = "\x1b[K"  # erase to the end of the line
 class LogFollower:
     """``poll()`` returns the text to write for what was appended since the last call."""
 
-    def __init__(self, path: Path, offset: int, tty: bool, chunk: int = CHUNK) -> None:
+    def __init__(self, path: Path, offset: int, tty: bool, chunk: int = CHUNK, past_cap: int | None = None) -> None:
+        """``past_cap``: where in the output past the log's cap to go on (``<log>.live``'s end when the
+        lines already shown came from there); None while the log has not reached its cap."""
         self.path = path
         self.offset = offset
+        self.past_cap = past_cap
         self.tty = tty
         self.chunk = chunk
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -48,10 +53,11 @@ class LogFollower:
     def poll(self) -> Iterator[str]:
         """Pieces of text to write, one per chunk read (each at most about a chunk)."""
         while True:
-            data = self._read()
+            data = self._read() if self.past_cap is None else b""  # past the cap the log only repeats the tail
+            if not data:
+                data = self._read_live()
             if not data:
                 break
-            self.offset += len(data)
             yield self._draw(self._decoder.decode(data))
             if len(data) < self.chunk:
                 break
@@ -64,17 +70,38 @@ class LogFollower:
         """The run's text as it may reach the terminal: colours on a terminal only, other escapes shown."""
         return visible_log(text, colour=self.tty)
 
+    def _read_live(self) -> bytes:
+        """What came past the cap since the last read, prefixed by a line of ours when some of it went by
+        unread (more than ``<log>.live`` holds came between two reads)."""
+        since = self.past_cap or 0
+        got = live.read(self.path, since, self.chunk)
+        if got is None:
+            return b""
+        held, data = got
+        if held.end < since:  # a new supervisor (an adopter) began the output past the cap again
+            since = held.first
+            got = live.read(self.path, since, self.chunk)
+            if got is None:
+                return b""
+            held, data = got
+        self.past_cap = max(since, held.first) + len(data)
+        if held.first > since:
+            return f"\n[gpumon: {held.first - since} bytes of output went by unread]\n".encode() + data
+        return data
+
     def _read(self) -> bytes:
         try:
             fd = open_regular(self.path)  # never a FIFO's writer to wait for, never through a link
         except OSError:
             return b""
         try:
-            return os.pread(fd, self.chunk, self.offset)
+            data = os.pread(fd, self.chunk, self.offset)
         except OSError:
             return b""
         finally:
             os.close(fd)
+        self.offset += len(data)
+        return data
 
     def _draw(self, text: str) -> str:
         out: list[str] = []

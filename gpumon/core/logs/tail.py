@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from gpumon.core.logs import live
 from gpumon.core.logs.terminal import render, whole_frames
 from gpumon.core.safefs import NotRegular, open_regular
 
@@ -16,21 +17,27 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
 
     Each line is its latest frame (``\\r``). A read that starts inside a line drops that cut line, unless
     it is a bar's frames (the HF Trainer's loss line after a bar's clearing) or all there is (a 50 MB line
-    with no newline): then its end is the line."""
+    with no newline): then its end is the line. A log past its cap is read from ``<log>.live`` while it
+    lives (core/logs/live.py), so its last lines are the run's latest, not the ones before the cut."""
     if lines <= 0:
         return []
-    try:
-        with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO, never reads through a link
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read(max_bytes)
-    except OSError:
-        return []
+    held = live.look(path)  # past its cap the log's latest output is there while the run lives
+    got = live.read(path, held.end - max_bytes, max_bytes) if held and not held.final else None
+    if got is not None:
+        data, cut = got[1], True  # the output past a cap begins wherever the cap fell
+    else:
+        try:
+            with os.fdopen(open_regular(path), "rb") as fh:  # never waits on a FIFO, never reads through a link
+                fh.seek(0, 2)
+                size = fh.tell()
+                fh.seek(max(0, size - max_bytes))
+                data, cut = fh.read(max_bytes), size > max_bytes
+        except OSError:
+            return []
     raw = data.split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
-    if size > max_bytes and raw:  # the first line was cut: its whole frames are its end, else it goes
+    if cut and raw:  # the first line was cut: its whole frames are its end, else it goes
         if b"\r" in raw[0] or len(raw) == 1:
             raw[0] = whole_frames(raw[0])
         else:

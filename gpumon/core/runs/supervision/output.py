@@ -8,7 +8,9 @@ fails (ENOSPC, EDQUOT) drops that output and counts it; the next write that
 succeeds first says how much was dropped. A log keeps at most ``cap`` bytes:
 its head as written, then a line saying output is cut, and when the run ends
 the last ``tail`` bytes after a line saying how much was cut. The file is only
-ever appended to, so readers following it from an offset keep working.
+ever appended to, so readers following it from an offset keep working; while
+the run lives, its latest output past the cap is in ``<log>.live``
+(core/logs/live.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections import deque
 from pathlib import Path
 
 from gpumon.core.config import ConfigError, config_section
+from gpumon.core.logs import live
 from gpumon.core.safefs import NotRegular, open_regular, private_dirs, say_once, take_back
 
 DEFAULT_CAP = 64 * 1024 * 1024  # per rank log: ~30 min of a flood at 40 kB/s, hours of normal output
@@ -77,6 +80,8 @@ class CappedLog:
         self.tail: deque[bytes] = deque()
         self.tail_bytes = 0
         self.checked = time.monotonic()
+        self.published = 0.0  # when <log>.live was last written
+        self.unpublished = False  # output past the cap not yet in <log>.live
 
     def open(self) -> int:
         if self.fd is not None and time.monotonic() - self.checked >= 1.0:  # a cheap look, once a second
@@ -149,13 +154,37 @@ class CappedLog:
             cap, keep = _size(self.cap), _size(self.tail_keep)
             self._try(
                 f"\n[gpumon: this log reached its cap ({cap}, [runs] log_cap): output is cut "
-                f"from here; its last {keep} follow when the run ends]\n".encode()
+                f"from here (its latest output is in {self.path.name}{live.SUFFIX} while the run lives; "
+                f"its last {keep} follow here when it ends)]\n".encode()
             )
         self.cut += len(data)
         self.tail.append(data)
         self.tail_bytes += len(data)
         while self.tail_bytes - len(self.tail[0]) >= self.tail_keep:
             self.tail_bytes -= len(self.tail.popleft())
+        self.unpublished = True
+        self.publish_due()
+
+    def publish_due(self) -> bool:
+        """Write ``<log>.live`` if output came past the cap since it was last written, at most once every
+        ``live.EVERY_S``; True while some is left for later."""
+        if not self.unpublished:
+            return False
+        if time.monotonic() - self.published < live.EVERY_S:
+            return True
+        self._publish(final=False)
+        return False
+
+    def _publish(self, final: bool) -> None:
+        parts, held = [], 0
+        for chunk in reversed(self.tail):  # the latest LIVE_BYTES, never a join of the whole kept tail
+            parts.append(chunk)
+            held += len(chunk)
+            if held >= live.LIVE_BYTES:
+                break
+        body = b"".join(reversed(parts))[-live.LIVE_BYTES :]
+        live.publish(self.path, self.cut - len(body), body, final)
+        self.published, self.unpublished = time.monotonic(), False
 
     def close(self) -> None:
         if self.cut:
@@ -165,6 +194,7 @@ class CappedLog:
                 f"the last {_size(len(tail))} follow]\n".encode()
                 + tail
             )
+            self._publish(final=True)
         elif self.dropped:
             self._try(b"")
         if self.fd is not None:
@@ -270,21 +300,27 @@ class Drain:
             self.cond.notify_all()
 
     def _write_loop(self) -> None:
+        live_due = False  # some log's output past its cap is not in its <log>.live yet
         while True:
             with self.cond:
                 while not self.queue and not self.closing:
-                    self.cond.wait()
-                if not self.queue:
+                    if not self.cond.wait(live.EVERY_S if live_due else None):
+                        break  # quiet for a second: the last output past a cap goes to <log>.live
+                if not self.queue and self.closing:
                     return
-                name, data = self.queue.popleft()
+                name, data = self.queue.popleft() if self.queue else ("", b"")
                 self.queued -= len(data)
                 self.progress = time.monotonic()
                 self.cond.notify_all()
+            if not name:  # outside the lock: a slow disk never holds up the readers
+                live_due = any([log.publish_due() for log in list(self.files.values())])
+                continue
             log = self.files.get(name)
             if log is None:
                 log = self.files[name] = CappedLog(self.logs / name, self.cap)
             if data:
                 log.write(data)
+                live_due = live_due or log.unpublished
             else:
                 with contextlib.suppress(OSError):
                     log.open()
