@@ -28,6 +28,13 @@ from gpumon.tui.views.runs.launch_form import LaunchForm
 if TYPE_CHECKING:
     from tests.tmux_term import Tmux
 
+# One torch thread in every process the suite starts (the tests, their runs, their ranks): torch's default of a
+# thread per CPU makes each small op wait for the other thread's turn on a busy 2-CPU machine (2,000 steps of a
+# Linear(64, 8): 17.9 CPU-s against 1.05 with one thread, load 9). Tests whose subject is torch's default count
+# take OMP_NUM_THREADS out of their runs' environment (tests/test_pace.py); scripts that ask for more threads
+# still get them (torch.set_num_threads: tests/data/scripts/crowded_ranks.py, spawned_ranks.py).
+os.environ["OMP_NUM_THREADS"] = "1"
+
 NO_NVML_REASON = "NVML library not found (is the NVIDIA driver installed?); nvidia-smi not found"
 
 
