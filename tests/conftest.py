@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +27,13 @@ from gpumon.tui.views.runs.launch_form import LaunchForm
 
 if TYPE_CHECKING:
     from tests.tmux_term import Tmux
+
+# One torch thread in every process the suite starts (the tests, their runs, their ranks): torch's default of a
+# thread per CPU makes each small op wait for the other thread's turn on a busy 2-CPU machine (2,000 steps of a
+# Linear(64, 8): 17.9 CPU-s against 1.05 with one thread, load 9). Tests whose subject is torch's default count
+# take OMP_NUM_THREADS out of their runs' environment (tests/test_pace.py); scripts that ask for more threads
+# still get them (torch.set_num_threads: tests/data/scripts/crowded_ranks.py, spawned_ranks.py).
+os.environ["OMP_NUM_THREADS"] = "1"
 
 NO_NVML_REASON = "NVML library not found (is the NVIDIA driver installed?); nvidia-smi not found"
 
@@ -228,7 +238,27 @@ _SERIAL = {
 }  # fmt: skip
 
 
+def _compile_sources() -> None:
+    """Write gpumon's (and trainers', tests' helpers') .pyc files once, before any test starts a process.
+
+    This environment sets PYTHONDONTWRITEBYTECODE=1 and gpumon is installed editable, so each of the suite's
+    hundreds of `python -m gpumon ...` processes (the CLI, supervisors, runners, a run's telemetry) compiled
+    its ~80-160 modules again: about 0.1 CPU-s each. Python reads a .pyc that exists even so, and checks it
+    against its source's mtime and size, so an edited file is compiled afresh as before."""
+    roots: set[Path] = set()
+    for name in ("gpumon", "trainers"):
+        spec = importlib.util.find_spec(name)  # where the tests' processes import it from (PYTHONPATH first)
+        if spec is not None:
+            roots.update(Path(p) for p in spec.submodule_search_locations or ())
+    for root in sorted(roots):
+        compileall.compile_dir(root, quiet=2)
+    # the helpers that tests' processes import (tests/fake_nvml.py...); not the test files, which pytest rewrites
+    compileall.compile_dir(Path(__file__).parent, maxlevels=0, quiet=2, rx=re.compile(r"(^|/)test_[^/]*$"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or -n 0), before any worker starts a test
+        _compile_sources()
     if hasattr(config, "workerinput"):
         # xdist's workers export COLUMNS=80 and LINES=24: every app they start (in tmux, over a pty) would
         # take them for its terminal's size (shutil.get_terminal_size reads them first)

@@ -103,7 +103,9 @@ def test_logs_of_a_run_on_another_host_through_ssh(tmp_path: Path) -> None:
         check=True,
     )
     run_id = launch.stdout.split()[-1]
-    assert wait_until(lambda: [r["status"] for r in _remote_runs(tmp_path, "gpu1")] == ["finished"], timeout=60)
+    assert wait_until(
+        lambda: [r["status"] for r in _remote_runs(tmp_path, "gpu1")] == ["finished"], timeout=60, step=0.3
+    )
     result = gpumon(tmp_path, "logs", run_id, "--host", "gpu1", ssh=shlex.join(ssh))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"hello from the host {i}" for i in range(3)]

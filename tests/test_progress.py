@@ -49,7 +49,9 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     script, gate = tmp_path / "stepper.py", tmp_path / "gate"
     script.write_text(STEPPER)
     run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "20"))
-    live = wait_until(lambda: (r := row(gpumon, run_id))["step"] == 5 and r["eta_s"] is not None and r, timeout=120)
+    live = wait_until(
+        lambda: (r := row(gpumon, run_id))["step"] == 5 and r["eta_s"] is not None and r, timeout=120, step=0.5
+    )
     assert live, row(gpumon, run_id)
     assert live["total_steps"] == 20 and live["progress"] == pytest.approx(0.25)
     assert 0.04 <= live["step_time_s"] < 2.0  # 50 ms of sleep per step, plus the step
@@ -58,7 +60,7 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     text = gpumon("runs").stdout
     assert "25% " in text and "it/s" in text and " nan " in text, text
     gate.write_text("go")
-    ended = wait_until(lambda: (r := row(gpumon, run_id))["status"] == "finished" and r, timeout=120)
+    ended = wait_until(lambda: (r := row(gpumon, run_id))["status"] == "finished" and r, timeout=120, step=0.5)
     assert ended, row(gpumon, run_id)
     assert ended["total_steps"] == 20 and ended["progress"] == 1.0 and ended["eta_s"] is None
     assert ended["loss"] == "nan" and ended["step"] == 20
@@ -85,7 +87,7 @@ async def test_the_runs_table_shows_progress_rate_and_a_nan_loss_in_the_warning_
     script.write_text(STEPPER)
     gate.write_text("go")
     run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "8"))
-    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120)
+    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120, step=0.5)
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     app = make_app(gpus=1)
     async with app.run_test(size=(200, 40)) as pilot:
@@ -129,7 +131,7 @@ async def test_a_tiny_loss_keeps_three_significant_digits_in_gpumon_runs_and_the
     script = tmp_path / "tiny.py"
     script.write_text(TINY_LOSS)
     run_id = launched(gpumon("launch", "script", str(script)))
-    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120)
+    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120, step=0.5)
     logs = (tmp_path / "home" / "runs" / run_id / "logs").glob("*.log")
     printed = float(
         next(line for log in logs for line in log.read_text().splitlines() if "last loss" in line).split()[-1]

@@ -34,7 +34,7 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
     qu.gpus([71, 71])
     run = qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "1"})
     reason = "GPU 0 is used by alice's pid 1234, python train.py (71 GiB)"
-    assert wait_until(lambda: reason in (qu.runs()[run].get("queue_reason") or ""), timeout=T), qu.runs()[run]
+    assert wait_until(lambda: reason in (qu.runs()[run].get("queue_reason") or ""), timeout=T, step=0.3), qu.runs()[run]
     row = qu.runs()[run]
     assert row["status"] == "queued" and row["queue_position"] == 1
     assert row["queue_reason"].startswith("waiting for 1 GPU with 20 GiB free: ")
@@ -94,7 +94,7 @@ def test_after_waits_for_success_and_a_failed_dependency_fails_the_run(qu: Queue
 def test_a_killed_keeper_loses_nothing_and_the_next_one_starts_the_runs(qu: Queue) -> None:
     qu.gpus([71, 71])
     runs = [qu.queue("--gpus", "1", "--gpu-mem", "20G", env={"HOLD": "1"}) for _ in range(2)]
-    assert wait_until(lambda: all(row.get("queue_position") for row in qu.rows(*runs)), timeout=T)
+    assert wait_until(lambda: all(row.get("queue_position") for row in qu.rows(*runs)), timeout=T, step=0.3)
     old = qu.keeper()
     assert old
     os.kill(old, signal.SIGKILL)
