@@ -255,7 +255,7 @@ def test_a_census_twice_sees_the_same_graphs(torch) -> None:
 
 def test_the_trigger_takes_two_censuses_gap_steps_apart(torch, tmp_path: Path) -> None:
     from gpumon.core.protocol import request_census
-    from gpumon.telemetry.census import CensusTrigger
+    from gpumon.telemetry.census_trigger import CensusTrigger
 
     written: list[dict] = []
     trigger = CensusTrigger(str(tmp_path), torch, time.time_ns() - 10**9)  # file mtimes may lag the clock

@@ -1,12 +1,10 @@
 """A census of the live tensors of a training process, taken at a step boundary on request.
 
-gpumon asks by writing ``control/census`` in the run directory (``request_census``).
-The bootstrap's step hook looks at that file's mtime at most every
-``CHECK_EVERY_S`` (one ``os.stat``), then takes a census at that step and a
-second one ``gap`` steps later, each written as a ``census`` event
-(docs/events.md). A file, not a signal: a signal sent to a process without our
-handler would kill it, and a handler could run in the middle of the script's
-own work. This module imports no torch: the hook hands it the script's.
+gpumon asks by writing ``control/census`` in the run directory (``request_census``); the
+step hook's ``census_trigger.CensusTrigger`` takes the looks, each written as a ``census``
+event (docs/events.md). A file, not a signal: a signal sent to a process without our
+handler would kill it, and a handler could run in the middle of the script's own work.
+This module imports no torch: the hook hands it the script's.
 
 A census groups the tensors that ``gc.get_objects()`` finds by shape, dtype,
 device, grad_fn and requires_grad, counts storage bytes once (by data_ptr), and
@@ -17,18 +15,14 @@ tensors still held, nodes already backwarded. Parameters are counted apart.
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections import Counter
-from collections.abc import Callable
 from itertools import compress
 from types import ModuleType
 from typing import Any
 
-from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP
 from gpumon.telemetry.holders import find_holders, skip_dirs
 
-CHECK_EVERY_S = 0.25
 MAX_GROUPS = 50  # the event holds at most this many groups (by bytes, then by count and graph size)
 MAX_NODES = 12_000  # graph nodes walked per census, at most
 MAX_WALK_S = 0.15  # and at most this long: ages (not the walk) tell how big a kept graph is
@@ -36,55 +30,7 @@ DESCENT_BUDGET = 200_000  # hops of the oldest-node descent, over all roots (~1 
 MAX_DESCENT = 100_000  # hops from one root
 LEAF_SEQ = 2**63  # AccumulateGrad and other leaves are numbered UINT64_MAX
 HOLDER_SEARCHES = 2  # groups whose holder is looked for, by graph age and by count
-MIN_HELD = 16  # a group this numerous may be a growing container
-
-
-class CensusTrigger:
-    """Owned by the step hook: ``at_step`` costs one comparison per step while idle."""
-
-    def __init__(self, run_dir: str, torch: ModuleType, since_ns: int) -> None:
-        self.path = os.path.join(run_dir, CONTROL_DIR, CENSUS_FLAG)
-        self.torch = torch
-        self.served = since_ns  # requests older than this process are not ours
-        self.next_check = 0.0
-        self.due: tuple[int, int, int] | None = None  # (request, gap, step of the second census)
-
-    def at_step(self, step: int, now: float, write: Callable[..., None]) -> None:
-        if self.due is not None:
-            request, gap, at = self.due
-            if step >= at:
-                self.due = None
-                self._census(write, request, 2, step, gap)
-            return
-        if now < self.next_check <= now + CHECK_EVERY_S:  # (a clock set back still checks)
-            return
-        self.next_check = now + CHECK_EVERY_S
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            return
-        if stat.st_mtime_ns <= self.served:
-            return
-        self.served = stat.st_mtime_ns
-        gap = _read_gap(self.path)
-        self.due = (stat.st_mtime_ns, gap, step + gap)
-        self._census(write, stat.st_mtime_ns, 1, step, gap)
-
-    def _census(self, write: Callable[..., None], request: int, seq: int, step: int, gap: int) -> None:
-        try:
-            found = take_census(self.torch)
-        except Exception as err:  # noqa: BLE001 - a census must never break training
-            write("census", request=request, seq=seq, step=step, gap=gap, error=f"{type(err).__name__}: {err}")
-            return
-        write("census", request=request, seq=seq, step=step, gap=gap, **found)
-
-
-def _read_gap(path: str) -> int:
-    try:
-        with open(path) as fh:
-            return min(10_000, max(1, int(fh.read(32).strip() or DEFAULT_GAP)))
-    except (OSError, ValueError):
-        return DEFAULT_GAP
+MIN_HELD = 16  # a group this numerous may be a growing container (census_trigger.py: or a cleared one)
 
 
 def take_census(torch: ModuleType, max_groups: int = MAX_GROUPS, max_nodes: int = MAX_NODES) -> dict[str, Any]:

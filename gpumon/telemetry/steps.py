@@ -21,7 +21,7 @@ from typing import Any
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
-from gpumon.telemetry.census import CensusTrigger
+from gpumon.telemetry.census_trigger import CensusTrigger
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
 from gpumon.telemetry.gpu_watch import CatchUp
@@ -77,7 +77,7 @@ class StepRecorder:
     optimizers (a GAN) still gets one sample per iteration. CUDA: one
     ``memory_stats_as_nested_dict`` call (no sync), then the peak is reset so each sample's
     peak is that step's; the host heap too. CPU: glibc's live heap bytes and RSS. A census of
-    live tensors is taken when the run asks (``census.CensusTrigger``).
+    live tensors is taken when the run asks (``census_trigger.CensusTrigger``).
     """
 
     def __init__(self, torch: ModuleType) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,12 @@ def _kept(first: Mapping[str, Any], second: Mapping[str, Any], old: Mapping[str,
     """Nodes a group's graph gained by reaching further back in time: >0 for a graph kept step after step.
 
     The census walks a bounded number of nodes, so a graph of 10^7 nodes is measured by its age
-    (nodes created since the oldest node it reaches): kept graphs age as fast as nodes are made.
+    (nodes created since the oldest node it reaches): kept graphs age as fast as nodes are made. Only
+    then: a graph held unchanged ages as fast (``epoch_loss`` keeping the last epoch's), and when both
+    walks were whole, its nodes say it did not grow.
     """
+    if not first.get("truncated") and not second.get("truncated"):
+        return 0
     made = int(second.get("autograd_seq") or 0) - int(first.get("autograd_seq") or 0)
     age, rate = int(group.get("age") or 0), _rate(second)
     if made <= 0 or not rate or age < KEPT_STEPS * rate:
@@ -225,22 +230,57 @@ def _rank(event: Mapping[str, Any]) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
+Choice = tuple[Mapping[str, Any], Mapping[str, Any], list[Cause]]  # the two looks the doctor reads, their causes
+
+
+def _requests(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
+    """Per rank, the looks (by seq) of its latest request whose looks ended: a look after the first that
+    promises no other (``again``). Looks that failed are left out."""
+    looks: dict[tuple[int, Any], dict[int, Mapping[str, Any]]] = {}
+    ended: dict[int, tuple[int, Any]] = {}
+    for event in events:  # event order: later requests win
+        if event.get("type") != "census":
+            continue
+        key, seq = (_rank(event), event.get("request")), int(event.get("seq", 0))
+        if not event.get("error"):
+            looks.setdefault(key, {})[seq] = event
+        if seq >= 2 and not event.get("again"):
+            ended[key[0]] = key
+    return {rank: [look for _, look in sorted(looks.get(key, {}).items())] for rank, key in ended.items()}
+
+
+def _chosen(looks: list[Mapping[str, Any]], rank: int) -> Choice:
+    """The pair of looks whose diff tells what grows, with its causes (``looks`` hold one such pair at least).
+
+    A pair that straddled a release (its second look says ``released``: a graph freed, a list cleared)
+    sees nothing grow, or a graph that moved to another variable: the pairs within one cycle come first,
+    each in turn, then the others; the first to name a cause is the answer, else the last pair (nothing).
+    """
+    pairs = _consecutive(looks)
+    for a, b in sorted(pairs, key=lambda pair: bool(pair[1].get("released"))):
+        found = diff_census(a, b, rank)
+        if found:
+            return a, b, found
+    a, b = pairs[-1]
+    return a, b, []
+
+
+def _consecutive(looks: list[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    return [(a, b) for a, b in pairwise(looks) if int(b.get("seq", 0)) == int(a.get("seq", 0)) + 1]
+
+
+def _choices(events: Iterable[Mapping[str, Any]]) -> dict[int, Choice]:
+    return {rank: _chosen(looks, rank) for rank, looks in sorted(_requests(events).items()) if _consecutive(looks)}
+
+
 def census_pairs(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """Per rank, the latest request whose two censuses both arrived without an error."""
-    by_request: dict[tuple[int, Any], dict[int, Mapping[str, Any]]] = {}
-    for event in events:
-        if event.get("type") == "census" and not event.get("error"):
-            by_request.setdefault((_rank(event), event.get("request")), {})[int(event.get("seq", 0))] = event
-    pairs: dict[int, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
-    for (rank, _), seqs in by_request.items():  # insertion order is event order: later requests win
-        if 1 in seqs and 2 in seqs:
-            pairs[rank] = (seqs[1], seqs[2])
-    return pairs
+    """Per rank, the two looks of its latest ended request that the doctor reads (``_chosen``)."""
+    return {rank: (a, b) for rank, (a, b, _) in _choices(events).items()}
 
 
 def name_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Cause]]:
     """Per rank with a complete census pair, its causes (an empty list: a census found nothing growing)."""
-    return {rank: diff_census(a, b, rank) for rank, (a, b) in sorted(census_pairs(events).items())}
+    return {rank: found for rank, (_, _, found) in _choices(events).items()}
 
 
 def read_census_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

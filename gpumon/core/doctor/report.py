@@ -282,9 +282,10 @@ def processes_seen(record: RunRecord, telemetry: RunTelemetry, limit: int = 8) -
 
 
 def census_pending(run_dir: Path, census: list[dict[str, Any]]) -> bool:
-    """A census was asked for (control/census) and its second half has not arrived."""
+    """A census was asked for (control/census) and its last look has not arrived (a look after the first
+    that promises no other: a rank looks again when its pair straddled a release, census_trigger.py)."""
     try:
         request = (run_dir / CONTROL_DIR / CENSUS_FLAG).stat().st_mtime_ns
     except OSError:
         return False
-    return not any(e.get("request") == request and e.get("seq") == 2 for e in census)
+    return not any(e.get("request") == request and int(e.get("seq") or 0) >= 2 and not e.get("again") for e in census)

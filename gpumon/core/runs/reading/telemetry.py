@@ -35,7 +35,7 @@ from gpumon.core.safefs import write_atomic
 SUMMARY = "summary.json"
 SUMMARY_FORMAT = 1
 KEEP = 20  # exceptions and notes kept in a summary (the newest)
-KEEP_CENSUS = 6
+KEEP_CENSUS = 8  # census events kept in a summary: a request of up to 4 looks (census_trigger.py) of two ranks
 
 
 @dataclass
