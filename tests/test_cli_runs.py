@@ -125,6 +125,24 @@ def test_logs_follow_prints_until_the_run_ends(gpumon, tmp_path: Path) -> None:
     assert "finished, exit code 0]" in done.stdout
 
 
+def test_launch_follow_shows_what_the_run_printed_before_the_follow_began(
+    gpumon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a loaded machine the run prints before `launch --follow` looks at its log: those lines are its."""
+    from gpumon.cli.common import announce_start
+    from gpumon.core.runs.record.store import RunStore
+
+    (tmp_path / "quick.py").write_text("print('early line', flush=True)\n")
+    done = gpumon("launch", "script", "quick.py")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    gpumon.wait_ended(run_id)  # all it printed is in its log before the follow begins
+    monkeypatch.setenv("GPUMON_HOME", str(gpumon.home))
+    assert announce_start(RunStore().resolve(run_id), "run", follow_log=True) == 0
+    shown = capsys.readouterr().out
+    assert f"early line\n[{run_id} finished, exit code 0]\n" in shown, shown
+
+
 def test_a_python_without_torch_is_told_how_to_install_it_before_anything_starts(tmp_path: Path) -> None:
     """A newcomer's venv: gpumon and psutil, no torch. `gpumon launch ddp` says what to install, exit 2."""
     import psutil

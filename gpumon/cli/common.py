@@ -56,12 +56,13 @@ def announce_start(record: Any, what: str, follow_log: bool) -> int:
     if record.state in ("failed", "lost"):
         print(f"gpumon: the {what} ended at once ({record.state}); see: gpumon logs {record.id}", file=sys.stderr)
     print(f"{record.state} {record.id}", flush=True)
-    return follow(record.id, 0, 0) if follow_log else 0
+    return follow(record.id, 0, 0, from_start=True) if follow_log else 0  # what it printed before we looked too
 
 
-def follow(run_id: str, log: int | Path | None, first: int) -> int:
+def follow(run_id: str, log: int | Path | None, first: int, from_start: bool = False) -> int:
     """Print the log as it grows until the run has ended and nothing more comes: a progress bar redrawn in
-    place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks."""
+    place on a terminal, its latest frame a few times a second into a pipe; read in bounded chunks.
+    ``from_start``: from the log's start (a run just launched), not from its ``first`` last lines."""
     from gpumon.core.logs import live as past_cap
     from gpumon.core.logs.follow import LogFollower
     from gpumon.core.logs.tail import tail_lines
@@ -78,8 +79,10 @@ def follow(run_id: str, log: int | Path | None, first: int) -> int:
             ends_open = offset > 0 and fh.seek(offset - 1) >= 0 and fh.read(1) != b"\n"
     except OSError:
         offset, ends_open = 0, False
+    if from_start:
+        offset, ends_open, first = 0, False, 0
     tty = sys.stdout.isatty()
-    held = past_cap.look(path)  # past its cap: the lines shown and the follow come from <log>.live
+    held = None if from_start else past_cap.look(path)  # past its cap: what is shown and followed is <log>.live's
     if held is not None and not held.final:
         last = past_cap.read(path, held.end - 1, 1)
         ends_open = last is not None and last[1] not in (b"", b"\n")
