@@ -1,0 +1,151 @@
+"""What gpumon does at rest (issue 35): nothing it need not do.
+
+The runs and alerts feeds started a Textual thread worker per poll (a thread, its state messages, the read's
+message: 1.5 a second), the Trials and Doctor views ticked while hidden, for nothing. Now one reader thread per
+feed reads on its interval and posts only what changed; a hidden view's tick is paused.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.views.alerts.view import AlertsView
+from gpumon.tui.views.doctor.view import DoctorView
+from gpumon.tui.views.runs.view import RunsView
+from gpumon.tui.views.trials.view import TrialsView
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import FINISHED, T0, record_run
+from tests.views_data import record_everything
+
+READS = 3  # the window at rest: this many reads of the runs (one a second)
+
+
+class Counted:
+    """Calls of some methods, and threads started, while the app runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *where: tuple[type[Any], str]) -> None:
+        self.calls: dict[str, int] = {}
+        self.threads: list[str] = []
+        for cls, name in where:
+            self._count(monkeypatch, cls, name)
+        start = threading.Thread.start
+
+        def counted_start(thread: threading.Thread) -> None:
+            self.threads.append(thread.name)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", counted_start)
+
+    def _count(self, monkeypatch: pytest.MonkeyPatch, cls: type[Any], name: str) -> None:
+        method = getattr(cls, name)
+        key = f"{cls.__name__}.{name}"
+        self.calls[key] = 0
+
+        def counted(this: Any, *args: Any, **kwargs: Any) -> Any:
+            self.calls[key] += 1
+            return method(this, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    def now(self) -> tuple[dict[str, int], int]:
+        return dict(self.calls), len(self.threads)
+
+
+def readers(app: GpumonApp) -> tuple[Any, Any]:
+    return app.query_one(RunsView)._reader, app.query_one(AlertsView)._reader
+
+
+async def settled(pilot: Pilot[None]) -> None:
+    """The first reads have shown: the runs listed, the alerts counted, what the app builds ahead built."""
+    app = pilot.app
+    assert isinstance(app, GpumonApp)
+    runs, alerts = readers(app)
+    await pilot_until(pilot, lambda: FINISHED in app.context.runs and app._unread >= 0, "the first reads never came")
+    await pilot_until(pilot, lambda: runs.reads >= READS and alerts.reads >= 2, "the readers never read again")
+
+
+async def at_rest(pilot: Pilot[None], reads: int = READS) -> None:
+    """Until the runs reader has read ``reads`` more times (about ``reads`` seconds), the alerts reader twice."""
+    assert isinstance(pilot.app, GpumonApp)
+    runs, alerts = readers(pilot.app)
+    want_runs, want_alerts = runs.reads + reads, alerts.reads + 2
+    await pilot_until(pilot, lambda: runs.reads >= want_runs and alerts.reads >= want_alerts, "no reads at rest")
+
+
+async def test_at_rest_no_thread_is_started_and_no_read_posted(views_home: Path, monkeypatch) -> None:
+    count = Counted(
+        monkeypatch,
+        (GpumonApp, "on_runs_refreshed"),
+        (GpumonApp, "on_alerts_refreshed"),
+        (TrialsView, "_tick"),
+        (DoctorView, "_tick"),
+    )
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        before, threads = count.now()
+        await at_rest(pilot)
+        after, threads_after = count.now()
+        assert count.threads[threads:threads_after] == []  # was: a worker thread per read, 1.5 a second
+        assert after == before  # nothing read changed: nothing posted; the hidden views never ticked
+
+
+async def test_a_new_run_reaches_the_app_at_the_next_read(views_home: Path) -> None:
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        runs, _ = readers(app)
+        new = "script-1121-110000-f00d"
+        record_run(
+            views_home,
+            new,
+            app.context.runs[FINISHED].record.spec,
+            {"state": "finished", "created": T0 + 5000, "started": T0 + 5000, "ended": T0 + 5060, "exit_code": 0},
+            ranks=1,
+            steps=3,
+        )
+        read = runs.reads
+        await pilot_until(pilot, lambda: new in app.context.runs, "the new run never reached the app")
+        assert runs.reads <= read + 2  # the read under way (it may have listed the dir before), or the next one
+        assert new in app.query_one(RunsView).summaries
+
+
+async def test_a_new_alert_reaches_the_top_bar_at_the_next_read(views_home: Path) -> None:
+    from tests.views_data import _alerts
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        unread = app._unread
+        doc = {"type": "alert", "id": "a9", "kind": "failed", "text": "failed", "t": T0 + 5000, "run": FINISHED}
+        _alerts(views_home, FINISHED, [{**doc, "state": "failed", "host": "trainbox", "channels": []}])
+        _, alerts = readers(app)
+        read = alerts.reads
+        await pilot_until(pilot, lambda: app._unread == unread + 1, "the new alert was never counted")
+        assert alerts.reads <= read + 2
+
+
+@pytest.mark.parametrize(("key", "view"), [("t", TrialsView), ("d", DoctorView)])
+async def test_a_views_tick_runs_only_while_it_shows(views_home: Path, monkeypatch, key: str, view: type) -> None:
+    count = Counted(monkeypatch, (view, "_tick"), (view, "poll"))
+    tick, poll = f"{view.__name__}._tick", f"{view.__name__}.poll"
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        await at_rest(pilot, 2)
+        assert count.calls[tick] == 0  # hidden since the start: paused
+        polls = count.calls[poll]
+        await pilot.press(key)
+        await pilot_until(pilot, lambda: count.calls[poll] > polls, "showing the view read nothing")  # at once
+        await pilot_until(pilot, lambda: count.calls[tick] >= 1, "the shown view never ticked")
+        await pilot.press("g")
+        await pilot.pause()
+        ticks = count.calls[tick]
+        await at_rest(pilot, 3)  # its interval is 2 s at most
+        assert count.calls[tick] == ticks
