@@ -21,7 +21,6 @@ from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.views.trials.view import TrialsView
 from tests.conftest import make_app, pilot_until
 from tests.test_runs_view import FINISHED, T0, record_run
-from tests.views_data import record_everything
 
 READS = 3  # the window at rest: this many reads of the runs (one a second)
 
@@ -149,3 +148,46 @@ async def test_a_views_tick_runs_only_while_it_shows(views_home: Path, monkeypat
         ticks = count.calls[tick]
         await at_rest(pilot, 3)  # its interval is 2 s at most
         assert count.calls[tick] == ticks
+
+
+def test_the_input_loop_sleeps_until_a_key_or_its_stop(monkeypatch) -> None:
+    """Textual's input loop woke 10 times a second with no input (select(0.1), to look at its stop flag)."""
+    import os
+    import pty
+    import selectors
+    import time
+    import tty
+
+    from textual._xterm_parser import XTermParser
+
+    from gpumon.tui.escape import WakingEvent, read_keys
+
+    selects: list[float | None] = []
+    select = selectors.SelectSelector.select
+
+    def counted(self: selectors.SelectSelector, timeout: float | None = None) -> Any:
+        selects.append(timeout)
+        return select(self, timeout)
+
+    monkeypatch.setattr(selectors.SelectSelector, "select", counted)
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    wake_read, wake_write = os.pipe()
+    stop, keys = WakingEvent(wake_write), []
+    thread = threading.Thread(target=read_keys, args=(slave, stop, keys.append, XTermParser(), wake_read))
+    thread.start()
+    try:
+        os.write(master, b"a")
+        deadline = time.monotonic() + 30
+        while not keys and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert keys, "the key never came"
+        woke = len(selects)
+        time.sleep(1.0)  # at rest: Textual's loop returned ~10 times here
+        assert len(selects) == woke
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        for fd in (master, slave, wake_read, wake_write):
+            os.close(fd)
+    assert not thread.is_alive(), "the stop did not wake the loop"
