@@ -248,6 +248,7 @@ class GpumonApp(KeysInOrder, App[None]):
         if name == self.view:
             return
         self._focus_of_view[self.view] = self.focused
+        self.view_widget(self.view).hidden()
         self.view = name
         self.query_one("#views", ContentSwitcher).current = self._widget(view).id
         self.query_one(ViewTabs).set_current(name)

@@ -6,10 +6,15 @@ Alt+a's ESC a), so a terminal program waits a moment for the rest: htop 25 ms (n
 100 ms without input: a lone Escape acted ~100 ms late whatever the delay. ``QuickEscapeDriver`` wakes at
 the end of the wait instead, so Escape acts ESCAPE_S after the key; a sequence, whose bytes a terminal (or
 tmux) writes in one go, still arrives whole. ESCDELAY (ms), if set, is obeyed (Textual reads it).
+
+Textual's loop also woke 10 times a second with no input, to look at its stop flag (most of gpumon's wake-ups at
+rest): here the flag, set, writes a byte to a pipe the loop waits on too, so with no input and no escape pending
+the loop sleeps until a key or the stop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 from codecs import getincrementaldecoder
@@ -33,19 +38,43 @@ def quick_escape() -> None:
         setattr(constants, "ESCAPE_DELAY", ESCAPE_S)  # noqa: B010 - read at each escape; Final for mypy only
 
 
-def read_keys(fileno: int, stop: Event, deliver: Callable[[Message], None], parser: Any) -> None:
+class WakingEvent(Event):
+    """A stop flag that, set, also writes a byte to ``fd`` (a pipe's write end that ``read_keys`` waits on)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def set(self) -> None:
+        super().set()
+        with contextlib.suppress(OSError):  # the pipe full of earlier stops (the loop drains it), or closed
+            os.write(self.fd, b"x")
+
+
+def read_keys(
+    fileno: int, stop: Event, deliver: Callable[[Message], None], parser: Any, wake: int | None = None
+) -> None:
     """Textual's input loop (LinuxDriver.run_input_thread), but the wait for the rest of a sequence ends on time.
 
-    ``parser`` is an ``XTermParser``: its pending time-out (a lone escape's) bounds each ``select``."""
+    ``parser`` is an ``XTermParser``: its pending time-out (a lone escape's) bounds each ``select``. ``wake``: a
+    pipe's read end that ``stop`` writes to when set (``WakingEvent``); with it the loop sleeps until input or the
+    stop, else it looks at ``stop`` every POLL_S as Textual does."""
     selector = selectors.SelectSelector()
     selector.register(fileno, selectors.EVENT_READ)
+    if wake is not None:
+        selector.register(wake, selectors.EVENT_READ)
     decode = getincrementaldecoder("utf-8")().decode
 
-    def wait() -> float:
+    def wait() -> float | None:
         due = getattr(parser, "_timeout_time", None)  # Textual private; without it, Textual's own pace
-        return POLL_S if due is None else max(0.0, min(POLL_S, due - get_time()))
+        if due is None:
+            return None if wake is not None else POLL_S
+        return max(0.0, min(POLL_S, due - get_time()))
 
     def process(events: list[tuple[selectors.SelectorKey, int]], final: bool = False) -> None:
+        if wake is not None and any(key.fd == wake for key, _mask in events):
+            os.read(wake, 512)  # the stop's byte: drained, the flag is looked at next
+            events = [(key, mask) for key, mask in events if key.fd != wake]
         for index, (_key, mask) in enumerate(events):
             if mask & selectors.EVENT_READ:
                 data = decode(os.read(fileno, 4096), final=final and index == len(events) - 1)
@@ -71,7 +100,19 @@ def read_keys(fileno: int, stop: Event, deliver: Callable[[Message], None], pars
 
 
 class QuickEscapeDriver(LinuxDriver):
-    """Textual's terminal driver with ``read_keys`` as its input loop."""
+    """Textual's terminal driver with ``read_keys`` as its input loop, woken by its stop flag."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._wake_read, wake_write = os.pipe()
+        os.set_blocking(wake_write, False)
+        self.exit_event = WakingEvent(wake_write)
 
     def run_input_thread(self) -> None:
-        read_keys(self.fileno, self.exit_event, self.process_message, XTermParser(self._debug))
+        read_keys(self.fileno, self.exit_event, self.process_message, XTermParser(self._debug), self._wake_read)
+
+    def close(self) -> None:
+        super().close()
+        for fd in (self._wake_read, self.exit_event.fd):  # type: ignore[attr-defined]
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -54,6 +54,14 @@ class AlertsRefreshed(Message):
         return sum(1 for e in self.entries if e.t > self.read_at)
 
 
+class ReadFailed(Message):
+    """A feed's reader thread could not read (said once per distinct error)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__()
+
+
 class OpenRun(Message):
     """A view asks the app to show ``run_id`` in the Runs view (Enter on an alert)."""
 

@@ -107,6 +107,9 @@ class View(Refuses):
     def shown(self) -> None:
         """The view just became current: read now."""
 
+    def hidden(self) -> None:
+        """Another view just became current: a read or tick for this one only is paused until ``shown``."""
+
     def ahead(self) -> None:
         """Shortly after the start: a view that reads only while it shows reads once, so that its first showing
         draws what it holds (as every later one does) instead of waiting on a read."""

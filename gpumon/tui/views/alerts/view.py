@@ -1,7 +1,8 @@
 """The Alerts view (!, alt+a): the alerts of every run in one table, newest on top, with where each went.
 
-Its worker reads the runs' attempts files every 2 s, shown or not (the top bar counts the unread), through
-``core/alerts/history.AlertBook``, which re-reads only files that changed. Enter opens the alert's run in the
+Its reader thread (tui/reader.py) reads the runs' attempts files every 2 s, shown or not (the top bar counts
+the unread), through ``core/alerts/history.AlertBook``, which re-reads only files that changed, and posts them
+only when they changed. Enter opens the alert's run in the
 Runs view. Alert texts are not ours: cells and the detail are Rich ``Text``, never markup.
 """
 
@@ -10,17 +11,16 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.events import Resize
 from textual.widgets import DataTable, Static
-from textual.worker import Worker, WorkerState
 
 from gpumon.core.alerts.history import AlertBook, AlertEntry, mark_read, read_at
 from gpumon.core.format import elide
-from gpumon.tui.feeds import AlertsRefreshed, OpenRun
+from gpumon.tui.feeds import AlertsRefreshed, OpenRun, ReadFailed
+from gpumon.tui.reader import Reader
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.widgets.keyed_table import PADDING, RowTable
 from gpumon.tui.widgets.render import short_run_id
@@ -70,10 +70,11 @@ class AlertsView(View, Vertical):
         self.entries: list[AlertEntry] = []
         self.read_at = 0.0
         self._book: AlertBook | None = None
-        self._busy = False
-        self._mark = False  # the user looks: the next read marks everything read
+        # reads every 2 s on its own thread; marks what it reads as read while the view shows
+        self._reader: Reader[bool, AlertsRefreshed] = Reader(
+            "gpumon alerts reader", REFRESH_S, self._read, self._fingerprint, self.post_message, self._failed, False
+        )
         self._drawn: tuple[tuple[str, str, bool], ...] | None = None
-        self._failed: str | None = None
         self._width = 0
 
     def compose(self) -> ComposeResult:
@@ -84,21 +85,22 @@ class AlertsView(View, Vertical):
         yield Static(Text("no alerts yet", style="dim"), id="alert-detail")
 
     def on_mount(self) -> None:
-        self.set_interval(REFRESH_S, self.poll)
-        self.poll()
+        self._reader.start()
+
+    def on_unmount(self) -> None:
+        self._reader.stop()
 
     def shown(self) -> None:
-        self._mark = True
-        self.poll()
+        self._reader.ask(True)  # the user looks: this read marks everything read
+
+    def hidden(self) -> None:
+        self._reader.ask(False)
 
     def poll(self) -> None:
-        if self._busy:
-            return
-        self._busy = True
-        self._read(self._mark or self.app.view == self.NAME)  # type: ignore[attr-defined]
+        """Read now, and hand the alerts on even if unchanged."""
+        self._reader.again()
 
-    @work(thread=True, exit_on_error=False, group="alerts-feed", description="read alerts")
-    def _read(self, mark: bool) -> None:
+    def _read(self, mark: bool) -> AlertsRefreshed:
         if self._book is None:
             self._book = AlertBook(self.context.store.root if self.context.store is not None else None)
         entries = self._book.read()
@@ -106,20 +108,20 @@ class AlertsView(View, Vertical):
         if mark and entries and entries[0].t > seen:
             seen = entries[0].t
             mark_read(self._book.root, seen)
-        self.post_message(AlertsRefreshed(entries, seen))
+        return AlertsRefreshed(entries, seen)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "alerts-feed" and event.state in (WorkerState.ERROR, WorkerState.CANCELLED):
-            self._busy = False
-            error = str(event.worker.error)
-            if error != self._failed:
-                self._failed = error
-                self.notify(f"Could not read alerts: {error}", severity="error", timeout=8, markup=False)
+    @staticmethod
+    def _fingerprint(mark: bool, got: AlertsRefreshed) -> object:
+        """What the table, the badge and the notices show: each alert's id, where it went, and the read mark."""
+        return tuple((e.id, e.summary()) for e in got.entries), got.read_at
+
+    def _failed(self, error: BaseException) -> None:
+        self.post_message(ReadFailed(f"Could not read alerts: {error}"))
+
+    def on_read_failed(self, message: ReadFailed) -> None:
+        self.notify(message.text, severity="error", timeout=8, markup=False)
 
     def on_alerts_refreshed(self, message: AlertsRefreshed) -> None:
-        self._busy = False
-        if self.app.view == self.NAME:  # type: ignore[attr-defined]
-            self._mark = False
         self.entries, self.read_at = message.entries, message.read_at
         drawn = tuple((e.id, e.summary(), e.t > message.read_at) for e in message.entries)
         if drawn != self._drawn:  # unchanged alerts: no redraw

@@ -92,10 +92,14 @@ class DoctorView(View, VerticalScroll):
 
     def on_mount(self) -> None:
         self.border_title = "doctor"
-        self.set_interval(REFRESH_S, self._tick)
+        self._ticks = self.set_interval(REFRESH_S, self._tick, pause=True)  # while shown (shown, hidden)
+
+    def hidden(self) -> None:
+        self._ticks.pause()  # hidden: no tick at all, not a tick that does nothing
 
     def shown(self) -> None:
         """Diagnose the run selected in the Runs view, else the newest run."""
+        self._ticks.resume()
         host, run_id = self.context.selected_host, self.context.selected_run
         if host is not None and run_id is not None and self.context.fleet is not None:
             self.open_remote(host, run_id)

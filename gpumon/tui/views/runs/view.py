@@ -1,8 +1,9 @@
 """The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
 
-A thread worker reads the state dir every second, shown or not (``RunsMonitor.refresh``,
-the pid map, the selected log) and posts one ``RunsRefreshed``, which the app also
-hands on as the runs feed; the event loop never touches run files. Launch and stop
+One long-lived thread (tui/reader.py) reads the state dir every second, shown or not
+(``RunsMonitor.refresh``, the pid map, the selected log) and posts one ``RunsRefreshed``
+when what it read changed, which the app also hands on as the runs feed; the event loop
+never touches run files. Launch and stop
 run in thread workers too; both ask first (n opens the form; T stop, K kill).
 With a fleet, other hosts' runs are rows too, read and acted on through ssh (remote.py).
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -19,19 +19,18 @@ from textual.events import Key, Resize
 from textual.widgets import DataTable, Input
 from textual.worker import Worker, WorkerState
 
-from gpumon.core.gpu import visible_gpu_count
-from gpumon.core.runs.reading.monitor import RunsMonitor
 from gpumon.core.runs.reading.summary import RunSummary
-from gpumon.core.runs.record.store import RunRecord, RunStore, disk_note
-from gpumon.tui.feeds import RunsRefreshed
+from gpumon.tui.feeds import ReadFailed, RunsRefreshed
+from gpumon.tui.reader import Reader
 from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
+from gpumon.tui.views.runs.feed import ASK, Ask, Read, RunsFeed
 from gpumon.tui.views.runs.launching import Launching
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.newest import NewRuns
 from gpumon.tui.views.runs.queueing import QUEUE_BINDINGS, Queueing
-from gpumon.tui.views.runs.reading import matches, read_log
+from gpumon.tui.views.runs.reading import matches
 from gpumon.tui.views.runs.remote import RemoteRuns
 from gpumon.tui.views.runs.remote_log import RemoteLogChanged
 from gpumon.tui.views.runs.run_detail import RunDetail
@@ -97,7 +96,6 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.selected_id: str | None = None
         self.log_choice: int | None = 0
         self.log_choices: tuple[int | None, ...] = ()
-        self._monitor: RunsMonitor | None = None
         self._listed: list[RunSummary] | None = None
         self.detail: RunSummary | None = None  # the selected run with its series
         self.filter = ""
@@ -105,10 +103,11 @@ class RunsView(Launching, Queueing, View, Vertical):
         self._stale = False
         self._built = False  # rows built once (the first list, shown or not)
         self._disk: str | None = None
-        self._busy = False
-        self._again = False
         self._select_next: str | None = None
-        self._failed: str | None = None
+        self.feed = RunsFeed(context)
+        self._reader: Reader[Ask, Read] = Reader(
+            "gpumon runs reader", REFRESH_S, self.feed.read, self.feed.fingerprint, self._post, self._read_failed, ASK
+        )
         self.remote = RemoteRuns(self, context.fleet)
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
@@ -124,55 +123,44 @@ class RunsView(Launching, Queueing, View, Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#run-filter").display = False
-        self.set_interval(REFRESH_S, self.poll)
+        self._reader.start()
         self.poll()
 
-    # -- the worker -------------------------------------------------------------
+    # -- the reader ---------------------------------------------------------------
     def poll(self) -> None:
-        """Read the runs now (or right after the read in flight)."""
-        if self._busy:
-            self._again = True
-            return
-        self._busy = True
+        """Read the runs now, for the selection as it is now (then each second, on the reader's thread)."""
         summary = self.summaries.get(self.selected_id or "")
         record = summary.record if summary is not None and self.display else None
-        self._read(record, self.log_choice, self.comparison.wanted())
-        self.remote.follow_log(self.selected_id)  # hidden: none (a poll comes each second, shown or not)
+        self._reader.ask((record, self.log_choice, self.comparison.wanted()))
+        self.remote.follow_log(self.selected_id)  # hidden: none
 
-    @work(thread=True, exit_on_error=False, group="runs-feed", description="read runs")
-    def _read(self, record: RunRecord | None, choice: int | None, compare: tuple[str, ...] = ()) -> None:
-        if self._monitor is None:
-            self.store = self.store or RunStore()
-            self._monitor = RunsMonitor(self.store, adopt=not self.context.readonly)
-            self.visible_gpus = visible_gpu_count()
-        summaries = self._monitor.refresh()
-        pids, ranks = self._monitor.pid_runs(), self._monitor.pid_ranks()
-        log = read_log(record, choice) if record is not None else None
-        detail = self._monitor.summary(record.id) if record is not None else None
-        disk = disk_note(self._monitor.store.root, {s.id: s.step for s in summaries if s.record.live})
-        self.post_message(RunsRefreshed(summaries, pids, log, self.visible_gpus or 0, choice, ranks, detail, disk))
-        if compare:  # the same worker: the monitor is never read from two threads
-            self.post_message(ComparedRuns(tuple(s for s in map(self._monitor.summary, compare) if s is not None)))
+    def hidden(self) -> None:
+        self.poll()  # no log read for nobody
+
+    def _post(self, read: Read) -> None:
+        got, compared = read
+        self.post_message(got)
+        if compared is not None:
+            self.post_message(ComparedRuns(compared))
+
+    def _read_failed(self, error: BaseException) -> None:
+        self.post_message(ReadFailed(f"Could not read runs: {error}"))
+
+    def on_read_failed(self, message: ReadFailed) -> None:
+        self.notify(message.text, severity="error", timeout=8, markup=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state not in (WorkerState.ERROR, WorkerState.CANCELLED):
-            return
-        error = str(event.worker.error)
-        if event.worker.group == "runs-action":
-            self.notify(f"Runs: {error}", severity="error", timeout=8, markup=False)
-        elif event.worker.group == "runs-feed":
-            self._busy = False
-            if error != self._failed:  # say it once, not every second
-                self._failed = error
-                self.notify(f"Could not read runs: {error}", severity="error", timeout=8, markup=False)
+        if event.state in (WorkerState.ERROR, WorkerState.CANCELLED) and event.worker.group == "runs-action":
+            self.notify(f"Runs: {event.worker.error}", severity="error", timeout=8, markup=False)
 
     def on_runs_refreshed(self, message: RunsRefreshed) -> None:
-        self._busy = False
+        self.remote.follow_log(self.selected_id)  # (with a fleet this comes each second)
         if message.disk != self._disk:  # said once when it starts, not every second
             self._disk = message.disk
             if message.disk:
                 self.notify(message.disk, severity="error", timeout=20, markup=False)
         self.visible_gpus = message.visible_gpus
+        self.store = self.store or self.feed.store
         new_detail, self.detail = message.detail is not self.detail, message.detail
         changed = message.summaries is not self._listed  # the monitor hands the same list while nothing changed
         if changed:
@@ -195,9 +183,6 @@ class RunsView(Launching, Queueing, View, Vertical):
             # fallback to it must not stick (the pane would stay on torchrun's banner once rank 0 writes)
             self.log_choices = tail.choices
             self.query_one(RunDetail).show_log(tail)
-        if self._again:
-            self._again = False
-            self.poll()
 
     def showing(self) -> None:
         if self._stale and self._listed is not None:  # the rows as last read (within a second), in the key's frame
@@ -321,6 +306,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.remote.log.changed(message.follow, self.query_one(RunDetail))
 
     def on_unmount(self) -> None:
+        self._reader.stop()
         self.remote.log.stop()  # quitting: no ssh of the follow is left
 
     def cycle_log(self, step: int) -> None:

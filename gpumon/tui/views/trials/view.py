@@ -120,14 +120,18 @@ class TrialsView(View, Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#trials-empty").display = False
-        self.set_interval(REFRESH_S, self._tick)
+        self._ticks = self.set_interval(REFRESH_S, self._tick, pause=True)  # while shown (shown, hidden)
 
     @property
     def table(self) -> TrialTable:
         return self.query_one(TrialTable)
 
     # -- the worker -------------------------------------------------------------
+    def hidden(self) -> None:
+        self._ticks.pause()  # hidden: no tick at all, not a tick that does nothing
+
     def shown(self) -> None:
+        self._ticks.resume()
         self.poll()
 
     def ahead(self) -> None:

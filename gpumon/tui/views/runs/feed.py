@@ -1,0 +1,51 @@
+"""What the Runs view's reader thread (tui/reader.py) reads each second, and what tells a read worth handing on."""
+
+from __future__ import annotations
+
+from gpumon.core.gpu import visible_gpu_count
+from gpumon.core.runs.reading.monitor import RunsMonitor
+from gpumon.core.runs.reading.summary import RunSummary
+from gpumon.core.runs.record.store import RunRecord, RunStore, disk_note
+from gpumon.tui.feeds import RunsRefreshed
+from gpumon.tui.reader import Always
+from gpumon.tui.view import AppContext
+from gpumon.tui.views.runs.reading import read_log
+
+Ask = tuple[RunRecord | None, int | None, tuple[str, ...]]  # the selected run (None: hidden), its log, compared
+Read = tuple[RunsRefreshed, tuple[RunSummary, ...] | None]
+ASK: Ask = (None, 0, ())
+
+
+class RunsFeed:
+    """The monitor and its reads; used by the reader's thread only (the monitor is never read from two)."""
+
+    def __init__(self, context: AppContext) -> None:
+        self.context = context
+        self.store = context.store
+        self.monitor: RunsMonitor | None = None
+        self.visible_gpus = 0
+
+    def read(self, ask: Ask) -> Read:
+        record, choice, compare = ask
+        if self.monitor is None:
+            self.store = self.store or RunStore()
+            self.monitor = RunsMonitor(self.store, adopt=not self.context.readonly)
+            self.visible_gpus = visible_gpu_count() or 0
+        monitor = self.monitor
+        summaries = monitor.refresh()
+        pids, ranks = monitor.pid_runs(), monitor.pid_ranks()
+        log = read_log(record, choice) if record is not None else None
+        detail = monitor.summary(record.id) if record is not None else None
+        disk = disk_note(monitor.store.root, {s.id: s.step for s in summaries if s.record.live})
+        refreshed = RunsRefreshed(summaries, pids, log, self.visible_gpus, choice, ranks, detail, disk)
+        compared = tuple(s for s in map(monitor.summary, compare) if s is not None) if compare else None
+        return refreshed, compared
+
+    def fingerprint(self, ask: Ask, read: Read) -> object:
+        """What a redraw depends on. The monitor hands the same objects while nothing changed (compared by id:
+        the reader keeps the last value handed on alive); a live run's time moves, and a fleet's hosts change
+        on their own thread: then every read is handed on."""
+        got, compared = read
+        moving = self.context.fleet is not None or any(s.record.live for s in got.summaries)
+        ids = (id(got.summaries), id(got.detail), tuple(map(id, compared or ())))
+        return ask, ids, got.pids, got.ranks, got.log, got.disk, Always() if moving else None
