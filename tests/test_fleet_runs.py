@@ -143,6 +143,7 @@ async def test_runs_of_every_host_with_their_host_log_stop_and_doctor(two_hosts:
 
             # T asks, then `gpumon stop RUN` on gpu1: its processes end there
             await pilot.press("T")
+            await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen), (notes(app), app.focused)
             await pilot.press("y")
             await pilot_until(pilot, lambda: gone(pids), timeout=40)

@@ -179,7 +179,7 @@ async def test_signals_on_a_remote_host_are_confirmed_and_refused_for_simulated_
     async with app.run_test(size=(120, 40)) as pilot:
         await open_first_host(pilot)
         await pilot.press("T")
-        assert isinstance(app.screen, ConfirmScreen)
+        await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         await app.workers.wait_for_complete()
         await pilot.pause()

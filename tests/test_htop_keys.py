@@ -90,6 +90,7 @@ async def test_f9_picks_a_signal_then_asks_before_sending() -> None:
         await pilot_until(pilot, lambda: table.row_count >= 1)
         table.focus()
         await pilot.press("f9")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
         assert isinstance(app.screen, ChoiceScreen)
         assert [v for v, _ in app.screen.choices][:2] == ["SIGTERM", "SIGKILL"]
         await pilot.press("down", "enter")  # SIGKILL
@@ -131,6 +132,7 @@ async def test_runs_view_filters_as_you_type_and_f9_asks_how_to_stop(
         await pilot.press("escape")
         await pilot_until(pilot, lambda: table.row_count == len(ids))
         await pilot.press("f9")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ChoiceScreen))
         assert isinstance(app.screen, ChoiceScreen)
         assert [v for v, _ in app.screen.choices] == ["stop", "kill"]
         await pilot.press("escape")

@@ -235,6 +235,7 @@ async def test_e_clones_a_finished_run_to_edit_and_launch_and_its_detail_shows_t
         assert len(whole) > 78 and command.region.height >= 2  # wrapped, not cut
         assert "'[red]x[/red]'" in screen_text(app).replace("\n", "")
         await pilot.press("e")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
         form = app.screen
         assert isinstance(form, LaunchForm) and str(form.query_one("#launch-form").border_title).startswith("Clone")
         assert form.values() == FormValues(

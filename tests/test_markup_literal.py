@@ -122,6 +122,7 @@ async def test_the_gpu_view_shows_names_users_commands_and_reasons_as_written() 
         assert TAGS in screen_text(app) and "[b]ops" in screen_text(app)  # the command and user cells
         assert TAGS in rendered(app.query_one("#top-info"))  # the source's reason in the top bar
         await pilot.press("tab", "T")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert isinstance(app.screen, ConfirmScreen)
         assert f"[b]ops: python train.py {TAGS}" in rendered(app.screen.query_one("#question"))
         await pilot.press("n")
