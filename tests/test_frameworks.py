@@ -117,6 +117,10 @@ def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> N
         last = [line for line in seen["log"].splitlines() if line.startswith("Epoch 1:")][-1]
         assert "| 12/100 [" in last and "train_loss=" in last, last  # the bar as a terminal would show it now
         assert json.loads((tmp_path / "default.json").read_text()) == {"bar": "TQDMProgressBar"}
+        # the second run, started after it, may still be importing Lightning: it writes its bar once it has its Trainer
+        assert wait_until(lambda: (tmp_path / "rich.json").exists(), timeout=240, step=0.5), gpumon(
+            "logs", runs["rich"]
+        )
         assert json.loads((tmp_path / "rich.json").read_text()) == {"bar": "RichProgressBar"}  # chosen: kept
     finally:
         go.touch()
