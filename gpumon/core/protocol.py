@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 CONTROL_DIR = "control"
 CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
+KEPT_STEPS = 3  # a graph reaching further back than this many steps' nodes was kept (by the rank and the doctor)
 
 STACKS_DIR = "stacks"
 STACK_SIGNAL = signal.SIGUSR2  # free in gpumon (the supervisor's own SIGUSR1 is a kill request)
@@ -51,3 +54,9 @@ def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> i
 def stack_path(run_dir: str, pid: int) -> str:
     """A process's stack file: ``<run dir>/stacks/<pid>.txt``."""
     return os.path.join(run_dir, STACKS_DIR, f"{pid}.txt")
+
+
+def census_group(group: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A census group's identity from one look to the next (the rank's ``released``, the doctor's diff)."""
+    return (tuple(group.get("shape") or ()), group.get("dtype"), group.get("device"), group.get("grad_fn"),
+            bool(group.get("requires_grad")))  # fmt: skip

@@ -20,12 +20,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP, KEPT_STEPS, census_group
 from gpumon.telemetry.census import MIN_HELD, take_census
 
 CHECK_EVERY_S = 0.25
 MAX_LOOKS = 4  # looks per request: the first pair and up to two more after a release
-KEPT_STEPS = 3  # a graph older than this many steps' nodes is kept (as gpumon.core.doctor.causes says)
 
 
 class CensusTrigger:
@@ -84,11 +83,6 @@ def _summary(found: Mapping[str, Any]) -> dict[str, Any]:
     return {"autograd_seq": found.get("autograd_seq"), "groups_total": found.get("groups_total"), "groups": groups}
 
 
-def _key(group: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (tuple(group.get("shape") or ()), group.get("dtype"), group.get("device"), group.get("grad_fn"),
-            bool(group.get("requires_grad")))  # fmt: skip
-
-
 def released(first: Mapping[str, Any], second: Mapping[str, Any], steps: int) -> bool:
     """Whether something kept at ``first`` was let go by ``second`` (``steps`` later): a pair that straddles
     the end of a cycle, across which nothing is seen to grow.
@@ -99,10 +93,10 @@ def released(first: Mapping[str, Any], second: Mapping[str, Any], steps: int) ->
     """
     made = int(second.get("autograd_seq") or 0) - int(first.get("autograd_seq") or 0)
     kept_age = KEPT_STEPS * made / steps if made > 0 and steps > 0 else None
-    after = {_key(g): g for g in second.get("groups") or ()}
+    after = {census_group(g): g for g in second.get("groups") or ()}
     complete = int(second.get("groups_total") or 0) <= len(after)  # a group missing is gone, not left out
     for old in first.get("groups") or ():
-        new = after.get(_key(old))
+        new = after.get(census_group(old))
         if new is None and not complete:
             continue
         count, age = int((new or {}).get("count") or 0), int((new or {}).get("age") or 0)

@@ -24,13 +24,13 @@ from typing import Any
 
 from gpumon.core.events import EventReader
 from gpumon.core.format import size
+from gpumon.core.protocol import KEPT_STEPS, census_group
 
 KINDS = ("eval_no_grad", "loss_graph", "graph_kept", "outputs_list", "growing_tensors")
 NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 nodes of a small MLP
 MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
 MIN_NODES = 20
 MIN_SAVED = 1024  # saved-tensor bytes gained: graphs that still hold activations
-KEPT_STEPS = 3  # a graph reaching further back than this many steps' nodes was kept on purpose or by mistake
 
 TITLES = {
     "eval_no_grad": "evaluation without torch.no_grad() keeps activations",
@@ -100,11 +100,6 @@ def _numel(group: Mapping[str, Any]) -> int:
     for d in group.get("shape") or []:
         n *= int(d)
     return n
-
-
-def _key(group: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (tuple(group.get("shape") or ()), group.get("dtype"), group.get("device"), group.get("grad_fn"),
-            bool(group.get("requires_grad")))  # fmt: skip
 
 
 def holder_text(group: Mapping[str, Any]) -> str:
@@ -183,11 +178,11 @@ def _evidence(kind: str, group: Mapping[str, Any], count: int, nodes: int, saved
 def diff_census(first: Mapping[str, Any], second: Mapping[str, Any], rank: int = 0) -> list[Cause]:
     """The causes two censuses of one rank show, biggest first (empty: nothing grew)."""
     steps = max(1, int(second.get("step", 0)) - int(first.get("step", 0)))
-    before = {_key(g): g for g in first.get("groups") or []}
+    before = {census_group(g): g for g in first.get("groups") or []}
     cut = int(first.get("groups_total", 0)) > len(before)  # a group missing may have been left out
     found: dict[str, list[tuple[int, int, int, int, dict[str, Any]]]] = {}
     for group in second.get("groups") or []:
-        old = before.get(_key(group))
+        old = before.get(census_group(group))
         if old is None and cut:
             continue
         old = old or {}
