@@ -82,10 +82,10 @@ def follow(run_id: str, log: int | Path | None, first: int, from_start: bool = F
     if from_start:
         offset, ends_open, first = 0, False, 0
     tty = sys.stdout.isatty()
-    held = None if from_start else past_cap.look(path)  # past its cap: what is shown and followed is <log>.live's
-    if held is not None and not held.final:
-        last = past_cap.read(path, held.end - 1, 1)
-        ends_open = last is not None and last[1] not in (b"", b"\n")
+    last = None if from_start else past_cap.read(path, None, 1)  # past its cap: shown and followed from <log>.live
+    held = last[0] if last is not None else None
+    if last is not None and not last[0].final:
+        ends_open = last[1] not in (b"", b"\n")
     follower = LogFollower(path, offset, tty=tty, past_cap=held.end if held else None)
     lines = tail_lines(path, first) if first else []
     if ends_open and lines:  # the last line is still being drawn (a bar): the follower goes on with it

@@ -54,23 +54,10 @@ def publish(log: Path, first: int, body: bytes, final: bool) -> None:
         os.replace(tmp, path)  # a link planted at ``path`` is replaced, not followed
 
 
-def look(log: Path) -> Live | None:
-    """The header of ``<log>.live``; None when there is none (the log never reached its cap) or it is not ours."""
-    try:
-        fd = open_regular(live_path(log))
-    except OSError:
-        return None
-    try:
-        return _parse(os.pread(fd, _HEADER, 0))
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read(log: Path, since: int, limit: int) -> tuple[Live, bytes] | None:
+def read(log: Path, since: int | None, limit: int) -> tuple[Live, bytes] | None:
     """At most ``limit`` bytes of the output past the cap from ``since`` on (from the oldest held when
-    ``since`` is older), with the header they were read under."""
+    ``since`` is older; the last ``limit`` when None), with the header they were read under; None when
+    there is no ``<log>.live`` (the log never reached its cap) or it is not ours."""
     try:
         fd = open_regular(live_path(log))
     except OSError:
@@ -79,7 +66,7 @@ def read(log: Path, since: int, limit: int) -> tuple[Live, bytes] | None:
         live = _parse(os.pread(fd, _HEADER, 0))
         if live is None:
             return None
-        since = min(max(since, live.first), live.end)
+        since = min(max(live.end - limit if since is None else since, live.first), live.end)
         return live, os.pread(fd, min(limit, live.end - since), live.start + since - live.first)
     except OSError:
         return None

@@ -21,9 +21,8 @@ def tail_lines(path: Path, lines: int = 200, max_bytes: int = TAIL_BYTES) -> lis
     lives (core/logs/live.py), so its last lines are the run's latest, not the ones before the cut."""
     if lines <= 0:
         return []
-    held = live.look(path)  # past its cap the log's latest output is there while the run lives
-    got = live.read(path, held.end - max_bytes, max_bytes) if held and not held.final else None
-    if got is not None:
+    got = live.read(path, None, max_bytes)  # past its cap the log's latest output is there while the run lives
+    if got is not None and not got[0].final:
         data, cut = got[1], True  # the output past a cap begins wherever the cap fell
     else:
         try:
