@@ -8,6 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import wait_ended
 from tests.test_alerts_channels import Cli
 
 # 200 KiB of filler past a 64 KiB cap, then lines that come one at a time, each when the test says so.
@@ -62,3 +65,24 @@ def test_a_log_past_its_cap_shows_and_follows_the_runs_latest_output(tmp_path: P
     assert len(log) <= 64 * 1024 + 4096
     ended = cli("logs", run_id, "-n", "2").stdout.splitlines()
     assert ended == ["after the cap: step 2", "after the cap: step 3"], ended
+
+
+def test_a_follow_that_reaches_the_cap_after_the_run_ended_shows_the_log_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`launch --follow` on a loaded machine can begin after the run ended: it reads the log from its start, and
+    the tail kept at its end is the last of it (not the tail again from <log>.live, said as "went by unread")."""
+    from gpumon.cli.common import announce_start
+    from gpumon.core.runs.record.store import RunStore
+
+    cli = Cli(tmp_path, '[runs]\nlog_cap = "64 KiB"\n')
+    run_id = cli.launch('for i in range(4000):\n    print(f"line {i:05d} " + "x" * 40)\nprint("the end")\n')
+    wait_ended(cli.tmp / "home", run_id)
+    log = (cli.run_dir(run_id) / "logs" / "rank0.log").read_text()
+    assert "of output cut here" in log and log.endswith("the end\n")
+    monkeypatch.setenv("GPUMON_HOME", str(cli.tmp / "home"))
+    monkeypatch.setenv("GPUMON_CONFIG_DIR", str(cli.cfg))
+    assert announce_start(RunStore().resolve(run_id), "run", follow_log=True) == 0
+    shown = capsys.readouterr().out
+    assert shown.endswith(log + f"[{run_id} finished, exit code 0]\n"), shown[-3000:]
+    assert "went by unread" not in shown

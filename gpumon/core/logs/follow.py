@@ -78,6 +78,8 @@ class LogFollower:
         if got is None:
             return b""
         held, data = got
+        if held.final and self.past_cap is None:  # the run ended first: its log holds the kept tail, read there
+            return b""
         if held.end < since:  # a new supervisor (an adopter) began the output past the cap again
             since = held.first
             got = live.read(self.path, since, self.chunk)
