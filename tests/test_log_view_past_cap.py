@@ -94,5 +94,11 @@ def test_more_output_between_two_reads_than_the_live_file_holds_is_said_in_one_l
         assert since + unread + shown == got[0].end  # every byte past the gap is shown, once
         assert window.bytes_read - read == shown  # and read once: never the whole live file again
         assert unread > 2_190_000 - live.LIVE_BYTES  # what went by, said in bytes
+        small = PastCapWindow(log, keep=10, chunk=1024)  # a head of many chunks: paged up, then End (follow)
+        assert small.tail().lines[-1] == "after the flood"
+        while not (up := small.older()).at_start:
+            pass
+        assert up.lines[0] == "filler 00000 " + "x" * 40 and up.end < up.size and "after the flood" not in up.lines
+        assert small.follow().lines[-1] == "after the flood"
     finally:
         (tmp_path / "go2").touch()

@@ -109,6 +109,8 @@ class PastCapWindow:
             if got is None or got[0].final or page.note or not page.at_end:
                 return page
             self._start_live(page.size)
+        elif self.file.page().end < self.base:  # scrolled up into the head: the end is the cut, then the live lines
+            self.file.tail()
         return self._follow_live()
 
     # -- the output past the cap ---------------------------------------------------------
