@@ -38,6 +38,7 @@ class LogPage:
     end: int = 0  # after the last byte held (``size``: the file's end is held)
     size: int = 0  # the file's size when read
     note: str = ""  # what the last read did that the user should know (skipped, truncated, missing)
+    live_from: int | None = None  # lines from this offset on are a capped log's latest output (core/logs/past_cap.py)
 
     @property
     def at_start(self) -> bool:
@@ -120,6 +121,10 @@ class LogWindow:
         self._start = self._end = self._size = 0
         self._partial = False  # the last line held had no newline yet (it may grow)
         self._inode: tuple[int, int] | None = None
+        self.limit: int | None = None  # bytes past this are not read (a capped log's end while its run lives)
+
+    def _sized(self, size: int) -> int:
+        return size if self.limit is None else min(size, self.limit)
 
     def page(self, note: str = "") -> LogPage:
         return LogPage(tuple(self._lines), tuple(self._offsets), self._start, self._end, self._size, note)
@@ -128,9 +133,9 @@ class LogWindow:
         fd = open_regular(self.path)  # a link or a FIFO in its place: NotRegular, said as the page's note
         try:
             stat = os.fstat(fd)
-            self._size = stat.st_size
+            self._size = self._sized(stat.st_size)
             self._inode = (stat.st_dev, stat.st_ino)
-            data = os.pread(fd, max(0, min(length, stat.st_size - offset)), offset) if offset < stat.st_size else b""
+            data = os.pread(fd, max(0, min(length, self._size - offset)), offset) if offset < self._size else b""
         finally:
             os.close(fd)
         self.bytes_read += len(data)
@@ -149,9 +154,10 @@ class LogWindow:
             self._offsets, self._lines, self._inode = [], [], None
             self._start = self._end = self._size = 0
             return self.page("no output yet")
-        base = max(0, stat.st_size - self.chunk)
+        size = self._sized(stat.st_size)
+        base = max(0, size - self.chunk)
         try:
-            data = self._read(base, stat.st_size - base)
+            data = self._read(base, size - base)
         except OSError as err:
             return self.page(f"cannot read it: {err.strerror or err}")
         offsets, raw, end = split_lines(data, base, cut_first=base > 0, cut_last=False)
@@ -198,8 +204,8 @@ class LogWindow:
             self._end = self._offsets.pop()
             self._lines.pop()
             self._partial = False
-        if stat.st_size <= self._end:
-            self._size = stat.st_size
+        if self._sized(stat.st_size) <= self._end:
+            self._size = self._sized(stat.st_size)
             return self.page()
         try:
             data = self._read(self._end, self._span() if bounded else self.chunk)
@@ -228,7 +234,7 @@ class LogWindow:
             return self.page("no output yet") if not self._lines else self.page("the log is gone")
         if self._inode is None:
             return self.tail()
-        behind = stat.st_size - self._end
+        behind = self._sized(stat.st_size) - self._end
         if behind > FOLLOW_JUMP:
             return self.tail(f"follow skipped {behind - self.chunk:,} bytes written faster than shown")
         page = self._newer(bounded=False)  # following: the newest lines matter, the oldest may go

@@ -20,8 +20,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from gpumon.core.format import size
+from gpumon.core.logs.past_cap import PastCapWindow, live_matches
 from gpumon.core.logs.search import Needle, ScanStep, scan
-from gpumon.core.logs.window import KEEP, LogPage, LogWindow
+from gpumon.core.logs.window import KEEP, LogPage
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.log_parts import (
@@ -76,7 +77,7 @@ class LogScreen(Screen[None]):
         self.choices: tuple[int | None, ...] = ()  # the worker lists them (with each read)
         self.choice = choice
         self.following = follow
-        self.window: LogWindow | None = None
+        self.window: PastCapWindow | None = None
         self.generation = 0
         self._busy = False
         self._wanted: str | tuple[str, int] | None = None
@@ -108,7 +109,7 @@ class LogScreen(Screen[None]):
         if isinstance(self.source, StreamedLog):
             self._show_streamed()
         else:
-            self.window = LogWindow(self._path(), keep=KEEP_LINES)
+            self.window = PastCapWindow(self._path(), keep=KEEP_LINES)
             pane.empty = empty_log(self.choice, self.choices, self.source.live)
             self._want("tail")
         self._head()
@@ -142,7 +143,7 @@ class LogScreen(Screen[None]):
         self._read(self.window, op, self.generation, self.source)
 
     @work(thread=True, exit_on_error=False, group="log-read")
-    def _read(self, window: LogWindow, op: str | tuple[str, int], generation: int, record: RunRecord) -> None:
+    def _read(self, window: PastCapWindow, op: str | tuple[str, int], generation: int, record: RunRecord) -> None:
         if isinstance(op, tuple):
             page = window.around(op[1])
         else:
@@ -198,7 +199,8 @@ class LogScreen(Screen[None]):
         if streamed:
             self.found.add(needle.in_lines(self.query_one(LogPane).page.lines), None, done=True)
             self._jump_near()
-        else:
+        else:  # a capped log's latest output (held, newer than the file's lines) first, then the file's
+            self.found.add(live_matches(self.query_one(LogPane).page, needle), None, done=False)
             self._scan(self._path(), needle, self._searches)
         self._status()
 
