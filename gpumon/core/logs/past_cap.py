@@ -66,7 +66,7 @@ class PastCapWindow:
         first = self._offsets[0] - self.base if self._offsets else self.since
         if first > 0:
             offsets.append(self.base)
-            lines.append(f"[gpumon: {first:,} bytes of output past the cap not shown here; its latest follow]")
+            lines.append(f"[gpumon: {first:,} bytes of output past the cap not shown here; the latest output follows]")
         return LogPage((*lines, *self._lines), (*offsets, *self._offsets), held.start, size, size, held.note, self.base)
 
     # -- LogWindow's reads -----------------------------------------------------------
