@@ -2,8 +2,8 @@
 
 A deep model (1,000 layers, ~2,000 autograd nodes a step) whose epoch loop sums the loss as a
 tensor, censused at step 150 (300,000 nodes alive, 25 times the census's 12,000-node walk): the finding
-names the variable, its file:line and function, and the fix is in the advice list. The fixed twin, censused the same way, names
-nothing and says so.
+names the variable, its file:line and function, and the fix is in the advice list. The fixed twin, censused
+the same way, names nothing and says so.
 """
 
 from __future__ import annotations
