@@ -1,0 +1,88 @@
+"""The GPU and host panels' lines, drawn straight from their pieces (tui/widgets/line.py) at each sample.
+
+Through rich's Text each line of each panel was built, cut, rendered to segments and styled anew every second:
+most of the panels' share of an idle tick. The same strips now come from the pieces, with no Text, for a line that
+fits its room; one wider than its room still goes through Text (its ellipsis)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.style import Style
+from rich.text import Text
+
+from gpumon.core.gpu.simulated import SimulatedSource
+from gpumon.tui.app import GpumonApp
+from gpumon.tui.feeds import SampleReady
+from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel, compact_line, gpm_line
+from gpumon.tui.widgets.line import Line, text_strip
+from tests.conftest import make_app, pilot_until
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    return tmp_path
+
+
+def devices(count: int = 40) -> list[Any]:
+    """Simulated GPUs at many ticks, some with GPM values, some down, one with no name or power limit."""
+    source, found = SimulatedSource(4, seed=3), []
+    for tick in range(count):
+        source.tick = tick * 7
+        for d in source.sample().devices:
+            if tick % 5 == 1:
+                d = replace(d, sm_active=0.42, sm_occupancy=None, tensor_active=0.3, dram_active=0.18)
+            if tick % 7 == 2:
+                d = replace(d, name=None, power_limit=None, ecc_errors=3, mig_mode=True, gpu_util=None)
+            found.append(d)
+    return found
+
+
+@pytest.mark.parametrize("width", [20, 40, 76, 96, 150])
+def test_a_panel_line_draws_what_rich_text_draws(width: int) -> None:
+    console, rng = Console(width=200, color_system="truecolor"), random.Random(width)
+    base = Style(color="#e0e0e0", bgcolor="#1e1e1e")
+    panel = GpuPanel(0, simulated=True)
+    lines: list[Line] = [Line("sampling…", style="dim"), Line("no style at all"), Line()]
+    for d in devices():
+        history = [rng.choice([0.0, rng.uniform(0, 100), 100.0, 130.0]) for _ in range(rng.randint(0, 60))]
+        panel.device, panel.util_history, panel.mem_history = d, history, history[::-1]
+        panel.compact = rng.random() < 0.3
+        panel.warning = rng.choice([None, ("leak", "▲ run ddp-c132: memory leak +1 MiB/it")])
+        lines += panel.lines(width)
+        lines.append(compact_line(d, width, panel.warning))
+        if (gpm := gpm_line(d)) is not None:
+            lines.append(gpm)
+    assert len(lines) > 200
+    for line in lines:
+        assert line.strip(width, console, base) == text_strip(line.text(), width, console, base), line.plain
+
+
+async def test_a_sample_draws_the_panels_with_no_rich_text(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted: the Text renders one sample costs the GPU and host panels (a line each, 9 here, before)."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel), app.query_one(HostPanel)]
+        await pilot_until(pilot, lambda: all(p._strips for p in panels))
+        rendered: list[str] = []
+        render = Text.render
+
+        def counted(self: Text, *args: Any, **kwargs: Any) -> Any:
+            rendered.append(self.plain)
+            return render(self, *args, **kwargs)
+
+        drawn = [p._strips for p in panels]
+        monkeypatch.setattr(Text, "render", counted)
+        app.sampler.sample_once()  # every value moves (simulated), each sparkline a column
+        app.post_message(SampleReady(app.sampler.latest))
+        await pilot_until(pilot, lambda: all(p._strips is not d for p, d in zip(panels, drawn, strict=True)))
+        assert isinstance(app, GpumonApp)
+        texts = {strip.text for p in panels for strip in p._strips or []}
+        assert len(texts) >= 9  # UTIL, MEM and vitals of each GPU; CPU, MEM and cores of the host
+        assert [text for text in rendered if text in texts] == []
