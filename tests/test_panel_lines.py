@@ -65,7 +65,7 @@ def test_a_panel_line_draws_what_rich_text_draws(width: int) -> None:
 
 
 async def test_a_sample_draws_the_panels_with_no_rich_text(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Counted: the Text renders one sample costs the GPU and host panels (a line each, 9 here, before)."""
+    """Counted: the Text renders one sample costs the GPU panels (a line each, 6 here, before)."""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
         panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel), app.query_one(HostPanel)]
@@ -81,8 +81,39 @@ async def test_a_sample_draws_the_panels_with_no_rich_text(home: Path, monkeypat
         monkeypatch.setattr(Text, "render", counted)
         app.sampler.sample_once()  # every value moves (simulated), each sparkline a column
         app.post_message(SampleReady(app.sampler.latest))
-        await pilot_until(pilot, lambda: all(p._strips is not d for p, d in zip(panels, drawn, strict=True)))
+        gpus = list(zip(panels[:2], drawn[:2], strict=True))  # (the host is frozen here: the same values, not drawn)
+        await pilot_until(pilot, lambda: all(p._strips is not d for p, d in gpus))
         assert isinstance(app, GpumonApp)
-        texts = {strip.text for p in panels for strip in p._strips or []}
-        assert len(texts) >= 9  # UTIL, MEM and vitals of each GPU; CPU, MEM and cores of the host
+        texts = {strip.text for p in panels[:2] for strip in p._strips or []}
+        assert len(texts) >= 6  # UTIL, MEM and vitals of each GPU
         assert [text for text in rendered if text in texts] == []
+
+
+async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle GPU reads the same each second, its history of zeros too: its lines were built again each second
+    only to find them the same. Counted: the panels' builds of their lines per sample."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel), app.query_one(HostPanel)]
+        await pilot_until(pilot, lambda: all(p._strips for p in panels))
+        await pilot.pause(0.3)
+        built: list[str | None] = []
+        for cls in (GpuPanel, HostPanel):
+            lines = cls.lines
+
+            def counted(self: Any, width: int, lines: Any = lines) -> Any:
+                built.append(self.id)
+                return lines(self, width)
+
+            monkeypatch.setattr(cls, "lines", counted)
+        snap = app.context.snapshot
+        assert snap is not None
+        app.post_message(SampleReady(snap))  # the same values, the same history
+        await pilot.pause(0.3)
+        assert built == []
+        gpu1 = replace(snap.gpu.devices[1], temperature=(snap.gpu.devices[1].temperature or 0) + 1)
+        app.post_message(SampleReady(replace(snap, gpu=replace(snap.gpu, devices=(snap.gpu.devices[0], gpu1)))))
+        await pilot_until(pilot, lambda: bool(built))
+        await pilot.pause(0.3)
+        assert built == ["gpu-1"]  # the GPU whose temperature moved, alone
+        assert f"{gpu1.temperature}°C" in "".join(str(s.text) for s in panels[1]._strips or [])

@@ -45,9 +45,21 @@ class LinePanel(Widget):
     def __init__(self, id: str, classes: str = "") -> None:
         super().__init__(id=id, classes=classes)
         self._strips: list[Strip] | None = None
+        self._drawn: object = None  # (width, inputs()) the strips were drawn from
+        self.built = 0  # times the lines were built (tests count them)
 
     def lines(self, width: int) -> list[Line]:
         raise NotImplementedError
+
+    def inputs(self) -> object:
+        """All that ``lines`` draws from (compared, never hashed): the same twice, the lines are the same."""
+        raise NotImplementedError
+
+    def _build(self, width: int) -> list[Strip]:
+        self.built += 1
+        self._drawn = (width, self.inputs())
+        console, base = self.app.console, self.rich_style
+        return [line.strip(width, console, base) for line in self.lines(width)]
 
     def history_width(self) -> int:
         """How many samples the sparklines show at the current width."""
@@ -56,14 +68,16 @@ class LinePanel(Widget):
     def refresh_lines(self) -> None:
         """Draw the lines anew; repaint only those that changed (none: no repaint). An idle GPU's panel reads the
         same each second (its history of zeros too): repainting it cost the compositor a pass over the panel
-        and every widget under it, each second."""
+        and every widget under it, each second. Values the same as those drawn (an idle GPU, its history of
+        zeros): not even the lines are built again."""
         old, width = self._strips, self.content_size.width
         if old is None or not width or (old and old[0].cell_length != width):  # not drawn yet, or to a width gone
             self._strips = None
             self.refresh()
             return
-        console, base = self.app.console, self.rich_style
-        self._strips = new = [line.strip(width, console, base) for line in self.lines(width)]
+        if self._drawn == (width, self.inputs()):
+            return
+        self._strips = new = self._build(width)
         if len(new) != len(old):
             self.refresh()
             return
@@ -74,12 +88,15 @@ class LinePanel(Widget):
     def on_resize(self, event: Resize) -> None:
         self._strips = None
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._drawn = None  # the widget's style is in every strip: the next sample builds them (a theme change)
+
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if self._strips is None or (self._strips and self._strips[0].cell_length != width):  # a width change
             # that came without a Resize (a scrollbar appearing in the parent) must not leave lines cut short
-            console, base = self.app.console, self.rich_style
-            self._strips = [line.strip(width, console, base) for line in self.lines(width)]
+            self._strips = self._build(width)
         return self._strips[y] if y < len(self._strips) else Strip.blank(width, self.rich_style)
 
 
@@ -134,6 +151,9 @@ class GpuPanel(LinePanel):
     def _set_title(self) -> None:
         title = self._title if self.warning is None else f"{self._title} · {self.warning[1]}"
         set_title(self, title)  # the GPU's name and the run's note are not ours
+
+    def inputs(self) -> object:
+        return (self.device, self.util_history, self.mem_history, self.compact, self.warning)
 
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))
@@ -233,6 +253,11 @@ class HostPanel(LinePanel):
         self.mem_history = mem_history
         set_title(self, f"host {host.hostname}")
         self.refresh_lines()
+
+    def inputs(self) -> object:
+        h = self.host
+        values = None if h is None else (h.hostname, h.cpu_percent, h.per_cpu, h.load, h.mem_used, h.mem_total)
+        return (values, None if h is None else (h.swap_used, h.swap_total), self.cpu_history, self.mem_history)
 
     def lines(self, width: int) -> list[Line]:
         h = self.host
