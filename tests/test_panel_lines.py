@@ -117,3 +117,45 @@ async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeyp
         await pilot.pause(0.3)
         assert built == ["gpu-1"]  # the GPU whose temperature moved, alone
         assert f"{gpu1.temperature}°C" in "".join(str(s.text) for s in panels[1]._strips or [])
+
+
+async def test_the_panels_style_is_computed_again_only_when_a_style_changed(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sample walked every ancestor's colours once per panel (DOMNode.rich_style, ~0.1 ms each) for the style
+    under its lines, though no style had changed. Counted: those walks over samples; then a theme changes them."""
+    from textual.dom import DOMNode
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel)]
+        await pilot_until(pilot, lambda: all(p._strips for p in panels))
+        await pilot.pause(0.3)
+        walks: list[str | None] = []
+        rich_style = DOMNode.rich_style
+
+        def counted(self: DOMNode) -> Style:
+            if isinstance(self, GpuPanel):
+                walks.append(self.id)
+            return rich_style.fget(self)  # type: ignore[attr-defined]
+
+        monkeypatch.setattr(DOMNode, "rich_style", property(counted))
+        for _ in range(3):
+            drawn = [p._strips for p in panels]
+            app.sampler.sample_once()  # every GPU value moves
+            app.post_message(SampleReady(app.sampler.latest))
+            await pilot_until(
+                pilot, lambda drawn=drawn: all(p._strips is not d for p, d in zip(panels, drawn, strict=True))
+            )
+        assert walks == []
+        dark = panels[0].base_style()
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause(0.3)
+        app.sampler.sample_once()
+        app.post_message(SampleReady(app.sampler.latest))
+        await pilot_until(pilot, lambda: bool(walks))
+        light = panels[0].base_style()
+        assert light != dark and light == rich_style.fget(panels[0])  # type: ignore[attr-defined]
+        drawn_now = panels[0]._strips
+        assert drawn_now is not None
+        assert next(iter(drawn_now[0])).style == light + Style(bold=True)  # "UTIL ", on the new theme's colours
