@@ -123,8 +123,11 @@ async def test_the_panels_style_is_computed_again_only_when_a_style_changed(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each sample walked every ancestor's colours once per panel (DOMNode.rich_style, ~0.1 ms each) for the style
-    under its lines, though no style had changed. Counted: those walks over samples; then a theme changes them."""
+    under its lines, and the process table for each line it drew again, though no style had changed. Counted:
+    those walks over samples; then a theme changes them."""
     from textual.dom import DOMNode
+
+    from gpumon.tui.widgets.process_table import ProcessTable
 
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -135,26 +138,39 @@ async def test_the_panels_style_is_computed_again_only_when_a_style_changed(
         rich_style = DOMNode.rich_style
 
         def counted(self: DOMNode) -> Style:
-            if isinstance(self, GpuPanel):
+            if isinstance(self, (GpuPanel, ProcessTable)):
                 walks.append(self.id)
             return rich_style.fget(self)  # type: ignore[attr-defined]
 
         monkeypatch.setattr(DOMNode, "rich_style", property(counted))
+        table = app.query_one(ProcessTable)
+        lines = table.render_line
+        drawn_rows: list[int] = []
+
+        def counted_line(y: int) -> Any:
+            drawn_rows.append(y)
+            return lines(y)
+
+        monkeypatch.setattr(table, "render_line", counted_line)
         for _ in range(3):
             drawn = [p._strips for p in panels]
-            app.sampler.sample_once()  # every GPU value moves
+            app.sampler.sample_once()  # every GPU value moves, and the process's SM% and memory
             app.post_message(SampleReady(app.sampler.latest))
             await pilot_until(
                 pilot, lambda drawn=drawn: all(p._strips is not d for p, d in zip(panels, drawn, strict=True))
             )
+            await pilot.pause(0.1)  # the frame: the table draws the process's row again
+        assert len(drawn_rows) >= 3
         assert walks == []
-        dark = panels[0].base_style()
+        dark = panels[0].rich_style
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
         await pilot.pause(0.3)
+        before = panels[0]._strips
         app.sampler.sample_once()
         app.post_message(SampleReady(app.sampler.latest))
-        await pilot_until(pilot, lambda: bool(walks))
-        light = panels[0].base_style()
+        await pilot_until(pilot, lambda: panels[0]._strips is not before)
+        assert walks  # the theme changed the styles: walked again
+        light = panels[0].rich_style
         assert light != dark and light == rich_style.fget(panels[0])  # type: ignore[attr-defined]
         drawn_now = panels[0]._strips
         assert drawn_now is not None

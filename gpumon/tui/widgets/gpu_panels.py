@@ -3,7 +3,6 @@ renders them to its current width; none reads a source itself."""
 
 from __future__ import annotations
 
-from rich.style import Style
 from textual.events import Click, Resize
 from textual.geometry import Region
 from textual.message import Message
@@ -12,6 +11,7 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
+from gpumon.tui.widgets.kept_style import KeptStyle
 from gpumon.tui.widgets.line import Line, text_strip
 from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import bar_pieces, level_style, spark_chars
@@ -38,7 +38,7 @@ def _meter(label: str, pct: float | None, value: str, history: list[float], widt
     return line.append(spark_chars(history, _history_width(width)), style)
 
 
-class LinePanel(Widget):
+class LinePanel(KeptStyle, Widget):
     """Renders a few fixed lines through Textual's line API: no wrapping or
     markup pass, strips cached until the data or the width change. This keeps
     an idle monitor with many GPUs cheap to repaint every second."""
@@ -47,7 +47,6 @@ class LinePanel(Widget):
         super().__init__(id=id, classes=classes)
         self._strips: list[Strip] | None = None
         self._drawn: object = None  # (width, inputs()) the strips were drawn from
-        self._style: tuple[tuple[int, ...], Style] | None = None  # (the styles' keys it came from, rich_style)
         self.built = 0  # times the lines were built (tests count them)
 
     def lines(self, width: int) -> list[Line]:
@@ -60,17 +59,8 @@ class LinePanel(Widget):
     def _build(self, width: int) -> list[Strip]:
         self.built += 1
         self._drawn = (width, self.inputs())
-        console, base = self.app.console, self.base_style()
+        console, base = self.app.console, self.rich_style  # kept until a style changes (kept_style.py)
         return [line.strip(width, console, base) for line in self.lines(width)]
-
-    def base_style(self) -> Style:
-        """``rich_style``, computed again only when a style of the panel or of a widget above it changed: it walks
-        every ancestor's colours (~0.1 ms), a fifth of a sample's drawing. Keyed as Textual keys its own
-        ``visual_style``, on the styles' update counts, here the ancestors' too (a theme, a class changed above)."""
-        key = tuple(node.styles._cache_key for node in self.ancestors_with_self)
-        if self._style is None or self._style[0] != key:
-            self._style = (key, self.rich_style)
-        return self._style[1]
 
     def history_width(self) -> int:
         """How many samples the sparklines show at the current width."""
