@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from gpumon.core.gpu import NoGpuSource
 from gpumon.core.gpu.simulated import SIM_PID_BASE, SimulatedSource
 from gpumon.core.history import History
-from gpumon.core.host import HostSource
+from gpumon.core.host import HostSource, meminfo
 from gpumon.core.model import SNAPSHOT_SCHEMA, GpuDevice, GpuSample, HostSample, Snapshot
 from gpumon.core.report import snapshot_text
 from gpumon.core.sampler import MIN_INTERVAL, Sampler
@@ -272,6 +275,38 @@ def test_host_source_reads_sane_values() -> None:
     assert 0.0 <= h.cpu_percent <= 100.0
     assert h.swap_total >= 0 and 0 <= h.swap_used <= max(h.swap_total, h.swap_used)
     assert h.load is None or len(h.load) == 3
+
+
+def test_a_host_sample_reads_memory_and_swap_once_and_as_psutil_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each tick read /proc/meminfo twice and /proc/vmstat once (psutil's virtual_memory() and swap_memory()):
+    the sampler thread's largest cost at idle. Now one read of /proc/meminfo gives the same numbers."""
+    if not os.path.exists("/proc/meminfo"):
+        pytest.skip("no /proc/meminfo: psutil's way is the only one")
+    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    source = HostSource()
+    opened: list[str] = []
+    real_open = open
+
+    def counted(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counted)
+    h = source.sample()
+    monkeypatch.undo()
+    assert [f for f in opened if f.endswith(("meminfo", "vmstat"))] == ["/proc/meminfo"]
+    assert (h.mem_total, h.swap_total) == (vm.total, sw.total)
+    assert abs(h.mem_used - (vm.total - vm.available)) < 256 * 1024**2  # (the machine's memory moves between)
+    assert abs(h.swap_used - sw.used) < 256 * 1024**2
+
+
+def test_meminfo_without_a_field_leaves_it_to_psutil(tmp_path: Path) -> None:
+    path = tmp_path / "meminfo"
+    path.write_text("MemTotal:       16000000 kB\nMemFree:  100 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    assert meminfo(str(path)) is None  # no MemAvailable (a kernel before 3.14)
+    path.write_text(path.read_text() + "MemAvailable:   8000000 kB\n")
+    assert meminfo(str(path)) == (16000000 * 1024, 8000000 * 1024, 0, 0)
+    assert meminfo(str(tmp_path / "none")) is None
 
 
 # -- text report --------------------------------------------------------------

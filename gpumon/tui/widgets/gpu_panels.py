@@ -3,10 +3,6 @@ renders them to its current width; none reads a source itself."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.segment import Segment
-from rich.style import Style
-from rich.text import Text
 from textual.events import Click, Resize
 from textual.geometry import Region
 from textual.message import Message
@@ -15,8 +11,12 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
+from gpumon.tui.widgets.kept_style import KeptStyle
+from gpumon.tui.widgets.line import Line, text_strip
 from gpumon.tui.widgets.literal import set_title
-from gpumon.tui.widgets.render import bar, level_style, sparkline
+from gpumon.tui.widgets.render import bar_pieces, level_style, spark_chars
+
+__all__ = ["GpuPanel", "HostPanel", "LinePanel", "compact_line", "gpm_line", "text_strip"]
 
 _LABEL = 5
 _VALUE = 19
@@ -30,24 +30,15 @@ def _bar_width(width: int) -> int:
     return max(8, min(30, (width - _LABEL - _VALUE - 2) // 2))
 
 
-def _meter(label: str, pct: float | None, value: str, history: list[float], width: int, style: str) -> Text:
+def _meter(label: str, pct: float | None, value: str, history: list[float], width: int, style: str) -> Line:
     """One line: label, bar, value, then a sparkline in the room that is left."""
-    bar_width = _bar_width(width)
-    spark_width = _history_width(width)
-    line = Text(label.ljust(_LABEL), style="bold")
-    line.append_text(bar(pct, bar_width, style))
+    line = Line(label.ljust(_LABEL), style="bold")
+    line.extend(bar_pieces(pct, _bar_width(width), style))
     line.append(" " + value.ljust(_VALUE)[:_VALUE] + " ")
-    line.append_text(sparkline(history, spark_width, style))
-    return line
+    return line.append(spark_chars(history, _history_width(width)), style)
 
 
-def text_strip(line: Text, width: int, console: Console, base: Style) -> Strip:
-    """One line of a line-API widget: cut with an ellipsis or padded to ``width``, on the widget's style."""
-    line.truncate(width, overflow="ellipsis", pad=True)
-    return Strip(Segment.apply_style(line.render(console), base), width)
-
-
-class LinePanel(Widget):
+class LinePanel(KeptStyle, Widget):
     """Renders a few fixed lines through Textual's line API: no wrapping or
     markup pass, strips cached until the data or the width change. This keeps
     an idle monitor with many GPUs cheap to repaint every second."""
@@ -55,9 +46,21 @@ class LinePanel(Widget):
     def __init__(self, id: str, classes: str = "") -> None:
         super().__init__(id=id, classes=classes)
         self._strips: list[Strip] | None = None
+        self._drawn: object = None  # (width, inputs()) the strips were drawn from
+        self.built = 0  # times the lines were built (tests count them)
 
-    def lines(self, width: int) -> list[Text]:
+    def lines(self, width: int) -> list[Line]:
         raise NotImplementedError
+
+    def inputs(self) -> object:
+        """All that ``lines`` draws from (compared, never hashed): the same twice, the lines are the same."""
+        raise NotImplementedError
+
+    def _build(self, width: int) -> list[Strip]:
+        self.built += 1
+        self._drawn = (width, self.inputs())
+        console, base = self.app.console, self.rich_style  # kept until a style changes (kept_style.py)
+        return [line.strip(width, console, base) for line in self.lines(width)]
 
     def history_width(self) -> int:
         """How many samples the sparklines show at the current width."""
@@ -66,14 +69,16 @@ class LinePanel(Widget):
     def refresh_lines(self) -> None:
         """Draw the lines anew; repaint only those that changed (none: no repaint). An idle GPU's panel reads the
         same each second (its history of zeros too): repainting it cost the compositor a pass over the panel
-        and every widget under it, each second."""
+        and every widget under it, each second. Values the same as those drawn (an idle GPU, its history of
+        zeros): not even the lines are built again."""
         old, width = self._strips, self.content_size.width
         if old is None or not width or (old and old[0].cell_length != width):  # not drawn yet, or to a width gone
             self._strips = None
             self.refresh()
             return
-        console, base = self.app.console, self.rich_style
-        self._strips = new = [text_strip(line, width, console, base) for line in self.lines(width)]
+        if self._drawn == (width, self.inputs()):
+            return
+        self._strips = new = self._build(width)
         if len(new) != len(old):
             self.refresh()
             return
@@ -84,12 +89,15 @@ class LinePanel(Widget):
     def on_resize(self, event: Resize) -> None:
         self._strips = None
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._drawn = None  # the widget's style is in every strip: the next sample builds them (a theme change)
+
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         if self._strips is None or (self._strips and self._strips[0].cell_length != width):  # a width change
             # that came without a Resize (a scrollbar appearing in the parent) must not leave lines cut short
-            console, base = self.app.console, self.rich_style
-            self._strips = [text_strip(line, width, console, base) for line in self.lines(width)]
+            self._strips = self._build(width)
         return self._strips[y] if y < len(self._strips) else Strip.blank(width, self.rich_style)
 
 
@@ -145,16 +153,19 @@ class GpuPanel(LinePanel):
         title = self._title if self.warning is None else f"{self._title} · {self.warning[1]}"
         set_title(self, title)  # the GPU's name and the run's note are not ours
 
+    def inputs(self) -> object:
+        return (self.device, self.util_history, self.mem_history, self.compact, self.warning)
+
     def on_click(self, event: Click) -> None:
         self.post_message(self.Selected(self.index))
 
-    def lines(self, width: int) -> list[Text]:
+    def lines(self, width: int) -> list[Line]:
         d = self.device
         if d is None:
-            return [Text("sampling…", style="dim")]
+            return [Line("sampling…", style="dim")]
         if d.state != "ok":
             where = f"{d.index:>2} " if self.compact else ""
-            return [Text(f"{where}{d.state.upper()}: {d.reason}", style="bold red")]
+            return [Line(f"{where}{d.state.upper()}: {d.reason}", style="bold red")]
         if self.compact:
             return [compact_line(d, width, self.warning)]
         mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
@@ -164,7 +175,7 @@ class GpuPanel(LinePanel):
             lines.append(gpm)
         return [*lines, _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style), self._vitals(d)]
 
-    def _vitals(self, d: GpuDevice) -> Text:
+    def _vitals(self, d: GpuDevice) -> Line:
         power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
         parts: list[tuple[str, str]] = [
             (num(d.temperature, "°C"), level_style(d.temperature, 80, 90)),
@@ -180,7 +191,7 @@ class GpuPanel(LinePanel):
             parts.append(("MIG", "magenta"))
         procs = (d.processes_reason and "procs N/A") or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
         parts.append((procs, "dim"))
-        text = Text()
+        text = Line()
         for i, (label, style) in enumerate(parts):
             if i:
                 text.append("  ")
@@ -188,14 +199,14 @@ class GpuPanel(LinePanel):
         return text
 
 
-def gpm_line(d: GpuDevice) -> Text | None:
+def gpm_line(d: GpuDevice) -> Line | None:
     """ "SM active 42%  occupancy 21%  tensor 30%  DRAM 18%" (NVML GPM, Hopper and later: how much of the GPU
     the kernels use, where UTIL is only the time any kernel ran); None where GPM gives nothing."""
     values: list[tuple[str, float | None]] = [("SM active", d.sm_active), ("occupancy", d.sm_occupancy)]
     values += [("tensor", d.tensor_active), ("DRAM", d.dram_active)]
     if all(v is None for _, v in values):
         return None
-    text = Text()
+    text = Line()
     for i, (label, value) in enumerate(values):
         text.append("  " if i else "")
         text.append(f"{label} ", style="dim")
@@ -203,7 +214,7 @@ def gpm_line(d: GpuDevice) -> Text | None:
     return text
 
 
-def compact_line(d: GpuDevice, width: int, warning: tuple[str, str] | None = None) -> Text:
+def compact_line(d: GpuDevice, width: int, warning: tuple[str, str] | None = None) -> Line:
     """A GPU in one line (nvitop's compact mode): index, name, util and memory bars, temperature, power."""
     power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
     mem = gib_pair(d.mem_used, d.mem_total)
@@ -217,11 +228,11 @@ def compact_line(d: GpuDevice, width: int, warning: tuple[str, str] | None = Non
     fixed = 3 + 5 + sum(len(text) for text, _ in tail) + 2  # index, util %, the tail, the gaps
     name_width = max(6, min(len(d.name or NA), width // 4))
     bar_width = max(4, (width - fixed - name_width - 1) // 2)
-    line = Text(f"{d.index:>2} ", style="bold")
+    line = Line(f"{d.index:>2} ", style="bold")
     line.append(elide(d.name or NA, name_width).ljust(name_width) + " ")
-    line.append_text(bar(d.gpu_util, bar_width, "cyan"))
+    line.extend(bar_pieces(d.gpu_util, bar_width, "cyan"))
     line.append(f" {percent(d.gpu_util):>4} ")
-    line.append_text(bar(d.mem_percent, bar_width, level_style(d.mem_percent, 80, 95)))
+    line.extend(bar_pieces(d.mem_percent, bar_width, level_style(d.mem_percent, 80, 95)))
     for text, style in tail:
         line.append(text, style=style)
     return line
@@ -244,16 +255,21 @@ class HostPanel(LinePanel):
         set_title(self, f"host {host.hostname}")
         self.refresh_lines()
 
-    def lines(self, width: int) -> list[Text]:
+    def inputs(self) -> object:
+        h = self.host
+        values = None if h is None else (h.hostname, h.cpu_percent, h.per_cpu, h.load, h.mem_used, h.mem_total)
+        return (values, None if h is None else (h.swap_used, h.swap_total), self.cpu_history, self.mem_history)
+
+    def lines(self, width: int) -> list[Line]:
         h = self.host
         if h is None:
-            return [Text("sampling…", style="dim")]
+            return [Line("sampling…", style="dim")]
         load = " ".join(f"{v:.2f}" for v in h.load) if h.load else NA
         cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"
         mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
-        cores = Text(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
+        cores = Line(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
         room = max(0, width - _LABEL - 4 - 28)
-        cores.append_text(sparkline(list(h.per_cpu)[:room], min(room, len(h.per_cpu)), "cyan"))
+        cores.append(spark_chars(list(h.per_cpu)[:room], min(room, len(h.per_cpu))), "cyan")
         swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total else None
         cores.append(f"  swap {gib_pair(h.swap_used, h.swap_total)}", style=level_style(swap_pct, 20, 60))
         return [

@@ -17,6 +17,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.tui.widgets.kept_style import KeptStyle
+
 
 @dataclass(frozen=True)
 class SortCell:
@@ -33,7 +35,7 @@ class SortCell:
         return self.text
 
 
-class RowTable(DataTable[Any]):
+class RowTable(KeptStyle, DataTable[Any]):
     """A DataTable whose Home and End go to the first and last row, as in htop (DataTable's own scroll sideways),
     and whose drawn cells outlive a focus move (see notify_style_update)."""
 

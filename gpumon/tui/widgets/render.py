@@ -38,12 +38,20 @@ def sparkline(values: list[float], width: int, style: str, top: float = 100.0) -
     """The newest ``width`` values as block characters, right-aligned."""
     if width <= 0:
         return Text()
+    return Text(spark_chars(values, width, top), style=style)
+
+
+def spark_chars(values: list[float], width: int, top: float = 100.0) -> str:
+    """``sparkline``'s characters ("" for no room)."""
+    if width <= 0:
+        return ""
     values = values[-width:]
-    chars = []
-    for v in values:
-        level = 0 if top <= 0 else round(max(0.0, min(1.0, v / top)) * 8)
-        chars.append(_BLOCKS[max(1, level)] if v > 0 else _BLOCKS[1])
-    return Text(" " * (width - len(chars)) + "".join(chars), style=style)
+    blocks, low = _BLOCKS, _BLOCKS[1]
+    if top <= 0:
+        chars = [low for _ in values]
+    else:  # each sample drew a whole line of these: one expression, no call per value but round's
+        chars = [(blocks[max(1, round(v / top * 8))] if v < top else blocks[8]) if v > 0 else low for v in values]
+    return " " * (width - len(chars)) + "".join(chars)
 
 
 def short_run_id(run_id: str) -> str:
