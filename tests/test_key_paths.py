@@ -15,16 +15,18 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from textual.widget import Widget
 from textual.widgets._footer import FooterKey
 
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.views import VIEWS
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.gpu_panels import GpuPanel, LinePanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from tests.conftest import make_app, pilot_until
-from tests.test_runs_view import home  # noqa: F401 - the fixture
+from tests.test_runs_view import home, record_runs  # noqa: F401 - home: the fixture
 
 
 @contextmanager
@@ -113,3 +115,122 @@ async def test_a_view_key_measures_no_footer_key_its_set_was_fitted_to_at_this_w
 
 def keys_shown(footer: KeysFooter) -> list[FooterKey]:
     return [k for k in footer.query(FooterKey) if k.parent is not None and k.parent.display and k.display]
+
+
+def styled(monkeypatch: pytest.MonkeyPatch, count: list[str]) -> None:
+    """Each node styled goes into ``count``."""
+    from textual.css.stylesheet import Stylesheet
+
+    apply = Stylesheet.apply
+
+    def counted(self: Stylesheet, node: Any, **kwargs: Any) -> None:
+        count.append(f"styled {node!r}")
+        apply(self, node, **kwargs)
+
+    monkeypatch.setattr(Stylesheet, "apply", counted)
+
+
+def look(widget: Widget) -> list[tuple[str, dict[str, object]]]:
+    """The rules worked out for ``widget`` and each node under it (its parts: a table's cursor, a select's list)."""
+    nodes = [widget, *widget.walk_children()]
+    parts = [part for node in nodes for part in getattr(node, "_component_styles", {}).values()]
+    return [(repr(n), dict(n.styles.base._rules)) for n in nodes] + [("part", dict(p.base._rules)) for p in parts]
+
+
+def look_restyled(app: GpumonApp, widget: Widget) -> list[tuple[str, dict[str, object]]]:
+    """``widget``'s look once styled anew for the state it is in now."""
+    app.stylesheet.update_nodes([widget, *widget.walk_children()], animate=False)
+    return look(widget)
+
+
+async def test_a_view_key_restyles_no_widget_whose_focus_changed_out_of_sight(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`g` restyled the Runs table it hid (blurred: 10 nodes with its parts) and `r` restyled it again as it came
+    back focused, on each key's path: 14 nodes a key. A widget blurred out of sight keeps its look, and focused
+    again it is already styled for the focus: no node is styled before either key's frame, and each widget looks
+    as a restyle would draw it."""
+    from gpumon.tui.views.gpus.gpu_list import GpuList
+    from gpumon.tui.views.runs.run_table import RunTable
+
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for key, view in (("r", "runs"), ("g", "gpus")):  # each focus place seen once
+            await pilot.press(key)
+            await pilot_until(pilot, lambda view=view: app.view == view)
+            await pilot.pause(0.2)
+        table, gpus = app.query_one(RunTable), app.query_one(GpuList)
+        for key, view, focused in (("r", "runs", table), ("g", "gpus", gpus), ("r", "runs", table)):
+            count: list[str] = []
+            with to_the_frame(monkeypatch, app, lambda view=view: app.view == view, count) as at_frame:
+                styled(monkeypatch, count)
+                await pilot.press(key)
+                await pilot_until(pilot, lambda: bool(at_frame))
+            monkeypatch.undo()
+            assert at_frame[0] == [], (key, at_frame)
+            await pilot_until(pilot, lambda focused=focused: focused.has_focus)
+            assert look(focused) == look_restyled(app, focused)  # the focused look, though not restyled
+
+
+async def test_a_table_blurred_out_of_sight_and_shown_without_the_focus_takes_the_unfocused_look(
+    home: Path,  # noqa: F811
+) -> None:
+    """The look kept out of sight is the focused one; shown again with the focus elsewhere, it is restyled."""
+    from gpumon.tui.views.runs.run_table import RunTable
+
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("r")
+        table = app.query_one(RunTable)
+        await pilot_until(pilot, lambda: table.has_focus)
+        focused_look = look(table)
+        await pilot.press("g")
+        await pilot_until(pilot, lambda: app.view == "gpus" and not table.has_focus)
+        assert look(table) == focused_look  # kept while hidden
+        runs = app.view_widget("runs")
+        assert isinstance(runs, Widget)
+        other = next(w for w in runs.query("*") if w.focusable and w is not table)
+        app._focus_of_view["runs"] = other  # the Runs view comes back with its focus elsewhere
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: other.has_focus)
+        await pilot.pause(0.2)
+        assert look(table) != focused_look
+        assert look(table) == look_restyled(app, table)
+
+
+async def test_the_launch_form_opens_and_closes_restyling_none_of_its_fields(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Escape blurred the form's first field as the form closed (11 nodes restyled, the select and its list)
+    and `n` restyled them again as it focused it: the field looks focused whenever the form shows."""
+    from gpumon.tui.views.runs.launch_form import LaunchForm
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        footer = app.query_one(KeysFooter)
+        await pilot_until(pilot, lambda: len(footer._sets) == len(VIEWS))  # built ahead
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: app.view == "runs")
+        for _ in range(2):  # the form's footer keys, built at its first opening
+            await pilot.press("n")
+            await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
+            form = app.screen
+            await pilot.press("escape")
+            await pilot_until(pilot, lambda form=form: app.screen is not form)
+            await pilot.pause(0.2)
+        for key, shows in (("n", lambda: app.screen is form), ("escape", lambda: app.screen is not form)):
+            count: list[str] = []
+            with to_the_frame(monkeypatch, app, shows, count) as at_frame:
+                styled(monkeypatch, count)
+                await pilot.press(key)
+                await pilot_until(pilot, lambda: bool(at_frame))
+            monkeypatch.undo()
+            assert at_frame[0] == [], (key, at_frame)
+        await pilot.press("n")
+        kind = form.query_one("#kind")
+        await pilot_until(pilot, lambda: app.screen is form and kind.has_focus)
+        assert look(kind) == look_restyled(app, kind)

@@ -31,6 +31,7 @@ from gpumon.core.runs.record.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.visible import visible_log
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import DoctorText, doctor_text, empty_text
+from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.literal import set_title
 
 REFRESH_S = 2.0
@@ -61,7 +62,7 @@ class RemoteDoctorRead(Message):
         super().__init__()
 
 
-class DoctorView(View, VerticalScroll):
+class DoctorView(FocusLook, View, VerticalScroll):
     """The diagnosis of one run as scrollable text; ``open`` picks the run."""
 
     NAME = "doctor"
