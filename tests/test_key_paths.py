@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from textual.app import App
 from textual.widget import Widget
+from textual.widgets import Input
 from textual.widgets._footer import FooterKey
 
 from gpumon.tui.app import GpumonApp
@@ -95,6 +96,7 @@ async def test_a_view_key_measures_no_footer_key_its_set_was_fitted_to_at_this_w
 
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: app.laid_out_ahead)  # what is built and measured ahead
         for key, view in (("r", "runs"), ("g", "gpus")):  # each set shown (and fitted) once
             await pilot.press(key)
             await pilot_until(pilot, lambda view=view: app.view == view)
@@ -157,6 +159,7 @@ async def test_a_view_key_restyles_no_widget_whose_focus_changed_out_of_sight(
     record_runs(home, live=False)
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: app.laid_out_ahead)  # what is built ahead
         for key, view in (("r", "runs"), ("g", "gpus")):  # each focus place seen once
             await pilot.press(key)
             await pilot_until(pilot, lambda view=view: app.view == view)
@@ -234,3 +237,109 @@ async def test_the_launch_form_opens_and_closes_restyling_none_of_its_fields(
         kind = form.query_one("#kind")
         await pilot_until(pilot, lambda: app.screen is form and kind.has_focus)
         assert look(kind) == look_restyled(app, kind)
+
+
+async def test_the_first_n_and_the_first_help_find_their_screens_laid_out_and_drawn(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The form and the help were built ahead but laid out and drawn at their first opening, on its key's path
+    (every field, label and button; the help's whole text measured and drawn: 60-100 ms of CPU, the p90 of `n` and
+    `?`). They are laid out and drawn unseen after the start: the first opening draws no more than a later one."""
+    from textual.widget import Widget as TextualWidget
+
+    from gpumon.tui.views.runs.launch_form import LaunchForm
+    from gpumon.tui.widgets.screens import HelpScreen
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: app.view == "runs")
+        await pilot.pause(0.2)
+        drawn: dict[str, list[int]] = {}
+        for key, screen in (("n", LaunchForm), ("question_mark", HelpScreen)) * 2:
+            count: list[str] = []
+            counting(monkeypatch, TextualWidget, "_render_content", count, "drew")
+            with to_the_frame(monkeypatch, app, lambda screen=screen: isinstance(app.screen, screen), count) as at:
+                await pilot.press(key)
+                await pilot_until(pilot, lambda: bool(at))
+            monkeypatch.undo()
+            drawn.setdefault(key, []).append(len(at[0]))
+            await pilot.press("escape")
+            await pilot_until(pilot, lambda: app.screen is app.screen_stack[0])
+            await pilot.pause(0.2)
+        for key, (first, later) in drawn.items():
+            assert first <= later + 1, (key, drawn)  # (the form's note or error may draw once more)
+
+
+async def test_the_first_d_draws_the_diagnosis_it_holds(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The doctor read its run only once shown: the first `d`'s frame said "doctor" and nothing else, and the run's
+    diagnosis came with a later frame (the p90 of `d`). It is read once shortly after the start."""
+    from gpumon.tui.views.doctor.view import DoctorView
+
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        doctor = app.view_widget("doctor")
+        assert isinstance(doctor, DoctorView)
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.laid_out_ahead and not doctor._busy)
+        titles: list[str] = []
+        display = App._display
+
+        def frame(self: App[object], screen: Any, renderable: Any) -> None:
+            display(self, screen, renderable)
+            if renderable is not None and app.view == "doctor" and not titles:
+                titles.append(str(doctor.border_title))
+
+        monkeypatch.setattr(App, "_display", frame)
+        await pilot.press("d")
+        await pilot_until(pilot, lambda: bool(titles))
+        newest = max(app.context.runs.values(), key=lambda s: (s.record.created, s.id))
+        assert titles == [f"doctor · {newest.id}"]
+
+
+async def test_each_views_first_key_finds_its_footer_keys_measured(home: Path) -> None:  # noqa: F811
+    """The footer's keys built ahead were measured (each key's text rendered) at their set's first showing: ~18 keys
+    on the first press of each view key. They are measured ahead."""
+    from gpumon.tui.widgets import footer as footer_module
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        measured = dict(footer_module._TEXT_WIDTHS.items())
+        assert measured
+        for key, view in (("r", "runs"), ("t", "trials"), ("d", "doctor"), ("h", "fleet"), ("g", "gpus")):
+            await pilot.press(key)
+            await pilot_until(pilot, lambda view=view: app.view == view)
+            await pilot.pause(0.2)
+        assert dict(footer_module._TEXT_WIDTHS.items()) == measured  # none measured on a key's path
+
+
+async def test_n_fills_the_kept_form_without_a_layout(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Filling the kept form set the processes field to "" then back to its default and set its texts (the note,
+    the hint, the error, a label) to what they showed: each asked a layout of the form, on `n`'s path. A field or
+    text is now set only to a new value: opened again as it was, the form is shown without a layout."""
+    from textual.screen import Screen
+
+    from gpumon.tui.views.runs.launch_form import LaunchForm
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        await pilot.press("r")
+        await pilot_until(pilot, lambda: app.view == "runs")
+        for _ in range(2):
+            await pilot.press("n")
+            await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
+            form = app.screen
+            await pilot.press("escape")
+            await pilot_until(pilot, lambda form=form: app.screen is not form)
+            await pilot.pause(0.2)
+        laid_out: list[str] = []
+        counting(monkeypatch, Screen, "_refresh_layout", laid_out, "laid out")
+        with to_the_frame(monkeypatch, app, lambda: app.screen is form, laid_out) as at_frame:
+            await pilot.press("n")
+            await pilot_until(pilot, lambda: bool(at_frame))
+        assert at_frame[0] == []
+        assert form.query_one("#nproc", Input).value == "2" and form.values().program == ""

@@ -105,6 +105,16 @@ class DoctorView(FocusLook, View, VerticalScroll):
         if host is not None and run_id is not None and self.context.fleet is not None:
             self.open_remote(host, run_id)
             return
+        self._open_picked()
+
+    def ahead(self) -> None:
+        """The run `d` would open, diagnosed once shortly after the start: the first `d` drew a bare "doctor" and
+        waited on that read (its p90, 170 ms at rest); now it draws the diagnosis held, then reads it anew after its
+        frame as every later `d` does. Another host's run is read only when asked (through ssh)."""
+        if self.context.selected_host is None:
+            self._open_picked()
+
+    def _open_picked(self) -> None:
         runs = self.context.runs
         summary = runs.get(self.context.selected_run or "")
         if summary is None and runs:
