@@ -17,7 +17,6 @@ import pytest
 from textual.app import App
 from textual.widget import Widget
 from textual.widgets import Input
-from textual.widgets._footer import FooterKey
 
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.feeds import SampleReady
@@ -84,39 +83,6 @@ async def test_g_shows_the_panels_it_holds_first_and_the_sample_that_came_while_
         panel = app.query_one("#gpu-0", GpuPanel)
         await pilot_until(pilot, lambda: gpus._pending is None and panel.device is snapshot.gpu.devices[0])
         assert "rows of ProcessTable" in drawn  # the processes of that sample too, after the frame
-
-
-async def test_a_view_key_measures_no_footer_key_its_set_was_fitted_to_at_this_width(
-    home: Path,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Each view key measured every key of the set it showed (and what was left out) anew, though the set had
-    been fitted to the same width the last time it showed. A resize still fits it anew."""
-    from gpumon.tui.widgets import footer as footer_module
-
-    app = make_app(gpus=2)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: app.laid_out_ahead)  # what is built and measured ahead
-        for key, view in (("r", "runs"), ("g", "gpus")):  # each set shown (and fitted) once
-            await pilot.press(key)
-            await pilot_until(pilot, lambda view=view: app.view == view)
-            await pilot.pause(0.2)
-        measured: list[str] = []
-        width = footer_module._width
-        monkeypatch.setattr(footer_module, "_width", lambda w: measured.append(repr(w)) or width(w))
-        for key, view in (("r", "runs"), ("g", "gpus")):
-            await pilot.press(key)
-            await pilot_until(pilot, lambda view=view: app.view == view)
-            await pilot.pause(0.2)
-        assert measured == []
-        footer = app.query_one(KeysFooter)
-        shown = len(keys_shown(footer))
-        await pilot.resize_terminal(60, 30)
-        await pilot_until(pilot, lambda: bool(measured) and len(keys_shown(footer)) < shown)  # fitted anew
-
-
-def keys_shown(footer: KeysFooter) -> list[FooterKey]:
-    return [k for k in footer.query(FooterKey) if k.parent is not None and k.parent.display and k.display]
 
 
 def styled(monkeypatch: pytest.MonkeyPatch, count: list[str]) -> None:

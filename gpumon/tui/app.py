@@ -143,6 +143,8 @@ class GpumonApp(KeysInOrder, App[None]):
         """The help and the launch form, built ahead, laid out and drawn once unseen: their first opening laid out
         and drew every widget of them on its key's path (60-100 ms of CPU), later ones only show them. Then the
         footer's keys built ahead are measured."""
+        if not self.is_running:
+            return
         for name in (HELP, FORM):
             screen = self._installed_screens.get(name)
             if not isinstance(screen, Screen) or not screen.is_mounted or screen in self.screen_stack:

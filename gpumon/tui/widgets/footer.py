@@ -43,7 +43,6 @@ class KeySet(Horizontal):
     def __init__(self, widgets: list[Widget]) -> None:
         super().__init__(*widgets)
         self.members = widgets
-        self.fitted: tuple[int, bool] | None = None  # (width, compact) its keys were last fitted to
 
 
 class KeysFooter(Footer):
@@ -154,9 +153,6 @@ class KeysFooter(Footer):
         if self._shown is None or keyset is not self._sets.get(self._shown):
             return  # another set shows now (a fit asked for after a refresh)
         width = self.size.width or self.app.size.width
-        if keyset.fitted == (width, self.compact):  # shown again at the width it was fitted to: the same keys fit
-            self._set_display(keyset, True)
-            return
         widgets = keyset.members
         keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         try:
@@ -167,7 +163,6 @@ class KeysFooter(Footer):
             return
         for widget in widgets:
             self._set_display(widget, widget not in out)
-        keyset.fitted = (width, self.compact)
         self._set_display(keyset, True)
 
     async def recompose(self) -> None:

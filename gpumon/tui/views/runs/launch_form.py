@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -283,9 +284,13 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
             row.set_class(row in event.widget.ancestors, "-current")
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "kind":
-            self._kind_changed(str(event.value))
-        self._edited()
+        try:
+            if event.select.id == "kind":
+                self._kind_changed(str(event.value))
+            self._edited()
+        except NoMatches:  # the form (built ahead) filled as the app closed: its fields are gone
+            if not (self.app._exit or self._closing or self._pruning or not self.is_attached):
+                raise
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "gpus":
