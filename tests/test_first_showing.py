@@ -64,8 +64,8 @@ async def test_a_view_key_draws_what_came_while_hidden_before_its_frame(
     home: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The GPUs view drew the samples that came while hidden on Show (after the key's frame: a second frame);
-    the fleet view built its host blocks at its first showing, after the frame too."""
+    """The fleet view built its host blocks at its first showing, after the key's frame (a second frame).
+    (The GPUs view's sample that came while hidden is drawn after `g`'s frame, on purpose: test_key_paths.py.)"""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
         gpus, fleet = app.view_widget("gpus"), app.view_widget("fleet")
@@ -76,9 +76,6 @@ async def test_a_view_key_draws_what_came_while_hidden_before_its_frame(
         app.post_message(SampleReady(app.sampler.sample_once()))  # a sample while the Runs view shows
         await pilot_until(pilot, lambda: gpus._pending is not None and fleet._stale)
         seen = at_first_layout(monkeypatch, lambda: (app.view, gpus._pending, fleet._stale, len(fleet._blocks)))
-        await pilot.press("g")
-        await pilot_until(pilot, lambda: any(s[0] == "gpus" for s in seen))
-        assert next(s for s in seen if s[0] == "gpus")[1] is None  # drawn before the key's frame
         await pilot.press("h")
         await pilot_until(pilot, lambda: any(s[0] == "fleet" for s in seen))
         assert next(s for s in seen if s[0] == "fleet")[2:] == (False, 1)

@@ -34,6 +34,7 @@ from gpumon.tui.notices import Notices
 from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
+from gpumon.tui.views.runs.launching import FORM
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
@@ -81,6 +82,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._unread = -1
         self._kept: set[str] = set()  # the views shown once (heap.py)
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
+        self.laid_out_ahead = False  # the help and the form laid out and drawn, unseen (_lay_out_ahead)
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -135,6 +137,27 @@ class GpumonApp(KeysInOrder, App[None]):
         if self.is_running and self._footer.is_attached:
             self._footer.call_later(self._keys_ahead)  # run by the footer: its keys bind to it as they are built
             self._footer.call_later(keep_built, self)
+            self.call_later(self._lay_out_ahead)
+
+    def _lay_out_ahead(self, again: bool = True) -> None:
+        """The help and the launch form, built ahead, laid out and drawn once unseen: their first opening laid out
+        and drew every widget of them on its key's path (60-100 ms of CPU), later ones only show them. Then the
+        footer's keys built ahead are measured."""
+        if not self.is_running:
+            return
+        for name in (HELP, FORM):
+            screen = self._installed_screens.get(name)
+            if not isinstance(screen, Screen) or not screen.is_mounted or screen in self.screen_stack:
+                continue
+            if screen._layout_required or again:  # (a screen not on top keeps what its widgets asked for)
+                screen._refresh_layout(self.size)  # not on top: nothing is written to the terminal
+                screen._layout_required = False
+                screen._compositor.render_update(full=True)  # each widget's lines, kept until it changes
+        if again:  # once what that layout told the widgets (their sizes) has been handled
+            self.set_timer(AHEAD_S, lambda: self._lay_out_ahead(again=False))
+        else:
+            self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
+            self.laid_out_ahead = True
 
     def _keys_ahead(self) -> None:
         """Each view's footer keys, as offered with the focus where the view's key puts it: set unseen (no focus

@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
 
 
@@ -35,9 +36,10 @@ class SortCell:
         return self.text
 
 
-class RowTable(KeptStyle, DataTable[Any]):
+class RowTable(KeptStyle, FocusLook, DataTable[Any]):
     """A DataTable whose Home and End go to the first and last row, as in htop (DataTable's own scroll sideways),
-    and whose drawn cells outlive a focus move (see notify_style_update)."""
+    and whose drawn cells outlive a focus move (see notify_style_update), restyled on a focus change only when
+    seen (FocusLook)."""
 
     BINDINGS = [
         Binding("home", "first_row", "first row", show=False),
@@ -74,6 +76,7 @@ class RowTable(KeptStyle, DataTable[Any]):
         it), so a table shown again drew all its cells anew (25 ms and more for 20 runs). Its caches are
         keyed by focus and hover already; they are kept while the state the table is in now draws with the
         styles it drew with before (a theme change does not: then they go, as in DataTable)."""
+        self._styled_focus = self.has_focus  # FocusLook's: the look is worked out for this focus
         state, look = self.get_pseudo_class_state(), self._look()
         if look is None or self._looks.setdefault(state, look) != look:
             self._looks = {state: look} if look is not None else {}

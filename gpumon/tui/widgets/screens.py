@@ -135,7 +135,8 @@ class HelpScreen(KeptScreen, ModalScreen[None]):
         return f"↑ ↓ pgup pgdn home end: scroll · {closers}: close · F10: quit"
 
     def on_mount(self) -> None:
-        self.query_one("#help-body").focus()
+        for body in self.query("#help-body"):  # none: built ahead as the app closed (its widgets are gone)
+            body.focus()
 
     def on_screen_resume(self) -> None:
         body = self.query_one("#help-body", VerticalScroll)

@@ -14,10 +14,12 @@ from typing import Any
 from textual.css.query import NoMatches
 from textual.widgets import Select
 
+from gpumon.tui.widgets.focus_look import FocusLook
+
 WAIT_S = 10.0  # how long to wait for the label; a label never composed leaves the prompt shown
 
 
-class FormSelect(Select[Any]):
+class FormSelect(FocusLook, Select[Any]):
     def _watch_value(self, value: Any) -> None:  # one parameter: Textual passes (old, new) to two
         self._show(value, time.monotonic() + WAIT_S)
 

@@ -31,6 +31,7 @@ from gpumon.core.runs.record.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.visible import visible_log
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import DoctorText, doctor_text, empty_text
+from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.literal import set_title
 
 REFRESH_S = 2.0
@@ -61,7 +62,7 @@ class RemoteDoctorRead(Message):
         super().__init__()
 
 
-class DoctorView(View, VerticalScroll):
+class DoctorView(FocusLook, View, VerticalScroll):
     """The diagnosis of one run as scrollable text; ``open`` picks the run."""
 
     NAME = "doctor"
@@ -104,6 +105,16 @@ class DoctorView(View, VerticalScroll):
         if host is not None and run_id is not None and self.context.fleet is not None:
             self.open_remote(host, run_id)
             return
+        self._open_picked()
+
+    def ahead(self) -> None:
+        """The run `d` would open, diagnosed once shortly after the start: the first `d` drew a bare "doctor" and
+        waited on that read (its p90, 170 ms at rest); now it draws the diagnosis held, then reads it anew after its
+        frame as every later `d` does. Another host's run is read only when asked (through ssh)."""
+        if self.context.selected_host is None:
+            self._open_picked()
+
+    def _open_picked(self) -> None:
         runs = self.context.runs
         summary = runs.get(self.context.selected_run or "")
         if summary is None and runs:

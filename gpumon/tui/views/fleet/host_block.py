@@ -23,6 +23,7 @@ from textual.widget import Widget
 from gpumon.core.fleet.lines import GpuLine, HostLines, host_lines
 from gpumon.core.fleet.model import HostState
 from gpumon.core.format import NA, elide, num, percent
+from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.gpu_panels import text_strip
 from gpumon.tui.widgets.render import bar_pieces, level_style, short_run_id
 
@@ -95,7 +96,7 @@ def header_text(h: HostLines, width: int, selected: bool) -> Text:
     return line
 
 
-class HostBlock(Widget):
+class HostBlock(FocusLook, Widget):
     """A host's header and GPU lines; focus selects it (enter then opens it).
 
     Each row keeps its strip until its value changes; a few changed rows are marked for repaint one by

@@ -7,12 +7,14 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 
+from gpumon.tui.widgets.focus_look import FocusLook
+
 PANEL_ROWS = 5  # a GPU panel's lines, its border included (app.tcss .gpu-panel)
 HOST_ROWS = 5  # the host panel's
 PROCESS_MIN = 7  # the process table's least: its border, header and four rows
 
 
-class GpuList(VerticalScroll):
+class GpuList(FocusLook, VerticalScroll):
     """The GPU panels; up/down move the selection while it has focus."""
 
     BINDINGS = [

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widget import Widget
@@ -145,6 +146,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
         super().__init__()
         self._error_values: FormValues | None = None
         self._mounted = False  # on_mount has filled the fields: fill() fills them from then on
+        self._shown: dict[Static, object] = {}  # what _show last set each text to
         self.fill(visible_gpus, opening)
 
     def fill(self, visible_gpus: int, opening: Opening | None = None) -> None:
@@ -211,7 +213,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
         kind.value = start.kind
         self.query_one("#preset", Select).value = start.preset or Select.NULL
         for field, (widget_id, _label) in ROWS.items():
-            if field not in ("kind", "preset"):
+            if field not in ("kind", "preset", "nproc"):  # nproc set once to its value (a change is a layout)
                 self.query_one(f"#{widget_id}", Input).value = getattr(start, field)
         self.query_one("#nproc", Input).value = start.nproc or self._nproc_default
         gpus = f"0-{self.visible_gpus - 1}; blank: all" if self.visible_gpus else "blank: CPU (no GPU here)"
@@ -220,13 +222,21 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
         form.border_title = self.title_text
         form.scroll_home(animate=False)
         note = self.query_one("#form-note", Static)
-        note.update(Text(self.note, style="dim"))
+        self._show(note, Text(self.note, style="dim"))
         note.display = bool(self.note)
         self.show_error("")
         self._kind_changed(start.kind)
         kind.focus()
 
     # -- what shows ------------------------------------------------------------------
+    def _show(self, widget: Static, content: Text | str) -> None:
+        """``widget`` shows ``content``: a text already shown is not set again (each update asks for a layout of the
+        form, and `n` filling the kept form with what it shows already laid the form out anew on the key's path)."""
+        key = content if isinstance(content, str) else (content.plain, str(content.style), tuple(content.spans))
+        if self._shown.get(widget) != key:  # (a Text equals another of other base style: compared whole here)
+            self._shown[widget] = key
+            widget.update(content)
+
     def kind(self) -> str:
         return str(self.query_one("#kind", Select).value)
 
@@ -234,7 +244,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
         shown = shown_rows(kind)
         for field, (widget_id, _label) in ROWS.items():
             self.query_one(f"#row-{widget_id}").display = field in shown
-        self.query_one("#label-script", Label).update(PROGRAM_LABEL.get(kind, "program"))
+        self._show(self.query_one("#label-script", Label), PROGRAM_LABEL.get(kind, "program"))
         placeholder = {
             "script": "train.py or -m module",
             "tune": "a shipped search's name or a search file (.toml)",
@@ -246,10 +256,10 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
     def _update_hint(self) -> None:
         kind, text, box = self.kind(), self.query_one("#script", Input).value, self.query_one("#program-hint", Static)
         if hint_reads_disk(kind, text):
-            box.update(hint_before_disk(kind, text, self.cwd))  # the verdict comes from the thread
+            self._show(box, hint_before_disk(kind, text, self.cwd))  # the verdict comes from the thread
             self._read_hint(kind, text, self.cwd)
         else:
-            box.update(program_hint(kind, text, self.cwd))
+            self._show(box, program_hint(kind, text, self.cwd))
 
     @work(thread=True, exclusive=True, group="form-hint", exit_on_error=False, description="program hint")
     def _read_hint(self, kind: str, text: str, cwd: str) -> None:
@@ -257,7 +267,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
 
     def on_hint_read(self, message: HintRead) -> None:
         if message.asked == (self.kind(), self.query_one("#script", Input).value, self.cwd):  # else: typed on
-            self.query_one("#program-hint", Static).update(message.hint)
+            self._show(self.query_one("#program-hint", Static), message.hint)
 
     def _update_nproc_default(self) -> None:
         """A processes value the user did not type follows the kind and the GPUs."""
@@ -274,9 +284,13 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
             row.set_class(row in event.widget.ancestors, "-current")
 
     def on_select_changed(self, event: Select.Changed) -> None:
-        if event.select.id == "kind":
-            self._kind_changed(str(event.value))
-        self._edited()
+        try:
+            if event.select.id == "kind":
+                self._kind_changed(str(event.value))
+            self._edited()
+        except NoMatches:  # the form (built ahead) filled as the app closed: its fields are gone
+            if not (self.app._exit or self._closing or self._pruning or not self.is_attached):
+                raise
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "gpus":
@@ -311,7 +325,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
 
     def show_error(self, message: str) -> None:
         error = self.query_one("#form-error", Static)
-        error.update(Text(message))  # the message quotes what the user typed: never markup
+        self._show(error, Text(message))  # the message quotes what the user typed: never markup
         error.display = bool(message)
         self._error_values = self.values() if message else None
         if message:
