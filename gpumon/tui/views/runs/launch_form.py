@@ -283,21 +283,31 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
         for row in self.query(".form-row"):
             row.set_class(row in event.widget.ancestors, "-current")
 
+    def _taken_down(self) -> bool:
+        """The form (built ahead) filled as the app closed: its fields are going (Pilot's end stops the app
+        without exit(), so not running says it too)."""
+        app = self.app
+        return app._exit or not app.is_running or self._closing or self._pruning or not self.is_attached
+
     def on_select_changed(self, event: Select.Changed) -> None:
         try:
             if event.select.id == "kind":
                 self._kind_changed(str(event.value))
             self._edited()
-        except NoMatches:  # the form (built ahead) filled as the app closed: its fields are gone
-            if not (self.app._exit or self._closing or self._pruning or not self.is_attached):
+        except NoMatches:
+            if not self._taken_down():
                 raise
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "gpus":
-            self._update_nproc_default()
-        elif event.input.id == "script":
-            self._update_hint()
-        self._edited()
+        try:
+            if event.input.id == "gpus":
+                self._update_nproc_default()
+            elif event.input.id == "script":
+                self._update_hint()
+            self._edited()
+        except NoMatches:
+            if not self._taken_down():
+                raise
 
     # -- values and mistakes ------------------------------------------------------------
     def values(self) -> FormValues:
