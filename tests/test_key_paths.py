@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input
 
@@ -54,6 +56,21 @@ def counting(monkeypatch: pytest.MonkeyPatch, owner: type, name: str, count: lis
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(owner, name, counted)
+
+
+async def open_and_close_form(pilot: Pilot[None]) -> Screen:
+    """`n` then `escape`, twice: what a first opening builds is built; the form, closed."""
+    from gpumon.tui.views.runs.launch_form import LaunchForm
+
+    app = pilot.app
+    for _ in range(2):
+        await pilot.press("n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
+        form = app.screen
+        await pilot.press("escape")
+        await pilot_until(pilot, lambda form=form: app.screen is not form)
+        await pilot.pause(0.2)
+    return form
 
 
 async def test_g_shows_the_panels_it_holds_first_and_the_sample_that_came_while_hidden_next(
@@ -176,7 +193,6 @@ async def test_the_launch_form_opens_and_closes_restyling_none_of_its_fields(
 ) -> None:
     """Escape blurred the form's first field as the form closed (11 nodes restyled, the select and its list)
     and `n` restyled them again as it focused it: the field looks focused whenever the form shows."""
-    from gpumon.tui.views.runs.launch_form import LaunchForm
 
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -184,13 +200,7 @@ async def test_the_launch_form_opens_and_closes_restyling_none_of_its_fields(
         await pilot_until(pilot, lambda: len(footer._sets) == len(VIEWS))  # built ahead
         await pilot.press("r")
         await pilot_until(pilot, lambda: app.view == "runs")
-        for _ in range(2):  # the form's footer keys, built at its first opening
-            await pilot.press("n")
-            await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
-            form = app.screen
-            await pilot.press("escape")
-            await pilot_until(pilot, lambda form=form: app.screen is not form)
-            await pilot.pause(0.2)
+        form = await open_and_close_form(pilot)  # the form's footer keys, built at its first opening
         for key, shows in (("n", lambda: app.screen is form), ("escape", lambda: app.screen is not form)):
             count: list[str] = []
             with to_the_frame(monkeypatch, app, shows, count) as at_frame:
@@ -286,22 +296,12 @@ async def test_n_fills_the_kept_form_without_a_layout(home: Path, monkeypatch: p
     """Filling the kept form set the processes field to "" then back to its default and set its texts (the note,
     the hint, the error, a label) to what they showed: each asked a layout of the form, on `n`'s path. A field or
     text is now set only to a new value: opened again as it was, the form is shown without a layout."""
-    from textual.screen import Screen
-
-    from gpumon.tui.views.runs.launch_form import LaunchForm
-
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot_until(pilot, lambda: app.laid_out_ahead)
         await pilot.press("r")
         await pilot_until(pilot, lambda: app.view == "runs")
-        for _ in range(2):
-            await pilot.press("n")
-            await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm))
-            form = app.screen
-            await pilot.press("escape")
-            await pilot_until(pilot, lambda form=form: app.screen is not form)
-            await pilot.pause(0.2)
+        form = await open_and_close_form(pilot)
         laid_out: list[str] = []
         counting(monkeypatch, Screen, "_refresh_layout", laid_out, "laid out")
         with to_the_frame(monkeypatch, app, lambda: app.screen is form, laid_out) as at_frame:
