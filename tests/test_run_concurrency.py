@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from gpumon.core.runs.record.index import RunIndex
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.runs.supervision.launcher import launch, wait
+from tests.test_launcher import wait_for
 
 STEPS = 300
 LOGGER = f"""
@@ -60,6 +62,8 @@ def test_two_feeds_and_the_cli_lose_no_event_and_keep_the_index_whole(
             assert out.returncode == 0, out.stderr
             listings.append(json.loads(out.stdout))
         finals = [wait(r, store, timeout=60) for r in records]
+        # The end state is written before the supervisor indexes the run: the index is whole once they are gone.
+        wait_for(lambda: not any(f.supervisor_alive() for f in finals), timeout=60)
     finally:
         stop.set()
         for thread in feeds:
@@ -96,3 +100,38 @@ def test_a_run_folder_listed_before_its_files_is_read_once_they_are_written(tmp_
         (made / name).write_bytes((first.dir / name).read_bytes())
     assert store.runs_dir.stat().st_mtime_ns == stamp  # nothing tells the reader to list again
     assert made.name in [s.id for s in monitor.refresh()]
+
+
+OTHER_WRITER = """
+import sys
+from pathlib import Path
+from gpumon.core.runs.record.index import RunIndex
+index = RunIndex(Path(sys.argv[1]))
+index.put([(sys.argv[2], 2.0, {"n": 2})])
+index.close()  # the last connection it knows of: SQLite checkpoints and deletes the -wal and -shm
+"""
+
+
+def test_a_second_index_in_one_process_leaves_every_writers_rows_readable(tmp_path: Path) -> None:
+    """Opening the index again in a process that has it open (two feeds, a listing beside a reader) once
+    closed a descriptor of the file, which drops every POSIX lock the process held on it: a supervisor's
+    writer then closed as if last and deleted the -wal and -shm under the open connection, whose next rows
+    went where no new reader looks ("disk I/O error": CI saw an index with no row of four ended runs)."""
+
+    def other(run_id: str) -> None:  # a supervisor indexing its run's end
+        done = subprocess.run([sys.executable, "-c", OTHER_WRITER, str(tmp_path), run_id], capture_output=True)
+        assert done.returncode == 0, done.stderr
+
+    first = RunIndex(tmp_path)
+    first.put([("mine", 1.0, {"n": 1})])
+    assert set(RunIndex(tmp_path).rows()) == {"mine"}  # a second reader in this process
+    other("theirs")
+    first.put([("mine2", 1.0, {"n": 1})])
+    other("theirs2")
+    assert set(RunIndex(tmp_path).rows()) == {"mine", "mine2", "theirs", "theirs2"}  # a new reader sees them all
+    with sqlite3.connect(tmp_path / "index.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert os.stat(tmp_path / "index.sqlite3").st_mode & 0o077 == 0
+    os.chmod(tmp_path / "index.sqlite3", 0o644)
+    assert set(RunIndex(tmp_path).rows()) == {"mine", "mine2", "theirs", "theirs2"}
+    assert os.stat(tmp_path / "index.sqlite3").st_mode & 0o777 == 0o600  # made private again, not opened

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -53,13 +54,7 @@ class RunIndex:
 
     def _open(self) -> sqlite3.Connection:
         self._take_back()
-        # Created 0600 before SQLite opens it: its -wal and -shm take the database file's mode.
-        fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
-        try:
-            if os.fstat(fd).st_mode & 0o077:
-                os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
+        self._own_mode()
         db = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
@@ -73,6 +68,20 @@ class RunIndex:
             db.close()
             raise
         return db
+
+    def _own_mode(self) -> None:
+        """The file is 0600 before SQLite opens it: its -wal and -shm take the database file's mode. An existing
+        file is never opened here: closing any descriptor of it drops every POSIX lock this process holds on it,
+        and another connection of this process (a second reader, a feed's thread) then looks gone to the other
+        processes; the last of them deleted the -shm under it ("disk I/O error", rows lost)."""
+        try:
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:  # lstat: _take_back has removed a link; the state dir (0700) is ours alone
+            mode = os.lstat(self.path).st_mode
+            if stat.S_ISREG(mode) and mode & 0o077:
+                os.chmod(self.path, 0o600)
+            return
+        os.close(fd)  # a new file: nobody holds a lock on it yet
 
     def _take_back(self) -> None:
         """A link (or a FIFO) planted at the index or its -wal/-shm is removed, never followed: SQLite would
