@@ -247,6 +247,10 @@ def main() -> int:
             after = [statistics.median(r[1][c] for r in later) for c in names]
             row = "".join(f"{v:9.0f}" for v in to_frame) + " |" + "".join(f"{v:9.0f}" for v in after)
             print(f"  {label:<24}{row}")
+    print("round 1 (the first press of each key), to the key's frame")
+    print(f"  {'key':<24}" + "".join(f"{c:>9}" for c in COUNTS))
+    for label, rounds in seen.items():
+        print(f"  {label:<24}" + "".join(f"{rounds[0][0][c]:9.0f}" for c in COUNTS))
     print("main-thread ms to the key's frame, by round:")
     for label, rounds in seen.items():
         print(f"  {label:<24} " + " ".join(f"{r[0]['ms']:5.0f}" for r in rounds))

@@ -309,3 +309,57 @@ async def test_n_fills_the_kept_form_without_a_layout(home: Path, monkeypatch: p
             await pilot_until(pilot, lambda: bool(at_frame))
         assert at_frame[0] == []
         assert form.query_one("#nproc", Input).value == "2" and form.values().program == ""
+
+
+def drawing_under(monkeypatch: pytest.MonkeyPatch, root: Widget, count: list[str]) -> None:
+    """Each widget under ``root`` whose content is rendered goes into ``count``."""
+    content = Widget._render_content
+
+    def rendered(self: Widget) -> None:
+        if root in self.ancestors:
+            count.append(f"drew {type(self).__name__}#{self.id}")
+        content(self)
+
+    monkeypatch.setattr(Widget, "_render_content", rendered)
+
+
+async def test_the_first_r_draws_nothing_of_the_runs_view_a_later_r_does_not(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Runs view's rows were built hidden but never drawn: the first `r` laid the view out and drew every row
+    of its table and every part of the selected run's detail on its path (its p90, 133-191 ms at rest, later
+    ones 53). The app draws each hidden view once, unseen, shortly after the start (tui/unseen.py): the first `r`
+    draws no table row and no part of the view that a later `r` does not draw, and restyles nothing."""
+    from textual.css.stylesheet import Stylesheet
+    from textual.widgets import DataTable
+
+    from gpumon.tui.views.runs.run_table import RunTable
+    from gpumon.tui.views.runs.view import RunsView
+
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        runs = app.view_widget("runs")
+        assert isinstance(runs, RunsView)
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.laid_out_ahead and runs._built)
+        await pilot.pause()  # a view that read its rows late asked to be drawn again (DrawnLate)
+        await pilot_until(pilot, lambda: not app.drawing_unseen())
+        assert app.screen.focused is not None and not runs.query_one(RunTable).has_focus  # the focus stayed put
+        drawn: list[list[str]] = []
+        for key, view in (("r", "runs"), ("g", "gpus"), ("r", "runs")):
+            count: list[str] = []
+            if view == "runs":
+                counting(monkeypatch, DataTable, "_render_line_in_row", count, "row of")
+                drawing_under(monkeypatch, runs, count)
+                counting(monkeypatch, Stylesheet, "apply", count, "styled")
+            with to_the_frame(monkeypatch, app, lambda view=view: app.view == view, count) as at_frame:
+                await pilot.press(key)
+                await pilot_until(pilot, lambda: bool(at_frame))
+            monkeypatch.undo()
+            if view == "runs":
+                drawn.append(at_frame[0])
+            await pilot.pause(0.3)
+        first, later = drawn
+        assert not [what for what in first if what.startswith(("row of", "styled"))], first
+        assert sorted(first) == sorted(later), drawn  # the first press draws what every later one draws

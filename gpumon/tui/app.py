@@ -32,9 +32,11 @@ from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
 from gpumon.tui.typeahead import KeysInOrder
+from gpumon.tui.unseen import DrawnLate, UnseenViews, stopping
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views import VIEWS, view_class
 from gpumon.tui.views.runs.launching import FORM
+from gpumon.tui.widgets.focus_look import style_for_focus
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from gpumon.tui.widgets.tabs import ViewTabs
@@ -82,7 +84,10 @@ class GpumonApp(KeysInOrder, App[None]):
         self._unread = -1
         self._kept: set[str] = set()  # the views shown once (heap.py)
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
-        self.laid_out_ahead = False  # the help and the form laid out and drawn, unseen (_lay_out_ahead)
+        self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
+        self._unseen = UnseenViews()  # (_lay_out_ahead)
+        self._unseen_began = False  # the hidden views' first unseen draw is under way or done
+        self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -124,8 +129,9 @@ class GpumonApp(KeysInOrder, App[None]):
 
     def _build_ahead(self) -> None:
         """What the first press of a key built on its path (100-500 ms each on this machine): the help, the
-        launch form, each view's footer keys. Built once, shortly after the start, while no key waits."""
-        if not self.is_running:
+        launch form, each view's footer keys. Built once, shortly after the start, while no key waits; nothing once
+        the app began to stop (unseen.py ``stopping``)."""
+        if stopping(self):
             return
         self._help_screen()
         self.call_later(self.view_widget("runs").prepare_form)  # type: ignore[attr-defined]
@@ -134,16 +140,16 @@ class GpumonApp(KeysInOrder, App[None]):
         self.set_timer(AHEAD_S, self._keys_ahead_later)  # once those reads have shown (a table hidden or not)
 
     def _keys_ahead_later(self) -> None:
-        if self.is_running and self._footer.is_attached:
+        if not stopping(self) and self._footer.is_attached:
             self._footer.call_later(self._keys_ahead)  # run by the footer: its keys bind to it as they are built
             self._footer.call_later(keep_built, self)
             self.call_later(self._lay_out_ahead)
 
     def _lay_out_ahead(self, again: bool = True) -> None:
-        """The help and the launch form, built ahead, laid out and drawn once unseen: their first opening laid out
-        and drew every widget of them on its key's path (60-100 ms of CPU), later ones only show them. Then the
-        footer's keys built ahead are measured."""
-        if not self.is_running:
+        """The help, the launch form and each hidden view, built ahead, laid out and drawn once unseen: their first
+        showing laid out and drew every widget of them on its key's path (60-140 ms of CPU: the first `r` drew the
+        whole Runs table), later ones only show them. Then the footer's keys built ahead are measured."""
+        if stopping(self):
             return
         for name in (HELP, FORM):
             screen = self._installed_screens.get(name)
@@ -153,15 +159,50 @@ class GpumonApp(KeysInOrder, App[None]):
                 screen._refresh_layout(self.size)  # not on top: nothing is written to the terminal
                 screen._layout_required = False
                 screen._compositor.render_update(full=True)  # each widget's lines, kept until it changes
+        self._unseen_began = True
+        for view in self._views.values():  # each in its own callback: a key that comes meanwhile waits on one
+            self.call_later(self._draw_unseen, view)
         if again:  # once what that layout told the widgets (their sizes) has been handled
             self.set_timer(AHEAD_S, lambda: self._lay_out_ahead(again=False))
         else:
+            self.call_later(self._laid_out)
+
+    def _draw_unseen(self, view: View, last: bool = False) -> None:
+        widget = self._widget(view)
+        if not widget.display and not stopping(self):
+            focus = view.focus_target()
+            if focus is not None and focus.has_focus:
+                focus = None
+            style_for_focus(focus)  # as its key will focus it: that key then restyles nothing
+            self._unseen.draw(widget, self.query_one("#views", ContentSwitcher).size, focus)
+        if last:
+            self._unseen.forget(widget)
+            self._unseen_due.discard(view)
+
+    def on_drawn_late(self, message: DrawnLate) -> None:
+        """A hidden view read its first content after (or while) it was drawn unseen: drawn again, twice as above."""
+        view = message.view
+        if stopping(self) or not self._unseen_began or not isinstance(view, View):
+            return  # not yet begun: the first pass draws it
+        self._unseen_due.add(view)
+        self.call_later(self._draw_unseen, view)
+        self.set_timer(AHEAD_S, lambda: self._draw_unseen(view, last=True))
+
+    def drawing_unseen(self) -> bool:
+        """Whether a view is still to be drawn unseen (tests wait for it)."""
+        return not self.laid_out_ahead or bool(self._unseen_due)
+
+    def _laid_out(self) -> None:
+        self._unseen.forget()
+        if not stopping(self):
             self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
             self.laid_out_ahead = True
 
     def _keys_ahead(self) -> None:
         """Each view's footer keys, as offered with the focus where the view's key puts it: set unseen (no focus
         event, no restyle) for the footer to read, then put back."""
+        if stopping(self):
+            return
         screen, view = self._footer.screen, self.view
         focused = screen.focused
         try:

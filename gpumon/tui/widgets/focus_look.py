@@ -53,3 +53,19 @@ class FocusLook:
         if self._styled_focus is not None and self.has_focus != self._styled_focus:
             self._styled_focus = self.has_focus  # shown again with another focus than the one it was styled for
             self.update_node_styles()
+
+
+def style_for_focus(widget: Widget | None) -> None:
+    """Style ``widget`` (out of sight, unfocused, styled unfocused) as it looks focused: the key that shows
+    its view and focuses it then restyles nothing (the first `r` restyled the Runs table and its parts, 11 nodes,
+    on its path; `!` the alerts table; `d`, `h` their focused widget). Before it is drawn unseen (unseen.py)."""
+    if not isinstance(widget, FocusLook) or widget._styled_focus or widget.has_focus:
+        return
+    if not out_of_sight(widget):
+        return
+    widget.set_reactive(Widget.has_focus, True)
+    try:
+        widget.app.stylesheet.update_nodes([widget, *widget.walk_children()], animate=False)
+    finally:
+        widget.set_reactive(Widget.has_focus, False)
+    widget._styled_focus = True

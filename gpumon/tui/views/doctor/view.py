@@ -29,6 +29,7 @@ from gpumon.core.protocol import DEFAULT_GAP, request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.store import RunNotFound, RunRecord, RunStore
 from gpumon.core.visible import visible_log
+from gpumon.tui.unseen import DrawnLate
 from gpumon.tui.view import AppContext, View
 from gpumon.tui.views.doctor.text import DoctorText, doctor_text, empty_text
 from gpumon.tui.widgets.focus_look import FocusLook
@@ -233,6 +234,8 @@ class DoctorView(FocusLook, View, VerticalScroll):
         if text.markup != self._shown:  # an unchanged diagnosis costs no layout pass
             self._shown = text.markup
             self.query_one(DoctorText).show(text)
+            if not self.display:  # read ahead (ahead): drawn unseen, if the app drew this view before it came
+                self.post_message(DrawnLate(self))
 
     def census_asked(self, run_id: str) -> None:
         """A census was just asked for: say so until the run's files show it."""

@@ -26,6 +26,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
 from gpumon.core.runs.record.spec import KINDS, RunSpec, SpecError, default_nproc
+from gpumon.tui.unseen import stopping
 from gpumon.tui.views.runs.form_spec import (
     HOST_KINDS,
     PRESETS,
@@ -201,7 +202,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
             yield Static(HELP, id="form-help")
 
     def on_mount(self) -> None:
-        if not self.query("#kind") or not self.app.screen_stack:  # built ahead as the app closed
+        if not self.query("#kind") or not self.app.screen_stack or stopping(self.app):  # built ahead as the app closed
             return
         self._mounted = True
         self._fill_fields()
@@ -284,10 +285,9 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
             row.set_class(row in event.widget.ancestors, "-current")
 
     def _taken_down(self) -> bool:
-        """The form (built ahead) filled as the app closed: its fields are going (Pilot's end stops the app
-        without exit(), so not running says it too)."""
-        app = self.app
-        return app._exit or not app.is_running or self._closing or self._pruning or not self.is_attached
+        """The form (built ahead) filled just before the app began to stop: its fields are going as the messages
+        of that filling come (unseen.py ``stopping``)."""
+        return stopping(self.app) or self._closing or self._pruning or not self.is_attached
 
     def on_select_changed(self, event: Select.Changed) -> None:
         try:

@@ -19,6 +19,7 @@ from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.tui.heap import keep_built
+from gpumon.tui.unseen import stopping
 from gpumon.tui.view import AppContext
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
 from gpumon.tui.views.runs.remote import RemoteRuns
@@ -114,7 +115,7 @@ class Launching(Widget):
         fills it and shows it. It composes in its own task, while no key waits on it."""
         from gpumon.tui.views.runs.launch_form import LaunchForm
 
-        if self.context.readonly or self.app.is_screen_installed(FORM):
+        if self.context.readonly or stopping(self.app) or self.app.is_screen_installed(FORM):
             return
         form = LaunchForm(self.visible_gpus or 0)
         self.app.install_screen(form, FORM)  # filled anew at each opening

@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.tui.feeds import ReadFailed, RunsRefreshed
 from gpumon.tui.reader import Reader
+from gpumon.tui.unseen import DrawnLate
 from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
 from gpumon.tui.views.runs.feed import ASK, Ask, Read, RunsFeed
@@ -172,8 +173,10 @@ class RunsView(Launching, Queueing, View, Vertical):
             self._stale = True  # hidden: drawn when shown again (showing), not every second for nobody
         elif changed or self._live or self._stale or self.remote.changed() or not self._built:  # a live run's
             # time moves; the first list is built even hidden, so that the first `r` only draws its rows
-            self._stale = False
+            first, self._stale = not self._built, False
             self._show(message.summaries)
+            if first and not self.display:  # and drawn unseen, if the app drew this view before it came
+                self.post_message(DrawnLate(self))
         elif new_detail:  # the selected run's series arrived
             self.query_one(RunDetail).show(self._with_series(self.selected_id))
         tail = message.log

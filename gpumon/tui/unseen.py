@@ -1,0 +1,80 @@
+"""Views drawn ahead, unseen, and the one rule for all that is built ahead: nothing once the app began to stop.
+
+A view the switcher hides was never laid out nor drawn: its first showing laid out and drew every widget of it on
+its key's path (the first `r` drew the whole Runs table: 130-190 ms at rest, later ones 53). Shortly after the start
+(app.py ``_lay_out_ahead``) each hidden view is laid out in a compositor of its own, at the size of the view shown,
+and drawn once: its widgets keep their sizes and their drawn lines, and its first showing only composes them, as
+every later one does. Nothing is written to the terminal, no widget gets a Show event, the focus stays put. A view
+whose first read comes after that draw says so (``DrawnLate``) and is drawn unseen again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual._compositor import Compositor
+from textual.app import App
+from textual.events import Resize
+from textual.geometry import Size
+from textual.message import Message
+from textual.screen import Screen
+from textual.widget import Widget
+
+
+class DrawnLate(Message):
+    """A hidden view's first content (its first read) came after the app drew it unseen (a slow read on a loaded
+    machine): the app draws it unseen again, else its first showing draws it on its key's path."""
+
+    def __init__(self, view: Widget) -> None:
+        super().__init__()
+        self.view = view
+
+
+def stopping(app: App[Any]) -> bool:
+    """The app began to stop: exit() was asked, or it no longer runs (Pilot's end takes it down without exit()).
+    What is built, filled or drawn ahead is then left: its widgets are going."""
+    return app._exit or not app.is_running
+
+
+class UnseenViews:
+    """Hidden views laid out and drawn out of sight; a compositor each, kept between passes (a second pass lays out
+    again only what the first one's Resize events changed)."""
+
+    def __init__(self) -> None:
+        self._compositors: dict[Widget, Compositor] = {}
+
+    def draw(self, view: Widget, size: Size, focus: Widget | None = None) -> bool:
+        """Lay ``view`` out at ``size`` and draw each of its widgets once, ``focus`` drawn as its key will show it
+        (focused: a table's drawn lines are kept per focus state), unless the view shows already (its key came
+        first) or the app stops. Whether it was drawn."""
+        if view.display or not view.is_attached or stopping(view.app) or not size:
+            self._compositors.pop(view, None)
+            return False
+        compositor = self._compositors.setdefault(view, Compositor())
+        _hidden, shown, _resized = compositor.reflow(view, size)
+        for widget, geometry in compositor.layers:  # as Screen._refresh_layout tells them, less the Show events
+            changed = widget._size_updated(geometry.region.size, geometry.virtual_size, geometry.container_size)
+            if changed or widget in shown:
+                widget.post_message(Resize(geometry.region.size, geometry.virtual_size, geometry.container_size))
+        screen = view.screen
+        kept, focused = screen._compositor, screen.focused
+        screen._compositor = compositor  # a widget reads its region (its size as drawn) from its screen's compositor
+        if focus is not None:  # set unseen: no focus event, no restyle (focus_look.style_for_focus styled it)
+            screen.set_reactive(Screen.focused, focus)
+            focus.set_reactive(Widget.has_focus, True)
+        for widget in compositor.widgets:  # each drawn through its own caches too (a table's lines per state: the
+            widget._styles_cache.clear()  # focus a view key gives refreshes the widget, which then reads those)
+        try:
+            compositor.render_update(full=True)  # each widget's lines, kept until it changes; the result goes nowhere
+        finally:
+            screen._compositor = kept
+            if focus is not None:
+                focus.set_reactive(Widget.has_focus, False)
+                screen.set_reactive(Screen.focused, focused)
+        return True
+
+    def forget(self, view: Widget | None = None) -> None:
+        if view is None:
+            self._compositors.clear()
+        else:
+            self._compositors.pop(view, None)
