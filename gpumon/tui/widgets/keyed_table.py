@@ -94,15 +94,28 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         row drawn anew, and the whole table repainted): a sample tick changing one process's SM% cost the idle
         monitor more than all its panels. Here only that cell is drawn again and only its row repainted; a
         change that can move other cells (a column's width, a row's height) goes DataTable's way."""
-        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
-        column_key = ColumnKey(column_key) if isinstance(column_key, str) else column_key
-        row = self.rows.get(row_key)
-        if update_width or row is None or row.auto_height or column_key not in self._column_locations:
-            super().update_cell(row_key, column_key, value, update_width=update_width)
+        if update_width:
+            super().update_cell(row_key, column_key, value, update_width=True)
             return
-        self._data[row_key][column_key] = value
+        self.update_cells(row_key, {column_key: value})
+
+    def update_cells(self, row_key: RowKey | str, values: dict[Any, Any]) -> None:
+        """Several cells of one row (column key -> value): each drawn again, the row repainted once. Cell by
+        cell, each dropped the row's caches, looked up its region and repainted it again (a process's SM% and
+        memory both move at most ticks: two of each)."""
+        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
+        columns = [ColumnKey(c) if isinstance(c, str) else c for c in values]
+        row = self.rows.get(row_key)
+        if row is None or row.auto_height or any(c not in self._column_locations for c in columns):
+            for column_key, value in zip(columns, values.values(), strict=True):
+                super().update_cell(row_key, column_key, value)
+            return
+        data = self._data[row_key]
+        for column_key, value in zip(columns, values.values(), strict=True):
+            data[column_key] = value
+        changed = set(columns)
         row_index = self._row_locations.get(row_key)
-        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] == column_key)
+        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] in changed)
         _drop(self._row_render_cache, lambda k: k[0] == row_key)
         _drop(self._row_renderable_cache, lambda k: k[1] == row_index)
         self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
