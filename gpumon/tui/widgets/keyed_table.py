@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -17,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
 
@@ -121,6 +123,68 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
         if row_index is not None:
             self.refresh_row(row_index)
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        """A body cell holding one line of text in a row one line high is drawn by ``cell_line`` (the same
+        segments, without rich's console render of a padded, styled renderable: most of a changed cell's cost);
+        any other cell as DataTable draws it. Kept in DataTable's cache under DataTable's key."""
+        found = self._one_line_text(row_index, column_index)
+        if found is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key, column_key, text = found
+        cache_key = (
+            row_key,
+            column_key,
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        lines = self._cell_render_cache.get(cache_key)
+        if lines is None:
+            component_style, post_style = self._get_styles_to_render_cell(
+                False,
+                False,
+                False,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self.cursor_foreground_priority == "css",
+                self.cursor_background_priority == "css",
+            )
+            pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+            line = cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
+            lines = self._cell_render_cache[cache_key] = [line]
+        return lines
+
+    def _one_line_text(self, row_index: int, column_index: int) -> tuple[RowKey, ColumnKey, Text] | None:
+        """The cell's text where ``cell_line`` draws it: a body cell (no header, label or fixed cell) in a row one
+        line high, holding a SortCell or Text of one line (with its row's and column's keys); else None."""
+        if row_index < self.fixed_rows or column_index < self.fixed_columns:  # the header's row is -1
+            return None
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        if row_key is None or column_key is None:
+            return None
+        row = self.rows.get(row_key)
+        if row is None or row.height != 1 or row.auto_height:
+            return None
+        value = self._data.get(row_key, {}).get(column_key)
+        text = value.text if isinstance(value, SortCell) else value if isinstance(value, Text) else None
+        if text is None or "\n" in text.plain or "\t" in text.plain:
+            return None
+        return row_key, column_key, text
 
     def action_first_row(self) -> None:
         if self.row_count:
