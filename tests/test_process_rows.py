@@ -156,3 +156,54 @@ async def test_a_sample_draws_the_process_table_with_no_console_render(
         for key, proc in table.processes.items():  # each row as the screen shows it: the last sample's values
             drawn = "".join(s.text for s in table.render_line(1 + table.get_row_index(key)))
             assert f" {num(proc.sm_util)} " in drawn and f" {size(proc.used_memory)} " in drawn
+
+
+async def test_the_background_under_the_panels_and_table_is_walked_again_only_when_a_style_changed(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Textual reads each widget's background colours for each frame it draws it in (DOMNode.background_colors walks
+    every ancestor), and DataTable again for each row line it draws; no style had changed. Counted: those walks for
+    the panels and the process table over samples; then a theme changes them."""
+    from textual.dom import DOMNode
+
+    from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        table = app.query_one(ProcessTable)
+        panel = app.query_one("#gpu-0", GpuPanel)
+        await pilot_until(pilot, lambda: table.row_count > 0 and bool(panel._strips))
+        await pilot.pause(0.3)
+        walks: list[str | None] = []
+        background_colors = DOMNode.background_colors
+
+        def counted(self: DOMNode) -> Any:
+            if isinstance(self, (GpuPanel, HostPanel, ProcessTable)):
+                walks.append(self.id)
+            return background_colors.fget(self)  # type: ignore[attr-defined]
+
+        monkeypatch.setattr(DOMNode, "background_colors", property(counted))
+        frames: list[object] = []
+        display = type(app)._display
+
+        def counted_frame(self: Any, screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                frames.append(renderable)
+            display(self, screen, renderable)
+
+        monkeypatch.setattr(type(app), "_display", counted_frame)
+        for _ in range(3):
+            drawn = panel._strips
+            latest = app.sampler.sample_once()  # every GPU value moves, and the processes' SM% and memory
+            app.post_message(SampleReady(latest))
+            await pilot_until(pilot, lambda drawn=drawn: panel._strips is not drawn)
+            await pilot.pause(0.1)
+        assert len(frames) >= 3  # drawn: the panels and the table's rows
+        assert walks == []
+        before = panel.background_colors
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause(0.3)
+        after = panel.background_colors
+        assert walks  # the theme changed the styles: walked again
+        assert after != before and after == background_colors.fget(panel)  # type: ignore[attr-defined]
+        assert table.background_colors == background_colors.fget(table)  # type: ignore[attr-defined]

@@ -136,11 +136,9 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         """A body cell holding one line of text in a row one line high is drawn by ``cell_line`` (the same
         segments, without rich's console render of a padded, styled renderable: most of a changed cell's cost);
         any other cell as DataTable draws it. Kept in DataTable's cache under DataTable's key."""
-        found = self._one_line_text(row_index, column_index)
-        if found is None:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key, column_key, text = found
-        cache_key = (
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else self._header_row_key
+        column_key = self._column_locations.get_key(column_index)
+        cache_key: Any = (  # DataTable's own
             row_key,
             column_key,
             base_style,
@@ -151,26 +149,30 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
             self._pseudo_class_state,
         )
         lines = self._cell_render_cache.get(cache_key)
-        if lines is None:
-            component_style, post_style = self._get_styles_to_render_cell(
-                False,
-                False,
-                False,
-                hover,
-                cursor,
-                self.show_cursor,
-                self._show_hover_cursor,
-                self.cursor_foreground_priority == "css",
-                self.cursor_background_priority == "css",
-            )
-            pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
-            line = cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
-            lines = self._cell_render_cache[cache_key] = [line]
+        if lines is not None:  # drawn before (DataTable's own key): as DataTable would return it
+            return lines
+        text = self._one_line_text(row_index, column_index)
+        if text is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        line = cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
+        lines = self._cell_render_cache[cache_key] = [line]
         return lines
 
-    def _one_line_text(self, row_index: int, column_index: int) -> tuple[RowKey, ColumnKey, Text] | None:
+    def _one_line_text(self, row_index: int, column_index: int) -> Text | None:
         """The cell's text where ``cell_line`` draws it: a body cell (no header, label or fixed cell) in a row one
-        line high, holding a SortCell or Text of one line (with its row's and column's keys); else None."""
+        line high, holding a SortCell or Text of one line; else None."""
         if row_index < self.fixed_rows or column_index < self.fixed_columns:  # the header's row is -1
             return None
         row_key = self._row_locations.get_key(row_index)
@@ -184,7 +186,7 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         text = value.text if isinstance(value, SortCell) else value if isinstance(value, Text) else None
         if text is None or "\n" in text.plain or "\t" in text.plain:
             return None
-        return row_key, column_key, text
+        return text
 
     def action_first_row(self) -> None:
         if self.row_count:
