@@ -35,6 +35,10 @@ def showing(table: ProcessTable, devices: tuple[Any, ...]) -> bool:
     return table._last[0] is devices
 
 
+def redrawn(panel: Any, drawn: object) -> bool:
+    return panel._strips is not drawn
+
+
 def shown(table: ProcessTable, key: str, column: str) -> str:
     return table.get_cell(key, column).text.plain
 
@@ -196,7 +200,7 @@ async def test_the_background_under_the_panels_and_table_is_walked_again_only_wh
             drawn = panel._strips
             latest = app.sampler.sample_once()  # every GPU value moves, and the processes' SM% and memory
             app.post_message(SampleReady(latest))
-            await pilot_until(pilot, lambda drawn=drawn: panel._strips is not drawn)
+            await pilot_until(pilot, partial(redrawn, panel, drawn))
             await pilot.pause(0.1)
         assert len(frames) >= 3  # drawn: the panels and the table's rows
         assert walks == []
