@@ -285,3 +285,29 @@ def test_a_fleet_without_its_own_ssh_signals_with_the_users_fleet_config(tmp_pat
     (tmp_path / "config.toml").write_text('[fleet]\ngpumon = ""\n')
     with pytest.raises(HostError, match="gpumon is empty"):
         ssh_and_gpumon(RayLike())
+
+
+async def test_the_fleet_view_looks_at_its_hosts_only_while_it_shows(monkeypatch) -> None:
+    """Its look for a changed link (5 a second) went on while another view showed, each only marking it stale.
+    Counted: looks while hidden; the view shown again draws the state that came meanwhile in the key's frame."""
+    fleet = StandInFleet([mixed_fleet()], interval=0)
+    app = fleet_app(fleet)
+    looks: list[bool] = []
+    poll = FleetView.poll
+
+    def counted(self: FleetView) -> None:
+        looks.append(bool(self.display))
+        poll(self)
+
+    monkeypatch.setattr(FleetView, "poll", counted)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot_until(pilot, lambda: len(looks) >= 3, "the shown view never looked")  # 0.2 s apart
+        await pilot.press("g")
+        await pilot.pause(0.1)
+        hidden_from = len(looks)
+        await pilot.pause(1.2)  # 6 looks, before
+        assert looks[hidden_from:] == []
+        fleet.states[0] = _with_util(fleet.states[0], 0, 0, 3.0)  # came while hidden
+        await pilot.press("h")
+        assert app.query_one(FleetView).state is fleet.states[0]  # drawn in the key's own frame (showing)
+        await pilot_until(pilot, lambda: len(looks) > hidden_from + 2, "the view shown again never looked")

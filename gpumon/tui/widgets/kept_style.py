@@ -3,7 +3,8 @@
 ``DOMNode.rich_style`` walks every ancestor's colours each time it is read (~0.1 ms on this machine): the GPU
 panels read it for the style under their lines and DataTable for each line it draws, every sample, though no
 style had changed. Kept as Textual keeps its own ``visual_style`` (on the styles' update counts), here with the
-ancestors' counts too, so a theme or a class changed above the widget is seen.
+ancestors' counts too, so a theme or a class changed above the widget is seen. ``background_colors`` (the same walk,
+read by Textual for each widget it draws in a frame, and by DataTable for each row line) is kept the same way.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import cast
 
 from rich.style import Style
+from textual.color import Color
 from textual.dom import DOMNode
 
 
@@ -19,6 +21,7 @@ class KeptStyle:
     its CSS and component classes)."""
 
     _kept_style: tuple[tuple[int, ...], Style] | None = None
+    _kept_backgrounds: tuple[tuple[int, ...], tuple[Color, Color]] | None = None
 
     @property
     def rich_style(self) -> Style:
@@ -27,4 +30,13 @@ class KeptStyle:
         kept = self._kept_style
         if kept is None or kept[0] != key:
             kept = self._kept_style = (key, cast(Style, super().rich_style))  # type: ignore[misc]
+        return kept[1]
+
+    @property
+    def background_colors(self) -> tuple[Color, Color]:
+        node = cast(DOMNode, self)
+        key = tuple(n.styles._cache_key for n in node.ancestors_with_self)
+        kept = self._kept_backgrounds
+        if kept is None or kept[0] != key:
+            kept = self._kept_backgrounds = (key, cast(tuple[Color, Color], super().background_colors))  # type: ignore[misc]
         return kept[1]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -17,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
 
@@ -94,20 +96,97 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         row drawn anew, and the whole table repainted): a sample tick changing one process's SM% cost the idle
         monitor more than all its panels. Here only that cell is drawn again and only its row repainted; a
         change that can move other cells (a column's width, a row's height) goes DataTable's way."""
-        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
-        column_key = ColumnKey(column_key) if isinstance(column_key, str) else column_key
-        row = self.rows.get(row_key)
-        if update_width or row is None or row.auto_height or column_key not in self._column_locations:
-            super().update_cell(row_key, column_key, value, update_width=update_width)
+        if update_width:
+            super().update_cell(row_key, column_key, value, update_width=True)
             return
-        self._data[row_key][column_key] = value
+        self.update_cells(row_key, {column_key: value})
+
+    def update_cells(self, row_key: RowKey | str, values: dict[Any, Any]) -> None:
+        """Several cells of one row (column key -> value): each drawn again, the row repainted once. Cell by
+        cell, each dropped the row's caches, looked up its region and repainted it again (a process's SM% and
+        memory both move at most ticks: two of each)."""
+        row_key = RowKey(row_key) if isinstance(row_key, str) else row_key
+        columns = [ColumnKey(c) if isinstance(c, str) else c for c in values]
+        row = self.rows.get(row_key)
+        if row is None or row.auto_height or any(c not in self._column_locations for c in columns):
+            for column_key, value in zip(columns, values.values(), strict=True):
+                super().update_cell(row_key, column_key, value)
+            return
+        data = self._data[row_key]
+        for column_key, value in zip(columns, values.values(), strict=True):
+            data[column_key] = value
+        changed = set(columns)
         row_index = self._row_locations.get(row_key)
-        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] == column_key)
+        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] in changed)
         _drop(self._row_render_cache, lambda k: k[0] == row_key)
         _drop(self._row_renderable_cache, lambda k: k[1] == row_index)
         self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
         if row_index is not None:
             self.refresh_row(row_index)
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        """A body cell holding one line of text in a row one line high is drawn by ``cell_line`` (the same
+        segments, without rich's console render of a padded, styled renderable: most of a changed cell's cost);
+        any other cell as DataTable draws it. Kept in DataTable's cache under DataTable's key."""
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 else self._header_row_key
+        column_key = self._column_locations.get_key(column_index)
+        cache_key: Any = (  # DataTable's own
+            row_key,
+            column_key,
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        lines = self._cell_render_cache.get(cache_key)
+        if lines is not None:  # drawn before (DataTable's own key): as DataTable would return it
+            return lines
+        text = self._one_line_text(row_index, column_index)
+        if text is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        line = cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
+        lines = self._cell_render_cache[cache_key] = [line]
+        return lines
+
+    def _one_line_text(self, row_index: int, column_index: int) -> Text | None:
+        """The cell's text where ``cell_line`` draws it: a body cell (no header, label or fixed cell) in a row one
+        line high, holding a SortCell or Text of one line; else None."""
+        if row_index < self.fixed_rows or column_index < self.fixed_columns:  # the header's row is -1
+            return None
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        if row_key is None or column_key is None:
+            return None
+        row = self.rows.get(row_key)
+        if row is None or row.height != 1 or row.auto_height:
+            return None
+        value = self._data.get(row_key, {}).get(column_key)
+        text = value.text if isinstance(value, SortCell) else value if isinstance(value, Text) else None
+        if text is None or "\n" in text.plain or "\t" in text.plain:
+            return None
+        return text
 
     def action_first_row(self) -> None:
         if self.row_count:

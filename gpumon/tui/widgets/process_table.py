@@ -207,12 +207,10 @@ class ProcessTable(RowTable):
 
     def _update(self, key: str, cells: dict[str, SortCell]) -> bool:
         """Changes the cells that differ; True when the sort column did."""
-        sorted_changed = False
-        for column, _, _ in self.column_set:
-            if self.get_cell(key, column) != cells[column]:
-                self.update_cell(key, column, cells[column])
-                sorted_changed = sorted_changed or column == self.sort_key
-        return sorted_changed
+        changed = {c: cells[c] for c, _, _ in self.column_set if self.get_cell(key, c) != cells[c]}
+        if changed:
+            self.update_cells(key, changed)  # the row repainted once, however many of its cells moved
+        return self.sort_key in changed
 
     def _sort_value(self, cells: dict[str, SortCell]) -> Any:
         return cells[self.sort_key].key

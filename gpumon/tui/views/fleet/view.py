@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.events import DescendantFocus
 from textual.markup import escape
+from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -77,6 +78,7 @@ class FleetView(View, Vertical):
         self._stale = False
         self._links: tuple[str, ...] = ()
         self._drawn_at = 0.0
+        self._looks: Timer | None = None  # with a fleet: its look for a changed link
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-total")
@@ -94,7 +96,7 @@ class FleetView(View, Vertical):
         self.query_one("#fleet-hint").display = self.context.fleet is None
         self.query_one("#fleet-slurm").display = False
         if self.context.fleet is not None:
-            self.set_interval(LOOK_S, self.poll)
+            self._looks = self.set_interval(LOOK_S, self.poll)  # while shown (hidden, shown): the first view
             self.poll()
         elif self.context.snapshot is not None:
             self.draw(local_state(self.context.snapshot))
@@ -135,8 +137,17 @@ class FleetView(View, Vertical):
         elif self.context.snapshot is not None:
             self.draw(local_state(self.context.snapshot))
 
+    def hidden(self) -> None:
+        """No look at all while hidden (5 a second that only marked the view stale); what it drew is stale now:
+        the fleet's state moves on its own thread, and ``showing`` draws it in the key's frame."""
+        if self._looks is not None:
+            self._looks.pause()
+            self._stale = True
+
     def shown(self) -> None:
         if self.context.fleet is not None:
+            if self._looks is not None:
+                self._looks.resume()
             self.poll()
         elif self.context.snapshot is not None:
             self.draw(local_state(self.context.snapshot))
