@@ -191,6 +191,25 @@ def nvml_device_count() -> int:
 requires_gpu = pytest.mark.skipif(nvml_device_count() == 0, reason="NVML sees no GPU here: the GPU suite needs one")
 
 
+def run_state(run_dir: Path | str) -> str:
+    """The run's state as `gpumon runs` shows it (RunRecord.state), read in this process: no CLI started."""
+    from gpumon.core.runs.record.store import RunStore
+
+    run_dir = Path(run_dir)
+    record = RunStore(run_dir.parent.parent).load(run_dir)  # load() reads the run's two files: nothing written
+    return record.state if record else "not made"
+
+
+def wait_state(run_dir: Path | str, *states: str, timeout: float = 120.0) -> str:
+    """Until the run in ``run_dir`` is in one of ``states``, read in this process (run_state): a `gpumon runs`
+    a poll is ~0.25-1 CPU-s taken from the run being waited on. The test then asks the CLI once for its row."""
+    deadline = time.monotonic() + timeout
+    while (state := run_state(run_dir)) not in states:
+        assert time.monotonic() < deadline, f"{Path(run_dir).name} still {state} after {timeout:.0f} s, not {states}"
+        time.sleep(0.1)
+    return state
+
+
 def wait_ended(home: Path, *run_ids: str, timeout: float = 300.0) -> None:
     """Until the supervisor of each run has written its end. Read in this process: a `gpumon runs` per poll costs
     about a CPU second, taken from the runs being waited on. The test then reads the ended runs as a user does."""

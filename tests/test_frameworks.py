@@ -79,7 +79,7 @@ def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> N
     A Rich bar the script passed itself is kept."""
     pytest.importorskip("lightning")
     pytest.importorskip("rich")
-    from tests.conftest import wait_until
+    from tests.conftest import wait_ended, wait_until
 
     env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     shutil.copy(DATA / "lightning_bar.py", tmp_path / "lightning_bar.py")
@@ -106,7 +106,11 @@ def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> N
         shown = gpumon("logs", runs["default"]).stdout
         return {"log": shown} if "12/100" in shown else None
 
-    seen = wait_until(mid_run, timeout=240, step=1.0)
+    # Waited for in the log's file (a `gpumon logs` a poll is a CPU start while two Lightning runs import), then
+    # asked of `gpumon logs`, as the user reads it.
+    log_file = tmp_path / "home" / "runs" / runs["default"] / "logs" / "rank0.log"
+    wait_until(lambda: log_file.exists() and "12/100" in log_file.read_text(errors="replace"), timeout=240, step=0.2)
+    seen = wait_until(mid_run, timeout=30, step=1.0)
     try:
         assert seen, gpumon("logs", runs["default"]).stdout[-2000:]
         # The run waits at step 112 now. Its row comes from the supervisor's summary.json, saved every 2 s
@@ -124,12 +128,9 @@ def test_lightnings_progress_shows_in_the_log_while_it_runs(tmp_path: Path) -> N
         assert json.loads((tmp_path / "rich.json").read_text()) == {"bar": "RichProgressBar"}  # chosen: kept
     finally:
         go.touch()
-    ended = wait_until(
-        lambda: all(r["status"] == "finished" for r in json.loads(gpumon("runs", "--json").stdout)["runs"]),
-        timeout=240,
-        step=1.0,
-    )
-    assert ended, gpumon("runs").stdout
+    wait_ended(tmp_path / "home", *runs.values(), timeout=240)
+    listed = json.loads(gpumon("runs", "--json").stdout)["runs"]
+    assert len(listed) == 2 and all(r["status"] == "finished" for r in listed), gpumon("runs").stdout
     assert "Epoch 1: 100%" in gpumon("logs", runs["default"]).stdout
     from gpumon.core.events import EventReader
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.runs.reading.progress import Progress, eta_text, progress_text, rate_text
+from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, RunTable
 from tests.conftest import make_app, wait_until
 
@@ -38,6 +39,12 @@ def launched(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout.strip().splitlines()[-1].split()[-1]
 
 
+def at_step(run_dir: Path, step: int, timeout: float = 120) -> None:
+    """Until the run's telemetry reaches ``step``, read in this process (a `gpumon runs` a poll costs a CPU start)."""
+    telemetry = RunTelemetry(run_dir, use_summary=False)
+    assert wait_until(lambda: telemetry.update() >= 0 and (telemetry.step or 0) >= step, timeout=timeout, step=0.1)
+
+
 def row(gpumon: Any, run_id: str) -> dict[str, Any]:
     done = gpumon("runs", "--json")
     return next(r for r in json.loads(done.stdout)["runs"] if r["id"] == run_id)
@@ -49,8 +56,9 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     script, gate = tmp_path / "stepper.py", tmp_path / "gate"
     script.write_text(STEPPER)
     run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "20"))
+    at_step(gpumon.home / "runs" / run_id, 5)  # the run waits there for the gate
     live = wait_until(
-        lambda: (r := row(gpumon, run_id))["step"] == 5 and r["eta_s"] is not None and r, timeout=120, step=0.5
+        lambda: (r := row(gpumon, run_id))["step"] == 5 and r["eta_s"] is not None and r, timeout=60, step=0.5
     )
     assert live, row(gpumon, run_id)
     assert live["total_steps"] == 20 and live["progress"] == pytest.approx(0.25)
@@ -60,8 +68,9 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     text = gpumon("runs").stdout
     assert "25% " in text and "it/s" in text and " nan " in text, text
     gate.write_text("go")
-    ended = wait_until(lambda: (r := row(gpumon, run_id))["status"] == "finished" and r, timeout=120, step=0.5)
-    assert ended, row(gpumon, run_id)
+    gpumon.wait_ended(run_id, timeout=120)
+    ended = row(gpumon, run_id)
+    assert ended["status"] == "finished", ended
     assert ended["total_steps"] == 20 and ended["progress"] == 1.0 and ended["eta_s"] is None
     assert ended["loss"] == "nan" and ended["step"] == 20
     assert set(ended) >= {"total_steps", "progress", "eta_s", "step_time_s"}
@@ -87,7 +96,8 @@ async def test_the_runs_table_shows_progress_rate_and_a_nan_loss_in_the_warning_
     script.write_text(STEPPER)
     gate.write_text("go")
     run_id = launched(gpumon("launch", "script", str(script), "--", str(gate), "8"))
-    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120, step=0.5)
+    gpumon.wait_ended(run_id, timeout=120)
+    assert row(gpumon, run_id)["status"] == "finished"
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     app = make_app(gpus=1)
     async with app.run_test(size=(200, 40)) as pilot:
@@ -131,7 +141,8 @@ async def test_a_tiny_loss_keeps_three_significant_digits_in_gpumon_runs_and_the
     script = tmp_path / "tiny.py"
     script.write_text(TINY_LOSS)
     run_id = launched(gpumon("launch", "script", str(script)))
-    assert wait_until(lambda: row(gpumon, run_id)["status"] == "finished", timeout=120, step=0.5)
+    gpumon.wait_ended(run_id, timeout=120)
+    assert row(gpumon, run_id)["status"] == "finished"
     logs = (tmp_path / "home" / "runs" / run_id / "logs").glob("*.log")
     printed = float(
         next(line for log in logs for line in log.read_text().splitlines() if "last loss" in line).split()[-1]
@@ -173,14 +184,8 @@ def test_the_window_of_step_times_is_bounded_and_a_plan_wins_over_a_frameworks_t
 def test_our_ddp_trainer_sends_its_plan_and_ends_at_100_percent(gpumon) -> None:
     done = gpumon("launch", "ddp", "--nproc", "1", "--", "--epochs", "1")
     run_id = launched(done)
-    seen: list[dict[str, Any]] = []
-
-    def ended() -> bool:
-        seen.append(row(gpumon, run_id))
-        return seen[-1]["status"] in ("finished", "failed")
-
-    assert wait_until(ended, timeout=300, step=0.5), seen[-1]
-    last = seen[-1]
+    gpumon.wait_ended(run_id, timeout=300)
+    last = row(gpumon, run_id)
     assert last["status"] == "finished", last
     assert last["total_steps"] and last["step"] == last["total_steps"]  # the plan: epochs x batches
     assert last["progress"] == 1.0 and last["eta_s"] is None and last["step_time_s"] > 0

@@ -117,9 +117,13 @@ def submit(cli: Cli, *args: str) -> dict[str, Any]:
 WAITING = ("pending", "starting", "running", "stopping", "stalled")
 
 
-def ended(cli: Cli, run_id: str, timeout: float) -> dict[str, Any]:
-    found = wait_until(lambda: (r := rows(cli)[run_id])["status"] not in WAITING and r, timeout=timeout, step=1.0)
-    assert found, rows(cli)[run_id]
+def ended(cli: Cli, cluster: Cluster, run: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The run's row once it ended: waited for in squeue (a C client, ~10 ms; its job leaves the queue at its end),
+    then asked of `gpumon runs --json` (a Python start and sacct, ~0.3 CPU-s: never a poll over a job's minute)."""
+    job = run["slurm_job_id"]
+    assert wait_until(lambda: job not in cluster.jobs(), timeout=timeout, step=0.5), cluster.jobs()
+    found = wait_until(lambda: (r := rows(cli)[run["id"]])["status"] not in WAITING and r, timeout=60, step=1.0)
+    assert found, rows(cli)[run["id"]]
     return found
 
 
@@ -128,7 +132,7 @@ def test_a_cpu_ddp_job_runs_its_two_ranks_through_srun_and_torchrun(
 ) -> None:
     run = submit(cli, "ddp", "--nproc", "2", "--", "--epochs", "1")
     assert run["slurm_job_id"].isdigit() and run["state"] in ("pending", "starting", "running")
-    row = ended(cli, run["id"], timeout=180)
+    row = ended(cli, cluster, run, timeout=180)
     assert row["status"] == "finished", row
     assert row["slurm_job_id"] == run["slurm_job_id"] and row["slurm_state"] == "COMPLETED"
     assert row["slurm_nodes"] == cluster.node and row["step"] and row["step"] > 0
@@ -156,9 +160,9 @@ def test_a_waiting_job_shows_why_and_stop_cancels_it(cli: Cli, cluster: Cluster)
     assert row["error"]["message"] == "the job was cancelled while it waited in the queue (BeginTime): it never started"
 
 
-def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli) -> None:
+def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli, cluster: Cluster) -> None:
     run = submit(cli, "script", "to_gpu.py")
-    row = ended(cli, run["id"], timeout=120)
+    row = ended(cli, cluster, run, timeout=120)
     assert row["status"] == "failed" and row["slurm_state"] == "FAILED", row
     doctor = json.loads(cli("doctor", run["id"], "--json").stdout)
     assert doctor["failure"]["kind"] == "no_gpu"
@@ -166,16 +170,18 @@ def test_a_job_that_needs_a_gpu_it_did_not_ask_for_is_told_to_ask_slurm(cli: Cli
     assert first["key"] == "gpus_per_node" and "--slurm --gpus-per-node 1" in first["change"], first
 
 
-def test_jobs_ended_by_their_time_and_memory_limits_are_explained(cli: Cli, limited: dict[str, dict[str, Any]]) -> None:
+def test_jobs_ended_by_their_time_and_memory_limits_are_explained(
+    cli: Cli, cluster: Cluster, limited: dict[str, dict[str, Any]]
+) -> None:
     slow, big = limited["time"], limited["memory"]
-    grown = ended(cli, big["id"], timeout=120)
+    grown = ended(cli, cluster, big, timeout=120)
     assert grown["status"] == "failed" and grown["slurm_state"] in ("OUT_OF_MEMORY", "FAILED"), grown
     doctor = json.loads(cli("doctor", big["id"], "--json").stdout)
     assert doctor["failure"]["kind"] == "slurm_out_of_memory", doctor["failure"]
     [mem] = [a for a in doctor["advice"] if a["key"] == "mem"]
     assert "--sbatch-arg=--mem=" in mem["change"] and "peak resident memory" in mem["why"], mem
 
-    timed = ended(cli, slow["id"], timeout=200)
+    timed = ended(cli, cluster, slow, timeout=200)
     assert timed["status"] == "failed" and timed["slurm_state"] == "TIMEOUT", timed
     assert "time limit" in timed["error"]["message"], timed["error"]
     doctor = json.loads(cli("doctor", slow["id"], "--json").stdout)
@@ -234,7 +240,7 @@ def test_the_launch_forms_slurm_field_takes_the_options_of_gpumon_launch(tmp_pat
 def test_a_job_ended_at_its_time_limit_is_told_the_time_its_steps_need(
     cli: Cli, cluster: Cluster, limited: dict[str, dict[str, Any]]
 ) -> None:
-    timed = ended(cli, limited["planned"]["id"], timeout=200)
+    timed = ended(cli, cluster, limited["planned"], timeout=200)
     assert timed["status"] == "failed" and timed["slurm_state"] == "TIMEOUT", timed
     assert timed["total_steps"] == 5000, timed  # tqdm's total
     (advice,) = [a for a in json.loads(cli("doctor", timed["id"], "--json").stdout)["advice"] if a["key"] == "time"]
@@ -255,9 +261,9 @@ def test_a_job_ended_at_its_time_limit_is_told_the_time_its_steps_need(
     assert need * 1.2 - 1 <= (hours * 60 + minutes) * 60 <= need * 1.2 + 61, (asked, need)
 
 
-def test_a_failed_jobs_reason_is_the_scripts_last_lines_not_sruns(cli: Cli) -> None:
+def test_a_failed_jobs_reason_is_the_scripts_last_lines_not_sruns(cli: Cli, cluster: Cluster) -> None:
     run = submit(cli, "script", "exits.py")
-    row = ended(cli, run["id"], timeout=120)
+    row = ended(cli, cluster, run, timeout=120)
     assert row["status"] == "failed" and row["exit_code"] == 3, row
     log = Path(row["dir"], "logs", "rank0.log").read_text()
     assert "srun: error:" in log and "_step_signal: Terminating StepId=" in log, log  # Slurm's own lines are there

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.runs.supervision.launcher import free_port
-from tests.conftest import wait_ended, wait_until
+from tests.conftest import wait_ended, wait_state, wait_until
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -110,7 +110,8 @@ def test_a_hung_spawned_ddp_run_gets_the_stalls_fix_first_and_its_logs_command_w
     cli: Cli, launched: Callable[..., str]
 ) -> None:
     run_id = launched("100000", "--hang-at", "6")
-    stalled = wait_until(lambda: (r := row(cli, run_id))["status"] == "stalled" and r, timeout=240, step=1)
+    wait_state(cli.home / "runs" / run_id, "stalled", timeout=240)  # type: ignore[attr-defined]
+    stalled = wait_until(lambda: (r := row(cli, run_id))["status"] == "stalled" and r, timeout=30, step=1)
     assert stalled and stalled["stall"]["blame"] == [1], stalled
     assert stalled["nproc"] == 2 and [(r["rank"], r["step"]) for r in stalled["ranks"]] == [(0, 5), (1, 5)]
 

@@ -24,6 +24,7 @@ import pytest
 
 from gpumon.core.events import EventReader
 from gpumon.core.runs.supervision.launcher import free_port
+from tests.conftest import run_state, wait_state
 
 pytest.importorskip("torch")
 
@@ -210,6 +211,13 @@ def wait_for(predicate: Callable[[], Any], what: str, timeout: float = DEADLINE_
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def row_when(cli: Callable[..., Any], info: dict[str, Any], state: str, timeout: float = DEADLINE_S) -> dict[str, Any]:
+    """The CLI's row once the run is in ``state``: waited for in this process (conftest.wait_state), then asked of
+    `gpumon runs --json`, whose row the tests assert on."""
+    wait_state(info["dir"], state, timeout=timeout)
+    return wait_for(lambda: (r := row(cli, info["id"]))["status"] == state and r, f"the CLI's {state} row", 30)
+
+
 def launcher_events(run_dir: str, kind: str) -> list[dict[str, Any]]:
     return [e for e in EventReader(Path(run_dir)).poll() if e["type"] == kind and e["src"] == "launcher"]
 
@@ -220,7 +228,7 @@ def test_a_ddp_rank_blocked_in_its_data_function_is_a_stall_with_each_ranks_plac
 ) -> None:
     without_py_spy(monkeypatch)  # forked ranks share their parent's file: read by signals, one at a time
     info = launched(DDP_HANG, str(free_port()), start)
-    stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
+    stalled = row_when(cli, info, "stalled")
     sleep_line = line_of(DDP_HANG, "time.sleep(3600)")
     backward_line = line_of(DDP_HANG, "loss.backward()")
     stall = stalled["stall"]
@@ -244,11 +252,13 @@ def test_a_sigstopped_rank_is_said_plainly_and_the_stall_ends_on_sigcont(
     launched: Callable[..., dict[str, Any]], cli: Callable[..., Any]
 ) -> None:
     info = launched(STEPS_FOREVER)
-    wait_for(lambda: (row(cli, info["id"])["step"] or 0) >= 5, "steps")
+    steps = EventReader(Path(info["dir"]))  # read here, each poll only what was added since the last
+    wait_for(lambda: any(e["type"] == "step" and e["step"] >= 5 for e in steps.poll()), "step 5")
+    assert (row(cli, info["id"])["step"] or 0) >= 5
     pid = next(int(p.name.split(".")[1]) for p in (Path(info["dir"]) / "events").glob("rank0.*.jsonl"))
     os.kill(pid, signal.SIGSTOP)
     try:
-        stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
+        stalled = row_when(cli, info, "stalled")
         said = f"rank 0 (pid {pid}) is stopped (SIGSTOP): `kill -CONT {pid}`"
         assert stalled["stall"]["where"] == [said]
         doctor = cli("doctor", info["id"]).stdout
@@ -256,7 +266,7 @@ def test_a_sigstopped_rank_is_said_plainly_and_the_stall_ends_on_sigcont(
         assert "Resume the stopped process" in doctor and f"kill -CONT {pid} (a SIGSTOP" in doctor
     finally:
         os.kill(pid, signal.SIGCONT)
-    resumed = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "running" and r, "the stall's end")
+    resumed = row_when(cli, info, "running")
     assert resumed["stall"] is None and resumed["last_stall"]["lasted_s"] >= 4
     assert "last stall:" in cli("doctor", info["id"]).stdout
 
@@ -265,7 +275,7 @@ def test_a_long_eval_is_no_stall_and_the_same_pause_without_one_is_a_stall_that_
     launched: Callable[..., dict[str, Any]], cli: Callable[..., Any]
 ) -> None:
     info = launched(PAUSES)
-    wait_for(lambda: row(cli, info["id"])["status"] == "finished", "the run's end", timeout=180)
+    row_when(cli, info, "finished", timeout=180)
     stalls, ends = launcher_events(info["dir"], "stall"), launcher_events(info["dir"], "stall_end")
     assert [s["step"] for s in stalls] == [60]  # not at step 30, where the eval began
     assert len(ends) == 1 and 4 <= ends[0]["lasted_s"] <= 30 and ends[0]["step"] > 60
@@ -281,9 +291,10 @@ def stalled_with_own_handler(
 
     def stalled_unharmed() -> Any:
         assert not marker.exists(), "gpumon sent SIGUSR2 to a script that handles it itself (its requeue hook ran)"
-        return (r := row(cli, info["id"]))["status"] == "stalled" and r
+        return run_state(info["dir"]) == "stalled"
 
-    stalled = wait_for(stalled_unharmed, "the stalled state")  # written after the stacks were taken
+    wait_for(stalled_unharmed, "the stalled state")  # written after the stacks were taken
+    stalled = row_when(cli, info, "stalled")
     assert not marker.exists() and row(cli, info["id"])["status"] == "stalled"
     return stalled
 
@@ -306,9 +317,11 @@ def py_spy_or_skip() -> None:
     exe = shutil.which("py-spy")
     if exe is None:
         pytest.skip("py-spy is not installed (it is in the test extra)")
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE
+    )
     try:
-        time.sleep(0.5)  # the interpreter's start, so py-spy finds a Python
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # a Python for py-spy to find
         done = subprocess.run([exe, "dump", "--pid", str(child.pid)], capture_output=True, text=True, timeout=30)
     finally:
         child.kill()
@@ -331,7 +344,7 @@ def test_a_dataloader_worker_stuck_in_getitem_is_named_where_it_waits(
     launched: Callable[..., dict[str, Any]], cli: Callable[..., Any], start: str
 ) -> None:
     info = launched(STUCK_WORKER, start)
-    stalled = wait_for(lambda: (r := row(cli, info["id"]))["status"] == "stalled" and r, "the stalled state")
+    stalled = row_when(cli, info, "stalled")
     loop_line, sleep_line = line_of(STUCK_WORKER, "for x, y in loader"), line_of(STUCK_WORKER, "time.sleep(3600)")
     [where] = stalled["stall"]["where"]
     rank, _, worker = where.partition(": its worker ")
