@@ -143,9 +143,7 @@ async def test_the_new_options_are_checked_as_the_cli_checks_them(home: Path) ->
             if message is None:
                 break
             await pilot_until(pilot, lambda m=message: error.display and str(error.render()).startswith(m))
-            assert (
-                app.screen is form
-            )  # brackets and all: never read as markup  # brackets and all: never read as markup
+            assert app.screen is form  # the text above matched brackets and all: never read as markup
             box.value = ""
         await pilot_until(pilot, lambda: chosen)
     (spec,) = chosen
