@@ -72,7 +72,7 @@ async def settled(pilot: Pilot[None]) -> None:
     await pilot_until(pilot, lambda: runs.reads >= READS and alerts.reads >= 2, "the readers never read again")
     # built ahead: the help, the form, the footers' keys laid out, and the reads ahead (the doctor's run, the
     # trials) done; on a loaded machine they came after the reads above (a thread of theirs counted "at rest")
-    done = lambda: app.laid_out_ahead and all(w.is_finished for w in app.workers)  # noqa: E731
+    done = lambda: not app.drawing_unseen() and all(w.is_finished for w in app.workers)  # noqa: E731
     await pilot_until(pilot, done, "what the app builds ahead was never built")
 
 

@@ -131,6 +131,8 @@ async def test_a_sample_draws_the_process_table_with_no_console_render(
     async with app.run_test(size=(100, 30)) as pilot:
         table = app.query_one(ProcessTable)
         await pilot_until(pilot, lambda: table.row_count > 0 and table.column_set != ())
+        # What the app draws ahead, unseen (the hidden views' tables), is drawn before the count begins.
+        await pilot_until(pilot, lambda: not app.drawing_unseen() and all(w.is_finished for w in app.workers))
         await pilot.pause(0.3)
         rendered: list[object] = []
         render_lines = Console.render_lines
