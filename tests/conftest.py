@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import contextlib
 import importlib.util
 import os
 import re
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
 import pytest
 from textual.pilot import Pilot
 
@@ -126,6 +128,59 @@ def run_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for record in RunStore(home).list():
         if record.live:
             stop(record, kill=True)
+
+
+def _supervises(pid: int | None, run_dir: Path, mine: set[int]) -> bool:
+    """``pid`` is ``run_dir``'s own supervisor (started with the folder as its argument), and not this test."""
+    if not pid or pid in mine:
+        return False
+    try:
+        return str(run_dir) in psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+
+
+def stop_runs_under(root: Path) -> list[str]:
+    """Kill every run still live in a GPUMON_HOME up to three folders below ``root`` (``root/home``,
+    ``root/a/b/home``...); the ids of those it stopped. A run's own supervisor is asked (it kills the run and
+    writes its end); a run without one loses the processes that carry its GPUMON_RUN_DIR. Never this process or
+    its parents: tests write records by hand that name the test as a run's supervisor (tests/test_runs_view.py)."""
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.core.runs.supervision.launcher import stop
+
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    stopped, unsupervised = [], []
+    for depth in ("", "*/", "*/*/", "*/*/*/"):
+        for spec in root.glob(f"{depth}runs/*/spec.json"):
+            record = RunStore(spec.parent.parent.parent).load(spec.parent)
+            if record is None or not record.live:
+                continue
+            if not _supervises(record.supervisor_pid(), record.dir, mine):
+                unsupervised.append(str(record.dir))
+                continue
+            with contextlib.suppress(Exception):  # a run placed elsewhere, one ending as we look
+                stop(record, kill=True)
+                stopped.append(record.id)
+    for proc in psutil.process_iter() if unsupervised else ():
+        try:
+            run_dir = proc.environ().get("GPUMON_RUN_DIR", "") if proc.pid not in mine else ""
+            if run_dir in unsupervised:
+                proc.kill()
+                stopped.append(Path(run_dir).name)
+        except psutil.Error:
+            continue
+    return stopped
+
+
+@pytest.fixture(autouse=True)
+def no_run_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every run a test started under its tmp_path is killed at the test's end, whatever its outcome: a test that
+    failed before it opened its run's go file left the run and its supervisor waiting, a load on every later
+    test (issue 35). Torn down after the test's own fixtures, which stop theirs first."""
+    yield
+    tmp = request.node.funcargs.get("tmp_path")
+    if isinstance(tmp, Path):
+        stop_runs_under(tmp)
 
 
 @pytest.fixture

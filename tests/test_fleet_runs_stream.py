@@ -74,7 +74,8 @@ def _launch(home: Path, script: Path) -> str:
 def test_a_run_shows_in_the_stream_when_it_starts_and_ends_and_quiet_lines_carry_no_runs(tmp_path: Path) -> None:
     home = tmp_path / "state"
     script = tmp_path / "wait.py"
-    script.write_text("import pathlib, time\nwhile not pathlib.Path(__file__).with_suffix('.go').exists():\n"
+    script.write_text("import pathlib, time\nend = time.monotonic() + 600\n"  # a failed test leaves no run for good
+                      "while not pathlib.Path(__file__).with_suffix('.go').exists() and time.monotonic() < end:\n"
                       "    time.sleep(0.05)\nprint('done')\n")  # fmt: skip
     stream = Stream(home, recent=1)
     try:

@@ -66,3 +66,20 @@ async def test_the_help_screen_shows_a_remapped_key() -> None:
         assert isinstance(app.screen, HelpScreen)
         sigterm = [line for line in app.screen.text.splitlines() if "send SIGTERM" in line]
         assert len(sigterm) == 1 and sigterm[0].split()[0] == "ctrl+t"
+
+
+async def test_a_key_still_on_its_way_when_the_app_has_closed_goes_nowhere() -> None:
+    """Beside CPU hogs, keys typed ahead (`r e`, held by typeahead.py until the Runs view is up) were still on
+    their way when the app closed: Textual asked for the screen on top of an empty stack and the app died with
+    ScreenStackError (test_launch_form, test_key_paths under load). Both ways a key reaches the app, here once
+    its screens are gone."""
+    from textual import events
+
+    app = make_app(gpus=1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r")
+    assert not app.screen_stack
+    await app.on_event(events.Key("e", "e"))  # read by the app
+    bubbled = events.Key("e", "e")
+    bubbled._forwarded = True  # back up from the screen it went to
+    await app.on_event(bubbled)

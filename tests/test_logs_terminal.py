@@ -28,13 +28,14 @@ for i in range(5100):  # about 500 KB of frames and no newline; the last one 299
     bar.refresh()
 bar.set_postfix_str("held")  # a last frame of its own (299/600 ends every cycle): the test waits for it in the log
 open(gate1 + ".ready", "w").close()
-while not os.path.exists(gate1):
+end = time.monotonic() + 600  # a test that failed before its gates never leaves this run behind for good
+while not os.path.exists(gate1) and time.monotonic() < end:
     time.sleep(0.02)
 bar.write("{'loss': 1.5, 'epoch': 0.5}")  # as the HF Trainer's progress callback writes its logs
 bar.n = 421
 bar.refresh()
 open(gate2 + ".ready", "w").close()
-while not os.path.exists(gate2):
+while not os.path.exists(gate2) and time.monotonic() < end:
     time.sleep(0.02)
 bar.n = 600
 bar.close()
@@ -153,7 +154,8 @@ def test_follow_on_a_200_mb_flood_stays_under_50_mb(uncapped_logs: None, gpumon,
     script.write_text(
         "import os, sys, time\n"
         "print('ready', flush=True)\n"
-        "while not os.path.exists(sys.argv[1]): time.sleep(0.02)\n"
+        "end = time.monotonic() + 600\n"  # a test that failed before its gate never leaves the run behind
+        "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n"
         "block = b''.join(b'%08d a log line of a flood, as a chatty training script writes it\\n' % i"
         " for i in range(4000))\n"
         "for _ in range(200 * 1024 * 1024 // len(block) + 1): sys.stdout.buffer.write(block)\n"

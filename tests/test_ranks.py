@@ -321,7 +321,8 @@ def main_worker(rank, port, out):
     model = torch.nn.Linear(8, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     flag = os.path.join(out, "rank1-stepped")
-    while rank == 0 and not os.path.exists(flag):  # rank 1 steps first: it gets index 0, rank 0 index 1
+    end = time.monotonic() + 600  # a rank 1 that died first never leaves rank 0 waiting for good
+    while rank == 0 and not os.path.exists(flag) and time.monotonic() < end:  # rank 1 steps first: index 0
         time.sleep(0.01)
     step(model, opt)  # a warm-up step before any process group
     if rank == 1:

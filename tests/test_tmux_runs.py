@@ -63,11 +63,12 @@ def test_launch_from_the_runs_view_and_watch_it_progress(tmux: Tmux, run_home: P
 SLOW = """\
 import os, sys, time
 from gpumon import telemetry
+end = time.monotonic() + 600  # a test that failed before its gate never leaves this run behind for good
 for step in range(1, 41):
     telemetry.log(step=step, loss=1.0 / step)
     print(f"step {step}", flush=True)
     time.sleep(0.1)  # telemetry writes metrics at most at the step rate: one each
-    while step == 20 and not os.path.exists(sys.argv[1]):  # mid-way until the test has closed gpumon
+    while step == 20 and not os.path.exists(sys.argv[1]) and time.monotonic() < end:  # until the test closed gpumon
         time.sleep(0.05)
 """
 

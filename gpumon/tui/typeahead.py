@@ -46,6 +46,8 @@ class KeysInOrder:
         return len(self._held) + (self._in_flight is not None)
 
     async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not self._app._screen_stack:
+            return  # the app is closing, its screens gone: a key still on its way (typed after `q`) goes nowhere
         if isinstance(event, events.Key) and not event.is_forwarded:
             if self._in_flight is not None or self._held:
                 self._hold(event)

@@ -79,7 +79,8 @@ def leftovers(tmp_path: Path) -> Iterator[None]:
 GATED = """
 import os, signal, sys, time
 print("hup is", "default" if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL else "ignored", flush=True)
-while not os.path.exists(sys.argv[1]):
+end = time.monotonic() + 600  # a test that failed before its gate never leaves this run behind for good
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
     time.sleep(0.05)
 for i in range(3000):
     print(f"line {i} " + "h" * 1000, flush=True)  # 3 MB: more than the output pipe holds
@@ -256,7 +257,8 @@ def test_stop_ends_a_rank_that_forked_500_children(gpumon: Gpumon, tmp_path: Pat
 LINKED = """
 import os, sys, time
 print("before the link", flush=True)
-while not os.path.exists(sys.argv[1]):
+end = time.monotonic() + 600  # a test that failed before its gate never leaves this run behind for good
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
     time.sleep(0.05)
 for i in range(40):
     print("after the link", i, flush=True)

@@ -26,19 +26,22 @@ LIVE = ("starting", "running", "stalled", "stopping", "unsupervised")
 PRINTER = """
 import os, sys, time
 count, block = sys.argv[1], "p" * 65535
+end = time.monotonic() + 600  # a test that failed before its go file never leaves this run behind for good
 for i in range(1, 100_000):
     print(f"{i} {block}")  # 64 KiB a line: the output pipe (1 MiB) is full after 16 lines nobody drains
     with open(count + ".tmp", "w") as fh:
         fh.write(str(i))
     os.replace(count + ".tmp", count)
-    while i == 5 and not os.path.exists(count + ".go"):  # the test's signal comes mid-flood, whatever the load
+    # the test's signal comes mid-flood, whatever the load
+    while i == 5 and not os.path.exists(count + ".go") and time.monotonic() < end:
         time.sleep(0.01)
     time.sleep(0.002)
 """
 
 GATED = """
 import os, sys, time
-while not os.path.exists(sys.argv[1]):
+end = time.monotonic() + 600  # a test that failed before its gate never leaves this run behind for good
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
     time.sleep(0.05)
 print("leaving with", sys.argv[2], flush=True)
 sys.exit(int(sys.argv[2]))

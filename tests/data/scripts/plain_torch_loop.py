@@ -15,7 +15,8 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x = torch.randn(256, 8)
 y = x.sum(1, keepdim=True)
 step = 0
-while not os.path.exists(stop):
+end = time.monotonic() + 600  # a test that failed before it made its stop file never leaves this run for good
+while not os.path.exists(stop) and time.monotonic() < end:
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
