@@ -363,3 +363,28 @@ async def test_the_first_r_draws_nothing_of_the_runs_view_a_later_r_does_not(
         first, later = drawn
         assert not [what for what in first if what.startswith(("row of", "styled"))], first
         assert sorted(first) == sorted(later), drawn  # the first press draws what every later one draws
+
+
+async def test_views_not_drawn_ahead_where_textuals_internals_moved_still_show(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The unseen draw leans on Textual's private compositor (pinned for the tests only): where a user's newer
+    Textual no longer fits, the first presses lose their speed, never the app nor a view."""
+    from gpumon.tui.unseen import UnseenViews
+    from gpumon.tui.views.runs.view import RunsView
+
+    def moved(*args: Any) -> bool:
+        raise AttributeError("'Compositor' object has no attribute 'layers'")
+
+    monkeypatch.setattr(UnseenViews, "_draw", moved)
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and not app.drawing_unseen())
+        assert isinstance(app._unseen.failed, AttributeError)
+        await pilot.press("r")
+        runs = app.view_widget("runs")
+        assert isinstance(runs, RunsView)
+        await pilot_until(pilot, lambda: runs.display and runs.region.height > 0)
+        assert app.is_running

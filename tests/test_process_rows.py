@@ -122,6 +122,28 @@ async def test_a_one_line_cell_draws_what_datatable_draws() -> None:
         assert compared == 2 * len(CELLS) * 3 * 3 * 4
 
 
+async def test_a_datatable_whose_private_parts_moved_still_draws_its_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual is pinned for the tests only: where a user's newer DataTable no longer fits what cell_line leans on
+    (its private helper's signature), its cells are drawn DataTable's own way, the same segments, never an error."""
+
+    def moved(*args: Any) -> Any:
+        raise TypeError("_get_styles_to_render_cell() takes 8 positional arguments but 10 were given")
+
+    monkeypatch.setattr(RowTable, "_cell_line", moved)
+    monkeypatch.setattr(RowTable, "_own_cells", True)  # restored after the test
+    app = Table()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(RowTable)
+        table.add_column("w", width=8)
+        table.add_row(CELLS[0], key="0")
+        await pilot.pause()
+        assert RowTable._own_cells is False  # given up at the first cell, for good
+        table._cell_render_cache.clear()
+        ours = table._render_cell(0, 0, Style(), 10)
+        table._cell_render_cache.clear()
+        assert ours == DataTable._render_cell(table, 0, 0, Style(), 10)
+
+
 async def test_a_sample_draws_the_process_table_with_no_console_render(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,14 +42,23 @@ class UnseenViews:
 
     def __init__(self) -> None:
         self._compositors: dict[Widget, Compositor] = {}
+        self.failed: BaseException | None = None  # Textual's internals moved (pinned for tests, not for users)
 
     def draw(self, view: Widget, size: Size, focus: Widget | None = None) -> bool:
         """Lay ``view`` out at ``size`` and draw each of its widgets once, ``focus`` drawn as its key will show it
         (focused: a table's drawn lines are kept per focus state), unless the view shows already (its key came
         first) or the app stops. Whether it was drawn."""
-        if view.display or not view.is_attached or stopping(view.app) or not size:
+        if view.display or not view.is_attached or stopping(view.app) or not size or self.failed is not None:
             self._compositors.pop(view, None)
             return False
+        try:
+            return self._draw(view, size, focus)
+        except Exception as err:  # noqa: BLE001 - private Textual API: a Textual whose internals moved costs the
+            self.failed = err  # first presses their speed, never the app
+            self._compositors.clear()
+            return False
+
+    def _draw(self, view: Widget, size: Size, focus: Widget | None) -> bool:
         compositor = self._compositors.setdefault(view, Compositor())
         _hidden, shown, _resized = compositor.reflow(view, size)
         for widget, geometry in compositor.layers:  # as Screen._refresh_layout tells them, less the Show events

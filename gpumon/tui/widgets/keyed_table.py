@@ -47,6 +47,7 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         Binding("home", "first_row", "first row", show=False),
         Binding("end", "last_row", "last row", show=False),
     ]
+    _own_cells = True  # one-line cells drawn by cell_line (_render_cell); False once DataTable's helpers moved
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -136,6 +137,19 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
         """A body cell holding one line of text in a row one line high is drawn by ``cell_line`` (the same
         segments, without rich's console render of a padded, styled renderable: most of a changed cell's cost);
         any other cell as DataTable draws it. Kept in DataTable's cache under DataTable's key."""
+        if RowTable._own_cells:
+            try:
+                lines = self._own_cell(row_index, column_index, base_style, width, cursor, hover)
+            except (AttributeError, TypeError):  # DataTable's private parts moved (Textual is pinned for tests
+                RowTable._own_cells = False  # only): its own way from now on, slower, never wrong
+                lines = None
+            if lines is not None:
+                return lines
+        return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+
+    def _own_cell(
+        self, row_index: int, column_index: int, base_style: Style, width: int, cursor: bool, hover: bool
+    ) -> list[list[Segment]] | None:
         row_key = self._row_locations.get_key(row_index) if row_index >= 0 else self._header_row_key
         column_key = self._column_locations.get_key(column_index)
         cache_key: Any = (  # DataTable's own
@@ -153,7 +167,15 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
             return lines
         text = self._one_line_text(row_index, column_index)
         if text is None:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            return None
+        lines = self._cell_render_cache[cache_key] = [
+            self._cell_line(row_index, column_index, text, base_style, width, cursor, hover)
+        ]
+        return lines
+
+    def _cell_line(
+        self, row_index: int, column_index: int, text: Text, base_style: Style, width: int, cursor: bool, hover: bool
+    ) -> list[Segment]:
         component_style, post_style = self._get_styles_to_render_cell(
             False,
             False,
@@ -166,9 +188,7 @@ class RowTable(KeptStyle, FocusLook, DataTable[Any]):
             self.cursor_background_priority == "css",
         )
         pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
-        line = cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
-        lines = self._cell_render_cache[cache_key] = [line]
-        return lines
+        return cell_line(self.app.console, text, width, self.cell_padding, pre_style, post_style)
 
     def _one_line_text(self, row_index: int, column_index: int) -> Text | None:
         """The cell's text where ``cell_line`` draws it: a body cell (no header, label or fixed cell) in a row one
