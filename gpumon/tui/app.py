@@ -88,6 +88,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._unseen = UnseenViews()  # (_lay_out_ahead)
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
+        self._seen_views: set[str] = set()  # views shown on screen once: what they drew is kept, not drawn unseen
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -169,7 +170,7 @@ class GpumonApp(KeysInOrder, App[None]):
 
     def _draw_unseen(self, view: View, last: bool = False) -> None:
         widget = self._widget(view)
-        if not widget.display and not stopping(self):
+        if not widget.display and type(view).NAME not in self._seen_views and not stopping(self):
             focus = view.focus_target()
             if focus is not None and focus.has_focus:
                 focus = None
@@ -312,6 +313,7 @@ class GpumonApp(KeysInOrder, App[None]):
         if name == self.view:
             return
         self._focus_of_view[self.view] = self.focused
+        self._seen_views.add(self.view)  # drawn on screen: never drawn unseen again (its sizes are the screen's)
         self.view_widget(self.view).hidden()
         self.view = name
         self.query_one("#views", ContentSwitcher).current = self._widget(view).id
