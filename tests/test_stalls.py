@@ -254,7 +254,8 @@ def test_a_sigstopped_rank_is_said_plainly_and_the_stall_ends_on_sigcont(
     info = launched(STEPS_FOREVER)
     steps = EventReader(Path(info["dir"]))  # read here, each poll only what was added since the last
     wait_for(lambda: any(e["type"] == "step" and e["step"] >= 5 for e in steps.poll()), "step 5")
-    assert (row(cli, info["id"])["step"] or 0) >= 5
+    # the CLI reads the supervisor's summary, folded from those events a moment later
+    wait_for(lambda: (row(cli, info["id"])["step"] or 0) >= 5, "the CLI's step 5", 30)
     pid = next(int(p.name.split(".")[1]) for p in (Path(info["dir"]) / "events").glob("rank0.*.jsonl"))
     os.kill(pid, signal.SIGSTOP)
     try:
