@@ -1,6 +1,6 @@
 """What one idle second of the gpumon TUI costs its main thread, counted headless.
 
-Textual's test runner (100x30 by default, ``--simulate 2`` as a real sampler thread ticking each second,
+Textual's test runner (100x30 by default, ``--simulate 2`` (``--gpus``) as a real sampler thread ticking each second,
 ``--runs`` recorded runs in a state dir of its own): once the app is at rest (its reads done, what it builds
 ahead built, ``--keys`` going round the views first as bench/keys.py does), counts over ``--ticks`` samples:
 
@@ -11,7 +11,8 @@ ahead built, ``--keys`` going round the views first as bench/keys.py does), coun
 
 and prints them per second, with the widgets and lines by class (``--profile N``: cProfile's top N too).
 
-Usage: PYTHONPATH=. python bench/idle_counted.py [--ticks 20] [--runs 20] [--keys] [--size 100x30] [--profile 40]
+Usage: PYTHONPATH=. python bench/idle_counted.py [--ticks 20] [--runs 20] [--gpus 2] [--keys] [--size 100x30]
+                                                    [--profile 40]
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ async def at_rest(args: argparse.Namespace) -> tuple[Counter[str], float, float,
     from gpumon.core.sampler import Sampler
     from gpumon.tui.app import GpumonApp
 
-    sampler = Sampler(SimulatedSource(2, seed=1), HostSource(), interval=1.0)
+    sampler = Sampler(SimulatedSource(args.gpus, seed=1), HostSource(), interval=1.0)
     sampler.start()
     app = GpumonApp(sampler)
     count: Counter[str] = Counter()
@@ -161,6 +162,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--gpus", type=int, default=2, help="simulated GPUs (default 2)")
     parser.add_argument("--rest", type=float, default=0.4)
     parser.add_argument("--keys", action="store_true", help="go round the views first (as bench/keys.py)")
     parser.add_argument("--size", type=size, default=(100, 30))
