@@ -27,6 +27,7 @@ from gpumon.core.model import Snapshot
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections
+from gpumon.tui.dirty_lines import draw_changed_lines
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
@@ -122,6 +123,7 @@ class GpumonApp(KeysInOrder, App[None]):
         return self._views[name]
 
     def on_mount(self) -> None:
+        draw_changed_lines(self.screen)  # a tick's frame asks the widgets for its changed lines only (dirty_lines.py)
         self.sampler.on_sample = self.post_message_from_sampler
         if self.sampler.latest is not None:
             self.apply(self.sampler.latest)
