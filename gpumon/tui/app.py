@@ -48,6 +48,7 @@ HELP = "help"  # the help screen's name among the installed screens
 # What a first key would build is built 0.5 s after the first frame, the footer's keys 0.5 s later (_build_ahead):
 # done well before a person's first key (the bench's comes 2 s after the first full frame), which would wait for it.
 AHEAD_S = 0.5
+MOUNT_WAIT_S = 5.0  # the most the footer's keys drawn ahead wait for their mounting (a loaded machine)
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
@@ -149,17 +150,13 @@ class GpumonApp(KeysInOrder, App[None]):
     def _lay_out_ahead(self, again: bool = True) -> None:
         """The help, the launch form and each hidden view, built ahead, laid out and drawn once unseen: their first
         showing laid out and drew every widget of them on its key's path (60-140 ms of CPU: the first `r` drew the
-        whole Runs table), later ones only show them. Then the footer's keys built ahead are measured."""
+        whole Runs table), later ones only show them. Then the footer's keys built ahead are measured and drawn."""
         if stopping(self):
             return
         for name in (HELP, FORM):
             screen = self._installed_screens.get(name)
-            if not isinstance(screen, Screen) or not screen.is_mounted or screen in self.screen_stack:
-                continue
-            if screen._layout_required or again:  # (a screen not on top keeps what its widgets asked for)
-                screen._refresh_layout(self.size)  # not on top: nothing is written to the terminal
-                screen._layout_required = False
-                screen._compositor.render_update(full=True)  # each widget's lines, kept until it changes
+            if isinstance(screen, Screen) and screen.is_mounted and screen not in self.screen_stack:
+                self._unseen.lay_out(screen, self.size, again)
         self._unseen_began = True
         for view in self._views.values():  # each in its own callback: a key that comes meanwhile waits on one
             self.call_later(self._draw_unseen, view)
@@ -193,11 +190,15 @@ class GpumonApp(KeysInOrder, App[None]):
         """Whether a view is still to be drawn unseen (tests wait for it)."""
         return not self.laid_out_ahead or bool(self._unseen_due)
 
-    def _laid_out(self) -> None:
-        self._unseen.forget()
+    def _laid_out(self, waited: float = 0.0) -> None:
+        if not stopping(self) and not self._footer.mounted() and waited < MOUNT_WAIT_S:
+            self.set_timer(0.1, lambda: self._laid_out(waited + 0.1))  # the footer's keys built ahead, once mounted
+            return
         if not stopping(self):
             self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
+            self._footer.draw_ahead(self._unseen.draw)  # each view's keys drawn as its key will show them
             self.laid_out_ahead = True
+        self._unseen.forget()
 
     def _keys_ahead(self) -> None:
         """Each view's footer keys, as offered with the focus where the view's key puts it: set unseen (no focus

@@ -5,7 +5,9 @@ its key's path (the first `r` drew the whole Runs table: 130-190 ms at rest, lat
 (app.py ``_lay_out_ahead``) each hidden view is laid out in a compositor of its own, at the size of the view shown,
 and drawn once: its widgets keep their sizes and their drawn lines, and its first showing only composes them, as
 every later one does. Nothing is written to the terminal, no widget gets a Show event, the focus stays put. A view
-whose first read comes after that draw says so (``DrawnLate``) and is drawn unseen again.
+whose first read comes after that draw says so (``DrawnLate``) and is drawn unseen again. The footer's hidden sets of
+keys are drawn the same way (widgets/footer.py ``draw_ahead``), and the help and the launch form, installed but not
+shown, are laid out until they ask for no other layout (``lay_out``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,26 @@ def stopping(app: App[Any]) -> bool:
     """The app began to stop: exit() was asked, or it no longer runs (Pilot's end takes it down without exit()).
     What is built, filled or drawn ahead is then left: its widgets are going."""
     return app._exit or not app.is_running
+
+
+LAYOUTS_MAX = 4  # layouts of a screen drawn unseen, in a row: a scrollbar shown settles it in 2
+
+
+def _asked_again(screen: Screen[Any]) -> bool:
+    """Whether a widget of ``screen`` asked for a layout while it was laid out (a size or a scrollbar changed):
+    what Textual's idle handler does with that request (each ancestor's arrangement dropped) is done at once, and
+    the request taken back (the caller lays the screen out again, before any message of it reaches the screen)."""
+    asked = [widget for widget in screen.walk_children(Widget) if widget._layout_required]
+    for widget in asked:
+        widget._layout_required = False
+        for ancestor in widget.ancestors:  # as Widget._check_refresh
+            if not isinstance(ancestor, Widget):
+                break
+            ancestor._clear_arrangement_cache()
+            ancestor._layout_updates += 1
+            if not ancestor.styles.auto_dimensions:
+                break
+    return bool(asked)
 
 
 class UnseenViews:
@@ -81,6 +103,30 @@ class UnseenViews:
                 focus.set_reactive(Widget.has_focus, False)
                 screen.set_reactive(Screen.focused, focused)
         return True
+
+    def lay_out(self, screen: Screen[Any], size: Size, again: bool = True) -> bool:
+        """Lay out ``screen`` (installed, not on the stack: nothing is written to the terminal) at ``size`` until its
+        widgets ask for no other layout, and draw each of its widgets once (their lines kept until they change);
+        ``again`` False: only if a widget asked for one since. Whether it was laid out.
+
+        A layout that shows a scrollbar narrows what it scrolls: those widgets ask for a layout again, which Textual
+        did at the screen's first showing, on its key's path (the help's whole text measured again: the first `?`,
+        30 ms more than a later one). Laid out here until they ask no more."""
+        if not size or self.failed is not None or stopping(screen.app):
+            return False
+        try:
+            if not (again or screen._layout_required):  # (a screen not on top keeps what its widgets asked for)
+                return False
+            for _ in range(LAYOUTS_MAX):
+                screen._refresh_layout(size)
+                if not _asked_again(screen):
+                    break
+            screen._layout_required = False
+            screen._compositor.render_update(full=True)
+            return True
+        except Exception as err:  # noqa: BLE001 - private Textual API, as draw
+            self.failed = err
+            return False
 
     def forget(self, view: Widget | None = None) -> None:
         if view is None:
