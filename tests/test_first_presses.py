@@ -22,8 +22,10 @@ from tests.conftest import make_app, pilot_until
 from tests.test_key_paths import counting, to_the_frame
 from tests.test_runs_view import home, record_runs  # noqa: F401 - home: the fixture
 
-#: bench/keys_counted.py's round, less the launch form: each view key, then the help
-VIEW_KEYS = (("r", "runs"), ("g", "gpus"), ("t", "trials"), ("d", "doctor"), ("h", "fleet"), ("exclamation_mark", "alerts"))
+#: bench/keys_counted.py's view keys, in its order
+VIEW_KEYS = (
+    ("r", "runs"), ("g", "gpus"), ("t", "trials"), ("d", "doctor"), ("h", "fleet"), ("exclamation_mark", "alerts")
+)  # fmt: skip
 
 
 async def drawn_ahead(pilot: Any) -> None:
@@ -91,12 +93,12 @@ async def test_a_set_of_keys_drawn_ahead_shows_as_one_built_and_fitted_when_firs
         assert shown  # (100 columns: some keys left out)
         app.screen._refresh_layout(app.size)  # laid out anew, as Textual would
         assert shown_keys(app) == shown
-        keyset = footer._sets[footer._shown]
-        lines = [key.render_line(0).text for key in keyset.members if isinstance(key, FooterKey) and key.display]
-        for key in keyset.members:
-            if isinstance(key, FooterKey):
-                key.refresh()  # drawn anew
-        assert [key.render_line(0).text for key in keyset.members if isinstance(key, FooterKey) and key.display] == lines
+        assert footer._shown is not None
+        keys = [key for key in footer._sets[footer._shown].members if isinstance(key, FooterKey) and key.display]
+        lines = [key.render_line(0).text for key in keys]
+        for key in keys:
+            key.refresh()  # drawn anew
+        assert [key.render_line(0).text for key in keys] == lines
 
 
 def shown_keys(app: GpumonApp) -> list[tuple[str, Region]]:
