@@ -83,13 +83,14 @@ class GpumonApp(KeysInOrder, App[None]):
         self._runs_list: object = None
         self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
-        self._kept: set[str] = set()  # the views shown once (heap.py)
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
         self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
         self._unseen = UnseenViews()  # (_lay_out_ahead)
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
-        self._seen_views: set[str] = set()  # views shown on screen once: what they drew is kept, not drawn unseen
+        # views shown on screen once: what their first showing built is kept (heap.py), what they drew is the
+        # screen's (their sizes too): never drawn unseen again
+        self._shown_once: set[str] = {self.view}
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -167,7 +168,7 @@ class GpumonApp(KeysInOrder, App[None]):
 
     def _draw_unseen(self, view: View, last: bool = False) -> None:
         widget = self._widget(view)
-        if not widget.display and type(view).NAME not in self._seen_views and not stopping(self):
+        if not widget.display and type(view).NAME not in self._shown_once and not stopping(self):
             focus = view.focus_target()
             if focus is not None and focus.has_focus:
                 focus = None
@@ -314,7 +315,6 @@ class GpumonApp(KeysInOrder, App[None]):
         if name == self.view:
             return
         self._focus_of_view[self.view] = self.focused
-        self._seen_views.add(self.view)  # drawn on screen: never drawn unseen again (its sizes are the screen's)
         self.view_widget(self.view).hidden()
         self.view = name
         self.query_one("#views", ContentSwitcher).current = self._widget(view).id
@@ -332,8 +332,8 @@ class GpumonApp(KeysInOrder, App[None]):
         # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
         # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
         self.call_after_refresh(view.shown)
-        if name not in self._kept:  # what its first showing built (its rows, its drawn cells) is kept
-            self._kept.add(name)
+        if name not in self._shown_once:  # what its first showing built (its rows, its drawn cells) is kept
+            self._shown_once.add(name)
             keep_built(self)
 
     def action_help(self) -> None:
