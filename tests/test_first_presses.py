@@ -101,6 +101,36 @@ async def test_a_set_of_keys_drawn_ahead_shows_as_one_built_and_fitted_when_firs
         assert [key.render_line(0).text for key in keys] == lines
 
 
+async def test_each_views_first_key_measures_no_widget_a_later_press_does_not(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Laying a hidden view or set of keys out unseen set each widget's virtual size, which asked for a layout Textual
+    did after the unseen one, out of its reach: the first showing measured those widgets again on its key's path (each
+    footer key's text on the first `r`, `d`, `h`, `!`; the selected run's command; the doctor's whole text, ~10 ms).
+    Laid out unseen until no widget asks again: a first press measures what a later one measures."""
+    record_runs(home, live=False)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3)
+        await drawn_ahead(pilot)
+        await pilot.pause(0.2)
+        measured: dict[str, list[list[str]]] = {}
+        for _ in range(2):
+            for key, view in VIEW_KEYS:
+                count: list[str] = []
+                counting(monkeypatch, Widget, "get_content_width", count, "width of")
+                counting(monkeypatch, Widget, "get_content_height", count, "height of")
+                with to_the_frame(monkeypatch, app, lambda view=view: app.view == view, count) as at_frame:
+                    await pilot.press(key)
+                    await pilot_until(pilot, lambda: bool(at_frame))
+                monkeypatch.undo()
+                measured.setdefault(key, []).append(sorted(at_frame[0]))
+                await pilot.pause(0.2)
+        for key, (first, later) in measured.items():
+            assert first == later, (key, first, later)
+
+
 def shown_keys(app: GpumonApp) -> list[tuple[str, Region]]:
     """The footer keys on screen and where."""
     return [(w.key, geometry.region) for w, geometry in app.screen._compositor.layers if isinstance(w, FooterKey)]

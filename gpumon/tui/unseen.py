@@ -38,14 +38,16 @@ def stopping(app: App[Any]) -> bool:
     return app._exit or not app.is_running
 
 
-LAYOUTS_MAX = 4  # layouts of a screen drawn unseen, in a row: a scrollbar shown settles it in 2
+LAYOUTS_MAX = 4  # layouts in a row out of sight: a scrollbar shown settles one in 2, a virtual size set in 2
 
 
-def _asked_again(screen: Screen[Any]) -> bool:
-    """Whether a widget of ``screen`` asked for a layout while it was laid out (a size or a scrollbar changed):
-    what Textual's idle handler does with that request (each ancestor's arrangement dropped) is done at once, and
-    the request taken back (the caller lays the screen out again, before any message of it reaches the screen)."""
-    asked = [widget for widget in screen.walk_children(Widget) if widget._layout_required]
+def _asked_again(root: Widget) -> bool:
+    """Whether a widget under ``root`` (or ``root``) asked for a layout while it was laid out out of sight (a size,
+    a virtual size or a scrollbar changed): what Textual's idle handler does with that request (each ancestor's
+    arrangement and measures dropped) is done at once and the request taken back: the caller lays ``root`` out again.
+    Left to Textual, that request came too late for the layout out of sight, and the first showing measured those
+    widgets again on its key's path (the doctor's text, ~10 ms; each footer key)."""
+    asked = [widget for widget in root.walk_children(Widget, with_self=True) if widget._layout_required]
     for widget in asked:
         widget._layout_required = False
         for ancestor in widget.ancestors:  # as Widget._check_refresh
@@ -82,11 +84,17 @@ class UnseenViews:
 
     def _draw(self, view: Widget, size: Size, focus: Widget | None) -> bool:
         compositor = self._compositors.setdefault(view, Compositor())
-        _hidden, shown, _resized = compositor.reflow(view, size)
-        for widget, geometry in compositor.layers:  # as Screen._refresh_layout tells them, less the Show events
-            changed = widget._size_updated(geometry.region.size, geometry.virtual_size, geometry.container_size)
-            if changed or widget in shown:
-                widget.post_message(Resize(geometry.region.size, geometry.virtual_size, geometry.container_size))
+        resized: dict[Widget, Resize] = {}
+        for _ in range(LAYOUTS_MAX):  # until no widget asks for another: each then finds its box as it was measured
+            _hidden, shown, _resized = compositor.reflow(view, size)
+            for widget, geometry in compositor.layers:  # as Screen._refresh_layout tells them, less the Show events
+                changed = widget._size_updated(geometry.region.size, geometry.virtual_size, geometry.container_size)
+                if changed or widget in shown:
+                    resized[widget] = Resize(geometry.region.size, geometry.virtual_size, geometry.container_size)
+            if not _asked_again(view):
+                break
+        for widget, event in resized.items():
+            widget.post_message(event)
         screen = view.screen
         kept, focused = screen._compositor, screen.focused
         screen._compositor = compositor  # a widget reads its region (its size as drawn) from its screen's compositor
