@@ -126,10 +126,10 @@ class UnseenViews:
             if not (again or screen._layout_required):  # (a screen not on top keeps what its widgets asked for)
                 return False
             for _ in range(LAYOUTS_MAX):
+                screen._layout_required = False  # what it asked for is being done
                 screen._refresh_layout(size)
                 if not _asked_again(screen):
                     break
-            screen._layout_required = False
             screen._compositor.render_update(full=True)
             return True
         except Exception as err:  # noqa: BLE001 - private Textual API, as draw
