@@ -13,7 +13,10 @@ update handed to the display, headless: not written):
 and the same after that frame until the app is idle again (``then``: what the key left for later frames).
 Prints the median per key over the rounds (the first round apart: it may still find something unbuilt).
 
-Usage: PYTHONPATH=. python bench/keys_counted.py [--runs 20] [--repeat 6]
+``--classes``: what was rendered, measured (content width, height) and laid out up to each key's frame, by widget
+class, where the first round differs from the second (what a first press still does that a later one does not).
+
+Usage: PYTHONPATH=. python bench/keys_counted.py [--runs 20] [--repeat 6] [--classes]
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ TIMES = ("ms_style", "ms_reflow", "ms_frame", "ms_show", "ms_screen")
 
 
 WIDGETS: list[bool] = []  # --widgets
+CLASSES: list[bool] = []  # --classes
 
 
 class Counter:
@@ -99,6 +103,11 @@ def hooks(counter: Counter, on_frame: Callable[[], None]) -> Iterator[None]:
     wrap(App, "_register", lambda *a, **k: counter.add("mounts"))
     wrap(Widget, "_render_content", lambda *a, **k: counter.add("renders"))
     wrap(Widget, "render_lines", lambda self, crop: counter.add("lines", crop.height))
+    if CLASSES:  # what was rendered, measured or laid out, by widget class (--classes)
+        wrap(Widget, "_render_content", lambda self: counter.add(f"c:render {type(self).__name__}"))
+        wrap(Widget, "get_content_width", lambda self, *a: counter.add(f"c:width of {type(self).__name__}"))
+        wrap(Widget, "get_content_height", lambda self, *a: counter.add(f"c:height of {type(self).__name__}"))
+        wrap(Screen, "_refresh_layout", lambda self, *a, **k: counter.add(f"c:layout of {type(self).__name__}"))
     if WIDGETS:  # each widget class's own lines, timed (--widgets)
         original_lines = Widget.render_lines
 
@@ -226,9 +235,12 @@ def main() -> int:
     parser.add_argument("--profile", default="", help="a key's label start ('g     Runs'): its profile to the frame")
     parser.add_argument("--lines", type=int, default=60, help="lines of the profile (default 60)")
     parser.add_argument("--widgets", action="store_true", help="time each widget class's render_lines")
+    parser.add_argument("--classes", action="store_true", help="renders, measures, layouts by class: round 1 | 2")
     args = parser.parse_args()
     if args.widgets:
         WIDGETS.append(True)
+    if args.classes:
+        CLASSES.append(True)
     home = Path(tempfile.mkdtemp(prefix="gpumon-keys-counted-"))
     os.environ["GPUMON_HOME"] = str(home)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -254,6 +266,12 @@ def main() -> int:
     print("main-thread ms to the key's frame, by round:")
     for label, rounds in seen.items():
         print(f"  {label:<24} " + " ".join(f"{r[0]['ms']:5.0f}" for r in rounds))
+    if CLASSES:
+        print("rendered, measured, laid out to the key's frame where round 1 differs from round 2: round 1 | round 2")
+        for label, rounds in seen.items():
+            first, second = ({n[2:]: v for n, v in r[0].items() if n[:2] == "c:"} for r in (rounds + rounds)[:2])
+            names = sorted(n for n in {*first, *second} if first.get(n, 0) != second.get(n, 0))
+            print(f"  {label:<24} " + "; ".join(f"{n} {first.get(n, 0):.0f} | {second.get(n, 0):.0f}" for n in names))
     if WIDGETS:
         print("nodes styled to the key's frame (last round):")
         for label, rounds in seen.items():

@@ -49,6 +49,7 @@ HELP = "help"  # the help screen's name among the installed screens
 # What a first key would build is built 0.5 s after the first frame, the footer's keys 0.5 s later (_build_ahead):
 # done well before a person's first key (the bench's comes 2 s after the first full frame), which would wait for it.
 AHEAD_S = 0.5
+MOUNT_WAIT_S = 5.0  # the most the footer's keys drawn ahead wait for their mounting (a loaded machine)
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
@@ -83,13 +84,14 @@ class GpumonApp(KeysInOrder, App[None]):
         self._runs_list: object = None
         self.notices = Notices(self)  # a run's new alert, a host's, a run that finished: whatever view shows
         self._unread = -1
-        self._kept: set[str] = set()  # the views shown once (heap.py)
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
         self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
         self._unseen = UnseenViews()  # (_lay_out_ahead)
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
-        self._seen_views: set[str] = set()  # views shown on screen once: what they drew is kept, not drawn unseen
+        # views shown on screen once: what their first showing built is kept (heap.py), what they drew is the
+        # screen's (their sizes too): never drawn unseen again
+        self._shown_once: set[str] = {self.view}
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -151,17 +153,11 @@ class GpumonApp(KeysInOrder, App[None]):
     def _lay_out_ahead(self, again: bool = True) -> None:
         """The help, the launch form and each hidden view, built ahead, laid out and drawn once unseen: their first
         showing laid out and drew every widget of them on its key's path (60-140 ms of CPU: the first `r` drew the
-        whole Runs table), later ones only show them. Then the footer's keys built ahead are measured."""
+        whole Runs table), later ones only show them. Then the footer's keys built ahead are measured and drawn."""
         if stopping(self):
             return
-        for name in (HELP, FORM):
-            screen = self._installed_screens.get(name)
-            if not isinstance(screen, Screen) or not screen.is_mounted or screen in self.screen_stack:
-                continue
-            if screen._layout_required or again:  # (a screen not on top keeps what its widgets asked for)
-                screen._refresh_layout(self.size)  # not on top: nothing is written to the terminal
-                screen._layout_required = False
-                screen._compositor.render_update(full=True)  # each widget's lines, kept until it changes
+        for name in (HELP, FORM):  # each in its own callback too (the help: 0.2-0.7 s of CPU on a loaded machine)
+            self.call_later(self._lay_out_screen, name, again)
         self._unseen_began = True
         for view in self._views.values():  # each in its own callback: a key that comes meanwhile waits on one
             self.call_later(self._draw_unseen, view)
@@ -170,9 +166,14 @@ class GpumonApp(KeysInOrder, App[None]):
         else:
             self.call_later(self._laid_out)
 
+    def _lay_out_screen(self, name: str, again: bool) -> None:
+        screen = self._installed_screens.get(name)
+        if isinstance(screen, Screen) and screen.is_mounted and screen not in self.screen_stack:
+            self._unseen.lay_out(screen, self.size, again)
+
     def _draw_unseen(self, view: View, last: bool = False) -> None:
         widget = self._widget(view)
-        if not widget.display and type(view).NAME not in self._seen_views and not stopping(self):
+        if not widget.display and type(view).NAME not in self._shown_once and not stopping(self):
             focus = view.focus_target()
             if focus is not None and focus.has_focus:
                 focus = None
@@ -195,11 +196,15 @@ class GpumonApp(KeysInOrder, App[None]):
         """Whether a view is still to be drawn unseen (tests wait for it)."""
         return not self.laid_out_ahead or bool(self._unseen_due)
 
-    def _laid_out(self) -> None:
-        self._unseen.forget()
+    def _laid_out(self, waited: float = 0.0) -> None:
+        if not stopping(self) and not self._footer.mounted() and waited < MOUNT_WAIT_S:
+            self.set_timer(0.1, lambda: self._laid_out(waited + 0.1))  # the footer's keys built ahead, once mounted
+            return
         if not stopping(self):
             self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
+            self._footer.draw_ahead(self._unseen.draw)  # each view's keys drawn as its key will show them
             self.laid_out_ahead = True
+        self._unseen.forget()
 
     def _keys_ahead(self) -> None:
         """Each view's footer keys, as offered with the focus where the view's key puts it: set unseen (no focus
@@ -315,7 +320,6 @@ class GpumonApp(KeysInOrder, App[None]):
         if name == self.view:
             return
         self._focus_of_view[self.view] = self.focused
-        self._seen_views.add(self.view)  # drawn on screen: never drawn unseen again (its sizes are the screen's)
         self.view_widget(self.view).hidden()
         self.view = name
         self.query_one("#views", ContentSwitcher).current = self._widget(view).id
@@ -333,8 +337,8 @@ class GpumonApp(KeysInOrder, App[None]):
         # its reads (a worker thread each, Runs' 20 runs, the doctor's diagnosis) start once the view is
         # drawn from what it holds: a thread holding the GIL while the key's frame is drawn halves its pace
         self.call_after_refresh(view.shown)
-        if name not in self._kept:  # what its first showing built (its rows, its drawn cells) is kept
-            self._kept.add(name)
+        if name not in self._shown_once:  # what its first showing built (its rows, its drawn cells) is kept
+            self._shown_once.add(name)
             keep_built(self)
 
     def action_help(self) -> None:

@@ -14,6 +14,7 @@ Keys that do not fit the width are left out whole (Textual's cut the last one mi
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import suppress
 from weakref import WeakKeyDictionary
 
@@ -94,15 +95,17 @@ class KeysFooter(Footer):
             self._fit(keyset)
         return keyset
 
-    def _set_display(self, widget: Widget, display: bool) -> None:
-        """Show or hide a set or a key, the footer asking for the layout: the widget's own request reaches the
-        screen from its own message queue, often after the frame the switch is drawn in, and costs a second
-        layout of the whole screen (the footer's arrangement already changed with the display)."""
+    def _set_display(self, widget: Widget, display: bool, layout: bool = True) -> None:
+        """Show or hide a set or a key, the footer asking for the layout (unless ``layout`` is False: a key of a
+        hidden set): the widget's own request reaches the screen from its own message queue, often after the frame
+        the switch is drawn in, and costs a second layout of the whole screen (the footer's arrangement already
+        changed with the display)."""
         if widget.display == display:
             return
         widget.display = display
         widget._layout_required = False  # Textual's flag: this widget asks for no layout of its own
-        self.refresh(layout=True)
+        if layout:
+            self.refresh(layout=True)
 
     async def show_keys(self) -> None:
         """Show the set for the keys offered now (built now if never wanted before)."""
@@ -135,6 +138,11 @@ class KeysFooter(Footer):
         if self._bindings_ready and self.is_attached and keys not in self._sets:
             self.mount(self._build(keys))
 
+    def mounted(self) -> bool:
+        """Whether each set built is mounted: on a busy machine ~50 keys built ahead take a second or more to mount
+        (each its own message queue), and a set not mounted is neither measured nor laid out."""
+        return all(keyset.is_mounted for keyset in self._sets.values())
+
     def measure_ahead(self) -> None:
         """Measure each built set's keys (kept: _width): the first showing of a set measured its ~18 keys on its
         view key's path (10-20 ms of CPU, each key's text rendered)."""
@@ -144,6 +152,18 @@ class KeysFooter(Footer):
                     with suppress(KeyError):  # not styled yet: measured when first shown
                         _width(widget)
 
+    def draw_ahead(self, draw: Callable[[Widget, Size], bool]) -> int:
+        """Fit each hidden set built ahead to the footer's width and ``draw`` it (unseen.py: laid out and drawn out of
+        sight): a set's first showing drew each of its ~10 keys on its view key's path (17 widgets rendered against
+        a later press's 7), later ones only show them. A set not measured yet is left for its first showing. The
+        sets drawn."""
+        width = self.size.width or self.app.size.width
+        drawn = 0
+        for keys, keyset in list(self._sets.items()):
+            if keys != self._shown and not keyset.display and keyset.is_mounted and self._fit_keys(keyset, width):
+                drawn += draw(keyset, Size(width, 1))
+        return drawn
+
     def _on_resize(self, event: Resize) -> None:
         if self._shown is not None and self._shown in self._sets:
             self._fit(self._sets[self._shown])
@@ -152,18 +172,23 @@ class KeysFooter(Footer):
         """Show the keys of ``keyset`` that fit the footer's width whole, the others not at all; then the set."""
         if self._shown is None or keyset is not self._sets.get(self._shown):
             return  # another set shows now (a fit asked for after a refresh)
-        width = self.size.width or self.app.size.width
+        if not self._fit_keys(keyset, self.size.width or self.app.size.width):
+            self.call_after_refresh(self._fit, keyset)  # not styled yet (mounted as the app starts): once it is
+            return
+        self._set_display(keyset, True)
+
+    def _fit_keys(self, keyset: KeySet, width: int) -> bool:
+        """Show the keys of ``keyset`` that fit ``width`` whole, hide the others; False if a key is not styled yet."""
         widgets = keyset.members
         keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
         try:
             room = width - sum(_width(w) for w in widgets if w not in keys)
             out = set(left_out(keys, room))
-        except KeyError:  # not styled yet (mounted as the app starts): measured once it is
-            self.call_after_refresh(self._fit, keyset)
-            return
+        except KeyError:
+            return False
         for widget in widgets:
-            self._set_display(widget, widget not in out)
-        self._set_display(keyset, True)
+            self._set_display(widget, widget not in out, layout=keyset.display)
+        return True
 
     async def recompose(self) -> None:
         """Textual's way to redraw the keys: here, the set for the keys offered now."""
