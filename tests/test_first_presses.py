@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.widget import Widget
@@ -161,3 +162,38 @@ async def test_the_first_help_finds_its_screen_laid_out(home: Path, monkeypatch:
             await pilot.press("escape")
             await pilot_until(pilot, lambda: app.screen is app.screen_stack[0])
             await pilot.pause(0.2)
+
+
+async def test_a_key_typed_while_work_is_done_ahead_waits_for_one_piece_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help and the form laid out, six views drawn unseen (20-300 ms each on a loaded machine) were put on the
+    app's queue at once: a key typed just after them waited for all of them (the first `r` a second after the start
+    took 1.2-1.9 s through tmux). Each piece is queued once the one before has run: a key waits for one at most."""
+    pieces: list[str] = []
+    at_key: list[int] = []
+    for name in ("_lay_out_screen", "_draw_unseen"):
+        real = getattr(GpumonApp, name)
+        monkeypatch.setattr(
+            GpumonApp,
+            name,
+            lambda self, *a, _real=real, _name=name, **k: (pieces.append(_name), _real(self, *a, **k))[1],
+        )
+    show, lay_out = GpumonApp.show_view, GpumonApp._lay_out_ahead
+
+    def shown(self: GpumonApp, name: str) -> None:
+        if name == "runs":
+            at_key.append(len(pieces))
+        show(self, name)
+
+    def then_a_key(self: GpumonApp, again: bool = True) -> None:
+        lay_out(self, again)
+        if again:  # `r`, typed as the work ahead is queued (the driver posts keys to the app as this does)
+            self.post_message(events.Key("r", "r"))
+
+    monkeypatch.setattr(GpumonApp, "show_view", shown)
+    monkeypatch.setattr(GpumonApp, "_lay_out_ahead", then_a_key)
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot_until(pilot, lambda: at_key, "the r typed never showed the Runs view")
+        await drawn_ahead(pilot)
+        assert at_key[0] <= 1, f"{at_key[0]} pieces of the work ahead ran before the key"
+        assert len(pieces) >= 6, pieces  # and the work went on after it

@@ -26,6 +26,7 @@ from gpumon.core.gpu.idle import IdleWatch
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
+from gpumon.tui.ahead import OneAtATime
 from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections
 from gpumon.tui.dirty_lines import draw_changed_lines
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
@@ -87,6 +88,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
         self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
         self._unseen = UnseenViews()  # (_lay_out_ahead)
+        self._ahead = OneAtATime(self, lambda: self.keys_waiting > 0)  # that work's pieces, behind any key typed
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
         # views shown on screen once: what their first showing built is kept (heap.py), what they drew is the
@@ -138,8 +140,8 @@ class GpumonApp(KeysInOrder, App[None]):
         the app began to stop (unseen.py ``stopping``)."""
         if stopping(self):
             return
-        self._help_screen()
-        self.call_later(self.view_widget("runs").prepare_form)  # type: ignore[attr-defined]
+        self._ahead.add(self._help_screen)
+        self._ahead.add(self.view_widget("runs").prepare_form)  # type: ignore[attr-defined]
         for view in self._views.values():
             view.ahead()
         self.set_timer(AHEAD_S, self._keys_ahead_later)  # once those reads have shown (a table hidden or not)
@@ -157,14 +159,14 @@ class GpumonApp(KeysInOrder, App[None]):
         if stopping(self):
             return
         for name in (HELP, FORM):  # each in its own callback too (the help: 0.2-0.7 s of CPU on a loaded machine)
-            self.call_later(self._lay_out_screen, name, again)
+            self._ahead.add(self._lay_out_screen, name, again)
         self._unseen_began = True
         for view in self._views.values():  # each in its own callback: a key that comes meanwhile waits on one
-            self.call_later(self._draw_unseen, view)
+            self._ahead.add(self._draw_unseen, view)
         if again:  # once what that layout told the widgets (their sizes) has been handled
             self.set_timer(AHEAD_S, lambda: self._lay_out_ahead(again=False))
         else:
-            self.call_later(self._laid_out)
+            self._ahead.add(self._laid_out)
 
     def _lay_out_screen(self, name: str, again: bool) -> None:
         screen = self._installed_screens.get(name)
@@ -189,7 +191,7 @@ class GpumonApp(KeysInOrder, App[None]):
         if stopping(self) or not self._unseen_began or not isinstance(view, View):
             return  # not yet begun: the first pass draws it
         self._unseen_due.add(view)
-        self.call_later(self._draw_unseen, view)
+        self._ahead.add(self._draw_unseen, view)
         self.set_timer(AHEAD_S, lambda: self._draw_unseen(view, last=True))
 
     def drawing_unseen(self) -> bool:
