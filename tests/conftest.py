@@ -74,6 +74,14 @@ def no_gpu_app() -> GpumonApp:
     return make_app(NoGpuSource(NO_NVML_REASON), ticks=3)
 
 
+def needs_installed(name: str) -> None:
+    """Skip the calling module unless ``name`` is installed, found without importing it: a package that only the
+    tests' own processes import (sklearn, for the trainers' digits) cost each xdist worker ~2 CPU-s at collection
+    as `pytest.importorskip`, whichever worker then ran the file."""
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"could not import {name!r}: it is not installed", allow_module_level=True)
+
+
 def wait_until(predicate, timeout: float = 10.0, step: float = 0.02):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -21,6 +21,28 @@ def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpumon", *args], capture_output=True, text=True, timeout=180)
 
 
+class Doctor:
+    """What `gpumon doctor RUN` says, read in this process (the CLI's own diagnose and render): a `gpumon doctor`
+    a poll cost ~0.5 CPU-s, taken from the run waited on. Each read folds only what is new, as the CLI's census
+    wait does."""
+
+    def __init__(self, run_id: str) -> None:
+        from gpumon.core.doctor.leak import LeakWatch
+        from gpumon.core.runs.reading.telemetry import RunTelemetry
+
+        self.store = RunStore()
+        self.record = self.store.resolve(run_id)
+        self.telemetry, self.watch = RunTelemetry(self.record.dir), LeakWatch()
+
+    def text(self) -> str:
+        from gpumon.cli.doctor import render
+        from gpumon.core.doctor.report import diagnose
+
+        record = self.store.load(self.record.dir) or self.record
+        self.telemetry.update()
+        return "\n".join(render(diagnose(record, self.telemetry, watch=self.watch), record))
+
+
 def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     script = str(REPO / "trainers" / "examples" / "leak_loss_graph.py")
@@ -29,9 +51,10 @@ def test_doctor_names_a_live_leak_and_its_cause(tmp_path: Path, monkeypatch: pyt
     )
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.split()[-1]
+    says = Doctor(run_id)
     try:
         # leak, or growth where memory would not fill within 24 h at the run's pace (a big host, a loaded one)
-        verdict = wait_until(lambda: re.search(f"memory {TREND}: ", gpumon("doctor", run_id).stdout), 90, step=0.5)
+        verdict = wait_until(lambda: re.search(f"memory {TREND}: ", says.text()), 90, step=0.5)
         report = gpumon("doctor", run_id, "--census", "--gap", "10")
         assert verdict, gpumon("doctor", run_id).stdout
     finally:

@@ -10,9 +10,10 @@ from gpumon.core.runs.reading.monitor import RunsMonitor
 from gpumon.core.runs.record.spec import RunSpec, default_nproc
 from gpumon.core.runs.record.store import RunStore
 from gpumon.core.runs.supervision.launcher import launch, wait
+from tests.conftest import needs_installed
 
 pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+needs_installed("sklearn")  # the trainers import it, not this process
 
 
 def test_default_ddp_run_trains_and_reports_both_ranks(tmp_path: Path, monkeypatch) -> None:

@@ -23,7 +23,7 @@ from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.report import Diagnosis
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.store import RunStore
-from tests.conftest import wait_until
+from tests.conftest import needs_installed, wait_until
 
 DATA = Path(__file__).resolve().parent / "data" / "memory"
 REPO = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def test_the_supervisor_alerts_on_a_real_leak_and_not_on_the_healthy_trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
+    needs_installed("sklearn")  # the DDP trainer imports it, not this process
     # 16 epochs = 208 steps: before the alarm rule this run raised "memory leak on rank ..." (trend from step ~148).
     ddp = gpumon(tmp_path, "launch", "ddp", "--nproc", "2", "--", "--epochs", "16", "--no-checkpoint")
     # Evaluation without no_grad, its losses kept: ~170 KiB a step fills any host within 24 h at its pace.

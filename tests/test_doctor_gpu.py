@@ -15,7 +15,7 @@ import pytest
 from gpumon.core.events import EventReader, EventWriter
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import write_json
-from tests.conftest import wait_until
+from tests.conftest import wait_ended
 
 Gpumon = Callable[..., CompletedProcess[str]]
 GIB = 2**30
@@ -156,12 +156,10 @@ def test_a_cpu_run_with_pin_memory_false_reports_its_loader_and_no_copy_finding(
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
 
-    def ended() -> bool:
-        [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
-        return row["status"] in ("finished", "failed")
-
-    assert wait_until(ended, timeout=300, step=1.0)
-    run_dir = Path(json.loads(gpumon("runs", "--json", run_id).stdout)["runs"][0]["dir"])
+    wait_ended(gpumon.home, run_id, timeout=300)  # type: ignore[attr-defined]  # read here: not a CLI a second
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] in ("finished", "failed"), row
+    run_dir = Path(row["dir"])
     [loader] = [e for e in EventReader(run_dir).each() if e["type"] == "dataloader"]
     assert loader["pin_memory"] is False and loader["batch_size"] == 8
     [count] = [e for e in EventReader(run_dir).each() if e["type"] == "flops"]

@@ -19,10 +19,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import wait_ended, wait_until
+from tests.conftest import needs_installed, wait_ended, wait_until
 
 pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+needs_installed("sklearn")  # the trainers import it, not this process
 
 STANDIN = Path(__file__).resolve().parent / "ssh_standin.py"
 FAIL_ON_RANK_1 = """\

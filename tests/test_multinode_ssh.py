@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from gpumon.core.nodes.group import load_all
-from tests.conftest import wait_ended
+from tests.conftest import needs_installed, wait_ended
 
 pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+needs_installed("sklearn")  # the trainers import it, not this process
 
 SSHD = "/usr/sbin/sshd"
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from gpumon.core.runs.supervision.launcher import free_port
-from tests.conftest import wait_ended, wait_until
+from tests.conftest import run_state, wait_ended, wait_until
 
 pytest.importorskip("torch")
 
@@ -59,6 +59,22 @@ def launch(cli: Cli) -> Iterator[Callable[..., str]]:
 
 def rows(cli: Cli) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in json.loads(cli("runs", "--json").stdout)["runs"]}
+
+
+class Stepped:
+    """Whether a run reads running with ``n`` optimizer steps in its own files, read in this process (each read
+    folds only its new events): the gate before a `gpumon runs` (~0.3-1 CPU-s a call) is asked for its row."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from gpumon.core.runs.reading.telemetry import RunTelemetry
+
+        self.run_dir, self.telemetry = run_dir, RunTelemetry(run_dir)
+
+    def __call__(self, n: int) -> bool:
+        if run_state(self.run_dir) != "running":
+            return False
+        self.telemetry.update()
+        return (self.telemetry.optimizer_steps or 0) >= n
 
 
 def ended(cli: Cli, *run_ids: str) -> dict[str, dict[str, Any]]:
@@ -138,7 +154,10 @@ def test_a_rank_stopped_while_it_waits_for_an_epochs_first_batch_is_not_called_i
     os.kill(rank0, signal.SIGSTOP)  # inside epoch 3's first __next__ (or its __iter__): its worker just started
     stopped, stopped_at = time.monotonic(), time.time()
     try:
-        stalled = wait_until(lambda: rows(cli)[run_id]["status"] == "stalled", timeout=120, step=0.5)
+        # the CLI is asked once the run reads stalled here (conftest.run_state): not a `gpumon runs` a poll
+        stalled = wait_until(
+            lambda: run_state(run_dir) == "stalled" and rows(cli)[run_id]["status"] == "stalled", timeout=120, step=0.5
+        )
         assert stalled, rows(cli)[run_id]
         # Stopped twice as long as it stepped so far: counted as data wait, the stop alone would make the run
         # read input-bound (over half its time), as it did before the supervisor's stall event was heeded.
@@ -184,14 +203,26 @@ def test_a_stalled_runs_speed_falls_while_it_waits_and_never_keeps_its_old_pace(
     script, gate = tmp_path / "stalls.py", tmp_path / "gate"
     script.write_text(textwrap.dedent(STALLS))
     run_id = launch(str(script), str(gate), stall_after="3")
+    run_dir = tmp_path / "home" / "runs" / run_id
+    stepped = Stepped(run_dir)  # the CLI is asked once the run's own files say what it waits for
     before = wait_until(  # its pace while it runs: it keeps stepping until the test has seen it
-        lambda: (r := rows(cli)[run_id])["status"] == "running" and (r["step"] or 0) >= 10 and r["step_time_s"] and r,
+        lambda: (
+            stepped(10)
+            and (r := rows(cli)[run_id])["status"] == "running"
+            and (r["step"] or 0) >= 10
+            and r["step_time_s"]
+            and r
+        ),
         timeout=300,
         step=0.3,
     )
     assert before and before["status"] == "running", rows(cli)[run_id]
     Path(f"{gate}.seen").write_text("seen")
-    stalled = wait_until(lambda: (r := rows(cli)[run_id])["status"] == "stalled" and r, timeout=120, step=0.5)
+    stalled = wait_until(
+        lambda: run_state(run_dir) == "stalled" and (r := rows(cli)[run_id])["status"] == "stalled" and r,
+        timeout=120,
+        step=0.5,
+    )
     assert stalled and stalled["step"] >= 40, rows(cli)[run_id]
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     from gpumon.core.runs.reading.monitor import RunsMonitor

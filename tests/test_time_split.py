@@ -17,7 +17,7 @@ from gpumon.core.events import EventWriter, encode
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import write_json
 from gpumon.tui.views.runs.time_bar import time_bar
-from tests.conftest import wait_until
+from tests.conftest import wait_ended
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 Gpumon = Callable[..., CompletedProcess[str]]
@@ -25,13 +25,11 @@ GIB = 2**30
 
 
 def _row(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
-    def row() -> dict[str, Any] | None:
-        [found] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
-        return found if found.get("status") in ("finished", "failed") else None
-
-    done = wait_until(row, timeout=300, step=1.0)
-    assert done, "the run did not end"
-    return done
+    # the end read here (conftest.wait_ended), then the CLI asked once: not a `gpumon runs` every second
+    wait_ended(gpumon.home, run_id, timeout=300)  # type: ignore[attr-defined]
+    [found] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert found.get("status") in ("finished", "failed"), found
+    return found
 
 
 def test_a_cpu_run_fed_by_a_slow_loader_splits_its_time_into_the_wait_it_measured_and_the_host(

@@ -13,7 +13,7 @@ from subprocess import CompletedProcess
 
 import psutil
 
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_state, wait_until
 
 Gpumon = Callable[..., CompletedProcess[str]]
 
@@ -32,8 +32,10 @@ def start(gpumon: Gpumon, tmp_path: Path) -> tuple[str, Path]:
     done = gpumon("launch", "script", str(script))
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
-    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "running", timeout=60, step=0.3)
-    return run_id, tmp_path / "home" / "runs" / run_id
+    run_dir = tmp_path / "home" / "runs" / run_id
+    wait_state(run_dir, "running", timeout=60)  # read here: a `gpumon runs` a poll costs ~0.3 CPU-s
+    assert rows(gpumon)[run_id]["status"] == "running"  # then listed once while it runs, as before
+    return run_id, run_dir
 
 
 def supervisor_of(run_dir: Path) -> psutil.Process:
@@ -81,7 +83,8 @@ def test_an_ended_run_whose_status_is_emptied_keeps_what_the_index_knew(gpumon: 
     script = tmp_path / "quick.py"
     script.write_text("print('done')\n")
     run_id = gpumon("launch", "script", str(script)).stdout.split()[-1]
-    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "finished", timeout=60, step=0.3)
+    wait_ended(tmp_path / "home", run_id, timeout=60)
+    assert rows(gpumon)[run_id]["status"] == "finished"
     run_dir = tmp_path / "home" / "runs" / run_id
     assert wait_until(lambda: not (run_dir / "supervisor.lock").exists() or lock_free(run_dir), timeout=30)
     (run_dir / "status.json").write_text("")

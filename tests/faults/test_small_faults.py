@@ -16,7 +16,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import wait_ended, wait_until
 from tests.faults.test_liveness import lock_free, rows, start, supervisor_of
 
 Gpumon = Callable[..., CompletedProcess[str]]
@@ -28,7 +28,8 @@ def test_prune_removes_an_ended_run_whose_status_was_emptied_and_says_what_it_re
     script = tmp_path / "quick.py"
     script.write_text("print('done')\n")
     run_id = gpumon("launch", "script", str(script)).stdout.split()[-1]
-    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "finished", timeout=60, step=0.3)
+    wait_ended(tmp_path / "home", run_id, timeout=60)  # read here, then listed once as before
+    assert rows(gpumon)[run_id]["status"] == "finished"
     run_dir = tmp_path / "home" / "runs" / run_id
     assert wait_until(lambda: lock_free(run_dir), timeout=30)
     (run_dir / "status.json").write_text("")
@@ -62,7 +63,8 @@ def test_a_live_run_with_an_emptied_status_keeps_its_place_and_times_and_is_note
     older = tmp_path / "older.py"
     older.write_text("print('old')\n")
     old_id = gpumon("launch", "script", str(older)).stdout.split()[-1]
-    assert wait_until(lambda: rows(gpumon)[old_id]["status"] == "finished", timeout=60, step=0.3)
+    wait_ended(tmp_path / "home", old_id, timeout=60)
+    assert rows(gpumon)[old_id]["status"] == "finished"
     run_id, run_dir = start(gpumon, tmp_path)
     (run_dir / "status.json").write_text("")
     done = gpumon("runs")
@@ -89,7 +91,9 @@ def test_the_ddp_trainers_checkpoints_are_0700(gpumon: Gpumon, tmp_path: Path) -
     done = gpumon("launch", "ddp", "--nproc", "1", "--", "--epochs", "1", "--max-steps", "3")
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
-    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "finished", timeout=120, step=0.5), rows(gpumon)
+    # the run's end read here (a DDP run: ~30 `gpumon runs` polls before), then listed once
+    wait_ended(tmp_path / "home", run_id, timeout=120)
+    assert rows(gpumon)[run_id]["status"] == "finished", rows(gpumon)[run_id]
     folder = tmp_path / "home" / "runs" / run_id / "checkpoints"
     assert list(folder.glob("epoch*.pt")), "the trainer saved no checkpoint"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
