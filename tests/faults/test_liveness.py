@@ -103,11 +103,21 @@ def test_a_run_whose_supervisor_was_killed_with_a_damaged_status_is_found_by_its
     assert wait_until(lambda: not supervisor.is_running(), timeout=30)
     # no lock and no pid it can read: the script's own process still carries the run's mark
     assert rows(gpumon)[run_id]["status"] in ("unsupervised", "running"), rows(gpumon)[run_id]  # or adopted
+    # that listing adopted it: the new supervisor's status says the run runs (it read "starting": no state in {})
+    assert wait_until(lambda: adopted(run_dir), timeout=60), "no supervisor adopted the run"
+    assert rows(gpumon)[run_id]["status"] == "running", rows(gpumon)[run_id]
     assert gpumon("prune", "--keep", "0", "--yes").returncode == 0 and run_dir.is_dir()
     done = gpumon("stop", run_id)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert wait_until(lambda: not child.is_running(), timeout=60, step=0.2), "the marked process outlived stop"
     kill(child)
+
+
+def adopted(run_dir: Path) -> bool:
+    try:
+        return "adopted" in json.loads((run_dir / "status.json").read_text())
+    except ValueError:  # still the damaged file
+        return False
 
 
 def lock_free(run_dir: Path) -> bool:

@@ -39,7 +39,9 @@ def adopt(sup: Any) -> int:
         torchrun = sup.command.get("env", {}).get("GPUMON_TORCHRUN")
         drain.reattach(sup.status.get("pid"), sup.status.get("output_fd"), "launcher.log" if torchrun else "rank0.log")
     me = psutil.Process()
-    sup.save(supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
+    # A status.json found damaged was read as {}: with no state the run would list as "starting" while it runs.
+    state = sup.status.get("state") if sup.status.get("state") in ("stalled", "stopping") else "running"
+    sup.save(state=state, supervisor_pid=me.pid, supervisor_create_time=me.create_time(), adopted=time.time())
     sup.events.write("note", text="the run's supervisor was gone: gpumon adopted the run")
     looked = time.monotonic()
     while any(process_alive(pid, started) for pid, started in sup.known.items()):
