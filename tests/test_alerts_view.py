@@ -4,6 +4,7 @@ opens the alert's run in the Runs view. Real runs; the alert texts are the scrip
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from pathlib import Path
 
@@ -34,10 +35,8 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
         app = make_app(gpus=1)
         async with app.run_test(size=(120, 40)) as pilot:
             top = app.query_one("#top-alerts", Static)
-            for _ in range(100):
-                await pilot.pause(0.1)
-                if "2 unread alerts" in str(top.render()):
-                    break
+            with contextlib.suppress(AssertionError):  # said by the assertion below (100 pauses of 0.1 s before)
+                await pilot_until(pilot, lambda: "2 unread alerts" in str(top.render()))
             assert "2 unread alerts" in str(top.render())
             await pilot.press("alt+a")
             await pilot_until(pilot, lambda: app.view == "alerts")
@@ -51,15 +50,14 @@ def test_the_alerts_view_counts_unread_alerts_and_opens_the_run(tmp_path: Path, 
             assert text.startswith("failed: the script exited with status 1: [red]corrupt[/] shard 3. Fix: ")
             assert text.endswith(f"its last lines say why: gpumon logs {rows[1][1]}")  # a command that runs
             assert rows[1][4].endswith("…") and text.startswith(rows[1][4][:-1])
-            for _ in range(100):  # looking at them marks them read
-                await pilot.pause(0.1)
-                if str(top.render()).strip() == "":
-                    break
+            with contextlib.suppress(AssertionError):  # looking at them marks them read; said below
+                await pilot_until(pilot, lambda: str(top.render()).strip() == "")
             assert str(top.render()).strip() == ""
             detail = str(app.query_one("#alert-detail", Static).render())
             assert "sent nowhere: no channel in [alerts] picks this kind" in detail
             await pilot.press("down", "enter")
-            await pilot.pause(0.2)
+            with contextlib.suppress(AssertionError):  # said by the assertion below
+                await pilot_until(pilot, lambda: app.view == "runs" and app.context.selected_run == ids[0], timeout=30)
             assert app.view == "runs" and app.context.selected_run == ids[0]
 
     asyncio.run(drive())

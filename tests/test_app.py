@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import re
 import subprocess
@@ -253,10 +254,14 @@ async def test_80x24_shows_every_part_and_wide_terminals_put_gpus_side_by_side()
 async def test_no_gpu_screen_says_why_and_keys_do_not_crash() -> None:
     app = no_gpu_app()
     async with app.run_test(size=(80, 24)) as pilot:
+        # each waits for what it reads (beside four CPU hogs this test failed once, reading at once)
+        await pilot_until(pilot, lambda: app.query("#no-gpu"), "no notice")
         notice = str(app.query_one("#no-gpu", Static).render())
         assert "No GPU shown" in notice and "NVML library not found" in notice
         await pilot.press("1", "right", "T", "s", "a")
         assert app.query_one(HostPanel).host is not None
+        with contextlib.suppress(AssertionError):  # said below
+            await pilot_until(pilot, lambda: any("No GPU 1" in n for n in notes(app)), timeout=30)
         assert any("No GPU 1" in n for n in notes(app))
 
 
@@ -269,16 +274,12 @@ async def test_no_gpu_on_this_machine_with_the_real_sources() -> None:
     app = GpumonApp(sampler)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            for _ in range(100):
-                if app.context.snapshot is not None and app.query("#no-gpu"):
-                    break
-                await pilot.pause(0.05)
+            await pilot_until(pilot, lambda: app.context.snapshot is not None and app.query("#no-gpu"), "no sample")
             assert "NVML" in str(app.query_one("#no-gpu", Static).render())
             first = app.query_one(HostPanel).host
-            for _ in range(100):  # a new host sample every 0.25 s (a loaded CI machine may delay one)
-                if app.query_one(HostPanel).host is not first:
-                    break
-                await pilot.pause(0.05)
+            # a new host sample every 0.25 s (100 pauses of 0.05 s: a loaded CI machine may delay one longer)
+            with contextlib.suppress(AssertionError):  # said by the assertion below
+                await pilot_until(pilot, lambda: app.query_one(HostPanel).host is not first, timeout=30)
             assert app.query_one(HostPanel).host is not first  # host stays live
     finally:
         sampler.stop()
@@ -292,11 +293,12 @@ async def test_live_sampling_updates_panels_and_history() -> None:
     app = GpumonApp(sampler)
     try:
         async with app.run_test(size=(100, 40)) as pilot:
-            for _ in range(100):
-                panel = app.query("#gpu-0")
-                if panel and len(panel.first(GpuPanel).util_history) >= 3:
-                    break
-                await pilot.pause(0.05)
+            with contextlib.suppress(AssertionError):  # said by the assertion below
+                await pilot_until(
+                    pilot,
+                    lambda: app.query("#gpu-0") and len(app.query_one("#gpu-0", GpuPanel).util_history) >= 3,
+                    timeout=30,
+                )
             assert len(app.query_one("#gpu-0", GpuPanel).util_history) >= 3
     finally:
         sampler.stop()

@@ -6,6 +6,7 @@ Each test reads the screen as the terminal shows it (the compositor's characters
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,13 @@ def on_screen(app: GpumonApp, size: tuple[int, int], drive: Callable[[Pilot[None
     asyncio.run(main())
 
 
+async def settled(pilot: Pilot[None], what: Callable[[], object], timeout: float = 30) -> None:
+    """Let the app run until the screen shows what the test then asserts (a fixed pause beside CPU hogs read the
+    screen before the layout or the fit); a timeout is left to the assertion, which says what is wrong."""
+    with contextlib.suppress(AssertionError, StopIteration, IndexError):
+        await pilot_until(pilot, what, timeout=timeout)
+
+
 # -- the top bar --------------------------------------------------------------------------------------------
 def test_the_top_bar_at_80_columns_keeps_the_gpu_count_and_interval_beside_unread_alerts(views_home: Path) -> None:
     app = make_app(gpus=2)
@@ -56,7 +64,8 @@ async def runs_shown(pilot: Pilot[None], rows: int = 4) -> None:
     await pilot.press("r")
     table = pilot.app.query_one(RunTable)
     await pilot_until(pilot, lambda: table.row_count >= rows, "the runs never showed")
-    await pilot.pause(0.2)
+    # the rows drawn, not only held: the title on screen counts them
+    await pilot_until(pilot, lambda: any(f"runs · {rows}" in line for line in screen_lines(pilot.app)), "no title")
 
 
 @pytest.mark.parametrize("width", [80, 120])
@@ -71,6 +80,7 @@ def test_loss_column_holds_the_widest_loss_gpumon_writes(views_home: Path, width
 
     async def drive(pilot: Pilot[None]) -> None:
         await runs_shown(pilot)
+        await settled(pilot, lambda: any("ddp-" in line and "9.99e-05" in line for line in screen_lines(app)))
         row = next(line for line in screen_lines(app) if "ddp-" in line and "finished" in line)
         assert "9.99e-05" in row, row
 
@@ -82,6 +92,7 @@ def test_the_hidden_columns_note_fits_the_runs_title_at_80_columns(views_home: P
 
     async def drive(pilot: Pilot[None]) -> None:
         await runs_shown(pilot)
+        await settled(pilot, lambda: any("runs · 4" in line and "hidden" in line for line in screen_lines(app)))
         title = next(line for line in screen_lines(app) if "runs · 4" in line)
         assert "hidden" in title and "…" not in title, title
 
@@ -126,7 +137,9 @@ def test_no_gpu_notice_names_the_readmes_demo_and_compact_mode_draws_one_box(vie
         await pilot_until(pilot, lambda: any("No GPU shown" in line for line in screen_lines(app)), "no notice")
         assert demo in "".join(screen_lines(app)), (demo, screen_lines(app))
         await pilot.press("c")
-        await pilot.pause(0.3)
+        await settled(
+            pilot, lambda: next(line for line in screen_lines(app) if "No GPU shown" in line).startswith("│ No GPU")
+        )
         lines = screen_lines(app)
         notice = next(line for line in lines if "No GPU shown" in line)
         assert notice.startswith("│ No GPU shown"), "\n".join(lines)  # the list's border only, no box inside
@@ -141,8 +154,11 @@ def test_gpu_panels_show_whole(gpus: int, size: tuple[int, int], whole: int) -> 
     """Whole panels, as many as fit beside the process table; the list scrolls (3 at 80x24) by whole panels."""
     app = make_app(gpus=gpus)
 
+    def bottoms_shown() -> int:
+        return sum("SIMULATED ━┛" in line or "SIMULATED ─╯" in line for line in screen_lines(app))
+
     async def drive(pilot: Pilot[None]) -> None:
-        await pilot.pause(0.3)
+        await settled(pilot, lambda: bottoms_shown() == whole and not app.drawing_unseen())
         lines = screen_lines(app)
         bottoms = [line for line in lines if "SIMULATED ━┛" in line or "SIMULATED ─╯" in line]
         assert len(bottoms) == whole, "\n".join(lines)  # no panel cut at its border
@@ -162,10 +178,12 @@ def test_doctor_text_wraps_under_its_label_not_at_column_0(views_home: Path) -> 
 
     async def drive(pilot: Pilot[None]) -> None:
         from gpumon.tui.views.runs.run_table import RunTable
+        from gpumon.tui.views.runs.view import RunsView
 
         await runs_shown(pilot)
         app.query_one(RunTable).select_run(FAILED)
-        await pilot.pause(0.2)
+        # `d` opens the selected run's doctor
+        await pilot_until(pilot, lambda: app.query_one(RunsView).selected_id == FAILED, "never selected")
         await pilot.press("d")
         await pilot_until(pilot, lambda: any("rank 0: growing" in line for line in screen_lines(app)), "no doctor")
         lines = screen_lines(app)
@@ -276,7 +294,14 @@ def test_the_trial_table_hides_columns_it_names_rather_than_scroll_sideways(view
         await pilot.press("t")
         table = app.query_one(TrialTable)
         await pilot_until(pilot, lambda: table.row_count >= 6, "the trials never showed")
-        await pilot.pause(0.2)
+        await settled(  # the columns fitted to the width, drawn
+            pilot,
+            lambda: (
+                table.virtual_size.width <= table.scrollable_content_region.width
+                and next(line for line in screen_lines(app) if "TRIAL" in line and "STATUS" in line).rstrip()[-1] == "│"
+                and (size[0] != 80 or any("hidden: acc" in line for line in screen_lines(app)))
+            ),
+        )
         assert table.virtual_size.width <= table.scrollable_content_region.width, "\n".join(screen_lines(app))
         header = next(line for line in screen_lines(app) if "TRIAL" in line and "STATUS" in line)
         assert header.rstrip()[-1] == "│", header

@@ -20,6 +20,7 @@ from gpumon.core.runs.record.store import RunStore, write_json
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.text import DoctorText
 from gpumon.tui.views.doctor.view import DoctorView
+from gpumon.tui.views.runs.run_detail import RunDetail
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
@@ -241,7 +242,10 @@ async def test_readonly_asks_for_no_census(home: Path) -> None:
         await open_doctor(pilot, LIVE, "memory per iteration")
         await pilot.press("c")
         assert any("Read-only" in n for n in notes(app))
-        await pilot.pause(0.3)
+        # nothing to wait for that is absent: the key was handled (its note), and a census asked anyway would be a
+        # worker writing the control file; once every worker is done, none can still write it
+        await pilot.pause()
+        await pilot_until(pilot, lambda: all(w.is_finished for w in app.workers), "a worker never ended")
         assert not control.exists()
         assert "census pending" not in doctor_text(app)
 
@@ -270,7 +274,17 @@ async def test_a_healthy_run_warns_nowhere(home: Path) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await open_runs(pilot, 1)
         await select(pilot, HEALTHY)
-        await pilot.pause(0.2)
+        # the warnings are absent: wait instead until the healthy run's detail is drawn (its info line on screen)
+        detail = app.query_one(RunDetail)
+        await pilot_until(
+            pilot,
+            lambda: (
+                detail.summary is not None
+                and detail.summary.record.id == HEALTHY
+                and str(app.query_one("#run-info").render()).splitlines()[0][:30] in screen_text(app)
+            ),
+            "the healthy run's detail never showed",
+        )
         assert not app.query_one("#run-memory").display
         assert "▲" not in screen_text(app)
         text = await open_doctor(pilot, HEALTHY, "memory per iteration")
@@ -286,6 +300,6 @@ def test_doctor_view_on_an_oom_run_120x40(snap_compare, home: Path) -> None:
         await pilot.press("d")
         await pilot_until(pilot, lambda: "what to change" in doctor_text(app))
         assert isinstance(app.query_one(DoctorView), DoctorView)
-        await pilot.pause(0.2)
+        await pilot_until(pilot, lambda: "what to change" in screen_text(app), "the advice was never drawn")
 
     assert snap_compare(make_app(gpus=2), terminal_size=(120, 40), run_before=run_before)

@@ -15,7 +15,7 @@ from gpumon.core.fleet.hosts import parse_host
 from gpumon.core.fleet.model import FleetState, HostState
 from gpumon.tui.views.fleet.host_block import HostBlock
 from gpumon.tui.views.fleet.host_screen import HostScreen
-from gpumon.tui.views.fleet.view import FleetView, HostList
+from gpumon.tui.views.fleet.view import LOOK_S, FleetView, HostList
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
 from tests.conftest import make_app, pilot_until, wait_until
@@ -259,14 +259,23 @@ async def test_an_open_host_screen_follows_the_hosts_new_states() -> None:
         assert len(screen.history.tail(("gpu", 0, "util"))) == 2  # its panels' history grows as samples come
 
 
-async def test_switching_view_at_once_keeps_the_new_views_focus() -> None:
+async def test_switching_view_at_once_keeps_the_new_views_focus(monkeypatch) -> None:
     """`r` pressed before the Fleet view's first refresh: its deferred focus must not pull focus back."""
     from gpumon.tui.views.runs.view import RunsView
 
+    deferred: list[bool] = []  # the deferred focus ran: a fixed pause beside CPU hogs may end before it did
+    focus_if_shown = FleetView._focus_if_shown
+
+    def counted(self: FleetView) -> None:
+        deferred.append(True)
+        focus_if_shown(self)
+
+    monkeypatch.setattr(FleetView, "_focus_if_shown", counted)
     app = fleet_app(StandInFleet([mixed_fleet()], interval=0))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("r")
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: deferred and app.view == "runs", "the deferred focus never ran")
+        await pilot.pause()
         assert app.focused is not None and any(isinstance(w, RunsView) for w in app.focused.ancestors_with_self)
 
 
@@ -303,9 +312,14 @@ async def test_the_fleet_view_looks_at_its_hosts_only_while_it_shows(monkeypatch
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot_until(pilot, lambda: len(looks) >= 3, "the shown view never looked")  # 0.2 s apart
         await pilot.press("g")
-        await pilot.pause(0.1)
+        await pilot_until(pilot, lambda: app.view == "gpus", "g never showed the GPUs view")
         hidden_from = len(looks)
-        await pilot.pause(1.2)  # 6 looks, before
+        # no look is the point: instead of a fixed 1.2 s (beside CPU hogs, maybe no tick of the event loop's
+        # timers at all), a timer of the looks' own period ticks 6 times on the same loop
+        ticks: list[bool] = []
+        clock = app.set_interval(LOOK_S, lambda: ticks.append(True))
+        await pilot_until(pilot, lambda: len(ticks) >= 6, "a timer of the looks' period never ticked 6 times")
+        clock.stop()
         assert looks[hidden_from:] == []
         fleet.states[0] = _with_util(fleet.states[0], 0, 0, 3.0)  # came while hidden
         await pilot.press("h")

@@ -87,7 +87,8 @@ async def test_the_form_is_built_shortly_after_the_start_and_not_with_readonly(h
     async with app.run_test(size=(100, 30)) as pilot:
         if readonly:
             await pilot_until(pilot, lambda: app.is_screen_installed(HELP))  # built with it, if at all
-            await pilot.pause(0.5)
+            # the form is absent: wait instead until the start's building ahead has ended (it builds the form then)
+            await pilot_until(pilot, lambda: not app.drawing_unseen(), "the building ahead never ended")
             assert not app.is_screen_installed(FORM)
             return
         await pilot_until(pilot, lambda: app.is_screen_installed(FORM))
@@ -149,7 +150,8 @@ async def test_keys_past_what_is_held_are_dropped_with_a_note(home: Path, monkey
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("r")
-        await pilot.pause(0.3)
+        # `r` shown and gone its way (none in flight): the burst's n is then the one in flight, the next 4 held
+        await pilot_until(pilot, lambda: app.view == "runs" and app._in_flight is None, "r never took effect")
         burst(app, ["n", "tab", "tab", *"abcdefgh"])  # n in flight, then 4 held: tab tab a b
         await pilot_until(pilot, lambda: "6 keys dropped: gpumon was busy" in notes(app))
         form = app.screen

@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from gpumon.tui.views.runs.launch_form import LaunchForm
-from tests.conftest import make_app, open_launch_form
+from tests.conftest import make_app, open_launch_form, pilot_until
 from tests.test_multinode import STANDIN
 
 
@@ -40,11 +40,9 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
         hosts.value = "n0,gpu9"
         await pilot.press("enter")
         assert not isinstance(app.screen, LaunchForm)
-        for _ in range(300):  # the launch runs in a thread worker; its notice comes through the event loop
-            messages = [str(n.message) for n in app._notifications]
-            if any("gpu9" in m for m in messages):
-                break
-            await pilot.pause(0.1)
+        # the launch runs in a thread worker (ssh); its notice comes through the event loop
+        await pilot_until(pilot, lambda: any("gpu9" in str(n.message) for n in app._notifications), "no notice", 90)
+        messages = [str(n.message) for n in app._notifications]
         (text,) = [m for m in messages if "gpu9" in m]
         assert text.endswith(
             "host unreachable (ssh: connect to host gpu9 port 22: Connection refused); nothing was started"

@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 from rich.style import Style
 from rich.text import Text
+from textual.pilot import Pilot
 
 from gpumon.core.gpu.simulated import SimulatedSource
 from gpumon.tui.app import GpumonApp
@@ -89,6 +90,35 @@ async def test_a_sample_draws_the_panels_with_no_rich_text(home: Path, monkeypat
         assert [text for text in rendered if text in texts] == []
 
 
+async def settle(pilot: Pilot[None]) -> None:
+    """The start's drawing done (the views drawn ahead too, and whatever was queued), before counting: a fixed
+    0.3 s beside CPU hogs may end with a first build still to come."""
+    app = pilot.app
+    assert isinstance(app, GpumonApp)
+    await pilot_until(pilot, lambda: not app.drawing_unseen(), "the start's drawing never ended")
+    await pilot.pause()
+
+
+def count_applied(app: GpumonApp, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The samples the app has handed to its views, counted."""
+    applied = [0]
+    apply = app.apply
+
+    def counted(snap: Any) -> None:
+        applied[0] += 1
+        apply(snap)
+
+    monkeypatch.setattr(app, "apply", counted)
+    return applied
+
+
+async def handled(pilot: Pilot[None], applied: list[int], before: int) -> None:
+    """A sample handed to the views since ``before``, then the frame after it (idle: the refreshes it asked for
+    drawn)."""
+    await pilot_until(pilot, lambda: applied[0] > before, "the sample was never handled")
+    await pilot.pause()
+
+
 async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An idle GPU reads the same each second, its history of zeros too: its lines were built again each second
     only to find them the same. Counted: the panels' builds of their lines per sample."""
@@ -96,7 +126,7 @@ async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeyp
     async with app.run_test(size=(100, 30)) as pilot:
         panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel), app.query_one(HostPanel)]
         await pilot_until(pilot, lambda: all(p._strips for p in panels))
-        await pilot.pause(0.3)
+        await settle(pilot)
         built: list[str | None] = []
         for cls in (GpuPanel, HostPanel):
             lines = cls.lines
@@ -106,15 +136,18 @@ async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeyp
                 return lines(self, width)
 
             monkeypatch.setattr(cls, "lines", counted)
+        applied = count_applied(app, monkeypatch)
         snap = app.context.snapshot
         assert snap is not None
+        before = applied[0]
         app.post_message(SampleReady(snap))  # the same values, the same history
-        await pilot.pause(0.3)
+        await handled(pilot, applied, before)  # no build is the point: wait for the sample handled and the frame after
         assert built == []
         gpu1 = replace(snap.gpu.devices[1], temperature=(snap.gpu.devices[1].temperature or 0) + 1)
+        before = applied[0]
         app.post_message(SampleReady(replace(snap, gpu=replace(snap.gpu, devices=(snap.gpu.devices[0], gpu1)))))
         await pilot_until(pilot, lambda: bool(built))
-        await pilot.pause(0.3)
+        await handled(pilot, applied, before)  # and no build of the other panels after it
         assert built == ["gpu-1"]  # the GPU whose temperature moved, alone
         assert f"{gpu1.temperature}°C" in "".join(str(s.text) for s in panels[1]._strips or [])
 
@@ -133,7 +166,7 @@ async def test_the_panels_style_is_computed_again_only_when_a_style_changed(
     async with app.run_test(size=(100, 30)) as pilot:
         panels = [app.query_one("#gpu-0", GpuPanel), app.query_one("#gpu-1", GpuPanel)]
         await pilot_until(pilot, lambda: all(p._strips for p in panels))
-        await pilot.pause(0.3)
+        await settle(pilot)
         walks: list[str | None] = []
         rich_style = DOMNode.rich_style
 
@@ -153,18 +186,23 @@ async def test_the_panels_style_is_computed_again_only_when_a_style_changed(
 
         monkeypatch.setattr(table, "render_line", counted_line)
         for _ in range(3):
-            drawn = [p._strips for p in panels]
+            drawn, rows = [p._strips for p in panels], len(drawn_rows)
             app.sampler.sample_once()  # every GPU value moves, and the process's SM% and memory
             app.post_message(SampleReady(app.sampler.latest))
             await pilot_until(
                 pilot, lambda drawn=drawn: all(p._strips is not d for p, d in zip(panels, drawn, strict=True))
             )
-            await pilot.pause(0.1)  # the frame: the table draws the process's row again
+            # the frame: the table draws the process's row again
+            await pilot_until(pilot, lambda rows=rows: len(drawn_rows) > rows, "the process table never drew")
         assert len(drawn_rows) >= 3
         assert walks == []
         dark = panels[0].rich_style
+        told: list[bool] = []  # the panel told its style changed (not read here: reading rich_style is a walk)
+        notify = panels[0].notify_style_update
+        monkeypatch.setattr(panels[0], "notify_style_update", lambda: (told.append(True), notify())[1])
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
-        await pilot.pause(0.3)
+        await pilot_until(pilot, lambda: told, "the theme never reached the panel")
+        await pilot.pause()
         before = panels[0]._strips
         app.sampler.sample_once()
         app.post_message(SampleReady(app.sampler.latest))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from gpumon.core.runs.reading.progress import Progress, eta_text, progress_text, rate_text
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, RunTable
-from tests.conftest import make_app, wait_until
+from tests.conftest import make_app, pilot_until, wait_until
 
 STEPPER = """
 import os, sys, time
@@ -104,10 +105,10 @@ async def test_the_runs_table_shows_progress_rate_and_a_nan_loss_in_the_warning_
     async with app.run_test(size=(200, 40)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        for _ in range(500):
-            if table.row_count:
-                break
-            await pilot.pause(0.02)
+        # the row, then the selected run's detail read (500 pauses of 0.02 s once ran out beside CPU hogs)
+        await pilot_until(pilot, lambda: table.row_count, "the run never showed")
+        with contextlib.suppress(AssertionError):  # a timeout is left to the assertions below, which say what
+            await pilot_until(pilot, lambda: "step 8/8" in str(app.query_one("#run-info").render()), timeout=30)
         labels = [str(c.label) for c in table.columns.values()]
         assert labels[labels.index("STEP") + 1 : labels.index("STEP") + 3] == ["PROGRESS", "SPEED"]
         assert table.get_cell(run_id, "progress").text.plain == "100%"
@@ -157,10 +158,7 @@ async def test_a_tiny_loss_keeps_three_significant_digits_in_gpumon_runs_and_the
     async with app.run_test(size=(200, 40)) as pilot:
         await pilot.press("r")
         table = app.query_one(RunTable)
-        for _ in range(500):
-            if table.row_count:
-                break
-            await pilot.pause(0.02)
+        await pilot_until(pilot, lambda: table.row_count, "the run never showed")
         assert table.get_cell(run_id, "loss").text.plain == expected
 
 

@@ -128,7 +128,24 @@ async def test_search_finds_the_matches_and_n_N_move_between_them(home: Path) ->
         await pilot_until(pilot, lambda: not isinstance(app.screen, LogScreen))
 
 
-async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(home: Path) -> None:
+def count_polls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The log screen's follow polls, counted: a test that checks a read does NOT happen waits for polls that
+    would have made it (a fixed pause beside CPU hogs may pass before any poll ran)."""
+    polls = [0]
+    poll = LogScreen._poll
+
+    def counted(self: LogScreen) -> None:
+        polls[0] += 1
+        poll(self)
+
+    monkeypatch.setattr(LogScreen, "_poll", counted)
+    return polls
+
+
+async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls = count_polls(monkeypatch)
     run_dir = record_searchable(home, live=True)
     log = run_dir / "logs" / "rank0.log"
     app = make_app(gpus=1)
@@ -143,7 +160,8 @@ async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(home: Path)
         with log.open("a") as fh:
             fh.write("written while not following\n")
         pane = screen.query_one(LogPane)
-        await pilot.pause(1.2)  # two follow polls would have passed
+        polled = polls[0]  # two follow polls pass, and any read they began ends
+        await pilot_until(pilot, lambda: polls[0] >= polled + 2 and all(w.is_finished for w in app.workers), "no poll")
         assert not any("written while not following" in line for line in pane.page.lines)
         await pilot.press("f")
         await pilot_until(pilot, lambda: "written while not following" in screen_text(app))
@@ -167,7 +185,10 @@ async def test_l_and_L_switch_ranks_and_the_launcher_log(home: Path) -> None:
         await pilot_until(pilot, lambda: "step 299 ok" in screen_text(app))
 
 
-async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(home: Path) -> None:
+async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls = count_polls(monkeypatch)
     run_dir = record_run(
         home,
         FINISHED,
@@ -187,7 +208,8 @@ async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(home: Path
         before = psutil.Process().io_counters().read_chars
         screen = await open_log(pilot, 1, FINISHED)
         await pilot_until(pilot, lambda: "tail line 99" in screen_text(app))
-        await pilot.pause(0.5)
+        polled = polls[0]  # what it reads after the tail shows counts too: a follow poll passes and its read ends
+        await pilot_until(pilot, lambda: polls[0] >= polled + 1 and all(w.is_finished for w in app.workers), "no poll")
         read = psutil.Process().io_counters().read_chars - before
         assert screen.window is not None and screen.window.bytes_read <= 2 * 1024 * 1024
         assert read < 32 * 1024 * 1024, f"read {read:,} bytes to open a 200 MB log"

@@ -23,7 +23,7 @@ from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
 from tests.conftest import make_app
 from tests.test_runs_logs import SEARCHED, record_searchable
-from tests.test_runs_view import FINISHED, T0, record_runs
+from tests.test_runs_view import FINISHED, T0, record_runs, screen_text
 
 STEEP = "ddp-1121-104000-f4f4"
 
@@ -70,7 +70,7 @@ def log_searched() -> Callable[[Pilot[None]], Awaitable[None]]:
         await pilot.press("slash", *"checkpoint", "enter", "N")
         status = pilot.app.screen.query_one("#log-status")
         await wait(pilot, lambda: "match 5 of 6" in str(status.render()))
-        await pilot.pause(0.2)
+        await wait(pilot, lambda: "match 5 of 6" in screen_text(pilot.app))  # drawn before the snapshot
 
     return run_before
 
@@ -86,7 +86,7 @@ def compared_on_a_log_axis() -> Callable[[Pilot[None]], Awaitable[None]]:
         chart = pilot.app.screen.query_one("#compare-chart", Chart)
         await wait(pilot, lambda: len(chart.series) == 2)
         await pilot.press("y")
-        await pilot.pause(0.2)
+        await wait(pilot, lambda: "loss / step · log y" in screen_text(pilot.app))  # drawn before the snapshot
 
     return run_before
 

@@ -5,6 +5,7 @@ Update after an intended change of the look: pytest tests/test_runs_snapshots.py
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,8 +19,8 @@ from gpumon.tui.views.runs.run_command import RunCommand
 from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.log_view import LogView
-from tests.conftest import make_app
-from tests.test_runs_view import FAILED, FINISHED, record_runs
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import FAILED, FINISHED, record_runs, screen_text
 
 
 @pytest.fixture
@@ -52,9 +53,18 @@ def runs_view_on(run_id: str) -> Callable[[Pilot[None]], Awaitable[None]]:
         while not str(command.render()):  # read on a thread
             assert time.monotonic() < deadline, "the run's command never showed"
             await pilot.pause(0.05)
-        await pilot.pause(0.2)
+        # drawn before the snapshot (a fixed 0.2 s beside CPU hogs may end first): the command and the log's
+        # last line on screen
+        last = next((line.strip()[:20] for line in reversed(log.lines) if line.strip()), "")
+        await drawn(pilot, str(command.render()).strip()[:20], last)
 
     return run_before
+
+
+async def drawn(pilot: Pilot[None], *parts: str) -> None:
+    """Wait until each of ``parts`` is on screen; not in time, the snapshot says what differs."""
+    with contextlib.suppress(AssertionError):
+        await pilot_until(pilot, lambda: all(part in screen_text(pilot.app) for part in parts), timeout=30)
 
 
 def test_runs_view_failed_run_120x40(snap_compare, home: Path) -> None:
@@ -76,6 +86,7 @@ def test_launch_form_80x24(snap_compare, home: Path, monkeypatch: pytest.MonkeyP
         while not isinstance(pilot.app.screen, LaunchForm) or not pilot.app.screen.query("#program-hint"):
             assert time.monotonic() < deadline, "the form never showed"
             await pilot.pause(0.05)
-        await pilot.pause(0.2)
+        form = pilot.app.screen
+        await drawn(pilot, str(form.query_one("#program-hint").render()).strip()[:20])
 
     assert snap_compare(make_app(gpus=2), terminal_size=(80, 24), run_before=open_form)

@@ -336,7 +336,10 @@ async def test_launch_form_shows_bad_values_inline_and_starts_nothing(home: Path
         assert not (home / "runs").exists() or not any((home / "runs").iterdir())
         await pilot.press("escape")
         assert not isinstance(app.screen, LaunchForm)
-        await pilot.pause(0.2)
+        # nothing to wait for that is absent: the form is gone (handled), and a launch would be a worker; once
+        # every worker is done, none can still write a run
+        await pilot.pause()
+        await pilot_until(pilot, lambda: all(w.is_finished for w in app.workers), "a worker never ended")
         assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 
 

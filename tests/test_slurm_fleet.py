@@ -5,6 +5,7 @@ reason where none can start); the parsers on output captured from it; without Sl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ import pytest
 
 from gpumon.core.fleet.slurm_source import ENDED, NOT_INSTALLED, SlurmFleet, settled, srun_reason
 from gpumon.core.slurm.cluster import gpu_count, parse_hostnames, parse_jobs, parse_sinfo, slurm_env, state_kind
-from tests.conftest import wait_until
+from tests.conftest import pilot_until, wait_until
 from tests.slurm_cluster import Cluster, cluster_fixture
 
 # -- what Slurm 22.05 printed on the test cluster (node "vm", one job running, no GRES) ------------------------------
@@ -218,10 +219,8 @@ async def test_the_fleet_view_shows_the_clusters_summary_line_as_text_not_markup
         line = app.query_one(FleetView).query_one("#fleet-slurm")
         assert line.display and str(line.render()) == SlurmStandIn.line
         standin.line = "Slurm  squeue failed: slurm_load_jobs error: Unable to contact slurm controller"
-        for _ in range(100):  # the view looks 5 times a second and redraws each second
-            if str(line.render()) == standin.line:
-                break
-            await pilot.pause(0.05)
+        with contextlib.suppress(AssertionError):  # looks 5 times a second, redraws each second; said below
+            await pilot_until(pilot, lambda: str(line.render()) == standin.line, timeout=30)
         assert str(line.render()) == standin.line
     plain = fleet_app(StandInFleet([mixed_fleet()], interval=0))  # no Slurm: no line
     async with plain.run_test(size=(120, 30)) as pilot:

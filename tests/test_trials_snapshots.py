@@ -5,6 +5,7 @@ Update after an intended change of the look: pytest tests/test_trials_snapshots.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -15,7 +16,9 @@ from textual.pilot import Pilot
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.views.trials.view import TrialsView
-from tests.conftest import make_app
+from gpumon.tui.widgets.charts import Chart
+from tests.conftest import make_app, pilot_until
+from tests.test_runs_view import screen_text
 from tests.trials_data import record_done
 
 
@@ -44,7 +47,14 @@ def trials_view_on(trial_id: str, *keys: str) -> Callable[[Pilot[None]], Awaitab
             assert time.monotonic() < deadline, "the trial's curve never came"
             await pilot.pause(0.05)
         await pilot.press(*keys)
-        await pilot.pause(0.2)
+        # drawn before the snapshot (a fixed 0.2 s beside CPU hogs may end first): the table's sort, and the curve's
+        # title naming the trial, on screen
+        chart = app.query_one("#trial-chart", Chart)
+        shown = lambda: all(  # noqa: E731
+            part in screen_text(app) for part in (str(table.border_subtitle), trial_id, str(chart.border_title))
+        )
+        with contextlib.suppress(AssertionError):  # not all shown in time: the snapshot says what differs
+            await pilot_until(pilot, lambda: trial_id in str(chart.border_title) and shown(), timeout=30)
 
     return run_before
 

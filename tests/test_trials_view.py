@@ -8,9 +8,11 @@ experiment's rows change in place (same row keys, never cleared and refilled).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.worker import Worker, WorkerState
 
 from gpumon.core.events import EventWriter
 from gpumon.core.format import size
@@ -120,7 +122,28 @@ async def test_s_cycles_the_sort_column_r_reverses_and_a_header_click_sorts(home
         assert table.row_keys()[-1] == "a1b2c_00005"
 
 
-async def test_f_filters_by_status(home: Path) -> None:
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The view's reads of the experiments, counted as they arrive [done, failed]: a test of what a refresh keeps
+    or does not say again waits for refreshes, not a fixed time (beside CPU hogs, maybe no read at all)."""
+    reads = [0, 0]
+    apply, changed = TrialsView.apply, TrialsView.on_worker_state_changed
+
+    def applied(self: TrialsView, *args: Any) -> None:
+        reads[0] += 1
+        apply(self, *args)
+
+    def state_changed(self: TrialsView, event: Worker.StateChanged) -> None:
+        if event.worker.group == "trials-feed" and event.state == WorkerState.ERROR:
+            reads[1] += 1
+        changed(self, event)
+
+    monkeypatch.setattr(TrialsView, "apply", applied)
+    monkeypatch.setattr(TrialsView, "on_worker_state_changed", state_changed)
+    return reads
+
+
+async def test_f_filters_by_status(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = count_reads(monkeypatch)
     record_done(home)
     app = make_app(gpus=1)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -133,9 +156,11 @@ async def test_f_filters_by_status(home: Path) -> None:
         assert table.status_filter == "TERMINATED" and len(table.row_keys()) == 4
         await pilot.press("f")
         assert table.status_filter is None and table.row_count == 6
-        await pilot.pause(1.5)  # a refresh keeps the filter
+        read = reads[0]
+        await pilot_until(pilot, lambda: reads[0] > read, "no refresh")
         await pilot.press("f")
-        await pilot.pause(1.2)
+        read = reads[0]
+        await pilot_until(pilot, lambda: reads[0] > read, "no refresh")  # a refresh keeps the filter
         assert table.row_keys() == ["a1b2c_00002", "a1b2c_00005"]
 
 
@@ -241,7 +266,10 @@ async def test_readonly_stops_nothing(home: Path) -> None:
         await pilot.press("x", "X")
         assert not isinstance(app.screen, ConfirmScreen)
         assert sum("Read-only" in n for n in notes(app)) == 2
-        await pilot.pause(0.2)
+        # the keys were handled (their notes); a stop asked anyway would be a worker: once all are done, none
+        # can still write the control file
+        await pilot.pause()
+        await pilot_until(pilot, lambda: all(w.is_finished for w in app.workers), "a worker never ended")
         assert not (run_dir / "control").exists()
 
 
@@ -277,6 +305,7 @@ async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
 
 
 async def test_a_read_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = count_reads(monkeypatch)
     home = tmp_path / "not-a-dir"
     home.write_text("")
     monkeypatch.setenv("GPUMON_HOME", str(home))  # the state dir cannot be created
@@ -284,6 +313,7 @@ async def test_a_read_error_is_shown_once(tmp_path: Path, monkeypatch: pytest.Mo
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("t")
         await pilot_until(pilot, lambda: any("Could not read experiments" in n for n in notes(app)))
-        await pilot.pause(2.5)  # more failed reads
+        failed = reads[1]
+        await pilot_until(pilot, lambda: reads[1] >= failed + 2, "no more failed reads")  # each said again?
         assert sum("Could not read experiments" in n for n in notes(app)) == 1
         assert app.is_running and app.view == "trials"

@@ -97,7 +97,10 @@ async def alerts(pilot: Pilot[None]) -> None:
 
 
 async def fleet(pilot: Pilot[None]) -> None:
-    await pilot.pause(0.3)
+    from gpumon.tui.views.fleet.view import FleetView
+
+    view = app_of(pilot).query_one(FleetView)
+    await pilot_until(pilot, lambda: view.state is not None and view._blocks, "the fleet was never drawn")
 
 
 VIEWS: dict[str, Drive] = {
@@ -112,7 +115,10 @@ def test_view(snap_compare, views_home: Path, view: str, size: tuple[int, int]) 
 
     async def run_before(pilot: Pilot[None]) -> None:
         await drive(pilot)
-        await pilot.pause(0.3)
+        # the start's drawing done, nothing still read or laid out (a fixed 0.3 s beside CPU hogs may end before)
+        app = app_of(pilot)
+        await pilot_until(pilot, lambda: not app.drawing_unseen() and all(w.is_finished for w in app.workers))
+        await pilot.pause()
 
     app = fleet_app(StandInFleet([mixed_fleet()], interval=0)) if view == "fleet" else make_app(gpus=4)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
