@@ -20,7 +20,7 @@ from gpumon.tui.app import GpumonApp
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app, pilot_until
-from tests.test_key_paths import counting, to_the_frame
+from tests.test_key_paths import counting, drawing, to_the_frame
 from tests.test_runs_view import home, record_runs  # noqa: F401 - home: the fixture
 
 #: bench/keys_counted.py's view keys, in its order
@@ -38,14 +38,7 @@ async def drawn_ahead(pilot: Any) -> None:
 
 def footer_keys_drawn(monkeypatch: pytest.MonkeyPatch, count: list[str]) -> None:
     """Each footer key whose text is rendered goes into ``count``."""
-    content = Widget._render_content
-
-    def rendered(self: Widget) -> None:
-        if isinstance(self, FooterKey):
-            count.append(f"drew {self.key} ({self.description})")
-        content(self)
-
-    monkeypatch.setattr(Widget, "_render_content", rendered)
+    drawing(monkeypatch, count, lambda w: f"drew {w.key} ({w.description})" if isinstance(w, FooterKey) else None)
 
 
 async def test_each_views_first_key_draws_none_of_its_footer_keys(

@@ -311,16 +311,21 @@ async def test_n_fills_the_kept_form_without_a_layout(home: Path, monkeypatch: p
         assert form.query_one("#nproc", Input).value == "2" and form.values().program == ""
 
 
-def drawing_under(monkeypatch: pytest.MonkeyPatch, root: Widget, count: list[str]) -> None:
-    """Each widget under ``root`` whose content is rendered goes into ``count``."""
+def drawing(monkeypatch: pytest.MonkeyPatch, count: list[str], said: Callable[[Widget], str | None]) -> None:
+    """Each widget whose content is rendered goes into ``count`` as ``said`` says it (None: not counted)."""
     content = Widget._render_content
 
     def rendered(self: Widget) -> None:
-        if root in self.ancestors:
-            count.append(f"drew {type(self).__name__}#{self.id}")
+        if (what := said(self)) is not None:
+            count.append(what)
         content(self)
 
     monkeypatch.setattr(Widget, "_render_content", rendered)
+
+
+def drawing_under(monkeypatch: pytest.MonkeyPatch, root: Widget, count: list[str]) -> None:
+    """Each widget under ``root`` whose content is rendered goes into ``count``."""
+    drawing(monkeypatch, count, lambda w: f"drew {type(w).__name__}#{w.id}" if root in w.ancestors else None)
 
 
 async def test_the_first_r_draws_nothing_of_the_runs_view_a_later_r_does_not(

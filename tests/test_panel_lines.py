@@ -23,6 +23,7 @@ from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel, compact_line, gpm_line
 from gpumon.tui.widgets.line import Line, text_strip
 from tests.conftest import make_app, pilot_until
+from tests.test_key_paths import counting
 
 
 @pytest.fixture
@@ -99,23 +100,17 @@ async def settle(pilot: Pilot[None]) -> None:
     await pilot.pause()
 
 
-def count_applied(app: GpumonApp, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def count_applied(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The samples the app has handed to its views, counted."""
-    applied = [0]
-    apply = app.apply
-
-    def counted(snap: Any) -> None:
-        applied[0] += 1
-        apply(snap)
-
-    monkeypatch.setattr(app, "apply", counted)
+    applied: list[str] = []
+    counting(monkeypatch, GpumonApp, "apply", applied, "applied")
     return applied
 
 
-async def handled(pilot: Pilot[None], applied: list[int], before: int) -> None:
+async def handled(pilot: Pilot[None], applied: list[str], before: int) -> None:
     """A sample handed to the views since ``before``, then the frame after it (idle: the refreshes it asked for
     drawn)."""
-    await pilot_until(pilot, lambda: applied[0] > before, "the sample was never handled")
+    await pilot_until(pilot, lambda: len(applied) > before, "the sample was never handled")
     await pilot.pause()
 
 
@@ -136,15 +131,15 @@ async def test_a_sample_with_the_values_drawn_builds_no_line(home: Path, monkeyp
                 return lines(self, width)
 
             monkeypatch.setattr(cls, "lines", counted)
-        applied = count_applied(app, monkeypatch)
+        applied = count_applied(monkeypatch)
         snap = app.context.snapshot
         assert snap is not None
-        before = applied[0]
+        before = len(applied)
         app.post_message(SampleReady(snap))  # the same values, the same history
         await handled(pilot, applied, before)  # no build is the point: wait for the sample handled and the frame after
         assert built == []
         gpu1 = replace(snap.gpu.devices[1], temperature=(snap.gpu.devices[1].temperature or 0) + 1)
-        before = applied[0]
+        before = len(applied)
         app.post_message(SampleReady(replace(snap, gpu=replace(snap.gpu, devices=(snap.gpu.devices[0], gpu1)))))
         await pilot_until(pilot, lambda: bool(built))
         await handled(pilot, applied, before)  # and no build of the other panels after it

@@ -25,6 +25,7 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.views.runs.view import RunsView
 from gpumon.tui.widgets.charts import Chart
 from tests.conftest import make_app, pilot_until
+from tests.test_key_paths import counting
 from tests.test_runs_view import (
     FAILED,
     FINISHED,
@@ -128,17 +129,11 @@ async def test_search_finds_the_matches_and_n_N_move_between_them(home: Path) ->
         await pilot_until(pilot, lambda: not isinstance(app.screen, LogScreen))
 
 
-def count_polls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def count_polls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The log screen's follow polls, counted: a test that checks a read does NOT happen waits for polls that
     would have made it (a fixed pause beside CPU hogs may pass before any poll ran)."""
-    polls = [0]
-    poll = LogScreen._poll
-
-    def counted(self: LogScreen) -> None:
-        polls[0] += 1
-        poll(self)
-
-    monkeypatch.setattr(LogScreen, "_poll", counted)
+    polls: list[str] = []
+    counting(monkeypatch, LogScreen, "_poll", polls, "polled")
     return polls
 
 
@@ -160,8 +155,10 @@ async def test_follow_shows_appended_lines_and_scrolling_up_stops_it(
         with log.open("a") as fh:
             fh.write("written while not following\n")
         pane = screen.query_one(LogPane)
-        polled = polls[0]  # two follow polls pass, and any read they began ends
-        await pilot_until(pilot, lambda: polls[0] >= polled + 2 and all(w.is_finished for w in app.workers), "no poll")
+        polled = len(polls)  # two follow polls pass, and any read they began ends
+        await pilot_until(
+            pilot, lambda: len(polls) >= polled + 2 and all(w.is_finished for w in app.workers), "no poll"
+        )
         assert not any("written while not following" in line for line in pane.page.lines)
         await pilot.press("f")
         await pilot_until(pilot, lambda: "written while not following" in screen_text(app))
@@ -208,8 +205,10 @@ async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(
         before = psutil.Process().io_counters().read_chars
         screen = await open_log(pilot, 1, FINISHED)
         await pilot_until(pilot, lambda: "tail line 99" in screen_text(app))
-        polled = polls[0]  # what it reads after the tail shows counts too: a follow poll passes and its read ends
-        await pilot_until(pilot, lambda: polls[0] >= polled + 1 and all(w.is_finished for w in app.workers), "no poll")
+        polled = len(polls)  # what it reads after the tail shows counts too: a follow poll passes and its read ends
+        await pilot_until(
+            pilot, lambda: len(polls) >= polled + 1 and all(w.is_finished for w in app.workers), "no poll"
+        )
         read = psutil.Process().io_counters().read_chars - before
         assert screen.window is not None and screen.window.bytes_read <= 2 * 1024 * 1024
         assert read < 32 * 1024 * 1024, f"read {read:,} bytes to open a 200 MB log"
