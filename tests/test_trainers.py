@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainers import data
-from trainers.model import Bottleneck, build_model, split_model
+from trainers.model import Bottleneck, TwoStageModel, build_model, split_model
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
@@ -99,9 +99,6 @@ def test_tiny_forward_on_digits_and_split() -> None:
 
 @pytest.mark.parametrize(("mode", "norm"), [("naive", "batch"), ("micro-batch", "group"), ("micro-batch", "none")])
 def test_two_stage_model_matches_unsplit(mode: str, norm: str) -> None:
-    # imported here: with torch.distributed.pipelining it costs ~2 CPU-s, paid at collection by every xdist worker
-    from trainers.model_parallel import TwoStageModel
-
     torch.manual_seed(0)
     model = build_model("small", 1, 10, 8, norm=norm)
     reference = copy.deepcopy(model)

@@ -9,14 +9,29 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from trainers.data import DATASETS, DataError
-from trainers.model import ARCHS, NORMS, PRESETS
-
+# No torch here: --help and a bad option answer before `import torch` (~2.5 CPU-s); the programs load it after.
 T = TypeVar("T")
+P = ParamSpec("P")
+
+DATASETS = ("digits", "cifar10", "synthetic")
+PRESETS: dict[str, tuple[tuple[int, ...], int]] = {  # Bottleneck blocks per stage, base width (model.py)
+    "tiny": ((1, 1), 8),
+    "small": ((1, 1, 1), 16),
+    "medium": ((2, 2, 2, 2), 32),
+    "resnet18ish": ((2, 2, 2, 2), 32),
+    "resnet50": ((3, 4, 6, 3), 64),
+}
+NORMS = ("batch", "group", "none")
+ARCHS = ("resnet", "mlp")
+
+
+class DataError(Exception):
+    """A dataset is missing or malformed; the CLI prints it as one line and exits 2."""
 
 
 class UsageError(Exception):
@@ -154,6 +169,8 @@ def finish_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def resolve_device(choice: str, local_rank: int = 0) -> torch.device:
     """cpu, or cuda:<local_rank>; auto picks cuda when one is visible."""
+    import torch
+
     if choice == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is visible to torch")
     if choice == "cpu" or not torch.cuda.is_available():
@@ -162,17 +179,19 @@ def resolve_device(choice: str, local_rank: int = 0) -> torch.device:
 
 
 def seed_everything(seed: int) -> None:
+    import torch
+
     random.seed(seed)
     torch.manual_seed(seed)
 
 
-def main_guard(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+def main_guard(main: Callable[P, int]) -> Callable[P, int]:
     """Turn DataError/UsageError into ``error: ...`` on stderr and exit status 2 (argparse's convention)."""
 
     @functools.wraps(main)
-    def wrapper(argv: list[str] | None = None) -> int:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> int:
         try:
-            return main(argv)
+            return main(*args, **kwargs)
         except (DataError, UsageError) as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None

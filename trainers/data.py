@@ -24,13 +24,10 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-DATASETS = ("digits", "cifar10", "synthetic")
+from trainers.cli import DATASETS, DataError  # torch-free: --help answers before torch loads
+
 CIFAR_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch")
 CIFAR_HINT = "expected data_batch_1 … data_batch_5 and test_batch from the 'CIFAR-10 python version' archive"
-
-
-class DataError(Exception):
-    """A dataset is missing or malformed; the CLI prints it as one line and exits 2."""
 
 
 @dataclass(frozen=True)

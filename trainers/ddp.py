@@ -8,16 +8,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
-from torch.nn.parallel import DistributedDataParallel
-
-from gpumon import telemetry
 from trainers.cli import add_device_arg, finish_args, main_guard, make_parser, resolve_device, say
-from trainers.data import make_loader, shard
-from trainers.loop import build, describe, fit, load_data, prepare
+
+if TYPE_CHECKING:
+    import torch
 
 DESCRIPTION = """\
 DistributedDataParallel training under torchrun: RANK, LOCAL_RANK and WORLD_SIZE come from torchrun;
@@ -34,6 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def init_group(device: torch.device, rank: int, world_size: int) -> str:
     """Join torchrun's group, or make a one-process group when not launched by torchrun."""
+    import torch.distributed as dist
+
     backend = "nccl" if device.type == "cuda" else "gloo"
     device_id = device if device.type == "cuda" else None
     if "RANK" in os.environ and "MASTER_ADDR" in os.environ:
@@ -43,10 +41,22 @@ def init_group(device: torch.device, rank: int, world_size: int) -> str:
     return backend
 
 
-@record
-@main_guard
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None) -> int | None:
+    args = parse_args(argv)  # torch after the options: --help and a bad option answer without it (trainers/cli.py)
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(main_guard(train))(args)
+
+
+def train(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from gpumon import telemetry
+    from trainers.data import make_loader, shard
+    from trainers.loop import build, describe, fit, load_data, prepare
+
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

@@ -8,12 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
-from torch import nn
-
-from gpumon import telemetry
 from trainers.cli import add_device_arg, finish_args, main_guard, make_parser, resolve_device, say
-from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
 
 DESCRIPTION = """\
 DataParallel training in one process: each batch (--batch-size in all) is scattered over the visible
@@ -30,6 +25,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @main_guard
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # torch after the options: --help and a bad option answer without it (trainers/cli.py)
+    import torch
+    from torch import nn
+
+    from gpumon import telemetry
+    from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
+
     device = resolve_device(args.device)
     data = load_data(args)
     model = build(args, data).to(device)

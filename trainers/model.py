@@ -13,16 +13,9 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from trainers.cli import ARCHS, NORMS, PRESETS  # the options' choices, known before torch loads
+
 # preset: (blocks per stage, base width); stage i has width * 2**i planes and outputs 4x that.
-PRESETS: dict[str, tuple[tuple[int, ...], int]] = {
-    "tiny": ((1, 1), 8),
-    "small": ((1, 1, 1), 16),
-    "medium": ((2, 2, 2, 2), 32),
-    "resnet18ish": ((2, 2, 2, 2), 32),
-    "resnet50": ((3, 4, 6, 3), 64),
-}
-NORMS = ("batch", "group", "none")
-ARCHS = ("resnet", "mlp")
 
 
 def norm_layer(kind: str, channels: int) -> nn.Module:
@@ -142,3 +135,35 @@ def split_model(model: nn.Module, at: int | None = None) -> tuple[nn.Sequential,
 
 def count_params(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+class TwoStageModel(nn.Module):
+    """``module`` cut in two with stage 0 on ``devices[0]`` and stage 1 on ``devices[1]``.
+
+    ``split_size`` 0 runs the whole batch through stage 0 then stage 1 (naive); otherwise the batch
+    goes in chunks, pipelined as in PyTorch's single-process model-parallel tutorial. The whole model
+    is ``.module`` (as with DDP) so checkpoints keep its usual parameter names.
+    """
+
+    def __init__(self, module: nn.Module, devices: tuple[torch.device, torch.device], split_size: int = 0) -> None:
+        super().__init__()
+        self.module = module
+        stage0, stage1 = split_model(module)
+        # A plain tuple: registering the stages as submodules would list every parameter twice.
+        self.stages = (stage0.to(devices[0]), stage1.to(devices[1]))
+        self.devices = devices
+        self.split_size = split_size
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        (stage0, stage1), (dev0, dev1) = self.stages, self.devices
+        x = x.to(dev0)
+        if not self.split_size or self.split_size >= len(x):
+            return stage1(stage0(x).to(dev1))
+        chunks = iter(x.split(self.split_size))
+        pending = stage0(next(chunks)).to(dev1)
+        outputs = []
+        for chunk in chunks:
+            outputs.append(stage1(pending))  # queued on dev1 ...
+            pending = stage0(chunk).to(dev1)  # ... while dev0 starts the next chunk (CUDA kernels are async)
+        outputs.append(stage1(pending))
+        return torch.cat(outputs)

@@ -11,16 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-from torch.distributed.elastic.multiprocessing.errors import record
-
-from gpumon import telemetry
 from trainers.cli import UsageError, finish_args, main_guard, make_parser, positive_int, say
-from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
-from trainers.model import split_model
-from trainers.pipeline import train_pipeline
+
+if TYPE_CHECKING:
+    import torch
+
+# torch loads after the options: --help and a bad option answer without it (trainers/cli.py)
 
 DESCRIPTION = """\
 Model-parallel training: the model is cut into two stages (first half of the blocks | the rest).
@@ -33,44 +31,16 @@ last stage prints the loss. BatchNorm sees micro-batches, not the whole batch: u
 none) for results equal to the unsplit model's."""
 
 
-class TwoStageModel(nn.Module):
-    """``module`` cut in two with stage 0 on ``devices[0]`` and stage 1 on ``devices[1]``.
-
-    ``split_size`` 0 runs the whole batch through stage 0 then stage 1 (naive); otherwise the batch
-    goes in chunks, pipelined as in PyTorch's single-process model-parallel tutorial. The whole model
-    is ``.module`` (as with DDP) so checkpoints keep its usual parameter names.
-    """
-
-    def __init__(self, module: nn.Module, devices: tuple[torch.device, torch.device], split_size: int = 0) -> None:
-        super().__init__()
-        self.module = module
-        stage0, stage1 = split_model(module)
-        # A plain tuple: registering the stages as submodules would list every parameter twice.
-        self.stages = (stage0.to(devices[0]), stage1.to(devices[1]))
-        self.devices = devices
-        self.split_size = split_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        (stage0, stage1), (dev0, dev1) = self.stages, self.devices
-        x = x.to(dev0)
-        if not self.split_size or self.split_size >= len(x):
-            return stage1(stage0(x).to(dev1))
-        chunks = iter(x.split(self.split_size))
-        pending = stage0(next(chunks)).to(dev1)
-        outputs = []
-        for chunk in chunks:
-            outputs.append(stage1(pending))  # queued on dev1 ...
-            pending = stage0(chunk).to(dev1)  # ... while dev0 starts the next chunk (CUDA kernels are async)
-        outputs.append(stage1(pending))
-        return torch.cat(outputs)
-
-
 def default_devices() -> str:
+    import torch
+
     gpus = torch.cuda.device_count()
     return "cuda:0,cuda:1" if gpus >= 2 else "cuda:0,cuda:0" if gpus == 1 else "cpu,cpu"
 
 
 def parse_devices(text: str) -> tuple[torch.device, torch.device]:
+    import torch
+
     try:
         devices = tuple(torch.device(part.strip()) for part in text.split(","))
     except RuntimeError as exc:
@@ -89,7 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     mp.add_argument(
         "--mode", choices=("naive", "micro-batch", "pipeline"), default="naive", help="see above; pipeline: torchrun"
     )
-    mp.add_argument("--devices", default=default_devices(), help="stage 0 and stage 1 devices (pipeline: per rank)")
+    mp.add_argument(
+        "--devices",
+        help="stage 0 and stage 1 devices (pipeline: per rank); default: cuda:0,cuda:1 with 2 GPUs, "
+        "cuda:0,cuda:0 with one, else cpu,cpu",
+    )
     mp.add_argument("--split-size", type=positive_int, default=16, help="micro-batch: samples per chunk")
     mp.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe", help="pipeline schedule")
     mp.add_argument("--micro-batches", type=positive_int, default=4, help="pipeline: micro-batches per batch")
@@ -108,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def bn_note(args: argparse.Namespace, unit: str) -> None:
     """Say that BatchNorm normalises over each micro-batch, so results differ from the unsplit model's."""
+    from gpumon import telemetry
+
     if args.arch == "resnet" and args.norm == "batch":
         text = f"BatchNorm statistics come from {unit}, not whole batches (--norm group avoids that)"
         say(text)
@@ -116,6 +92,9 @@ def bn_note(args: argparse.Namespace, unit: str) -> None:
 
 def train_single_process(args: argparse.Namespace, devices: tuple[torch.device, torch.device]) -> int:
     """naive and micro-batch modes: the shared loop drives a TwoStageModel."""
+    from trainers.loop import build, describe, fit, load_data, prepare, single_process_loaders
+    from trainers.model import TwoStageModel
+
     data = load_data(args)
     model = build(args, data)
     split_size = args.split_size if args.mode == "micro-batch" else 0
@@ -140,11 +119,17 @@ def train_single_process(args: argparse.Namespace, devices: tuple[torch.device, 
     return 0
 
 
-@record
-@main_guard
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int | None:
     args = parse_args(argv)
-    devices = parse_devices(args.devices)
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(main_guard(train))(args)
+
+
+def train(args: argparse.Namespace) -> int:
+    from trainers.pipeline import train_pipeline
+
+    devices = parse_devices(args.devices or default_devices())
     if args.mode == "pipeline":
         if int(os.environ.get("RANK", "0")) == 0:
             bn_note(args, f"micro-batches of {args.batch_size // args.micro_batches}")
