@@ -202,9 +202,14 @@ class GpumonApp(KeysInOrder, App[None]):
         if not stopping(self) and not self._footer.mounted() and waited < MOUNT_WAIT_S:
             self.set_timer(0.1, lambda: self._laid_out(waited + 0.1))  # the footer's keys built ahead, once mounted
             return
+        if not stopping(self):  # the sets of keys built ahead by now (_keys_ahead_later), each in its own piece
+            for keyset in self._footer.sets_ahead():
+                self._ahead.add(self._footer.measure_ahead, keyset)
+                self._ahead.add(self._footer.draw_ahead, keyset, self._unseen.draw)  # as its view's key shows it
+        self._ahead.add(self._all_laid_out)
+
+    def _all_laid_out(self) -> None:
         if not stopping(self):
-            self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
-            self._footer.draw_ahead(self._unseen.draw)  # each view's keys drawn as its key will show them
             self.laid_out_ahead = True
         self._unseen.forget()
 
