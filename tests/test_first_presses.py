@@ -191,8 +191,11 @@ async def test_a_key_typed_while_work_is_done_ahead_waits_for_one_piece_of_it(mo
     monkeypatch.setattr(GpumonApp, "show_view", shown)
     monkeypatch.setattr(GpumonApp, "_lay_out_ahead", then_a_key)
     app = make_app(gpus=2)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: at_key, "the r typed never showed the Runs view")
-        await drawn_ahead(pilot)
-        assert at_key[0] <= 1, f"{at_key[0]} pieces of the work ahead ran before the key"
-        assert len(pieces) >= 6, pieces  # and the work went on after it
+    with to_the_frame(monkeypatch, app, lambda: bool(at_key) and app.view == "runs", pieces) as at_frame:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot_until(pilot, lambda: at_key, "the r typed never showed the Runs view")
+            await drawn_ahead(pilot)
+            assert at_key[0] <= 1, f"{at_key[0]} pieces of the work ahead ran before the key"
+            # nor between the key's way and its frame (a piece ran there: the frame came 20-45 ms later at rest)
+            assert len(at_frame[0]) == at_key[0], at_frame[0][at_key[0] :]
+            assert len(pieces) >= 6, pieces  # and the work went on after it

@@ -88,7 +88,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
         self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
         self._unseen = UnseenViews()  # (_lay_out_ahead)
-        self._ahead = OneAtATime(self, lambda: self.keys_waiting > 0)  # that work's pieces, behind any key typed
+        self._ahead = OneAtATime(self, self.key_drawing)  # that work's pieces, behind any key and its frame
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
         # views shown on screen once: what their first showing built is kept (heap.py), what they drew is the
