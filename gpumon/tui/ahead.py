@@ -4,8 +4,8 @@
 the form laid out, six views drawn unseen, 20-300 ms each on a loaded machine) ran before a key typed just after
 them, and the first `r` a second after the start waited 1.2-1.9 s. Here the next piece is queued only once the one
 before has run, after a turn of the event loop (which puts a key from the driver's thread on the queue), so a key
-that arrives waits for one piece at most; and while a key is on its way (it goes through the
-focused widget's queue and back: the app's own queue never empties between pieces queued at once) the pieces wait.
+that arrives waits for one piece at most; and while a key is on its way (it goes through the focused widget's queue
+and back) and its frame is still to draw (the app's ``hold``: typeahead.py ``key_drawing``) the pieces wait.
 """
 
 from __future__ import annotations
