@@ -6,13 +6,17 @@ import re
 import string
 
 import pytest
+from rich.console import Console, Group
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
 from textual.geometry import Region
 from textual.keys import _character_to_key
 from textual.widgets import Static
 
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.app_keys import FOOTNOTE, help_sections
-from gpumon.tui.keys import help_rows, key_label
+from gpumon.tui.keys import help_renderable, help_rows, key_label
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
 from tests.conftest import make_app, pilot_until
 from tests.test_app import screen_text
@@ -129,3 +133,40 @@ async def test_the_stop_question_wraps_on_words_and_keeps_a_long_command_whole()
             assert word in text, word
         await pilot.press("n")
         assert not isinstance(app.screen, ConfirmScreen)
+
+
+def grid_help(rows: list, footnote: str) -> Group:
+    """The help as it was drawn before it was built of lines: a rich grid of two columns per section."""
+    width = min(24, max([10, *(len(keys) for _, _, section in rows for keys, _ in section)]))
+    parts: list[Text | Table] = [Text("gpumon keys", style="bold")]
+    for title, note, section in rows:
+        head = Text(title, style="bold")
+        if note:
+            head.append(f"  {note}", style="dim")
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=width + 3)
+        grid.add_column(ratio=1)
+        for keys, what in section:
+            grid.add_row(Text(f"  {keys}", style="bold"), Text(what))
+        parts += [Text(), head, grid]
+    return Group(*parts, Text(), Text(footnote, style="dim"))
+
+
+@pytest.mark.parametrize("width", [34, 60, 78, 100, 160])
+def test_the_help_reads_and_looks_as_its_grid_of_keys_did(width: int) -> None:
+    """The help is built of plain lines (a grid per section was measured and drawn at each of its layouts: ~60 ms of
+    CPU, in the way of a key typed while the help was laid out ahead): the same characters in the same styles, a long
+    line wrapped on words under its own column, at any width the help shows at."""
+    rows = help_rows(help_sections(), {"toggle_help": "f1"})
+    console = Console(width=width, color_system="truecolor")
+    lines = [
+        console.render_lines(r, console.options, pad=True)
+        for r in (grid_help(rows, FOOTNOTE), help_renderable(rows, FOOTNOTE))
+    ]
+    cells = [
+        [[(ch, segment.style or Style()) for segment in line for ch in segment.text] for line in drawn]
+        for drawn in lines
+    ]
+    assert cells[1] == cells[0]
+    if width < 78:  # a long line wrapped under its own column: a line with no keys
+        assert any(set("".join(ch for ch, _ in line[:12])) == {" "} and line[30][0] != " " for line in cells[1]), width

@@ -88,7 +88,7 @@ class GpumonApp(KeysInOrder, App[None]):
         self._top_info = TopInfo(id="top-info")  # held: no query of the screen per sample
         self.laid_out_ahead = False  # the help, the form and the hidden views laid out and drawn, unseen
         self._unseen = UnseenViews()  # (_lay_out_ahead)
-        self._ahead = OneAtATime(self, lambda: self.keys_waiting > 0)  # that work's pieces, behind any key typed
+        self._ahead = OneAtATime(self, self.key_drawing)  # that work's pieces, behind any key and its frame
         self._unseen_began = False  # the hidden views' first unseen draw is under way or done
         self._unseen_due: set[View] = set()  # views to draw unseen again (DrawnLate)
         # views shown on screen once: what their first showing built is kept (heap.py), what they drew is the
@@ -158,11 +158,11 @@ class GpumonApp(KeysInOrder, App[None]):
         whole Runs table), later ones only show them. Then the footer's keys built ahead are measured and drawn."""
         if stopping(self):
             return
-        for name in (HELP, FORM):  # each in its own callback too (the help: 0.2-0.7 s of CPU on a loaded machine)
-            self._ahead.add(self._lay_out_screen, name, again)
         self._unseen_began = True
         for view in self._views.values():  # each in its own callback: a key that comes meanwhile waits on one
             self._ahead.add(self._draw_unseen, view)
+        for name in (HELP, FORM):  # after the views (a first key is likelier a view's; each 30-45 ms of CPU)
+            self._ahead.add(self._lay_out_screen, name, again)
         if again:  # once what that layout told the widgets (their sizes) has been handled
             self.set_timer(AHEAD_S, lambda: self._lay_out_ahead(again=False))
         else:
@@ -202,9 +202,14 @@ class GpumonApp(KeysInOrder, App[None]):
         if not stopping(self) and not self._footer.mounted() and waited < MOUNT_WAIT_S:
             self.set_timer(0.1, lambda: self._laid_out(waited + 0.1))  # the footer's keys built ahead, once mounted
             return
+        if not stopping(self):  # the sets of keys built ahead by now (_keys_ahead_later), each in its own piece
+            for keyset in self._footer.sets_ahead():
+                self._ahead.add(self._footer.measure_ahead, keyset)
+                self._ahead.add(self._footer.draw_ahead, keyset, self._unseen.draw)  # as its view's key shows it
+        self._ahead.add(self._all_laid_out)
+
+    def _all_laid_out(self) -> None:
         if not stopping(self):
-            self._footer.measure_ahead()  # the sets of keys built ahead by now (_keys_ahead_later)
-            self._footer.draw_ahead(self._unseen.draw)  # each view's keys drawn as its key will show them
             self.laid_out_ahead = True
         self._unseen.forget()
 

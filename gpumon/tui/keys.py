@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rich.console import Group
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.keys import format_key
@@ -86,23 +87,65 @@ def help_text(
     return plain_help(help_rows(sections, keymap), footnote)
 
 
-def help_renderable(rows: list[HelpSection], footnote: str) -> Group:
+def help_renderable(rows: list[HelpSection], footnote: str) -> HelpLines:
     """The help as the screen shows it: literal text (a note may hold brackets), keys left, what they do
     right, a long line wrapped on words under its own column."""
-    width = min(24, max([10, *(len(keys) for _, _, section in rows for keys, _ in section)]))
-    parts: list[Text | Table] = [Text("gpumon keys", style="bold")]
-    for title, note, section in rows:
-        head = Text(title, style="bold")
-        if note:
-            head.append(f"  {note}", style="dim")
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(width=width + 3)
-        grid.add_column(ratio=1)
-        for keys, what in section:
-            grid.add_row(Text(f"  {keys}", style="bold"), Text(what))
-        parts += [Text(), head, grid]
-    parts += [Text(), Text(footnote, style="dim")]
-    return Group(*parts)
+    return HelpLines(rows, footnote)
+
+
+WIDTHS_KEPT = 4  # the help's lines kept for so many widths (with and without its scrollbar, a resize)
+
+
+class HelpLines:
+    """The help's lines as a grid of two columns per section would draw them (rich's Table.grid, padding 1 between,
+    the second column as wide as its longest text, wrapped on words to what is left), made of Text lines only: a
+    Table of each section measured and drawn each time the help was laid out cost ~60 ms of CPU (4 layouts or
+    draws at rest), on the first key's path when the layout ahead was under way. Kept per width."""
+
+    def __init__(self, rows: list[HelpSection], footnote: str) -> None:
+        self.rows = rows
+        self.footnote = footnote
+        self.keys_width = min(24, max([10, *(len(keys) for _, _, section in rows for keys, _ in section)])) + 3
+        self._lines: dict[int, list[Text]] = {}
+
+    def lines(self, console: Console, width: int) -> list[Text]:
+        if width not in self._lines:
+            self._lines = dict(list({width: self._build(console, width), **self._lines}.items())[:WIDTHS_KEPT])
+        return self._lines[width]
+
+    def _build(self, console: Console, width: int) -> list[Text]:
+        lines = [Text("gpumon keys", style="bold")]
+        for title, note, section in self.rows:
+            head = Text(title, style="bold")
+            if note:
+                head.append(f"  {note}", style="dim")
+            lines += [Text(), *head.wrap(console, width)]
+            left = min(self.keys_width, width)
+            what_width = min(max(cell_len(what) for _, what in section), max(1, width - left - 1)) if section else 0
+            for keys, what in section:
+                keys_lines = Text(f"  {keys}", style="bold").wrap(console, left)
+                what_lines = Text(what).wrap(console, what_width)
+                for i in range(max(len(keys_lines), len(what_lines))):
+                    keys_line = keys_lines[i] if i < len(keys_lines) else Text()
+                    keys_line.pad_right(left - keys_line.cell_len)  # spaces in the keys' style, as the grid's cell
+                    line = Text()  # the keys' style on their cells only
+                    line.append_text(keys_line)
+                    if i < len(what_lines):
+                        line.append(" ")
+                        line.append_text(what_lines[i])
+                        line.pad_right(left + 1 + what_width - line.cell_len)  # as the grid's column, to its width
+                    lines.append(line)
+        lines += [Text(), *Text(self.footnote, style="dim").wrap(console, width)]
+        for line in lines:  # each fits its width: drawn as it is
+            line.no_wrap, line.overflow, line.end = True, "ignore", "\n"
+        return lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from self.lines(console, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max(cell_len(line.plain) for line in self.lines(console, options.max_width))
+        return Measurement(widest, widest)
 
 
 def clashes(sections: Iterable[tuple[str, str, Iterable[BindingType]]], keymap: Mapping[str, str]) -> list[str]:

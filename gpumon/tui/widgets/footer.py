@@ -143,26 +143,29 @@ class KeysFooter(Footer):
         (each its own message queue), and a set not mounted is neither measured nor laid out."""
         return all(keyset.is_mounted for keyset in self._sets.values())
 
-    def measure_ahead(self) -> None:
-        """Measure each built set's keys (kept: _width): the first showing of a set measured its ~18 keys on its
-        view key's path (10-20 ms of CPU, each key's text rendered)."""
-        for keyset in self._sets.values():
-            for widget in keyset.members:
-                if isinstance(widget, FooterKey):
-                    with suppress(KeyError):  # not styled yet: measured when first shown
-                        _width(widget)
+    def sets_ahead(self) -> list[KeySet]:
+        """The sets built ahead, mounted and not shown: each measured and drawn in a piece of work of its own (the
+        app's work ahead, behind any key: all of them at once took ~45 ms of CPU at rest)."""
+        return [keyset for keys, keyset in self._sets.items() if keys != self._shown and keyset.is_mounted]
 
-    def draw_ahead(self, draw: Callable[[Widget, Size], bool]) -> int:
-        """Fit each hidden set built ahead to the footer's width and ``draw`` it (unseen.py: laid out and drawn out of
-        sight): a set's first showing drew each of its ~10 keys on its view key's path (17 widgets rendered against
-        a later press's 7), later ones only show them. A set not measured yet is left for its first showing. The
-        sets drawn."""
+    def measure_ahead(self, keyset: KeySet) -> None:
+        """Measure the set's keys (kept: _width): the first showing of a set measured its ~18 keys on its view key's
+        path (10-20 ms of CPU, each key's text rendered)."""
+        for widget in keyset.members:
+            if isinstance(widget, FooterKey):
+                with suppress(KeyError):  # not styled yet: measured when first shown
+                    _width(widget)
+
+    def draw_ahead(self, keyset: KeySet, draw: Callable[[Widget, Size], bool]) -> bool:
+        """Fit the set, hidden and built ahead, to the footer's width and ``draw`` it (unseen.py: laid out and drawn
+        out of sight): a set's first showing drew each of its ~10 keys on its view key's path (17 widgets rendered
+        against a later press's 7), later ones only show them. A set not measured yet, or shown meanwhile, is left
+        for its first showing. Whether it was drawn."""
         width = self.size.width or self.app.size.width
-        drawn = 0
-        for keys, keyset in list(self._sets.items()):
-            if keys != self._shown and not keyset.display and keyset.is_mounted and self._fit_keys(keyset, width):
-                drawn += draw(keyset, Size(width, 1))
-        return drawn
+        shown = self._sets.get(self._shown) if self._shown is not None else None
+        if keyset is shown or keyset.display or not keyset.is_mounted or not self._fit_keys(keyset, width):
+            return False
+        return draw(keyset, Size(width, 1))
 
     def _on_resize(self, event: Resize) -> None:
         if self._shown is not None and self._shown in self._sets:
