@@ -1,0 +1,81 @@
+"""A sample's repaints reach the screen at once (issue 35, tui/repaint.py).
+
+Each widget a sample changed woke its own message pump (a Prompt), whose idle posted an Update to the screen, which
+woke the screen (another Prompt): 11 messages a tick for the idle monitor, each a task switch on its main thread.
+Now the changed widgets go straight on the screen's dirty set and its frame timer starts once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import messages
+from textual.geometry import Region
+from textual.message_pump import MessagePump
+from textual.screen import Screen
+from textual.widget import Widget
+
+from gpumon.tui.feeds import SampleReady
+from gpumon.tui.widgets.gpu_panels import GpuPanel
+from gpumon.tui.widgets.process_table import ProcessTable
+from tests.conftest import make_app, pilot_until
+from tests.test_dirty_lines import Frames, at_rest, home, one_sample
+
+__all__ = ["home"]  # the fixture
+
+
+def asked_lines(monkeypatch: Any) -> dict[str, int]:
+    """Lines the compositor asks of each widget class from now on."""
+    asked: dict[str, int] = {}
+    render_lines = Widget.render_lines
+
+    def counted(widget: Widget, crop: Region) -> Any:
+        name = type(widget).__name__
+        asked[name] = asked.get(name, 0) + crop.height
+        return render_lines(widget, crop)
+
+    monkeypatch.setattr(Widget, "render_lines", counted)
+    return asked
+
+
+async def test_a_sample_wakes_no_widget_yet_its_changes_are_drawn(home: Path, monkeypatch: Any) -> None:
+    """Three samples that move the panels and the processes: their lines are drawn, and no widget nor the screen
+    was sent a Prompt or an Update for it (Textual's way: two per changed widget)."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await at_rest(pilot)
+        frames = Frames(monkeypatch)
+        await one_sample(pilot, frames)
+        wakes: list[str] = []
+        dispatch = MessagePump._dispatch_message
+
+        async def counted(pump: MessagePump, message: Any) -> Any:
+            if isinstance(message, messages.Prompt | messages.Update) and isinstance(pump, Widget | Screen):
+                wakes.append(f"{type(message).__name__}>{type(pump).__name__}")
+            return await dispatch(pump, message)
+
+        monkeypatch.setattr(MessagePump, "_dispatch_message", counted)
+        asked = asked_lines(monkeypatch)
+        for _ in range(3):
+            await one_sample(pilot, frames)
+        assert asked.get(GpuPanel.__name__, 0) > 0 and asked.get(ProcessTable.__name__, 0) > 0, asked
+        assert wakes == [], wakes
+
+
+async def test_a_sample_that_changes_nothing_asks_for_no_line(home: Path, monkeypatch: Any) -> None:
+    """The same sample handed again (a GPU at rest reads the same): no widget is repainted, no line asked for."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await at_rest(pilot)
+        frames = Frames(monkeypatch)
+        await one_sample(pilot, frames)
+        latest = app.sampler.latest
+        assert latest is not None
+        asked = asked_lines(monkeypatch)
+        applied = frames.applied_at
+        frames.applied_at = -1
+        app.post_message(SampleReady(latest))
+        await pilot_until(pilot, lambda: frames.applied_at >= applied, "the sample was never handed to the views")
+        await pilot.pause()  # a frame due now is drawn (the pilot draws one itself)
+        assert asked == {}, asked
+        assert not app.screen._dirty_widgets
