@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from textual import messages
-from textual.geometry import Region
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.widget import Widget
@@ -19,23 +18,9 @@ from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets.gpu_panels import GpuPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from tests.conftest import make_app, pilot_until
-from tests.test_dirty_lines import Frames, at_rest, home, one_sample
+from tests.test_dirty_lines import Frames, asked_lines, at_rest, home, one_sample
 
 __all__ = ["home"]  # the fixture
-
-
-def asked_lines(monkeypatch: Any) -> dict[str, int]:
-    """Lines the compositor asks of each widget class from now on."""
-    asked: dict[str, int] = {}
-    render_lines = Widget.render_lines
-
-    def counted(widget: Widget, crop: Region) -> Any:
-        name = type(widget).__name__
-        asked[name] = asked.get(name, 0) + crop.height
-        return render_lines(widget, crop)
-
-    monkeypatch.setattr(Widget, "render_lines", counted)
-    return asked
 
 
 async def test_a_sample_wakes_no_widget_yet_its_changes_are_drawn(home: Path, monkeypatch: Any) -> None:
