@@ -6,6 +6,8 @@ Now the changed widgets go straight on the screen's dirty set and its frame time
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,13 @@ from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.widget import Widget
 
+from gpumon.core.format import num
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.widgets import process_table
 from gpumon.tui.widgets.gpu_panels import GpuPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from tests.conftest import make_app, pilot_until
-from tests.test_dirty_lines import Frames, asked_lines, at_rest, home, one_sample
+from tests.test_dirty_lines import Frames, asked_lines, at_rest, home, one_sample, showing
 
 __all__ = ["home"]  # the fixture
 
@@ -64,3 +68,32 @@ async def test_a_sample_that_changes_nothing_asks_for_no_line(home: Path, monkey
         await pilot.pause()  # a frame due now is drawn (the pilot draws one itself)
         assert asked == {}, asked
         assert not app.screen._dirty_widgets
+
+
+async def test_one_process_that_changed_redraws_its_row_alone(home: Path, monkeypatch: Any) -> None:
+    """The same sample but one process's SM%: its cells alone are built, its line alone is asked for; the other
+    processes' rows (an idle GPU's read the same each second) are not even built."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await at_rest(pilot)
+        frames = Frames(monkeypatch)
+        await one_sample(pilot, frames)
+        latest = app.sampler.latest
+        assert latest is not None
+        table = app.query_one(ProcessTable)
+        gpu = next(d for d in latest.gpu.devices if d.index == table.gpu_index)
+        assert len(gpu.processes) >= 2  # a row that changes beside one that does not
+        moved = replace(gpu.processes[0], sm_util=(gpu.processes[0].sm_util or 0) + 7)
+        device = replace(gpu, processes=(moved, *gpu.processes[1:]))
+        devices = tuple(device if d is gpu else d for d in latest.gpu.devices)
+        snapshot = replace(latest, gpu=replace(latest.gpu, devices=devices))
+        built: list[int] = []
+        cells = process_table._cells
+        monkeypatch.setattr(process_table, "_cells", lambda p, *a, **k: (built.append(p.pid), cells(p, *a, **k))[1])
+        asked = asked_lines(monkeypatch)
+        app.post_message(SampleReady(snapshot))
+        await pilot_until(pilot, partial(showing, app, devices), "the sample was never shown")
+        await pilot_until(pilot, lambda: frames.count > frames.applied_at, "no frame after the sample")
+        assert built == [moved.pid]
+        assert asked == {ProcessTable.__name__: 1}, asked
+        assert table.get_cell(f"{moved.gpu_index}:{moved.pid}", "sm").text.plain == num(moved.sm_util)
