@@ -13,10 +13,12 @@ from typing import Any
 
 from textual import messages
 from textual.message_pump import MessagePump
+from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widget import Widget
 
 from gpumon.core.format import num
+from gpumon.core.model import Snapshot
 from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets import process_table
 from gpumon.tui.widgets.gpu_panels import GpuPanel
@@ -32,9 +34,7 @@ async def test_a_sample_wakes_no_widget_yet_its_changes_are_drawn(home: Path, mo
     was sent a Prompt or an Update for it (Textual's way: two per changed widget)."""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await at_rest(pilot)
-        frames = Frames(monkeypatch)
-        await one_sample(pilot, frames)
+        frames, _ = await drawn(pilot, monkeypatch)
         wakes: list[str] = []
         dispatch = MessagePump._dispatch_message
 
@@ -51,15 +51,21 @@ async def test_a_sample_wakes_no_widget_yet_its_changes_are_drawn(home: Path, mo
         assert wakes == [], wakes
 
 
+async def drawn(pilot: Pilot[None], monkeypatch: Any) -> tuple[Frames, Snapshot]:
+    """At rest, a sample drawn with the frames counted from then on; that sample."""
+    await at_rest(pilot)
+    frames = Frames(monkeypatch)
+    await one_sample(pilot, frames)
+    latest = pilot.app.sampler.latest  # type: ignore[attr-defined]
+    assert latest is not None
+    return frames, latest
+
+
 async def test_a_sample_that_changes_nothing_asks_for_no_line(home: Path, monkeypatch: Any) -> None:
     """The same sample handed again (a GPU at rest reads the same): no widget is repainted, no line asked for."""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await at_rest(pilot)
-        frames = Frames(monkeypatch)
-        await one_sample(pilot, frames)
-        latest = app.sampler.latest
-        assert latest is not None
+        frames, latest = await drawn(pilot, monkeypatch)
         asked = asked_lines(monkeypatch)
         applied = frames.applied_at
         frames.applied_at = -1
@@ -75,11 +81,7 @@ async def test_one_process_that_changed_redraws_its_row_alone(home: Path, monkey
     processes' rows (an idle GPU's read the same each second) are not even built."""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await at_rest(pilot)
-        frames = Frames(monkeypatch)
-        await one_sample(pilot, frames)
-        latest = app.sampler.latest
-        assert latest is not None
+        frames, latest = await drawn(pilot, monkeypatch)
         table = app.query_one(ProcessTable)
         gpu = next(d for d in latest.gpu.devices if d.index == table.gpu_index)
         assert len(gpu.processes) >= 2  # a row that changes beside one that does not
