@@ -75,6 +75,20 @@ async def one_sample(pilot: Pilot[None], frames: Frames) -> None:
     await pilot_until(pilot, lambda: frames.count > frames.applied_at, "no frame after the sample")
 
 
+def asked_lines(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Lines the compositor asks of each widget class from now on."""
+    asked: dict[str, int] = {}
+    render_lines = Widget.render_lines
+
+    def counted(widget: Widget, crop: Region) -> Any:
+        name = type(widget).__name__
+        asked[name] = asked.get(name, 0) + crop.height
+        return render_lines(widget, crop)
+
+    monkeypatch.setattr(Widget, "render_lines", counted)
+    return asked
+
+
 async def test_a_sample_asks_only_the_widgets_on_its_changed_lines(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted: the widgets (and their lines) a sample's frame asks for. Before, each frame asked the screen, the
     switcher, the view, the GPU list, the top bar's row and the footer for all their lines, and each panel and the
@@ -84,15 +98,7 @@ async def test_a_sample_asks_only_the_widgets_on_its_changed_lines(home: Path, m
         await at_rest(pilot)
         frames = Frames(monkeypatch)
         await one_sample(pilot, frames)  # what came before the count is drawn
-        asked: dict[str, int] = {}
-        render_lines = Widget.render_lines
-
-        def counted(widget: Widget, crop: Region) -> Any:
-            name = type(widget).__name__
-            asked[name] = asked.get(name, 0) + crop.height
-            return render_lines(widget, crop)
-
-        monkeypatch.setattr(Widget, "render_lines", counted)
+        asked = asked_lines(monkeypatch)
         for _ in range(3):
             await one_sample(pilot, frames)
         assert set(asked) <= {GpuPanel.__name__, HostPanel.__name__, ProcessTable.__name__}, asked

@@ -33,6 +33,7 @@ from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleRead
 from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
+from gpumon.tui.repaint import coalesced
 from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.unseen import DrawnLate, UnseenViews, stopping
 from gpumon.tui.view import AppContext, View
@@ -253,7 +254,7 @@ class GpumonApp(KeysInOrder, App[None]):
     def apply(self, snap: Snapshot) -> None:
         """Hand a sample to the top bar and to every view."""
         self.context.snapshot = snap
-        with self.batch_update():
+        with coalesced():  # one wake-up of the screen for every widget repainted (repaint.py)
             self._top_info.show(snap.gpu, snap.host.hostname, self.sampler.interval, self.sampler.error)
             for view in self._views.values():
                 view.sample(snap, self.sampler.history)

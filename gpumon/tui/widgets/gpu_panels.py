@@ -11,6 +11,7 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
+from gpumon.tui.repaint import Coalesced
 from gpumon.tui.widgets.kept_style import KeptStyle
 from gpumon.tui.widgets.line import Line, text_strip
 from gpumon.tui.widgets.literal import set_title
@@ -38,7 +39,7 @@ def _meter(label: str, pct: float | None, value: str, history: list[float], widt
     return line.append(spark_chars(history, _history_width(width)), style)
 
 
-class LinePanel(KeptStyle, Widget):
+class LinePanel(Coalesced, KeptStyle, Widget):
     """Renders a few fixed lines through Textual's line API: no wrapping or
     markup pass, strips cached until the data or the width change. This keeps
     an idle monitor with many GPUs cheap to repaint every second."""

@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.tui.repaint import Coalesced
 from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
@@ -38,7 +39,7 @@ class SortCell:
         return self.text
 
 
-class RowTable(KeptStyle, FocusLook, DataTable[Any]):
+class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
     """A DataTable whose Home and End go to the first and last row, as in htop (DataTable's own scroll sideways),
     and whose drawn cells outlive a focus move (see notify_style_update), restyled on a focus change only when
     seen (FocusLook)."""

@@ -173,12 +173,14 @@ class ProcessTable(RowTable):
             self.remove_row(key)
             changed = True
         for key, proc in wanted.items():
-            cells = _cells(proc, width, run_pids.get(proc.pid), labels[key])
             old = self.processes.get(key)
+            if old is not None and old == proc and self.labels.get(key) == labels[key]:
+                continue  # the row as drawn: its cells are not even built (an idle GPU's processes read the same)
+            cells = _cells(proc, width, run_pids.get(proc.pid), labels[key])
             if old is None:
                 self.add_row(*(cells[c] for c, _, _ in self.column_set), key=key)
                 changed = True
-            elif old != proc or self.labels.get(key) != labels[key]:
+            else:
                 changed = self._update(key, cells) or changed
         if changed:
             self.apply_sort()

@@ -11,6 +11,7 @@ from textual.widget import Widget
 
 from gpumon import __version__
 from gpumon.core.model import GpuSample
+from gpumon.tui.repaint import Coalesced
 
 # What each step leaves out, from the whole bar to the barest one.
 _LEVELS: tuple[set[str], ...] = (
@@ -74,7 +75,7 @@ def top_bar_text(
     return bar + tail
 
 
-class TopInfo(Widget):
+class TopInfo(Coalesced, Widget):
     """The bar's text for the width it has now: redrawn on a resize, and only when a sample changed it."""
 
     DEFAULT_CSS = "TopInfo { height: 1; }"
