@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
@@ -67,7 +68,32 @@ def make_app(
     sampler = Sampler(source or SimulatedSource(gpus, seed=1), FrozenHost(), interval=1.0)
     for _ in range(ticks):
         sampler.sample_once()
-    return GpumonApp(sampler, readonly=readonly, keymap=keymap)
+    return heard(GpumonApp(sampler, readonly=readonly, keymap=keymap))
+
+
+_SAID: weakref.WeakKeyDictionary[GpumonApp, list[str]] = weakref.WeakKeyDictionary()
+
+
+def heard(app: GpumonApp) -> GpumonApp:
+    """``app``, keeping every note it raises for `notes`. A toast leaves ``app._notifications`` 3-6 s after it is
+    raised, by the clock: beside four CPU hogs 5-11 s passed between two steps of a test, so a note raised was gone
+    before the test looked."""
+    said: list[str] = []
+    shown = app.notify
+
+    def notify(message: str, *args: Any, **kwargs: Any) -> None:
+        said.append(str(message))
+        shown(message, *args, **kwargs)
+
+    app.notify = notify  # type: ignore[method-assign]
+    _SAID[app] = said
+    return app
+
+
+def notes(app: GpumonApp) -> list[str]:
+    """Every note ``app`` raised, oldest first, expired or not (an app from make_app, or one given to `heard`)."""
+    assert app in _SAID, "notes() reads what heard() keeps: build the app with make_app or pass it to heard()"
+    return list(_SAID[app])
 
 
 def no_gpu_app() -> GpumonApp:

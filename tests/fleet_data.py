@@ -19,7 +19,7 @@ from gpumon.core.gpu import open_gpu_source
 from gpumon.core.model import Snapshot
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
-from tests.conftest import FrozenHost
+from tests.conftest import FrozenHost, heard
 
 #: 2026-11-22 14:02:11 UTC: "stale since" reads the same everywhere with TZ=UTC.
 STALE_SINCE = 1795356131.0
@@ -95,7 +95,7 @@ def live_fleet(hosts: int, gpus: int, ticks: int = 30) -> list[FleetState]:
 def fleet_app(fleet: Any, readonly: bool = False) -> GpumonApp:
     sampler = Sampler(open_gpu_source(1, 0), FrozenHost(), interval=1.0)
     sampler.sample_once()
-    return GpumonApp(sampler, readonly=readonly, fleet=fleet)
+    return heard(GpumonApp(sampler, readonly=readonly, fleet=fleet))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -29,12 +28,8 @@ from gpumon.tui.views.trials.trial_table import TrialTable
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen, HelpScreen
-from tests.conftest import make_app, no_gpu_app, pilot_until
+from tests.conftest import make_app, no_gpu_app, notes, pilot_until
 from tests.trials_data import record_live
-
-
-def notes(app: GpumonApp) -> list[str]:
-    return [str(n.message) for n in app._notifications]
 
 
 def row_keys(table: ProcessTable) -> list[str]:
@@ -208,17 +203,7 @@ async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> N
     child = subprocess.Popen([sys.executable, "-c", ready], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
-        app = make_app(OneRealProcessSource(child.pid), ticks=2)
-        # What the app told, as it tells it: a toast expires 6 s after it is raised, which a loaded machine
-        # can pass between two looks at the screen.
-        told: list[str] = []
-        shown = app.notify
-
-        def notify(message: str, *args: Any, **kwargs: Any) -> None:
-            told.append(str(message))
-            shown(message, *args, **kwargs)
-
-        app.notify = notify  # type: ignore[method-assign]
+        app = make_app(OneRealProcessSource(child.pid), ticks=2)  # notes() keeps what it told: a toast expires
         async with app.run_test(size=(100, 40)) as pilot:
             app.query_one(ProcessTable).focus()
             await pilot.press(key)
@@ -233,7 +218,7 @@ async def test_confirmed_signal_reaches_a_real_process(key: str, code: int) -> N
             # for the child's end without blocking that loop (child.wait here starved it, and timed out).
             await pilot_until(pilot, lambda: child.poll() is not None, timeout=120)
             assert child.returncode == code
-            await pilot_until(pilot, lambda: any(f"PID {child.pid}" in n for n in told), timeout=60)
+            await pilot_until(pilot, lambda: any(f"PID {child.pid}" in n for n in notes(app)), timeout=60)
     finally:
         child.kill()
         child.wait()
@@ -263,15 +248,12 @@ async def test_no_gpu_screen_says_why_and_keys_do_not_crash() -> None:
         await pilot_until(pilot, lambda: app.query("#no-gpu"), "no notice")
         notice = str(app.query_one("#no-gpu", Static).render())
         assert "No GPU shown" in notice and "NVML library not found" in notice
-        # the note shows for 3 s: counted as raised (beside four hogs it was gone when the key's press returned)
-        raised: list[str] = []
-        notify = app.notify
-        app.notify = lambda message, *a, **k: (raised.append(str(message)), notify(message, *a, **k))[1]  # type: ignore[method-assign]
+        # the note shows for 3 s: notes() counts it as raised (beside four hogs it was gone when press returned)
         await pilot.press("1", "right", "T", "s", "a")
         assert app.query_one(HostPanel).host is not None
         with contextlib.suppress(AssertionError):  # said below
-            await pilot_until(pilot, lambda: any("No GPU 1" in n for n in raised), timeout=30)
-        assert any("No GPU 1" in n for n in raised), raised
+            await pilot_until(pilot, lambda: any("No GPU 1" in n for n in notes(app)), timeout=30)
+        assert any("No GPU 1" in n for n in notes(app)), notes(app)
 
 
 async def test_no_gpu_on_this_machine_with_the_real_sources() -> None:

@@ -15,11 +15,10 @@ import pytest
 
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import read_json, write_json
-from gpumon.tui.app import GpumonApp
 from gpumon.tui.views.doctor.view import DoctorView
 from gpumon.tui.views.runs import newest
 from gpumon.tui.views.runs.run_table import RunTable
-from tests.conftest import make_app, pilot_until
+from tests.conftest import make_app, notes, pilot_until
 from tests.test_runs_view import FAILED, FINISHED, STOPPED, open_runs, record_run, record_runs
 
 NEW = "script-1124-221500-9f9f"
@@ -29,10 +28,6 @@ NEW = "script-1124-221500-9f9f"
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     return tmp_path
-
-
-def notes(app: GpumonApp) -> list[str]:
-    return [str(n.message) for n in app._notifications]
 
 
 def record_new_run(home: Path) -> Path:

@@ -13,7 +13,7 @@ from gpumon.core.config import BINDING_IDS, ConfigError, load_keymap
 from gpumon.tui.app_keys import GLOBAL_BINDINGS
 from gpumon.tui.views import VIEWS
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app
+from tests.conftest import make_app, notes
 
 
 def test_keymap_ids_are_exactly_the_tui_binding_ids() -> None:
@@ -73,10 +73,10 @@ async def test_remapped_key_takes_over() -> None:
     app.set_keymap({"terminate": "x"})
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("tab", "T")
-        assert not any("SIGTERM" in str(n.message) for n in app._notifications)  # T means nothing now
+        assert not any("SIGTERM" in n for n in notes(app))  # T means nothing now
         await pilot.press("x")
         assert not isinstance(app.screen, ConfirmScreen)  # a simulated process: refused at once
-        assert any("nothing to send SIGTERM" in str(n.message) for n in app._notifications)
+        assert any("nothing to send SIGTERM" in n for n in notes(app))
 
 
 def test_a_keymap_that_gives_one_key_two_meanings_is_refused() -> None:

@@ -137,7 +137,7 @@ def test_a_failed_run_alerts_and_an_open_app_says_so_whatever_view_shows(
 ) -> None:
     import asyncio
 
-    from tests.conftest import make_app, pilot_until
+    from tests.conftest import make_app, notes, pilot_until
 
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path / "home"))
     script = tmp_path / "fails.py"
@@ -151,7 +151,7 @@ def test_a_failed_run_alerts_and_an_open_app_says_so_whatever_view_shows(
             said: list[str] = []
 
             def toasted() -> bool:  # 200 pauses of 0.1 s before: a run of 3 s, started beside CPU hogs, took longer
-                said[:] = [str(n.message) for n in app._notifications]
+                said[:] = notes(app)
                 return any(record.id in m for m in said)
 
             with contextlib.suppress(AssertionError):  # no toast: said by the assertions after

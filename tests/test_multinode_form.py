@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import Input
 
 from gpumon.tui.views.runs.launch_form import LaunchForm
-from tests.conftest import make_app, open_launch_form, pilot_until
+from tests.conftest import make_app, notes, open_launch_form, pilot_until
 from tests.test_multinode import STANDIN
 
 
@@ -41,8 +41,8 @@ async def test_hosts_field_names_the_mistake_and_a_dead_host_starts_nothing(home
         await pilot.press("enter")
         assert not isinstance(app.screen, LaunchForm)
         # the launch runs in a thread worker (ssh); its notice comes through the event loop
-        await pilot_until(pilot, lambda: any("gpu9" in str(n.message) for n in app._notifications), "no notice", 90)
-        messages = [str(n.message) for n in app._notifications]
+        await pilot_until(pilot, lambda: any("gpu9" in n for n in notes(app)), "no notice", 90)
+        messages = notes(app)
         (text,) = [m for m in messages if "gpu9" in m]
         assert text.endswith(
             "host unreachable (ssh: connect to host gpu9 port 22: Connection refused); nothing was started"

@@ -33,7 +33,7 @@ from gpumon.tui.widgets.charts import Chart, Series, line_chart
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ConfirmScreen
-from tests.conftest import make_app, open_launch_form, pilot_until
+from tests.conftest import make_app, notes, open_launch_form, pilot_until
 
 T0 = 1_795_000_000.0  # recorded runs have fixed times: their elapsed never depends on the clock
 FINISHED, FAILED, STOPPED, LIVE = (
@@ -150,10 +150,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def screen_text(app: GpumonApp) -> str:
     svg = app.export_screenshot()
     return html.unescape("".join(re.findall(r">([^<]*)</text>", svg))).replace("\xa0", " ")
-
-
-def notes(app: GpumonApp) -> list[str]:
-    return [str(n.message) for n in app._notifications]
 
 
 def cell(app: GpumonApp, run_id: str, column: str) -> str:
