@@ -223,6 +223,8 @@ async def test_c_asks_a_live_run_for_a_census_and_shows_it_pending(home: Path) -
         await pilot_until(pilot, lambda: "census pending" in doctor_text(app))
         assert any(f"Asked {LIVE} for a tensor census" in n for n in notes(app))
         await pilot.press("r")
+        # r may be handled after press returns: unwaited, d would find Doctor still open and r close it later
+        await pilot_until(pilot, lambda: app.view == "runs", "r never went back to Runs", 30)
         await select(pilot, LEAKY)
         await open_doctor(pilot, LEAKY, "memory per iteration")
         await pilot.press("c")

@@ -41,8 +41,8 @@ def blocks(app) -> dict[str, HostBlock]:
 async def open_first_host(pilot) -> None:
     await pilot.pause()
     await pilot.press("enter")
-    await pilot.pause()
-    assert isinstance(pilot.app.screen, HostScreen)
+    # the key goes on from the focused block as a message: under load it is handled after press returns
+    await pilot_until(pilot, lambda: isinstance(pilot.app.screen, HostScreen), "enter never opened the host", 30)
 
 
 def fleet_text(app) -> str:
@@ -85,21 +85,22 @@ async def test_keys_move_between_hosts_and_enter_opens_a_host_with_its_processes
         view = app.query_one(FleetView)
         assert view.selected == "gpu1" and blocks(app)["gpu1"].has_focus
         await pilot.press("j")
-        assert view.selected == "alice@gpu2:2222"
+        await pilot_until(pilot, lambda: view.selected == "alice@gpu2:2222", "j never moved", 30)
         await pilot.press("enter")
-        await pilot.pause()
+        await pilot_until(pilot, lambda: isinstance(app.screen, HostScreen), "enter never opened the host", 30)
         screen = app.screen
         assert isinstance(screen, HostScreen) and screen.host_name == "alice@gpu2:2222"
         table = screen.query_one(ProcessTable)
         assert len(table.processes) == 3 and {p.pid for p in table.processes.values()} >= {5_000_000}
         assert "GPU 1 · Simulated H100 80GB HBM3" in screen_text(app)
         await pilot.press("escape")
-        assert not isinstance(app.screen, HostScreen)
+        await pilot_until(pilot, lambda: not isinstance(app.screen, HostScreen), "escape never closed the host", 30)
         await pilot.press("j", "j", "enter")  # gpu4: down, nothing to open
+        said = "gpu4: no snapshot yet (authentication refused)"
+        await pilot_until(pilot, lambda: any(said in n for n in notes(app)), "enter on gpu4 said nothing", 30)
         assert not isinstance(app.screen, HostScreen)
-        assert any("gpu4: no snapshot yet (authentication refused)" in n for n in notes(app))
         await pilot.press("k", "k", "k", "k")  # gpu4 up past gpu1 wraps to the last
-        assert view.selected == "gpu5"
+        await pilot_until(pilot, lambda: view.selected == "gpu5", "k never wrapped to gpu5", 30)
 
 
 async def test_a_new_state_updates_only_what_changed_and_keeps_the_widgets() -> None:
@@ -166,12 +167,12 @@ async def test_one_gpu_that_changes_repaints_its_row_only_and_hosts_off_screen_c
         view.draw(fleet.state())
         await pilot.pause()
         await pilot.press("pagedown")  # the page keys scroll the list
-        assert hosts.scroll_y > 0
+        await pilot_until(pilot, lambda: hosts.scroll_y > 0, "pagedown never scrolled", 30)
         hosts.scroll_end(animate=False, immediate=True)
         await pilot.pause()
         assert " 0 Z9 TEST " in screen_text(app)  # its last state, not the one drawn before
         await pilot.press("end")
-        assert view.selected == "gpu16"
+        await pilot_until(pilot, lambda: view.selected == "gpu16", "end never went to the last host", 30)
 
 
 async def test_signals_on_a_remote_host_are_confirmed_and_refused_for_simulated_processes() -> None:
@@ -181,9 +182,10 @@ async def test_signals_on_a_remote_host_are_confirmed_and_refused_for_simulated_
         await pilot.press("T")
         await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        assert any("is simulated: nothing to send SIGTERM to" in n for n in notes(app))
+        # y is handled after press returns under load: wait for its answer, not for the workers of the moment
+        await pilot_until(
+            pilot, lambda: any("is simulated: nothing to send SIGTERM to" in n for n in notes(app)), "no refusal", 30
+        )
 
 
 async def test_readonly_never_asks_to_signal_a_remote_process() -> None:
@@ -191,8 +193,9 @@ async def test_readonly_never_asks_to_signal_a_remote_process() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await open_first_host(pilot)
         await pilot.press("K")
-        assert isinstance(app.screen, HostScreen)
-        assert any("Read-only mode (--readonly): signals are off" in n for n in notes(app))
+        note = "Read-only mode (--readonly): signals are off"
+        await pilot_until(pilot, lambda: any(note in n for n in notes(app)), "K was never refused", 30)
+        assert isinstance(app.screen, HostScreen)  # the key was handled (its note) and asked nothing
 
 
 async def test_sigterm_through_ssh_reaches_a_real_process_on_the_host() -> None:
@@ -323,5 +326,6 @@ async def test_the_fleet_view_looks_at_its_hosts_only_while_it_shows(monkeypatch
         assert looks[hidden_from:] == []
         fleet.states[0] = _with_util(fleet.states[0], 0, 0, 3.0)  # came while hidden
         await pilot.press("h")
+        await pilot_until(pilot, lambda: app.view == "fleet", "h never showed the fleet", 30)
         assert app.query_one(FleetView).state is fleet.states[0]  # drawn in the key's own frame (showing)
         await pilot_until(pilot, lambda: len(looks) > hidden_from + 2, "the view shown again never looked")

@@ -399,7 +399,7 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
         await pilot.press(*"tiny.py")
         assert form.query_one("#script", Input).value == "tiny.py"
         await pilot.press("enter")
-        assert not isinstance(app.screen, LaunchForm)
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm), "enter never launched", 30)
         table = app.query_one(RunTable)
         await pilot_until(pilot, lambda: table.row_count == 1, timeout=15)
         run_id = row_keys(table)[0]

@@ -62,7 +62,7 @@ async def test_no_experiment_says_how_to_start_one(home: Path) -> None:
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("t")
-        assert app.view == "trials"
+        await pilot_until(pilot, lambda: app.view == "trials", "t never opened Trials", 30)
         empty = app.query_one("#trials-empty")
         await pilot_until(pilot, lambda: empty.display)
         text = screen_text(app)
@@ -106,11 +106,15 @@ async def test_s_cycles_the_sort_column_r_reverses_and_a_header_click_sorts(home
     async with app.run_test(size=(140, 40)) as pilot:
         table = await open_trials(pilot, 6)
         while table.sort_key != "m:loss":
+            was = table.sort_key
             await pilot.press("s")
+            # handled after press returns under load: unwaited, the loop pressed again and went past loss
+            await pilot_until(pilot, lambda was=was: table.sort_key != was, "s never changed the sort", 30)
         assert "sort loss ↑" in str(table.border_subtitle)  # mode min: the lowest first
         by_loss = ["a1b2c_00001", "a1b2c_00004", "a1b2c_00000", "a1b2c_00003", "a1b2c_00002", "a1b2c_00005"]
         assert table.row_keys() == by_loss  # no loss at all sorts last
         await pilot.press("R")
+        await pilot_until(pilot, lambda: table.sort_reverse, "R never reversed the sort", 30)
         assert table.row_keys() == [*by_loss[-2::-1], "a1b2c_00005"]  # still last: it has no loss
         assert "sort loss ↓" in str(table.border_subtitle)
         x = 1 + sum(width + 2 for key, _, width in table.column_set[: [c[0] for c in table.column_set].index("iter")])
@@ -149,13 +153,15 @@ async def test_f_filters_by_status(home: Path, monkeypatch: pytest.MonkeyPatch) 
     async with app.run_test(size=(140, 40)) as pilot:
         table = await open_trials(pilot, 6)
         await pilot.press("f")
-        assert table.status_filter == "ERROR"
+        await pilot_until(pilot, lambda: table.status_filter == "ERROR", "f never filtered ERROR", 30)
         assert table.row_keys() == ["a1b2c_00002", "a1b2c_00005"]
         assert "trials · 2 of 6 ERROR" in str(table.border_title) and "filter ERROR" in str(table.border_subtitle)
         await pilot.press("f")
-        assert table.status_filter == "TERMINATED" and len(table.row_keys()) == 4
+        await pilot_until(pilot, lambda: table.status_filter == "TERMINATED", "f never went on to TERMINATED", 30)
+        assert len(table.row_keys()) == 4
         await pilot.press("f")
-        assert table.status_filter is None and table.row_count == 6
+        await pilot_until(pilot, lambda: table.status_filter is None, "f never cleared the filter", 30)
+        assert table.row_count == 6
         read = reads[0]
         await pilot_until(pilot, lambda: reads[0] > read, "no refresh")
         await pilot.press("f")
@@ -230,14 +236,19 @@ async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> Non
         table = await open_trials(pilot, 3)
         await select(pilot, "f00d1_00000")  # terminated: nothing to stop
         await pilot.press("x")
+        # a key goes on from the focused table as a message: under load it is handled after press returns
+        refused = "Trial f00d1_00000 is not running (TERMINATED)"
+        await pilot_until(pilot, lambda: any(refused in n for n in notes(app)), "x was never refused", 30)
         assert not isinstance(app.screen, ConfirmScreen)
-        assert any("Trial f00d1_00000 is not running (TERMINATED)" in n for n in notes(app))
         await select(pilot, "f00d1_00001")
         await pilot.press("x")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "x never asked", 30)
         assert isinstance(app.screen, ConfirmScreen) and "Stop trial f00d1_00001" in app.screen.question
         await pilot.press("n")
+        await pilot_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "n never answered", 30)
         assert not (run_dir / "control").exists()
         await pilot.press("x")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "x never asked again", 30)
         await pilot.press("y")
         stops = run_dir / "control" / "stop-trials"
         await pilot_until(pilot, stops.exists)
@@ -250,6 +261,7 @@ async def test_stop_a_trial_and_the_search_after_confirmation(home: Path) -> Non
         await pilot_until(pilot, lambda: cell(table, "f00d1_00001", "status") == "STOPPED")  # not a finished trial's
         assert cell(table, "f00d1_00000", "status") == "TERMINATED"
         await pilot.press("X")
+        await pilot_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "X never asked", 30)
         assert isinstance(app.screen, ConfirmScreen) and f"Stop the whole search {LIVE}" in app.screen.question
         await pilot.press("y")
         await pilot_until(pilot, (run_dir / "control" / "stop").exists)
@@ -264,6 +276,7 @@ async def test_readonly_stops_nothing(home: Path) -> None:
         await open_trials(pilot, 3)
         await select(pilot, "f00d1_00001")
         await pilot.press("x", "X")
+        await pilot_until(pilot, lambda: sum("Read-only" in n for n in notes(app)) >= 2, "x or X never refused", 30)
         assert not isinstance(app.screen, ConfirmScreen)
         assert sum("Read-only" in n for n in notes(app)) == 2
         # the keys were handled (their notes); a stop asked anyway would be a worker: once all are done, none
@@ -295,12 +308,13 @@ async def test_trials_keys_act_only_in_the_trials_view(home: Path) -> None:
     app = make_app(gpus=2)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.press("tab", "T")  # SIGTERM is T, in the GPUs view only (a simulated process: refused at once)
-        assert any("nothing to send SIGTERM" in n for n in notes(app))
+        await pilot_until(pilot, lambda: any("nothing to send SIGTERM" in n for n in notes(app)), "T never refused", 30)
         await pilot.press("t")  # t opens Trials from every view, the process table's too
-        assert app.view == "trials"
+        await pilot_until(pilot, lambda: app.view == "trials", "t never opened Trials", 30)
         footer = set(app.screen.active_bindings)
         assert {"s", "f", "e", "x", "X", "R", "m", "g", "r"} <= footer and not {"a", "n", "l", "K"} & footer
         await pilot.press("g")
+        await pilot_until(pilot, lambda: app.view == "gpus", "g never went back to the GPUs", 30)
         assert app.view == "gpus" and app.screen.active_bindings["s"].binding.action == "sort"
 
 
