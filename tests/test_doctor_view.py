@@ -243,7 +243,7 @@ async def test_readonly_asks_for_no_census(home: Path) -> None:
         await select(pilot, LIVE)
         await open_doctor(pilot, LIVE, "memory per iteration")
         await pilot.press("c")
-        assert any("Read-only" in n for n in notes(app))
+        await pilot_until(pilot, lambda: any("Read-only" in n for n in notes(app)), "c was never refused", 30)
         # nothing to wait for that is absent: the key was handled (its note), and a census asked anyway would be a
         # worker writing the control file; once every worker is done, none can still write it
         await pilot.pause()

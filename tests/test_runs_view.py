@@ -215,7 +215,10 @@ async def test_r_and_g_switch_views_and_gpu_keys_do_nothing_in_runs(home: Path) 
         assert {"n", "T", "K", "l", "g"} <= footer_keys and not {"s", "a", "R", "2"} & footer_keys
         assert app.screen.active_bindings["t"].binding.action == "view('trials')"  # not SIGTERM outside GPUs
         before = (app.query_one(GpusView).selected, processes.sort_key, processes.sort_reverse, processes.show_all)
-        await pilot.press("2", "right", "s", "R", "a")
+        await pilot.press("2", "right", "s", "R", "a", "g")
+        # the keys go on in order as messages, handled after press returns under load: once g has shown the GPUs,
+        # the five before it were handled (and did nothing)
+        await pilot_until(pilot, lambda: switcher.current == "body", "g never showed the GPUs", 30)
         assert (
             app.query_one(GpusView).selected,
             processes.sort_key,
@@ -223,15 +226,13 @@ async def test_r_and_g_switch_views_and_gpu_keys_do_nothing_in_runs(home: Path) 
             processes.show_all,
         ) == before
         assert not isinstance(app.screen, ConfirmScreen)
-        await pilot.press("g")
-        assert switcher.current == "body"
         assert {"s", "a", "t", "r"} <= set(app.screen.active_bindings) and "n" not in app.screen.active_bindings
         await pilot.press("2")
-        assert app.query_one(GpusView).selected == 2
+        await pilot_until(pilot, lambda: app.query_one(GpusView).selected == 2, "2 never selected GPU 2", 30)
         await pilot.press("alt+r")
-        assert app.view == "runs"
+        await pilot_until(pilot, lambda: app.view == "runs", "alt+r never showed Runs", 30)
         await pilot.press("alt+g")
-        assert app.view == "gpus"
+        await pilot_until(pilot, lambda: app.view == "gpus", "alt+g never showed the GPUs", 30)
 
 
 async def test_log_tail_cycles_through_ranks_and_the_launcher_log(home: Path) -> None:
@@ -308,6 +309,7 @@ async def test_gpu_view_marks_processes_of_runs(home: Path) -> None:
         await pilot_until(pilot, lambda: str(processes.get_cell("0:5000000", "run").text) == "ddp-e5f6 r0")  # rank 0
         app.set_run_pids({5000010: "pipeline-1121-120000-9f9f"})  # a map set by hand (the simulated GPU 1)
         await pilot.press("a")
+        await pilot_until(pilot, lambda: processes.show_all, "a never showed every process", 30)
         assert str(processes.get_cell("1:5000010", "run").text) == "pipe-9f9f"
         assert str(processes.get_cell("0:5000000", "run").text) == ""
         assert "RUN" in screen_text(app) and "pipe-9f9f" in screen_text(app)
@@ -321,17 +323,20 @@ async def test_launch_form_shows_bad_values_inline_and_starts_nothing(home: Path
         form.query_one("#nproc", Input).value = "x"
         form.query_one("#nproc", Input).focus()
         await pilot.press("enter")
-        assert app.screen is form
         error = form.query_one("#form-error")
+        # under load enter is handled after press returns: its sign is the error shown, then the form must stay
+        await pilot_until(pilot, lambda: error.display, "enter showed no error", 30)
+        assert app.screen is form
         assert error.display and "processes takes a whole number, not 'x'" in str(error.render())
         form.query_one("#nproc", Input).value = "2"
         form.query_one("#gpus", Input).focus()
         await pilot.press("3", "enter")
+        said = "asked for GPU 3 but this machine shows no GPU"
+        await pilot_until(pilot, lambda: said in str(error.render()), "enter never refused GPU 3", 30)
         assert app.screen is form
-        assert "asked for GPU 3 but this machine shows no GPU" in str(error.render())
         assert not (home / "runs").exists() or not any((home / "runs").iterdir())
         await pilot.press("escape")
-        assert not isinstance(app.screen, LaunchForm)
+        await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm), "escape never closed the form", 30)
         # nothing to wait for that is absent: the form is gone (handled), and a launch would be a worker; once
         # every worker is done, none can still write a run
         await pilot.pause()
@@ -346,6 +351,7 @@ async def test_readonly_neither_launches_nor_stops(home: Path) -> None:
         await open_runs(pilot, 4)
         await select(pilot, LIVE)
         await pilot.press("n", "T", "K")
+        await pilot_until(pilot, lambda: sum("Read-only" in n for n in notes(app)) >= 3, "a key was never refused", 30)
         assert not isinstance(app.screen, (LaunchForm, ConfirmScreen))
         assert sum("Read-only" in n for n in notes(app)) == 3
 
@@ -392,12 +398,15 @@ async def test_launching_a_script_from_the_form(home: Path, tmp_path: Path, monk
     async with app.run_test(size=(120, 40)) as pilot:
         form = await open_launch_form(pilot)
         await pilot.press("down", "down", "down", "down", "down", "enter")  # open the kind list, pick 'script'
-        assert form.query_one("#kind", Select).value == "script"
+        kind = form.query_one("#kind", Select)
+        await pilot_until(pilot, lambda: kind.value == "script", "the kind list never picked script", 30)
         assert form.query_one("#nproc", Input).value == "1"  # the default follows the kind
         await pilot.press("tab")
-        assert form.focused is form.query_one("#script", Input)  # preset does not apply to a script
+        script = form.query_one("#script", Input)
+        # preset does not apply to a script: tab goes on to the script's field
+        await pilot_until(pilot, lambda: form.focused is script, "tab never reached the script", 30)
         await pilot.press(*"tiny.py")
-        assert form.query_one("#script", Input).value == "tiny.py"
+        await pilot_until(pilot, lambda: script.value == "tiny.py", "the script was never typed", 30)
         await pilot.press("enter")
         await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm), "enter never launched", 30)
         table = app.query_one(RunTable)
