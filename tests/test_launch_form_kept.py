@@ -39,6 +39,12 @@ def error(form: LaunchForm) -> str:
 DEFAULTS = FormValues(kind="ddp", nproc="2")
 
 
+def title(form: object) -> str:
+    """The launch form's title: what the key that opened it asked for (a new run, a clone)."""
+    assert isinstance(form, LaunchForm)
+    return str(form.query_one("#launch-form").border_title)
+
+
 async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 8)  # ddp's processes on a CPU: 2
     app = make_app(gpus=1)
@@ -51,6 +57,8 @@ async def test_n_again_shows_the_same_form_filled_anew(home: Path, monkeypatch: 
         await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         assert form.focused is None  # closed, no field of the kept form holds the focus
         await pilot.press("n")
+        # a key is handled after press returns under load (typeahead.py holds it behind the ones before)
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm), "n never opened the form", 30)
         assert app.screen is form  # the same form, not composed again
         assert form.values() == DEFAULTS and error(form) == ""
         await pilot_until(pilot, lambda: form.focused is form.query_one("#kind", Select))
@@ -68,16 +76,19 @@ async def test_e_then_n_fill_the_kept_form_as_a_clone_then_as_a_new_run(home: Pa
         await pilot.press("n", "tab", "tab", *"first.py", "escape")
         await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         await pilot.press("e")
+        # n's form may still be open as press returns (escape and e held behind it): wait for e's own form
+        cloned = f"Clone of {FINISHED}"
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm) and title(app.screen) == cloned, "no clone")
         form = app.screen
         assert isinstance(form, LaunchForm)
-        assert str(form.query_one("#launch-form").border_title) == f"Clone of {FINISHED}"
         assert form.values() == values_from_spec(RunSpec("ddp", nproc=2, cwd="/tmp"))
         assert form.cwd == "/tmp"  # paths resolve from where the cloned run started
         await pilot.press("escape")
         await pilot_until(pilot, lambda: not isinstance(app.screen, LaunchForm))
         await pilot.press("n")
+        await pilot_until(pilot, lambda: isinstance(app.screen, LaunchForm), "n never opened the form", 30)
         assert app.screen is form
-        assert str(form.query_one("#launch-form").border_title) == "New run"
+        assert title(form) == "New run"
         assert form.values().program == "" and form.values().name == "" and form.cwd != "/tmp"
 
 

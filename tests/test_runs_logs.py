@@ -228,11 +228,19 @@ async def test_space_marks_runs_and_c_overlays_their_loss_curves(home: Path) -> 
         await pilot_until(pilot, lambda: any("Mark two or more runs" in n for n in notes(app)))
         assert not isinstance(app.screen, CompareScreen)
         assert str(table.get_cell(FINISHED, "id").text).startswith("● ")
+
+        def marked(run_id: str) -> bool:
+            return str(table.get_cell(run_id, "id").text).startswith("● ")
+
         await select(pilot, STOPPED)
         await pilot.press("space")
+        # space is handled after press returns under load: unwaited, it could mark the run selected next
+        await pilot_until(pilot, lambda: marked(STOPPED), "space never marked the stopped run", 30)
         await select(pilot, FAILED)
-        await pilot.press("space", "space")  # marked, then unmarked
-        assert not str(table.get_cell(FAILED, "id").text).startswith("● ")
+        await pilot.press("space")  # marked, then unmarked
+        await pilot_until(pilot, lambda: marked(FAILED), "space never marked the failed run", 30)
+        await pilot.press("space")
+        await pilot_until(pilot, lambda: not marked(FAILED), "space never unmarked the failed run", 30)
         await pilot.press("c")
         await pilot_until(pilot, lambda: isinstance(app.screen, CompareScreen))
         screen = app.screen
