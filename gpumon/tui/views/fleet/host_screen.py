@@ -81,15 +81,20 @@ class HostScreen(Refuses, Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width >= WIDE_SCREEN, "-wide")  # GPU panels two abreast, as in the GPUs view
-        self.call_after_refresh(self.show, self.state)  # the history and command columns to the new widths
+        self.call_after_refresh(self.show_again)  # the history and command columns to the new widths
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.width >= WIDE_SCREEN, "-wide")
         table = self.query_one(ProcessTable)
         table.show_all = True
         self.show(self.state)
-        self.call_after_refresh(self.show, self.state)  # again at the laid-out widths
+        self.call_after_refresh(self.show_again)  # again at the laid-out widths
         table.focus()
+
+    def show_again(self) -> None:
+        """The state the screen holds when this runs: a state bound when it was queued could be older than one
+        shown meanwhile (beside CPU hogs a new state came first), and its sample went into the history again."""
+        self.show(self.state)
 
     def show(self, state: HostState) -> None:
         """A new state of this host: redraw what changed."""
