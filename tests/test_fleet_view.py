@@ -41,8 +41,15 @@ def blocks(app) -> dict[str, HostBlock]:
 async def open_first_host(pilot) -> None:
     await pilot.pause()
     await pilot.press("enter")
-    # the key goes on from the focused block as a message: under load it is handled after press returns
-    await pilot_until(pilot, lambda: isinstance(pilot.app.screen, HostScreen), "enter never opened the host", 30)
+    # the key goes on from the focused block as a message: under load it is handled after press returns; the
+    # screen is on top as soon as it is pushed, but shows its host (and its first sample) only once mounted
+    await pilot_until(pilot, lambda: host_shown(pilot.app), "enter never showed the host", 30)
+
+
+def host_shown(app: object) -> bool:
+    screen = app.screen
+    titles = screen.query("#host-title") if isinstance(screen, HostScreen) else []
+    return any("esc: back" in str(title.render()) for title in titles)  # shown by its mount
 
 
 def fleet_text(app) -> str:
