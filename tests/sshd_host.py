@@ -65,7 +65,16 @@ def start_sshd(tmp: Path) -> Sshd | str:
     )
     os.makedirs("/run/sshd", exist_ok=True)
     started = subprocess.run([SSHD, "-f", str(config), "-E", str(tmp / "sshd.log")], capture_output=True, text=True)
-    if started.returncode != 0 or not wait_until(lambda: (tmp / "sshd.pid").exists(), timeout=10):
+    pid_file = tmp / "sshd.pid"  # sshd creates it, then writes its pid: an empty file is not yet a pid
+    if started.returncode != 0 or not wait_until(lambda: _read_pid(pid_file) is not None, timeout=10):
         return f"sshd did not start: {started.stderr.strip() or (tmp / 'sshd.log').read_text()[-300:]}"
-    pid = int((tmp / "sshd.pid").read_text())
+    pid = _read_pid(pid_file)
+    assert pid is not None
     return Sshd(port, tmp / "user_key", tmp / "wrong_key", tmp / "known_hosts", tmp / "state", pid)
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
