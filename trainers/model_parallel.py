@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     mp.add_argument(
         "--devices",
-        help="stage 0 and stage 1 devices (pipeline: per rank); default: cuda:0,cuda:1 with 2 GPUs, "
+        help="stage 0 and stage 1 devices (pipeline: per rank); default: cuda:0,cuda:1 with 2 or more GPUs, "
         "cuda:0,cuda:0 with one, else cpu,cpu",
     )
     mp.add_argument("--split-size", type=positive_int, default=16, help="micro-batch: samples per chunk")
