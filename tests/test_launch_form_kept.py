@@ -32,8 +32,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def error(form: LaunchForm) -> str:
-    box = form.query_one("#form-error", Static)
-    return str(box.render()) if box.display else ""
+    """The form's error line; "" while the form opened by a burst is still composing (no line yet)."""
+    boxes = form.query("#form-error").results(Static)
+    box = next(boxes, None)
+    return str(box.render()) if box is not None and box.display else ""
 
 
 DEFAULTS = FormValues(kind="ddp", nproc="2")
