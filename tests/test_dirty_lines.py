@@ -44,8 +44,8 @@ class Frames:
             return render_update(compositor, *args, **kwargs)
 
         def applied(app: GpumonApp, snapshot: Any) -> None:
+            self.applied_at = self.count  # the sample's frame may be drawn within apply (repaint.py)
             apply(app, snapshot)
-            self.applied_at = self.count
 
         monkeypatch.setattr(Compositor, "render_update", counted)
         monkeypatch.setattr(GpumonApp, "apply", applied)
@@ -67,12 +67,13 @@ async def one_sample(pilot: Pilot[None], frames: Frames) -> None:
     """A new sample (the simulated GPUs' values and the processes' move), shown, then the frame that draws it."""
     app = pilot.app
     assert isinstance(app, GpumonApp)
-    app.sampler.sample_once()
+    before = frames.count
+    app.sampler.sample_once()  # posted by the sampler (on_sample), then again below: the same sample twice
     latest = app.sampler.latest
     assert latest is not None
     app.post_message(SampleReady(latest))
     await pilot_until(pilot, partial(showing, app, latest.gpu.devices), "the sample was never shown")
-    await pilot_until(pilot, lambda: frames.count > frames.applied_at, "no frame after the sample")
+    await pilot_until(pilot, lambda: frames.count > before, "no frame after the sample")
 
 
 def asked_lines(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:

@@ -2,7 +2,7 @@
 
 Each widget a sample changed woke its own message pump (a Prompt), whose idle posted an Update to the screen, which
 woke the screen (another Prompt): 11 messages a tick for the idle monitor, each a task switch on its main thread.
-Now the changed widgets go straight on the screen's dirty set and its frame timer starts once."""
+Now the changed widgets go straight on the screen's dirty set and the screen draws them while the sample is handled."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from textual import messages
 from textual.message_pump import MessagePump
 from textual.pilot import Pilot
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 
 from gpumon.core.format import num
 from gpumon.core.model import Snapshot
+from gpumon.tui.app import GpumonApp
 from gpumon.tui.feeds import SampleReady
 from gpumon.tui.widgets import process_table
 from gpumon.tui.widgets.gpu_panels import GpuPanel
@@ -99,3 +101,31 @@ async def test_one_process_that_changed_redraws_its_row_alone(home: Path, monkey
         assert built == [moved.pid]
         assert asked == {ProcessTable.__name__: 1}, asked
         assert table.get_cell(f"{moved.gpu_index}:{moved.pid}", "sm").text.plain == num(moved.sm_util)
+
+
+async def test_a_samples_frame_is_drawn_as_it_is_handled(home: Path, monkeypatch: Any) -> None:
+    """A sample that moves the panels and the processes is drawn while it is handled: one frame, and the screen's
+    frame timer not started (its resume, sleep and tick were three more wake-ups of the event loop a sample)."""
+    app = make_app(gpus=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        frames, _ = await drawn(pilot, monkeypatch)
+        resume, apply = Timer.resume, GpumonApp.apply
+        resumed: list[str] = []
+        during: list[tuple[int, list[str]]] = []  # (frames drawn, timers resumed) within each apply
+
+        def counted_resume(timer: Timer) -> None:
+            resumed.append(timer.name)
+            resume(timer)
+
+        def counted_apply(app: GpumonApp, snapshot: Any) -> None:
+            count = frames.count
+            resumed.clear()
+            apply(app, snapshot)
+            during.append((frames.count - count, list(resumed)))
+
+        monkeypatch.setattr(Timer, "resume", counted_resume)
+        monkeypatch.setattr(GpumonApp, "apply", counted_apply)
+        for _ in range(3):
+            await one_sample(pilot, frames)
+        first = [d for d in during if d[0]]  # each sample twice (one_sample): the repeat changes nothing
+        assert len(first) >= 3 and all(d == (1, []) for d in first), during

@@ -1,11 +1,12 @@
-"""A sample's repaints handed to the screen at once, not widget by widget.
+"""A sample's repaints handed to the screen at once, not widget by widget, and drawn at once.
 
 Textual's ``refresh()`` wakes the widget's own message pump (a Prompt); its idle posts an Update to the screen, whose
 handler wakes the screen (another Prompt), whose idle starts the frame timer: two messages and two task switches per
 changed widget, 11 messages a tick for the idle monitor. Inside ``coalesced()`` the widgets that opt in
 (``Coalesced``) hold that wake-up; at its end each that needs only a repaint goes straight on its screen's dirty set
-and each such screen's frame timer starts once. Any other need (a layout, a scroll, styles, a callback) goes Textual's
-way, as does everything once Textual's private parts are found moved (pinned for the tests only).
+and the screen draws its frame then (the frame timer's resume, sleep and tick were three more wake-ups a sample).
+Any other need (a layout, a scroll, styles, a callback) goes Textual's way, as does everything once Textual's private
+parts are found moved (pinned for the tests only).
 """
 
 from __future__ import annotations
@@ -61,9 +62,28 @@ def hand_over(widgets: list[Widget]) -> None:
             screens[screen] = None
     for screen in screens:
         if Coalesced.works and screen.is_current and not screen.app._batch_count:
-            screen._update_timer.resume()  # what the screen's idle does with dirty widgets
+            try:
+                if not _drawn_now(screen):
+                    screen._update_timer.resume()  # what the screen's idle does with dirty widgets
+            except (AttributeError, TypeError):  # Textual's internals moved
+                Coalesced.works = False
+                screen.check_idle()
         else:
             screen.check_idle()
+
+
+def _drawn_now(screen: Any) -> bool:
+    """Draw the screen's dirty widgets now, as its frame timer would (``Screen._on_timer_update``), where only
+    repaints are due: the timer's resume, sleep and tick cost three wake-ups of the event loop a sample, each a
+    cold start on a shared machine. False (not drawn) where the screen needs more (a layout, a scroll, a recompose,
+    a callback after the frame): the timer's way."""
+    if screen._layout_required or screen._scroll_required or screen._repaint_required:
+        return False
+    if screen._recompose_required or screen._callbacks or not screen._dirty_widgets:
+        return False
+    screen._compositor.update_widgets(screen._dirty_widgets)
+    screen._compositor_refresh()
+    return True
 
 
 def _repainted(widget: Any) -> Screen[Any] | bool | None:
