@@ -144,8 +144,18 @@ async def test_trials_opened_before_the_first_experiment_take_focus_when_it_come
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gpumon.tui.views.trials.trial_table import TrialTable
+    from gpumon.tui.views.trials.view import TrialsView
     from tests.trials_data import record_done
 
+    focused_with_rows: list[bool] = []  # after each showing with rows: was the table focused already?
+    apply = TrialsView.apply
+
+    def recorded(view: TrialsView, *args: object) -> None:
+        apply(view, *args)  # type: ignore[arg-type]
+        if view.table.row_count:
+            focused_with_rows.append(view.screen.focused is view.table)
+
+    monkeypatch.setattr(TrialsView, "apply", recorded)
     monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
     app = make_app(gpus=1)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -154,5 +164,7 @@ async def test_trials_opened_before_the_first_experiment_take_focus_when_it_come
         record_done(tmp_path)  # the first experiment arrives while the view shows
         table = app.query_one(TrialTable)
         await pilot_until(pilot, lambda: table.row_count > 0 and table.has_focus)  # before: nothing focused
+        # focused as the rows come, not a frame later: a key pressed as they show acts (beside hogs `e` was lost)
+        assert focused_with_rows[0]
         await pilot.press("s")  # the view's keys work at once, without tab
         assert table.sort_key != "id"

@@ -194,8 +194,9 @@ class TrialsView(View, Vertical):
                 for widget in (ExperimentTable, TrialTable, TrialDetail):
                     self.query_one(widget).display = bool(infos)
                 self.query_one("#trials-header").display = bool(infos)
-                if infos and self.display and self.screen.focused is None:  # opened before its data: keys work
-                    self.call_after_refresh(self.focus_first)
+                target = self.focus_target()
+                if infos and self.display and self.screen.focused is None and target is not None:
+                    self.screen.set_focus(target)  # opened before its data: its keys act from the rows' first frame
             width = self.app.size.width
             if self.run_id not in {info.run_id for info in infos}:  # none chosen yet, or it is gone
                 self.run_id = snapshot.info.run_id if snapshot is not None else None
