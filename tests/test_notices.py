@@ -4,10 +4,14 @@ shows, once; what was there when the app opened, and a run's alert (told with it
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from textual.app import App
 
 from gpumon.core.alerts.history import AlertEntry
+from gpumon.core.runs.reading.summary import RunSummary
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.notices import Notices
 
 
@@ -27,3 +31,31 @@ async def test_a_host_alert_that_comes_while_the_app_is_open_is_one_literal_toas
         await pilot.pause()
         toasts = [(str(n.message), n.title, n.markup) for n in app._notifications]
         assert toasts == [("gpu7: down: ssh [timed out]", "gpumon alert: host_down", False)]
+
+
+def ended(id: str, state: str, alerts: tuple[str, ...], at: float) -> RunSummary:
+    status = {"state": state, "created": at - 5, "started": at - 4, "ended": at, "exit_code": 1 if alerts else 0}
+    record = RunRecord(id, Path("/nonexistent") / id, RunSpec("script", program="train.py"), status)
+    return RunSummary(record, None, None, None, None, "", 0, 0, (), (), {}, None, alerts=alerts)
+
+
+async def test_a_run_that_ends_between_the_apps_opening_and_its_first_read_is_told() -> None:
+    """A start of seconds on a busy machine: a run that failed or finished meanwhile was counted as old (in CI
+    the doctor's failure toast never came). What ended before the app opened still is not told."""
+    app: App[None] = App()
+    async with app.run_test() as pilot:
+        before = time.time() - 30
+        notices = Notices(app)
+        failed = ("leak: rank 0 grows 3 MiB a step", "failed: the script exited with status 1: bad config")
+        runs = [ended("old-fail", "failed", failed, before), ended("old-ok", "finished", (), before)]
+        runs += [ended("new-fail", "failed", failed, time.time() + 1), ended("new-ok", "finished", (), time.time() + 1)]
+        notices.run_alerts(runs)  # the first read
+        notices.finished(runs)
+        notices.run_alerts(runs)  # read again: told once
+        notices.finished(runs)
+        await pilot.pause()
+        toasts = sorted(str(n.message) for n in app._notifications)
+        assert toasts == [
+            "new-fail: failed: the script exited with status 1: bad config",
+            "new-ok finished after 4s (exit code 0)",
+        ]

@@ -1,7 +1,8 @@
 """What the app tells whatever view shows: a run's new alert, a host's alert, a run that finished well.
 
 Each is a notification (and a bell for an alert). The first read of each feed only counts: what happened
-before the app opened is in the views.
+before the app opened is in the views. A run that ended between the app's opening and that first read (a start
+of a few seconds on a busy machine) is still told: its failure, or that it finished.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ class Notices:
         self._alerts_seen: dict[str, int] | None = None
         self._states_seen: dict[str, str] | None = None
         self._alert_ids: set[str] | None = None  # the alerts already known (None: none read yet)
+        self._opened = time.time()  # a run that ended since is news, even at the first read
 
     def run_alerts(self, summaries: Iterable[RunSummary]) -> None:
         """A run's new alert (it started leaking, it failed) is a notification, whatever view shows."""
         first = self._alerts_seen is None
         seen = self._alerts_seen if self._alerts_seen is not None else {}
         for summary in summaries:
-            for text in summary.alerts[seen.get(summary.id, 0) :] if not first else ():
+            new = summary.alerts[seen.get(summary.id, 0) :] if not first else self._ended_since_opened(summary)
+            for text in new:
                 failed = text.startswith("failed")
                 self.app.bell()  # heard from another window too
                 self.app.notify(
@@ -42,6 +45,13 @@ class Notices:
                 )
             seen[summary.id] = len(summary.alerts)
         self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
+
+    def _ended_since_opened(self, summary: RunSummary) -> tuple[str, ...]:
+        """At the first read: the failure alert of a run that ended after the app opened (its leak alerts while
+        it lived have no time here: left to the views)."""
+        if (summary.record.ended or 0.0) < self._opened:
+            return ()
+        return tuple(text for text in summary.alerts if text.startswith("failed"))[-1:]
 
     def host_alerts(self, entries: Iterable[AlertEntry]) -> None:
         """An alert of no run (a fleet host down) is a toast and a bell (a run's come with its summary)."""
@@ -61,13 +71,13 @@ class Notices:
         a run seen live that now reads finished, or a new one that finished within the last minute."""
         states = {s.id: s.state for s in summaries}
         seen, self._states_seen = self._states_seen, states
-        if seen is None:  # the first read: what ended before the app opened is in the Runs view
-            return
         now = time.time()
         for s in summaries:
-            before = seen.get(s.id)
+            before = seen.get(s.id) if seen is not None else None
             if s.state != "finished" or before == "finished":
                 continue
+            if seen is None and (s.record.ended or 0.0) < self._opened:
+                continue  # the first read: what ended before the app opened is in the Runs view
             if before is None and now - (s.record.ended or 0.0) > FRESH_END_S:
                 continue  # an old run that came to the list late
             took, code = s.record.elapsed(), s.record.exit_code
