@@ -100,6 +100,17 @@ class Queue:
         except OSError:
             return ""
 
+    def gpus_given(self, run: str) -> str | None:
+        """The job's CVD line (``"CVD 1 PCI_BUS_ID"``) once written whole, else None. The runner sets
+        PYTHONUNBUFFERED, so print() writes each word as it goes: the log can hold ``CVD`` alone for a moment."""
+        first, newline, _ = self.log(run).partition("\n")
+        return first if newline and first.startswith("CVD ") else None
+
+    def gpu(self, run: str) -> str | None:
+        """The GPU index the job was given (its CUDA_VISIBLE_DEVICES), once its line is whole."""
+        line = self.gpus_given(run)
+        return line.split()[1] if line else None
+
     def keeper(self) -> int | None:
         return flock_holder(self.home / "queue" / "keeper.lock")
 

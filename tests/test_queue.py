@@ -48,8 +48,8 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
     assert qu.status(run)["state"] == "queued"
     freed = time.time()
     qu.gpus([71, None])
-    assert wait_until(lambda: "CVD" in qu.log(run), timeout=T), qu.status(run)
-    assert qu.log(run).splitlines()[0] == "CVD 1 PCI_BUS_ID"  # NVML's index, in NVML's order
+    assert wait_until(lambda: qu.gpus_given(run), timeout=T), qu.status(run)
+    assert qu.gpus_given(run) == "CVD 1 PCI_BUS_ID"  # NVML's index, in NVML's order
     assert qu.status(run)["started"] >= freed
     alerts = qu.home / "runs" / run / "alerts.jsonl"
     assert wait_until(alerts.exists, timeout=T)
@@ -61,18 +61,18 @@ def test_a_run_queued_for_one_gpu_starts_when_one_frees_and_gets_its_index(qu: Q
 
 def test_two_queued_runs_never_get_the_same_gpu(qu: Queue) -> None:
     runs = [qu.queue("--gpus", "1", env={"RELEASE": qu.release(f"r{i}")}) for i in range(3)]
-    started = lambda: [r for r in runs if "CVD" in qu.log(r)]  # noqa: E731
+    started = lambda: [r for r in runs if qu.gpu(r)]  # noqa: E731
     assert wait_until(lambda: len(started()) == 2, timeout=T), [qu.status(r) for r in runs]
     first, second = started()
-    gpus = {qu.log(first).split()[1], qu.log(second).split()[1]}
+    gpus = {qu.gpu(first), qu.gpu(second)}
     assert gpus == {"0", "1"}
     third = next(r for r in runs if r not in (first, second))
     time.sleep(1.5)  # the two GPUs look free (their runs' memory never shows): reserved, not given again
     assert qu.status(third)["state"] == "queued"
     assert "reserved for" in qu.runs()[third]["queue_reason"]
     Path(qu.release(f"r{runs.index(first)}")).touch()
-    assert wait_until(lambda: "CVD" in qu.log(third), timeout=T), qu.runs()[third]
-    assert qu.log(third).split()[1] == qu.log(first).split()[1]  # the GPU the ended run gave back
+    assert wait_until(lambda: qu.gpu(third), timeout=T), qu.runs()[third]
+    assert qu.gpu(third) == qu.gpu(first)  # the GPU the ended run gave back
     for i in range(3):
         Path(qu.release(f"r{i}")).touch()
 
@@ -109,8 +109,8 @@ def test_a_killed_keeper_loses_nothing_and_the_next_one_starts_the_runs(qu: Queu
         holder = qu.keeper()
         assert holder in {k.pid for k in keepers if k.poll() is None}
         qu.gpus([None, None])
-        assert wait_until(lambda: all("CVD" in qu.log(r) for r in runs), timeout=T), [qu.status(r) for r in runs]
-        assert {qu.log(r).split()[1] for r in runs} == {"0", "1"}
+        assert wait_until(lambda: all(qu.gpu(r) for r in runs), timeout=T), [qu.status(r) for r in runs]
+        assert {qu.gpu(r) for r in runs} == {"0", "1"}
         assert wait_until(lambda: all(k.poll() is not None for k in keepers), timeout=T)  # gone once the queue is
     finally:
         for k in keepers:

@@ -57,7 +57,7 @@ def test_queued_rows_show_their_place_and_reason_and_the_keys_act_on_them(qu: Qu
     tmux.wait_for(f"Start {third} now?")
     tmux.keys("y")
     assert wait_until(lambda: qu.status(third).get("state") == "finished", timeout=60), qu.status(third)
-    assert qu.log(third).splitlines()[0] == "CVD 0 PCI_BUS_ID"  # started now, on the busy GPU, as asked
+    assert qu.gpus_given(third) == "CVD 0 PCI_BUS_ID"  # started now, on the busy GPU, as asked
     assert qu.status(first)["state"] == "queued"  # passed by the run started now, still waiting
     tmux.wait_for("finished", timeout=30)
     tmux.keys("q")
