@@ -36,6 +36,7 @@ QUEUE_BYTES = 8 * 1024 * 1024  # read but not yet written: past this the reader 
 STALL_S = 2.0  # ... unless the writer has taken nothing for this long (a hung disk): then output is dropped
 PIPE_BYTES = 1024 * 1024  # the pipe's own buffer (Linux F_SETPIPE_SZ): fewer wake-ups of the drain
 CHUNK = 256 * 1024
+QUIET_S = 0.05  # a write this long after the last one first checks that the log is still the file it writes
 RANK_MARK = b"\0gpumon-rank "  # a torchrun rank's first bytes on its FIFO: which rank<N>.log it writes
 PIPES_ENV = "GPUMON_RANK_PIPES"
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2}
@@ -80,12 +81,16 @@ class CappedLog:
         self.tail: deque[bytes] = deque()
         self.tail_bytes = 0
         self.checked = time.monotonic()
+        self.wrote = 0.0  # when output was last written (monotonic)
         self.published = 0.0  # when <log>.live was last written
         self.unpublished = False  # output past the cap not yet in <log>.live
 
     def open(self) -> int:
-        if self.fd is not None and time.monotonic() - self.checked >= 1.0:  # a cheap look, once a second
-            self.checked = time.monotonic()
+        now = time.monotonic()
+        # A cheap look at each write after a quiet moment, at most once a second in a flood: output that follows
+        # a pause never goes to a file replaced during it.
+        if self.fd is not None and (now - self.checked >= 1.0 or now - self.wrote >= QUIET_S):
+            self.checked = now
             if not self._still_ours():  # replaced under the run (a link, a new file): write where readers look
                 with contextlib.suppress(OSError):
                     os.close(self.fd)
@@ -117,6 +122,7 @@ class CappedLog:
 
     def _write(self, data: bytes | memoryview) -> int:
         written = os.write(self.open(), data)
+        self.wrote = time.monotonic()
         self.size += written
         return written
 
