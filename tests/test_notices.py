@@ -9,7 +9,9 @@ from pathlib import Path
 from textual.app import App
 
 from gpumon.core.alerts.history import AlertEntry
-from gpumon.core.runs.reading.summary import RunSummary
+from gpumon.core.events import EventWriter
+from gpumon.core.runs.reading.summary import RunSummary, summarise
+from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.notices import Notices
@@ -59,3 +61,32 @@ async def test_a_run_that_ends_between_the_apps_opening_and_its_first_read_is_to
             "new-fail: failed: the script exited with status 1: bad config",
             "new-ok finished after 4s (exit code 0)",
         ]
+
+
+async def test_a_runs_alert_past_its_twentieth_is_still_told(tmp_path: Path) -> None:
+    """A summary keeps a run's last 20 alerts: counted by length, the 21st and every later one (a week of stalls)
+    was never told. Folded from real alert events through summary.json, as the app reads a live run."""
+    events = EventWriter(tmp_path, "launcher")
+    for n in range(25):
+        events.write("alert", text=f"stalled: no step for 10 min ({n + 1})", kind="stalled")
+    supervisor = RunTelemetry(tmp_path)  # the supervisor's fold, saved for every reader
+    supervisor.update()
+    save_summary(supervisor)
+    record = RunRecord("long", tmp_path, RunSpec("script", program="train.py"), {"state": "running"})
+
+    def read() -> RunSummary:
+        reader = RunTelemetry(tmp_path)  # the app's: from summary.json, then the events after it
+        reader.update()
+        return summarise(record, reader)
+
+    app: App[None] = App()
+    async with app.run_test() as pilot:
+        notices = Notices(app)
+        first = read()
+        assert len(first.alerts) == 20 and first.alert_count == 25
+        notices.run_alerts([first])  # the first read only counts
+        events.write("alert", text="stalled: no step for 10 min (26)", kind="stalled")
+        notices.run_alerts([read()])
+        notices.run_alerts([read()])  # told once
+        await pilot.pause()
+        assert [str(n.message) for n in app._notifications] == ["long: stalled: no step for 10 min (26)"]

@@ -32,7 +32,7 @@ class Notices:
         first = self._alerts_seen is None
         seen = self._alerts_seen if self._alerts_seen is not None else {}
         for summary in summaries:
-            new = summary.alerts[seen.get(summary.id, 0) :] if not first else self._ended_since_opened(summary)
+            new = self._new_alerts(summary, seen.get(summary.id, 0)) if not first else self._ended_since_opened(summary)
             for text in new:
                 failed = text.startswith("failed")
                 self.app.bell()  # heard from another window too
@@ -43,8 +43,14 @@ class Notices:
                     timeout=15,
                     markup=False,
                 )
-            seen[summary.id] = len(summary.alerts)
+            seen[summary.id] = summary.alert_count
         self._alerts_seen = seen  # the first read only counts: what happened before the app opened is in the views
+
+    @staticmethod
+    def _new_alerts(summary: RunSummary, seen: int) -> tuple[str, ...]:
+        """The alerts raised since ``seen`` were counted (counted in all: the summary keeps only the last 20)."""
+        fresh = min(summary.alert_count - seen, len(summary.alerts))
+        return summary.alerts[len(summary.alerts) - fresh :] if fresh > 0 else ()
 
     def _ended_since_opened(self, summary: RunSummary) -> tuple[str, ...]:
         """At the first read: the failure alert of a run that ended after the app opened (its leak alerts while

@@ -34,7 +34,8 @@ class RunSummary:
     notes: tuple[str, ...] = ()  # the run's notes (telemetry.note), oldest first, the last 20
     leaks: dict[int, LeakState] = field(default_factory=dict)  # rank -> memory trend (the doctor's detector)
     rss: int | None = None  # bytes: the CPU ranks' largest resident set (``memory`` is their live heap)
-    alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first
+    alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first, the last 20
+    alerts_total: int = 0  # every alert the run raised: a new one is news even once ``alerts`` holds 20
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
     loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
     loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
@@ -57,6 +58,10 @@ class RunSummary:
         """The rank whose memory warns (growing or leak), fastest first; None when none does."""
         warning = [s for s in self.leaks.values() if s.warning]
         return max(warning, key=lambda s: (s.state == "leak", s.slope)) if warning else None
+
+    @property
+    def alert_count(self) -> int:
+        return max(self.alerts_total, len(self.alerts))
 
     @property
     def id(self) -> str:
@@ -91,6 +96,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "exception": summary.exception,
         "notes": list(summary.notes),
         "alerts": list(summary.alerts),
+        "alerts_total": summary.alert_count,
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
         "loss_source": summary.loss_source,
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
@@ -127,6 +133,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             exception=row.get("exception"),
             notes=tuple(row.get("notes", ())),
             alerts=tuple(row.get("alerts", ())),
+            alerts_total=int(row.get("alerts_total") or 0),
             leaks=leaks,
             series=False,
             loss_source=row.get("loss_source"),
@@ -166,6 +173,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         exception=f"{last.get('exc_type')}: {last.get('message')}" if last else None,
         notes=tuple(tele.notes[-20:]),
         alerts=tuple(tele.alerts[-20:]),
+        alerts_total=tele.alerts_total,
         rss=tele.rss(),
         leaks=dict(leaks or {}),
         loss_source=tele.loss_source,

@@ -53,6 +53,7 @@ class RunTelemetry:
     exceptions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)  # the supervisor's alerts: a leak reached, a failure
+    alerts_total: int = 0  # every alert folded, including those a summary no longer keeps
     census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
     rank_steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest optimizer step (not saved)
@@ -156,6 +157,7 @@ class RunTelemetry:
             "exceptions": self.exceptions[-KEEP:],
             "notes": self.notes[-KEEP:],
             "alerts": self.alerts[-KEEP:],
+            "alerts_total": self.alerts_total,
             "census": self.census[-KEEP_CENSUS:],
             "leaks": self.recorded_leaks,
             "plans": {str(r): v for r, v in self.plans.items()},
@@ -180,6 +182,7 @@ class RunTelemetry:
         self.pids = {int(p): int(r) for p, r in state["pids"].items()}
         self.exceptions, self.notes = list(state["exceptions"]), list(state["notes"])
         self.alerts = list(state.get("alerts") or ())
+        self.alerts_total = max(int(state.get("alerts_total") or 0), len(self.alerts))
         self.census = list(state["census"])
         self.events = int(state["events"])
         self.recorded_leaks = dict(state.get("leaks") or {})
@@ -216,6 +219,7 @@ class RunTelemetry:
             self.exceptions.append(event)
         elif kind == "alert" and isinstance(event.get("text"), str):
             self.alerts.append(event["text"])
+            self.alerts_total += 1
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
         elif kind == "device" and isinstance(event.get("total"), int):
