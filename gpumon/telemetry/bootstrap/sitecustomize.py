@@ -8,6 +8,7 @@ nothing. It must never break the script: any failure here is swallowed. Another
 ``sitecustomize`` later on the path is still run.
 """
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import os
@@ -22,6 +23,20 @@ def _chain() -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
 
+
+def _whole_lines() -> None:
+    """Each line written whole, as in a terminal. The launcher runs Python unbuffered (-u, PYTHONUNBUFFERED) so
+    logs stream; unbuffered, print() writes each piece and its newline apart, and the lines of processes that
+    share the log's pipe (mp.spawn workers) cut into each other. Line-buffered, a line (or a progress bar's
+    ``\r``) goes out in one write, as soon as it ends. Needs no gpumon: a foreign Python of the run gets it too."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not stream.isatty():
+            reconfigure(line_buffering=True, write_through=False)
+
+
+with contextlib.suppress(Exception):  # a stream of another kind: left as it is
+    _whole_lines()
 
 try:
     from gpumon.telemetry import autohooks
