@@ -101,8 +101,9 @@ class Queue:
             return ""
 
     def gpus_given(self, run: str) -> str | None:
-        """The job's CVD line (``"CVD 1 PCI_BUS_ID"``) once written whole, else None. The runner sets
-        PYTHONUNBUFFERED, so print() writes each word as it goes: the log can hold ``CVD`` alone for a moment."""
+        """The job's CVD line (``"CVD 1 PCI_BUS_ID"``) once it ends in a newline, else None: a log read while it is
+        written can hold a line in part (a Python run without gpumon's line-buffering bootstrap writes it word by
+        word, unbuffered)."""
         first, newline, _ = self.log(run).partition("\n")
         return first if newline and first.startswith("CVD ") else None
 
