@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.events import EventReader, EventWriter
+from gpumon.core.events import EventReader, EventWriter, encode
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import write_json
 from tests.conftest import wait_ended
@@ -43,8 +43,9 @@ def record(
         w.write("dataloader", **loader)
     for step in range(1, 41):
         extra = {"gpu_dry": dry} if dry is not None and step > 1 else {}
-        dt = None if step == 1 else 0.5
-        w.write("step", step=step, dt=dt, dev="cuda:0", alloc=peak // 2, reserved=peak, peak=peak, **extra)
+        fields = {"step": step, "dt": None if step == 1 else 0.5, "dev": "cuda:0", "alloc": peak // 2}
+        fields |= {"reserved": peak, "peak": peak, **extra}
+        w.write_line(encode("step", "rank0", fields, now=1000.0 + 0.5 * step))  # 0.5 s apart by their clock too
         if step == 4:
             w.write("flops", step=4, method="counted", dev="cuda:0", **flops)
     w.close()

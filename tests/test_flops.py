@@ -132,7 +132,7 @@ def test_the_peak_table_tells_devices_apart_and_mixes_dtypes_by_time() -> None:
 async def test_the_runs_view_shows_mfu_and_tokens_from_recorded_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpumon.core.events import EventWriter
+    from gpumon.core.events import EventWriter, encode
     from gpumon.core.runs.record.spec import RunSpec
     from gpumon.core.runs.record.store import write_json
     from tests.conftest import make_app
@@ -148,8 +148,9 @@ async def test_the_runs_view_shows_mfu_and_tokens_from_recorded_events(
     writer = EventWriter(run_dir, "rank0")
     writer.write("proc_start", rank=0)
     writer.write("device", dev="cuda:0", name="NVIDIA H100 80GB HBM3", total=80 * 2**30)
-    for step in range(1, 21):
-        writer.write("step", step=step, dt=None if step == 1 else 0.5, dev="cuda:0", alloc=1, reserved=1, peak=1)
+    for step in range(1, 21):  # a step every 0.5 s by the events' clock, as a real run's are
+        fields = {"step": step, "dt": None if step == 1 else 0.5, "dev": "cuda:0", "alloc": 1, "reserved": 1, "peak": 1}
+        writer.write_line(encode("step", "rank0", fields, now=1000.0 + 0.5 * step))
         if step == 4:  # 2e14 FLOPs a step in bf16, 4,096 tokens: 4e14 FLOP/s at 0.5 s a step
             dtypes = {"bf16": 2e14}
             writer.write("flops", step=4, flops=2e14, method="counted", dtypes=dtypes, tokens=4096, dev="cuda:0")

@@ -5,7 +5,8 @@ Folded from the run's events alongside the rest of its telemetry (``RunTelemetry
 - the pace: the lowest rank's steps per second by the wall clock over about its last two minutes
   (``series.Pace``, from the ``step`` events' times), waits between epochs and pauses included, so that
   ``step_time_s`` (its inverse), the ETA, the Runs view's SPEED and the doctor's "its pace" are one figure;
-  a stalled run's pace runs to now, and falls as it waits. Before the pace spans a second: the median ``dt``;
+  a stalled run's pace runs to now, and falls as it waits. Before a second step is recorded: the median ``dt``
+  (a run of 32 steps in 0.9 s once read its median step, 40% faster than the script's own clock);
 - ``step`` events' ``dt`` (seconds per optimizer step): the last ``WINDOW`` of the lowest rank that steps,
   a fixed-size window (never the history), whose median is ``median_step_s`` (a typical step, the long
   waits left out: the stall rule's unit);
@@ -76,7 +77,7 @@ class Progress:
 
     def pace(self, now: float | None = None) -> float | None:
         """The run's steps per second (its lowest rank's, by the wall clock); ``now``: up to then, not to the
-        latest step (a stalled run). None before the pace spans a second."""
+        latest step (a stalled run). None before a rank's second recorded step."""
         known = [rank for rank, pace in self.paces.items() if pace.rate is not None]
         return self.paces[min(known)].rate_at(now) if known else None
 

@@ -100,7 +100,7 @@ class Pace:
         if self.last is not None and self.points:
             (t0, s0), (t1, s1) = self.points[0], self.last
             end = max(t1, now) if now is not None else t1
-            if t1 - t0 >= 1.0 and s1 > s0:
+            if t1 > t0 and s1 > s0:  # any span: a short run's wall-clock pace is as true as a long one's
                 return (s1 - s0) / (end - t0)
         return self.saved
 
