@@ -90,3 +90,35 @@ async def test_a_runs_alert_past_its_twentieth_is_still_told(tmp_path: Path) -> 
         notices.run_alerts([read()])  # told once
         await pilot.pause()
         assert [str(n.message) for n in app._notifications] == ["long: stalled: no step for 10 min (26)"]
+
+
+async def test_an_alert_raised_while_the_app_opens_is_told_and_one_from_before_is_not(tmp_path: Path) -> None:
+    """A live run's leak alert written between the app's opening and its first read of the runs (seconds on a
+    busy machine) was counted as old: no toast, no bell. Alerts now carry their events' times through
+    summary.json and the index's rows; what was raised before the opening stays in the views."""
+    from gpumon.core.runs.reading.summary import from_row, to_row
+
+    run_dir = tmp_path / "live"
+    run_dir.mkdir()
+    events = EventWriter(run_dir, "launcher")
+    events.write("alert", text="growing: rank 0 +2 MiB a step", kind="leak")
+    supervisor = RunTelemetry(run_dir)
+    supervisor.update()
+    save_summary(supervisor)
+    record = RunRecord("live", run_dir, RunSpec("script", program="train.py"), {"state": "running"})
+    app: App[None] = App()
+    async with app.run_test() as pilot:
+        while time.time() <= supervisor.alert_times[-1]:  # the clock moves past the first alert's time
+            time.sleep(0.001)
+        notices = Notices(app)
+        events.write("alert", text="leak: rank 0 [grows] 3 MiB a step", kind="leak")
+        reader = RunTelemetry(run_dir)  # the app's fold: summary.json, then the events after it
+        reader.update()
+        summary = summarise(record, reader)
+        assert summary.alert_count == 2 and len(summary.alert_times) == 2
+        indexed = from_row(run_dir, to_row(summary))  # as the runs index keeps it
+        assert indexed is not None and indexed.alert_times == summary.alert_times
+        notices.run_alerts([indexed])  # the first read
+        notices.run_alerts([indexed])
+        await pilot.pause()
+        assert [str(n.message) for n in app._notifications] == ["live: leak: rank 0 [grows] 3 MiB a step"]

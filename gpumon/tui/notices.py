@@ -1,8 +1,8 @@
 """What the app tells whatever view shows: a run's new alert, a host's alert, a run that finished well.
 
 Each is a notification (and a bell for an alert). The first read of each feed only counts: what happened
-before the app opened is in the views. A run that ended between the app's opening and that first read (a start
-of a few seconds on a busy machine) is still told: its failure, or that it finished.
+before the app opened is in the views. What happened between the app's opening and that first read (a start of
+a few seconds on a busy machine) is still told: a run's alerts raised since (by their times), that it finished.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Notices:
         first = self._alerts_seen is None
         seen = self._alerts_seen if self._alerts_seen is not None else {}
         for summary in summaries:
-            new = self._new_alerts(summary, seen.get(summary.id, 0)) if not first else self._ended_since_opened(summary)
+            new = self._raised_since_opened(summary) if first else self._new_alerts(summary, seen.get(summary.id, 0))
             for text in new:
                 failed = text.startswith("failed")
                 self.app.bell()  # heard from another window too
@@ -52,9 +52,12 @@ class Notices:
         fresh = min(summary.alert_count - seen, len(summary.alerts))
         return summary.alerts[len(summary.alerts) - fresh :] if fresh > 0 else ()
 
-    def _ended_since_opened(self, summary: RunSummary) -> tuple[str, ...]:
-        """At the first read: the failure alert of a run that ended after the app opened (its leak alerts while
-        it lived have no time here: left to the views)."""
+    def _raised_since_opened(self, summary: RunSummary) -> tuple[str, ...]:
+        """At the first read: the alerts raised since the app opened (a leak found, a failure, while the app
+        started), by their times; a summary written before alerts had times: a failure after the opening."""
+        times = summary.alert_times
+        if len(times) == len(summary.alerts) and any(times):
+            return tuple(text for text, t in zip(summary.alerts, times, strict=True) if t >= self._opened)
         if (summary.record.ended or 0.0) < self._opened:
             return ()
         return tuple(text for text in summary.alerts if text.startswith("failed"))[-1:]

@@ -36,6 +36,7 @@ class RunSummary:
     rss: int | None = None  # bytes: the CPU ranks' largest resident set (``memory`` is their live heap)
     alerts: tuple[str, ...] = ()  # the supervisor's alerts (a leak reached, a failure), oldest first, the last 20
     alerts_total: int = 0  # every alert the run raised: a new one is news even once ``alerts`` holds 20
+    alert_times: tuple[float, ...] = ()  # each of ``alerts``' event time (0.0 where an older summary had none)
     series: bool = True  # False: read from the index, without the loss and memory series (``RunsMonitor.summary``)
     loss_best: float | None = None  # the lowest loss the series kept (each bucket keeps its minimum); with series
     loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
@@ -97,6 +98,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "notes": list(summary.notes),
         "alerts": list(summary.alerts),
         "alerts_total": summary.alert_count,
+        "alert_times": list(summary.alert_times),
         "leaks": {f"{rank}:{state.memory}": asdict(state) for rank, state in summary.leaks.items()},
         "loss_source": summary.loss_source,
         **{key: getattr(summary, key) for key in PROGRESS_KEYS},
@@ -134,6 +136,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             notes=tuple(row.get("notes", ())),
             alerts=tuple(row.get("alerts", ())),
             alerts_total=int(row.get("alerts_total") or 0),
+            alert_times=tuple(float(t) for t in row.get("alert_times") or ()),
             leaks=leaks,
             series=False,
             loss_source=row.get("loss_source"),
@@ -174,6 +177,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         notes=tuple(tele.notes[-20:]),
         alerts=tuple(tele.alerts[-20:]),
         alerts_total=tele.alerts_total,
+        alert_times=tuple(tele.alert_times[-20:]),
         rss=tele.rss(),
         leaks=dict(leaks or {}),
         loss_source=tele.loss_source,

@@ -54,6 +54,7 @@ class RunTelemetry:
     notes: list[str] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)  # the supervisor's alerts: a leak reached, a failure
     alerts_total: int = 0  # every alert folded, including those a summary no longer keeps
+    alert_times: list[float] = field(default_factory=list)  # each kept alert's event time (0.0: not known)
     census: list[dict[str, Any]] = field(default_factory=list)  # the doctor's tensor censuses (few, on request)
     events: int = 0
     rank_steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest optimizer step (not saved)
@@ -158,6 +159,7 @@ class RunTelemetry:
             "notes": self.notes[-KEEP:],
             "alerts": self.alerts[-KEEP:],
             "alerts_total": self.alerts_total,
+            "alert_times": self.alert_times[-KEEP:],
             "census": self.census[-KEEP_CENSUS:],
             "leaks": self.recorded_leaks,
             "plans": {str(r): v for r, v in self.plans.items()},
@@ -183,6 +185,8 @@ class RunTelemetry:
         self.exceptions, self.notes = list(state["exceptions"]), list(state["notes"])
         self.alerts = list(state.get("alerts") or ())
         self.alerts_total = max(int(state.get("alerts_total") or 0), len(self.alerts))
+        times = [float(t) for t in state.get("alert_times") or ()]  # an older summary has none: 0.0 each
+        self.alert_times = ([0.0] * len(self.alerts) + times)[len(times) :] if self.alerts else []
         self.census = list(state["census"])
         self.events = int(state["events"])
         self.recorded_leaks = dict(state.get("leaks") or {})
@@ -220,6 +224,7 @@ class RunTelemetry:
         elif kind == "alert" and isinstance(event.get("text"), str):
             self.alerts.append(event["text"])
             self.alerts_total += 1
+            self.alert_times.append(float(event["t"]) if isinstance(event.get("t"), int | float) else 0.0)
         elif kind == "note" and isinstance(event.get("text"), str):
             self.notes.append(event["text"])
         elif kind == "device" and isinstance(event.get("total"), int):
