@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 import time
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.ports import free_port
 
 
 class Receiver:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -52,12 +51,6 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET") ->
         return err.code, err.headers, err.read()
     except (urllib.error.URLError, ConnectionError):  # not listening yet (a process still starting)
         return 0, {}, b""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

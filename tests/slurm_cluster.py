@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import wait_until
+from tests.ports import free_port
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 COMMANDS = ("sbatch", "squeue", "scancel", "sinfo", "srun", "scontrol")
@@ -66,12 +67,6 @@ class Cluster:
                         os.kill(pid, signal.SIGKILL)  # a slurmd waiting on a job's stepd: never left behind
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _pid_of(path: Path) -> int:
     try:
         return int(path.read_text().split()[0])
@@ -92,7 +87,7 @@ def _alive(pid: int) -> bool:
 
 
 def _config(root: Path, node: str, cpus: int) -> str:
-    ctld, slurmd = _free_port(), _free_port()
+    ctld, slurmd = free_port(), free_port()
     return f"""\
 ClusterName=gpumontest
 SlurmctldHost={node}

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import wait_until
+from tests.ports import free_port
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -36,12 +36,6 @@ class Sshd:
 
     def stop(self) -> None:
         os.kill(self.pid, signal.SIGTERM)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _keygen(path: Path) -> None:

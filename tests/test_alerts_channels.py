@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.alert_receiver import Receiver, free_port
+from tests.alert_receiver import Receiver
 from tests.conftest import wait_until
+from tests.ports import free_port
 
 FAILS = 'import sys\nprint("loading shards", flush=True)\nsys.exit("the shard index is corrupt")\n'
 OOM = (

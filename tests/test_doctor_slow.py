@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Gpumon
-from tests.sshd_host import free_port
+from tests.ports import free_port
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 

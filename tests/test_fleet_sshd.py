@@ -20,7 +20,8 @@ from gpumon.core.fleet.reasons import AUTH, HOST_KEY, NOT_INSTALLED, OLD_REMOTE,
 from gpumon.core.fleet.remote import ask
 from gpumon.core.nodes.remote import NodeError, Reach
 from tests.conftest import wait_until
-from tests.sshd_host import Sshd, free_port, start_sshd
+from tests.ports import free_port
+from tests.sshd_host import Sshd, start_sshd
 
 GPUMON = str(Path(sys.executable).with_name("gpumon"))
 

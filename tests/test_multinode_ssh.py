@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,12 @@ import pytest
 
 from gpumon.core.nodes.group import load_all
 from tests.conftest import needs_installed, wait_ended
+from tests.ports import free_port
 
 pytest.importorskip("torch")
 needs_installed("sklearn")  # the trainers import it, not this process
 
 SSHD = "/usr/sbin/sshd"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -42,7 +36,7 @@ def sshd(tmp_path: Path) -> Iterator[tuple[int, list[str]]]:
     for name in ("host", "user"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True)
     shutil.copy(keys / "user.pub", keys / "authorized_keys")
-    port = _free_port()
+    port = free_port()
     config = keys / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nListenAddress 127.0.0.2\nHostKey {keys / 'host'}\n"

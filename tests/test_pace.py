@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.supervision.launcher import free_port
 from tests.conftest import run_state, wait_ended, wait_until
+from tests.ports import free_port
 
 pytest.importorskip("torch")
 

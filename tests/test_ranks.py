@@ -20,7 +20,8 @@ import pytest
 from gpumon.core.doctor.report import diagnose
 from gpumon.core.events import EventReader
 from gpumon.core.runs.record.store import RunRecord, RunStore
-from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR, free_port, wait
+from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR, wait
+from tests.ports import free_port
 
 pytest.importorskip("torch")
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tests.serve_helpers import free_port, get, start_serve, stop
+from tests.ports import free_port
+from tests.serve_helpers import get, start_serve, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "data" / "scripts" / "plain_torch_loop.py"

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpumon.core.runs.supervision.launcher import free_port
 from tests.conftest import wait_ended, wait_state, wait_until
+from tests.ports import free_port
 
 SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
 Cli = Callable[..., subprocess.CompletedProcess[str]]

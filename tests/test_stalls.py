@@ -23,8 +23,8 @@ import psutil
 import pytest
 
 from gpumon.core.events import EventReader
-from gpumon.core.runs.supervision.launcher import free_port
 from tests.conftest import run_state, wait_state
+from tests.ports import free_port
 
 pytest.importorskip("torch")
 
