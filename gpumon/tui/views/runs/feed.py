@@ -9,7 +9,7 @@ from gpumon.core.runs.record.store import RunRecord, RunStore, disk_note
 from gpumon.tui.feeds import RunsRefreshed
 from gpumon.tui.reader import Always
 from gpumon.tui.view import AppContext
-from gpumon.tui.views.runs.reading import read_log
+from gpumon.tui.views.runs.reading import LogTails
 
 Ask = tuple[RunRecord | None, int | None, tuple[str, ...]]  # the selected run (None: hidden), its log, compared
 Read = tuple[RunsRefreshed, tuple[RunSummary, ...] | None]
@@ -24,6 +24,7 @@ class RunsFeed:
         self.store = context.store
         self.monitor: RunsMonitor | None = None
         self.visible_gpus = 0
+        self.logs = LogTails()
 
     def read(self, ask: Ask) -> Read:
         record, choice, compare = ask
@@ -34,7 +35,7 @@ class RunsFeed:
         monitor = self.monitor
         summaries = monitor.refresh()
         pids, ranks = monitor.pid_runs(), monitor.pid_ranks()
-        log = read_log(record, choice) if record is not None else None
+        log = self.logs.read(record, choice) if record is not None else None
         detail = monitor.summary(record.id) if record is not None else None
         disk = disk_note(monitor.store.root, {s.id: s.step for s in summaries if s.record.live})
         refreshed = RunsRefreshed(summaries, pids, log, self.visible_gpus, choice, ranks, detail, disk)
