@@ -84,7 +84,7 @@ def steps(runs: int) -> list[tuple[str, str, Check]]:
 
 def write_runs(home: Path, count: int) -> None:
     """``count`` finished runs as the supervisor and the telemetry leave them (what the Runs view lists)."""
-    from gpumon.core.events import EventWriter
+    from gpumon.core.events import EventWriter, encode
     from gpumon.core.runs.record.spec import RunSpec
     from gpumon.core.runs.record.store import write_json
 
@@ -102,7 +102,8 @@ def write_runs(home: Path, count: int) -> None:
             for step in range(1, 201):
                 if rank == 0:
                     writer.write("metrics", step=step, metrics={"loss": 2.3 * math.exp(-step / 60) + 0.05})
-                writer.write("step", step=step, dev="cpu", heap=50_000_000 + step * 7800, rss=100_000_000)
+                fields = {"step": step, "dev": "cpu", "heap": 50_000_000 + step * 7800, "rss": 100_000_000}
+                writer.write_line(encode("step", f"rank{rank}", fields, now=started + step * 1.5))  # its own clock
             writer.close()
 
 

@@ -177,6 +177,8 @@ def test_the_window_of_step_times_is_bounded_and_a_plan_wins_over_a_frameworks_t
     restored = Progress.from_state(json.loads(json.dumps(progress.to_state())))
     assert restored.fields(ended=False) == fields
     assert rate_text(0.01) == "100 it/s" and rate_text(4.2) == "4.2 s/it" and rate_text(None) == ""
+    assert rate_text(1 / 999.99) == rate_text(0.001) == "1k it/s"  # never "1000 it/s" beside "1k it/s"
+    assert rate_text(1 / 99.97) == "100 it/s" and rate_text(1 / 99.94) == "99.9 it/s"  # nor "100.0"
     assert progress_text(0.37, 252) == "37% 4m12s" and eta_text(None) == ""
 
 

@@ -20,7 +20,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import ContentSwitcher, Input, Select
 
-from gpumon.core.events import EventWriter
+from gpumon.core.events import EventWriter, encode
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunStore, write_json
 from gpumon.core.runs.supervision.launcher import launch
@@ -55,6 +55,7 @@ def record_run(
     exception: tuple[int, str, str] | None = None,
     notes: tuple[str, ...] = (),
     pids: tuple[int, ...] = (),
+    every: float = 0.001,
 ) -> Path:
     """A run directory as gpumon writes it: spec, status, per-rank events (loss, heap per step), logs."""
     run_dir = home / "runs" / run_id
@@ -63,15 +64,22 @@ def record_run(
     write_json(run_dir / "status.json", status)
     for name, text in (logs or {}).items():
         (run_dir / "logs" / (f"rank{name}.log" if isinstance(name, int) else name)).write_text(text)
+    # The steps' times end at the run's end (a live run's: now), ``every`` s apart: the pace (SPEED) is by their
+    # times, never by how fast this loop writes them. 1 ms: a heap growing 15 KiB a step fills the host within
+    # 24 h at that pace, so the doctor calls it a leak (at 1 step/s it would take months: mere growth).
+    end = float(status.get("ended") or time.time())
     for rank in range(ranks):
         writer = EventWriter(run_dir, f"rank{rank}")
         writer.write("proc_start", rank=rank, **({"pid": pids[rank]} if rank < len(pids) else {}))
         for step in range(1, steps + 1):
+            at = end - (steps - step) * every
             if rank == 0:
                 loss = 2.3 * math.exp(-step / 60) + 0.05
-                writer.write("metrics", step=step, metrics={"loss": loss, "samples_per_s": 812.0})
+                metrics = {"step": step, "metrics": {"loss": loss, "samples_per_s": 812.0}}
+                writer.write_line(encode("metrics", f"rank{rank}", metrics, now=at))
             heap = 50_000_000 + rank * 8_000_000 + step * 7800 * (rank + 1)
-            writer.write("step", step=step, dev="cpu", heap=heap, rss=heap * 2)
+            fields = {"step": step, "dev": "cpu", "heap": heap, "rss": heap * 2}
+            writer.write_line(encode("step", f"rank{rank}", fields, now=at))
         if exception is not None and exception[0] == rank:
             writer.write("exception", exc_type=exception[1], message=exception[2])
         for note in notes if rank == 0 else ():

@@ -155,9 +155,9 @@ def rate_text(step_time_s: float | None) -> str:
     if step_time_s >= 1.0:
         return f"{step_time_s:.1f} s/it" if step_time_s < 100 else f"{step_time_s:.0f} s/it"
     rate = 1.0 / step_time_s
-    if rate >= 1000:
+    if rate >= 999.5:  # what would print as "1000 it/s" reads as the 1k beside it
         return f"{rate / 1000:.0f}k it/s"
-    return f"{rate:.1f} it/s" if rate < 100 else f"{rate:.0f} it/s"
+    return f"{rate:.1f} it/s" if rate < 99.95 else f"{rate:.0f} it/s"
 
 
 def eta_text(seconds: float | None) -> str:
