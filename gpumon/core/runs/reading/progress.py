@@ -6,7 +6,7 @@ Folded from the run's events alongside the rest of its telemetry (``RunTelemetry
   (``series.Pace``, from the ``step`` events' times), waits between epochs and pauses included, so that
   ``step_time_s`` (its inverse), the ETA, the Runs view's SPEED and the doctor's "its pace" are one figure;
   a stalled run's pace runs to now, and falls as it waits. Before a second step is recorded: the median ``dt``
-  (a run of 32 steps in 0.9 s once read its median step, 40% faster than the script's own clock);
+  (a run of 32 steps in 0.9 s once read its median step: 0.016 s where the script's own clock gave 0.029 s);
 - ``step`` events' ``dt`` (seconds per optimizer step): the last ``WINDOW`` of the lowest rank that steps,
   a fixed-size window (never the history), whose median is ``median_step_s`` (a typical step, the long
   waits left out: the stall rule's unit);
