@@ -2,7 +2,7 @@
 
 The runs and alerts feeds started a Textual thread worker per poll (a worker, its state messages, a hand-off
 to a pool thread, the read's message: 1.5 a second), the Trials and Doctor views ticked while hidden, for
-nothing, and the input thread woke 10 times a second. Now one reader thread per feed reads on its interval
+nothing, and the input thread woke 10 times a second. Now both feeds read on one reader thread, each on its interval,
 and posts only what changed; a hidden view's tick is paused; the input thread sleeps until a key.
 """
 
@@ -217,3 +217,31 @@ def test_the_input_loop_sleeps_until_a_key_or_its_stop(monkeypatch) -> None:
         for fd in (master, slave, wake_read, wake_write):
             os.close(fd)
     assert not thread.is_alive(), "the stop did not wake the loop"
+
+
+async def test_both_feeds_read_on_one_thread_and_an_asked_read_comes_at_once(views_home: Path, monkeypatch) -> None:
+    """One thread wakes for both feeds (a thread each woke 1.5 times a second at rest); a read asked for (a view
+    shown, a run launched) is done at once, not at the feed's next beat."""
+    read_on: dict[str, set[str]] = {"runs": set(), "alerts": set()}
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        runs, alerts = readers(app)
+        for name, reader in (("runs", runs), ("alerts", alerts)):
+            read = reader._read
+
+            def noted(ask: Any, read: Any = read, name: str = name) -> Any:
+                read_on[name].add(threading.current_thread().name)
+                return read(ask)
+
+            monkeypatch.setattr(reader, "_read", noted)
+        await at_rest(pilot)
+        assert read_on["runs"] == read_on["alerts"] == {"gpumon feeds reader"}
+        names = [t.name for t in threading.enumerate()]
+        assert names.count("gpumon feeds reader") == 1, names
+        alerts.interval = 3600.0  # its next beat an hour away: only an asked read can come now
+        beat_passed = runs.reads + 3  # the beat it had already set (2 s away at most) has passed
+        await pilot_until(pilot, lambda: runs.reads >= beat_passed, "the runs feed stopped reading")
+        asked = alerts.reads
+        alerts.again()
+        await pilot_until(pilot, lambda: alerts.reads > asked, "an asked read waited for the feed's beat")

@@ -1,25 +1,75 @@
-"""One long-lived thread per feed (the runs, the alerts): it reads on its interval, and hands on what it read only
-when that changed.
+"""The feeds' reads (the runs, the alerts) on one long-lived thread: each reads on its interval, and hands on what it
+read only when that changed.
 
 A Textual thread worker per poll started a thread and posted its state messages each time (1-2 a second at
-idle, most of gpumon's idle CPU); this thread sleeps between reads, and an unchanged read posts nothing.
+idle, most of gpumon's idle CPU); a thread per feed woke on its own beat (1.5 wake-ups a second at rest, each a cold
+start of the interpreter on a quiet machine, 0.1-0.3 ms however little it read). Here both feeds share one thread,
+woken once for every read due then, and an unchanged read posts nothing. A slow read (a state dir of thousands of
+runs, read once) delays the other feed's read, never a sample: the sampler keeps its own thread.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 Ask = TypeVar("Ask")
 Got = TypeVar("Got")
 
+TOGETHER_S = 0.25  # a read due this soon is done with the one due now: the feeds' beats fall together from then on
+
+
+class _Beat:
+    """The one thread the readers share: it sleeps until the first read due, then does every read due by then."""
+
+    def __init__(self) -> None:
+        self._due: dict[Reader[object, object], float] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, reader: Reader[object, object], at: float) -> None:
+        with self._changed:
+            self._due[reader] = at
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="gpumon feeds reader", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def remove(self, reader: Reader[object, object]) -> None:
+        with self._changed:
+            self._due.pop(reader, None)
+            self._changed.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._changed:
+                if not self._due:  # every reader stopped: the thread ends (a new start begins another)
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                first = min(self._due.values())
+                if first > now:
+                    self._changed.wait(first - now)
+                    continue
+                ready = [(r, at) for r, at in self._due.items() if at <= now + TOGETHER_S]
+            for reader, at in ready:
+                reader._step()
+                with self._changed:
+                    if self._due.get(reader) == at:  # not stopped, nor asked again meanwhile (then: at once)
+                        self._due[reader] = reader._next_at()
+
+
+_BEAT = _Beat()
+
 
 class Reader(Generic[Ask, Got]):
     """``read(ask)`` every ``interval`` s (at once after ``ask``); ``post(got)`` when ``fingerprint(ask, got)``
     differs from the last one handed on; ``failed(error)`` when a read raises, once per distinct error text.
 
-    ``read`` runs only on this thread: what it keeps (a monitor's cache) is never read from two threads."""
+    ``read`` runs only on the readers' one thread: what it keeps (a monitor's cache) is never read from two
+    threads."""
 
     def __init__(
         self,
@@ -31,53 +81,62 @@ class Reader(Generic[Ask, Got]):
         failed: Callable[[BaseException], None],
         ask: Ask,
     ) -> None:
+        self.name = name
         self.interval = interval
         self._read, self._fingerprint, self._post, self._failed = read, fingerprint, post, failed
         self._ask = ask
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._started = False
+        self._stopped = False
         self._last: object = _NOTHING
         self._kept: object = None  # the last value handed on: a fingerprint of ids stays valid while it lives
         self._error: str | None = None
+        self._read_at = 0.0
         self.reads = 0  # reads done (tests count them)
 
     def start(self) -> None:
-        if not self._thread.is_alive() and not self._stop.is_set():
-            self._thread.start()
+        if not self._started and not self._stopped:
+            self._started = True
+            _BEAT.add(self, time.monotonic())  # type: ignore[arg-type]
 
     def ask(self, ask: Ask) -> None:
         """Read for ``ask`` now (its answer is handed on if it differs from the last one), then on the interval."""
         self._ask = ask
-        self._wake.set()
+        self._now()
 
     def again(self) -> None:
         """Read now with what was last asked, and hand the answer on even if unchanged."""
         self._last = _NOTHING
-        self._wake.set()
+        self._now()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        self._stopped = True
+        _BEAT.remove(self)  # type: ignore[arg-type]
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            ask = self._ask
-            try:
-                got = self._read(ask)
-                mark = self._fingerprint(ask, got)
-            except Exception as error:  # noqa: BLE001 - a read that fails says so once, and is tried again on the interval
-                if str(error) != self._error:
-                    self._error = str(error)
-                    self._failed(error)
-            else:
-                self._error = None
-                self.reads += 1
-                if mark != self._last and not self._stop.is_set():
-                    self._last, self._kept = mark, got
-                    self._post(got)
-            self._wake.wait(self.interval)
-            self._wake.clear()
+    def _now(self) -> None:
+        if self._started and not self._stopped:
+            _BEAT.add(self, time.monotonic())  # type: ignore[arg-type]
+
+    def _next_at(self) -> float:
+        return self._read_at + self.interval
+
+    def _step(self) -> None:
+        if self._stopped:
+            return
+        self._read_at = time.monotonic()
+        ask = self._ask
+        try:
+            got = self._read(ask)
+            mark = self._fingerprint(ask, got)
+        except Exception as error:  # noqa: BLE001 - a read that fails says so once, and is tried again on the interval
+            if str(error) != self._error:
+                self._error = str(error)
+                self._failed(error)
+        else:
+            self._error = None
+            self.reads += 1
+            if mark != self._last and not self._stopped:
+                self._last, self._kept = mark, got
+                self._post(got)
 
 
 class Always:

@@ -1,8 +1,8 @@
 """The Alerts view (!, alt+a): the alerts of every run in one table, newest on top, with where each went.
 
-Its reader thread (tui/reader.py) reads the runs' attempts files every 2 s, shown or not (the top bar counts
-the unread), through ``core/alerts/history.AlertBook``, which re-reads only files that changed, and posts them
-only when they changed. Enter opens the alert's run in the
+The feeds' reader thread (tui/reader.py, shared with the Runs view) reads the runs' attempts files every 2 s, shown
+or not (the top bar counts the unread), through ``core/alerts/history.AlertBook``, which re-reads only files that
+changed, and posts them only when they changed. Enter opens the alert's run in the
 Runs view. Alert texts are not ours: cells and the detail are Rich ``Text``, never markup.
 """
 
@@ -70,7 +70,7 @@ class AlertsView(View, Vertical):
         self.entries: list[AlertEntry] = []
         self.read_at = 0.0
         self._book: AlertBook | None = None
-        # reads every 2 s on its own thread; marks what it reads as read while the view shows
+        # reads every 2 s on the feeds' thread; marks what it reads as read while the view shows
         self._reader: Reader[bool, AlertsRefreshed] = Reader(
             "gpumon alerts reader", REFRESH_S, self._read, self._fingerprint, self.post_message, self._failed, False
         )

@@ -1,4 +1,5 @@
-"""What the Runs view's reader thread (tui/reader.py) reads each second, and what tells a read worth handing on."""
+"""What the Runs view's reader (tui/reader.py, on the feeds' thread) reads each second, and what tells a read
+worth handing on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
 
-One long-lived thread (tui/reader.py) reads the state dir every second, shown or not
+The feeds' reader thread (tui/reader.py, shared with the Alerts view) reads the state dir every second, shown or not
 (``RunsMonitor.refresh``, the pid map, the selected log) and posts one ``RunsRefreshed``
 when what it read changed, which the app also hands on as the runs feed; the event loop
 never touches run files. Launch and stop
