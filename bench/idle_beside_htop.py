@@ -1,15 +1,17 @@
 """Idle CPU of the gpumon TUI and of htop measured at once, side by side, in windows (issue 35's goal: at most 2x).
 
-Both run in panes of one tmux server (100x30): ``gpumon --simulate 2 --interval 1`` on a state dir of its own, and
-htop at its default (a frame each 1.5 s; ``--htop-delay 10`` for a frame a second, as gpumon here). After a warm-up
-each of ``--windows`` windows of ``--seconds`` reads both processes' CPU (every thread, /proc/<pid>/task/*/schedstat,
-to the nanosecond) at its start and end, and prints each window's ms a second and ratio, then the median ratio.
+Both run in panes of one tmux server (100x30): ``gpumon --simulate 2 --interval 1`` on a state dir of its own holding
+``--runs`` finished runs (bench/keys.py's, default 20), and htop at its default (a frame each 1.5 s; ``--htop-delay
+10`` for a frame a second, as gpumon here). After a warm-up each of ``--windows`` windows of ``--seconds`` reads both
+processes' CPU (every thread, /proc/<pid>/task/*/schedstat, to the nanosecond) at its start and end, and prints each
+window's ms a second and ratio, then the median ratio.
 
 Measured at the same time, the two see the same machine: measured one after the other, the ratio of one pair of
 windows moved by 30% here with nothing else running (the load, the clock and the cache of a 2-core VM). ``--split``
 shows gpumon's main thread apart from its others (the sampler, the feeds' readers, Textual's writer).
 
-Usage: PYTHONPATH=. python bench/idle_beside_htop.py [--windows 5] [--seconds 45] [--warm 10] [--htop-delay 15]
+Usage: PYTHONPATH=. python bench/idle_beside_htop.py [--runs 20] [--windows 5] [--seconds 45] [--warm 10]
+                                                       [--htop-delay 15] [--split]
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from idle_threads import thread_ns
+from keys import write_runs
 from startup import HarnessError, Pane, gpumon_command, sampled_frame, tmux_server
 
 GOAL_X = 2.0
@@ -34,6 +38,7 @@ def has_htop(screen: str) -> bool:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="finished runs in the state dir (default 20)")
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--warm", type=float, default=10.0)
@@ -45,6 +50,7 @@ def main() -> int:
         return 2
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     home = tempfile.mkdtemp(prefix="gpumon-idle-")
+    write_runs(Path(home), args.runs)
     ratios: list[float] = []
     try:
         with tmux_server() as server:
