@@ -3,7 +3,7 @@
 The runs and alerts feeds started a Textual thread worker per poll (a worker, its state messages, a hand-off
 to a pool thread, the read's message: 1.5 a second), the Trials and Doctor views ticked while hidden, for
 nothing, and the input thread woke 10 times a second. Now both feeds read on one reader thread, each on its interval,
-and posts only what changed; a hidden view's tick is paused; the input thread sleeps until a key.
+and post only what changed; a hidden view's tick is paused; the input thread sleeps until a key.
 """
 
 from __future__ import annotations
