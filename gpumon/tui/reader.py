@@ -35,12 +35,12 @@ class _Beat:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="gpumon feeds reader", daemon=True)
                 self._thread.start()
-            self._changed.notify()
+            self._changed.notify_all()
 
     def remove(self, reader: Reader[object, object]) -> None:
         with self._changed:
             self._due.pop(reader, None)
-            self._changed.notify()
+            self._changed.notify_all()
 
     def _loop(self) -> None:
         while True:
