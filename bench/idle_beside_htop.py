@@ -17,7 +17,6 @@ Usage: PYTHONPATH=. python bench/idle_beside_htop.py [--runs 20] [--windows 5] [
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 from idle_threads import thread_ns
-from keys import write_runs
+from keys import load, write_runs
 from startup import HarnessError, Pane, gpumon_command, sampled_frame, tmux_server
 
 GOAL_X = 2.0
@@ -48,7 +47,7 @@ def main() -> int:
     if not shutil.which("htop"):
         print("htop is not on the PATH: install it (apt-get install htop) for the reference", file=sys.stderr)
         return 2
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average at start: {load()}")
     home = tempfile.mkdtemp(prefix="gpumon-idle-")
     write_runs(Path(home), args.runs)
     ratios: list[float] = []
@@ -84,7 +83,7 @@ def main() -> int:
     median = statistics.median(ratios)
     verdict = "met" if median <= GOAL_X else "MISSED"
     print(f"median gpumon / htop -d {args.htop_delay}: {median:.2f}x (goal at most {GOAL_X:.0f}x: {verdict})")
-    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average at end: {load()}")
     return 0
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 Ask = TypeVar("Ask")
 Got = TypeVar("Got")
@@ -25,11 +25,11 @@ class _Beat:
     """The one thread the readers share: it sleeps until the first read due, then does every read due by then."""
 
     def __init__(self) -> None:
-        self._due: dict[Reader[object, object], float] = {}
+        self._due: dict[Reader[Any, Any], float] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def add(self, reader: Reader[object, object], at: float) -> None:
+    def add(self, reader: Reader[Any, Any], at: float) -> None:
         with self._changed:
             self._due[reader] = at
             if self._thread is None or not self._thread.is_alive():
@@ -37,7 +37,7 @@ class _Beat:
                 self._thread.start()
             self._changed.notify_all()
 
-    def remove(self, reader: Reader[object, object]) -> None:
+    def remove(self, reader: Reader[Any, Any]) -> None:
         with self._changed:
             self._due.pop(reader, None)
             self._changed.notify_all()
@@ -73,7 +73,6 @@ class Reader(Generic[Ask, Got]):
 
     def __init__(
         self,
-        name: str,
         interval: float,
         read: Callable[[Ask], Got],
         fingerprint: Callable[[Ask, Got], object],
@@ -81,7 +80,6 @@ class Reader(Generic[Ask, Got]):
         failed: Callable[[BaseException], None],
         ask: Ask,
     ) -> None:
-        self.name = name
         self.interval = interval
         self._read, self._fingerprint, self._post, self._failed = read, fingerprint, post, failed
         self._ask = ask
@@ -96,7 +94,7 @@ class Reader(Generic[Ask, Got]):
     def start(self) -> None:
         if not self._started and not self._stopped:
             self._started = True
-            _BEAT.add(self, time.monotonic())  # type: ignore[arg-type]
+            _BEAT.add(self, time.monotonic())
 
     def ask(self, ask: Ask) -> None:
         """Read for ``ask`` now (its answer is handed on if it differs from the last one), then on the interval."""
@@ -110,11 +108,11 @@ class Reader(Generic[Ask, Got]):
 
     def stop(self) -> None:
         self._stopped = True
-        _BEAT.remove(self)  # type: ignore[arg-type]
+        _BEAT.remove(self)
 
     def _now(self) -> None:
         if self._started and not self._stopped:
-            _BEAT.add(self, time.monotonic())  # type: ignore[arg-type]
+            _BEAT.add(self, time.monotonic())
 
     def _next_at(self) -> float:
         return self._read_at + self.interval

@@ -72,7 +72,7 @@ class AlertsView(View, Vertical):
         self._book: AlertBook | None = None
         # reads every 2 s on the feeds' thread; marks what it reads as read while the view shows
         self._reader: Reader[bool, AlertsRefreshed] = Reader(
-            "gpumon alerts reader", REFRESH_S, self._read, self._fingerprint, self.post_message, self._failed, False
+            REFRESH_S, self._read, self._fingerprint, self.post_message, self._failed, False
         )
         self._drawn: tuple[tuple[str, str, bool], ...] | None = None
         self._width = 0

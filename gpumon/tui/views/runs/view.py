@@ -107,7 +107,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self._select_next: str | None = None
         self.feed = RunsFeed(context)
         self._reader: Reader[Ask, Read] = Reader(
-            "gpumon runs reader", REFRESH_S, self.feed.read, self.feed.fingerprint, self._post, self._read_failed, ASK
+            REFRESH_S, self.feed.read, self.feed.fingerprint, self._post, self._read_failed, ASK
         )
         self.remote = RemoteRuns(self, context.fleet)
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
