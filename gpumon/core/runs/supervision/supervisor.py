@@ -57,6 +57,7 @@ class Supervisor:
         self.stop_at: float | None = None  # when SIGKILL follows a requested stop
         self.term_at: float | None = None  # a search asked to stop with SIGINT: when SIGTERM follows
         self.outcome: str | None = None  # "stopped" / "killed" once asked
+        self.stop_asked = False  # a stop came: _wait sends it (SIGINT to a search, SIGTERM to the rest)
         # The run's events folded as they come, with the doctor's leak watch: summary.json for every reader.
         self.watch = LeakWatch()
         self.fold = RunTelemetry(run_dir, use_summary=False, watch=self.watch)
@@ -183,6 +184,8 @@ class Supervisor:
         while True:
             if self.child.poll():
                 return self.child.rc
+            if self.stop_asked:
+                self._stop_command()
             now = time.monotonic()
             if now - last_scan >= 1.0:
                 self._scan()
@@ -299,16 +302,32 @@ class Supervisor:
             grace = float(self.command.get("grace_s", STOP_GRACE_S))
             self.stop_at = time.monotonic() + grace
             self.save(state="stopping", stop_requested=time.time())
-            if self.child is not None and self._tune_driver():
-                # Tune ends on SIGINT as on ctrl+c: it stops its trials and saves the experiment (~5 s);
-                # SIGTERM kills the driver mid-way, with no end for its trials. SIGTERM follows if it hangs.
-                self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
-                self.events.write("run_stop", mode="int", grace_s=grace)
-                with contextlib.suppress(OSError):
-                    os.kill(self.child.pid, signal.SIGINT)
+            if self.child is not None:
+                self.stop_asked = True  # _wait signals once it folded the latest events: is it a search?
                 return
-            self.events.write("run_stop", mode="term", grace_s=grace)
-            self._signal_all(signal.SIGTERM)
+            self._stop_all(grace)
+
+    def _stop_all(self, grace: float) -> None:
+        self.events.write("run_stop", mode="term", grace_s=grace)
+        self._signal_all(signal.SIGTERM)
+
+    def _stop_command(self) -> None:
+        """The stop asked in _on_stop, from the loop: a signal handler must not fold events (it may have cut
+        into a fold), and the Tune events a search wrote a moment ago decide how it is stopped."""
+        assert self.child is not None
+        self.stop_asked = False
+        grace = float(self.command.get("grace_s", STOP_GRACE_S))
+        with contextlib.suppress(OSError):  # a full disk: judged on the events folded so far
+            self.fold.update()
+        if not self._tune_driver():
+            self._stop_all(grace)
+            return
+        # Tune ends on SIGINT as on ctrl+c: it stops its trials and saves the experiment (~5 s);
+        # SIGTERM kills the driver mid-way, with no end for its trials. SIGTERM follows if it hangs.
+        self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
+        self.events.write("run_stop", mode="int", grace_s=grace)
+        with contextlib.suppress(OSError):
+            os.kill(self.child.pid, signal.SIGINT)
 
     def _tune_driver(self) -> bool:
         """A search: gpumon's own (kind tune) or a user's Tune script (its callback's events came)."""
@@ -320,6 +339,7 @@ class Supervisor:
             return
         self.outcome = "killed"
         self.stop_at = self.term_at = None
+        self.stop_asked = False
         self.save(state="stopping", stop_requested=time.time())  # the answer `gpumon stop --kill` waits for
         self.events.write("run_stop", mode="kill")
         self._signal_all(signal.SIGKILL)
