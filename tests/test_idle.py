@@ -245,3 +245,26 @@ async def test_both_feeds_read_on_one_thread_and_an_asked_read_comes_at_once(vie
         asked = alerts.reads
         alerts.again()
         await pilot_until(pilot, lambda: alerts.reads > asked, "an asked read waited for the feed's beat")
+
+
+async def test_a_read_asked_off_the_beat_falls_back_onto_it(views_home: Path) -> None:
+    """The runs read each second, the alerts every 2 s, on one thread: an asked read (a view shown) put the alerts
+    off the runs' beat for good, and the thread woke 1.5 times a second. Now the next read after it is on the
+    beat again: the thread wakes once a second, for both."""
+    from gpumon.tui.reader import _BEAT
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        runs, alerts = readers(app)
+        await at_rest(pilot)
+        beat = runs.reads
+        await pilot_until(pilot, lambda: runs.reads > beat, "the runs feed stopped reading")
+        await pilot.pause(0.5)  # half way between two of the runs' reads (the pause places the ask; waits on nothing)
+        asked = alerts.reads
+        alerts.again()  # off the beat
+        await pilot_until(pilot, lambda: alerts.reads > asked, "the asked read did not come")
+        wakes, read, alerts_read = _BEAT.wakes, runs.reads, alerts.reads
+        await pilot_until(pilot, lambda: runs.reads >= read + 6, "the runs feed stopped reading")
+        assert alerts.reads >= alerts_read + 2  # the alerts kept reading (every 2 s)
+        assert _BEAT.wakes - wakes <= runs.reads - read + 1  # one wake-up per second: none for the alerts alone

@@ -18,7 +18,9 @@ from typing import Any, Generic, TypeVar
 Ask = TypeVar("Ask")
 Got = TypeVar("Got")
 
-TOGETHER_S = 0.25  # a read due this soon is done with the one due now: the feeds' beats fall together from then on
+TOGETHER_S = 0.25  # a read due this soon is done with the one due now
+BEAT_S = 1.0  # the readers' next reads fall on one grid of this step: an asked read (a view shown) puts its reader
+# off the others' beat for one read only (a wake-up each for the runs and the alerts fell apart this way: 1.5 a second)
 
 
 class _Beat:
@@ -28,6 +30,13 @@ class _Beat:
         self._due: dict[Reader[Any, Any], float] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._origin = time.monotonic()
+        self.wakes = 0  # the thread's wake-ups with a read due (tests count them)
+
+    def on_beat(self, due: float, interval: float) -> float:
+        """The grid's moment nearest ``due``, never less than half an interval before it."""
+        step = round((due - self._origin) / BEAT_S) * BEAT_S
+        return max(self._origin + step, due - interval / 2)
 
     def add(self, reader: Reader[Any, Any], at: float) -> None:
         with self._changed:
@@ -54,6 +63,7 @@ class _Beat:
                     self._changed.wait(first - now)
                     continue
                 ready = [(r, at) for r, at in self._due.items() if at <= now + TOGETHER_S]
+                self.wakes += 1
             for reader, at in ready:
                 reader._step()
                 with self._changed:
@@ -115,7 +125,7 @@ class Reader(Generic[Ask, Got]):
             _BEAT.add(self, time.monotonic())
 
     def _next_at(self) -> float:
-        return self._read_at + self.interval
+        return _BEAT.on_beat(self._read_at + self.interval, self.interval)
 
     def _step(self) -> None:
         if self._stopped:
