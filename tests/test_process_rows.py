@@ -16,6 +16,7 @@ from rich.padding import Padding
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from gpumon.core.format import num, size
@@ -120,6 +121,44 @@ async def test_a_one_line_cell_draws_what_datatable_draws() -> None:
                             assert ours[0][0].style.meta == theirs[0][0].style.meta  # type: ignore[union-attr]
                             compared += 1
         assert compared == 2 * len(CELLS) * 3 * 3 * 4
+
+
+async def test_a_row_line_is_put_together_as_datatable_puts_it() -> None:
+    """A changed row's line put together by row_draw.py is DataTable's own, segment for segment (style and the
+    row/column meta a click reads, the blank that extends it): every row and the header, the cursor and the mouse
+    on any row, zebra stripes or not, focused or not, a table narrower and wider than its columns."""
+    app = Table()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(RowTable)
+        for width in (3, 8, 14):
+            table.add_column(f"w{width}", width=width)
+        for i, cell in enumerate(CELLS):
+            table.add_row(cell, CELLS[(i + 3) % len(CELLS)], CELLS[(i + 5) % len(CELLS)], key=str(i))
+        await pilot.pause()
+        compared = 0
+        for zebra, focused, wide in ((False, False, True), (True, False, True), (True, True, True), (False, True, 0)):
+            table.zebra_stripes = zebra
+            table.styles.width = 120 if wide else 20
+            if focused:
+                table.focus()
+            await pilot.pause()
+            table._pseudo_class_state = table.get_pseudo_class_state()
+            keys = [table._header_row_key, *(row.key for row in table.ordered_rows)]
+            for row_key in keys:
+                for cursor in (0, 3, len(CELLS) - 1):
+                    for hover in (-1, 0, 3):
+                        at, over = Coordinate(cursor, 0), Coordinate(hover, 1)
+                        table._row_render_cache.clear()
+                        table._cell_render_cache.clear()
+                        ours = table._render_line_in_row(row_key, 0, Style(color="#e0e0e0"), at, over)
+                        table._row_render_cache.clear()
+                        table._cell_render_cache.clear()
+                        theirs = DataTable._render_line_in_row(table, row_key, 0, Style(color="#e0e0e0"), at, over)
+                        assert ours == theirs, (row_key, cursor, hover, zebra, focused, wide)
+                        metas = [[s.style.meta if s.style else None for s in cell] for cell in ours[1]]
+                        assert metas == [[s.style.meta if s.style else None for s in cell] for cell in theirs[1]]
+                        compared += 1
+        assert compared == 4 * (len(CELLS) + 1) * 3 * 3
 
 
 async def test_a_datatable_whose_private_parts_moved_still_draws_its_cells(monkeypatch: pytest.MonkeyPatch) -> None:

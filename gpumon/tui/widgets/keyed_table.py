@@ -22,6 +22,7 @@ from gpumon.tui.repaint import Coalesced
 from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
+from gpumon.tui.widgets.row_draw import plain, row_line
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,36 @@ class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
         self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
         if row_index is not None:
             self.refresh_row(row_index)
+
+    def _render_line_in_row(
+        self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Coordinate, hover_location: Coordinate
+    ) -> tuple[list[list[Segment]], list[list[Segment]]]:
+        """DataTable's, put together by row_draw.row_line where the table has no label or fixed column; kept in
+        DataTable's cache under DataTable's key."""
+        if not (RowTable._own_cells and plain(self)):
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+        cache_key = (  # DataTable's own
+            row_key,
+            line_no,
+            base_style,
+            cursor_location,
+            hover_location,
+            self.cursor_type,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        hit = self._row_render_cache.get(cache_key)
+        if hit is not None:
+            return hit
+        try:
+            pair = row_line(self, row_key, line_no, base_style, cursor_location, hover_location)
+        except (AttributeError, TypeError):  # DataTable's private parts moved: its own way from now on
+            RowTable._own_cells = False
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+        self._row_render_cache[cache_key] = pair
+        return pair
 
     def _render_cell(
         self,
