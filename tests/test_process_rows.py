@@ -16,6 +16,7 @@ from rich.padding import Padding
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
@@ -274,3 +275,35 @@ async def test_the_background_under_the_panels_and_table_is_walked_again_only_wh
         assert walks  # the theme changed the styles: walked again
         assert after != before and after == background_colors.fget(panel)  # type: ignore[attr-defined]
         assert table.background_colors == background_colors.fget(table)  # type: ignore[attr-defined]
+
+
+async def test_a_changed_cell_drops_its_rows_drawn_cells_only_and_looks_at_no_other_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A changed cell walked every key of the table's caches to find its row's (40 ms a sample for 256 moving
+    processes); now its row's entries are found by its key, the other rows' stay drawn, the new value shows."""
+    app = Table()
+    async with app.run_test(size=(120, 70)) as pilot:
+        table = app.query_one(RowTable)
+        for key in "abc":
+            table.add_column(key, key=key, width=8)
+        for i in range(64):
+            table.add_row(*(SortCell(i, Text(f"{key}{i}")) for key in "abc"), key=str(i))
+        await pilot.pause()
+        cells = table._cell_render_cache
+        before = set(cells._cache)
+        assert {k[0].value for k in before} >= {str(i) for i in range(40)}  # drawn: the rows on screen
+        looked: list[Any] = []
+        discard = type(cells).discard
+        monkeypatch.setattr(type(cells), "discard", lambda self, key: (looked.append(key), discard(self, key))[1])
+        walked: list[int] = []
+        keys = LRUCache.keys
+        monkeypatch.setattr(LRUCache, "keys", lambda self: (walked.append(len(self)), keys(self))[1])
+        table.update_cells("7", {"b": SortCell(700, Text("b700"))})
+        assert not [n for n in walked if n > 1], walked  # no cache of more than one entry walked
+        assert looked and {k[0].value for k in looked} == {"7"}  # only the changed row's entries were touched
+        assert {k[1].value for k in looked if k in before and k[0].value == "7"} <= {"b"}
+        assert set(cells._cache) == {k for k in before if not (k[0].value == "7" and k[1].value == "b")}
+        await pilot.pause()
+        line = table.render_line(8)  # the header, then rows 0-7
+        assert "b700" in line.text and "a7" in line.text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +9,6 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
-from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.geometry import Size
@@ -22,6 +20,7 @@ from gpumon.tui.repaint import Coalesced
 from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
 from gpumon.tui.widgets.kept_style import KeptStyle
+from gpumon.tui.widgets.row_cache import RowCache
 from gpumon.tui.widgets.row_draw import plain, row_line
 
 
@@ -55,6 +54,8 @@ class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
         super().__init__(*args, **kwargs)
         self._looks: dict[object, tuple[Style, ...]] = {}  # per focus/hover state: the styles cells drew with
         self._drawn_size = Size(0, 0)  # the size its cells were drawn for
+        self._cell_render_cache: RowCache = RowCache(10000)  # DataTable's sizes; a row's entries found at once
+        self._row_render_cache: RowCache = RowCache(1000)
 
     def resized(self, event: Resize) -> bool:
         """Whether the table now has another size than the one it was drawn at (hidden with its view, it
@@ -120,9 +121,10 @@ class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
             data[column_key] = value
         changed = set(columns)
         row_index = self._row_locations.get(row_key)
-        _drop(self._cell_render_cache, lambda k: k[0] == row_key and k[1] in changed)
-        _drop(self._row_render_cache, lambda k: k[0] == row_key)
-        _drop(self._row_renderable_cache, lambda k: k[1] == row_index)
+        self._cell_render_cache.drop_row(row_key, lambda k: k[1] in changed)
+        self._row_render_cache.drop_row(row_key)
+        if row_index is not None:  # keyed (update count, row index): an older count's is never read again
+            self._row_renderable_cache.discard((self._update_count, row_index))
         self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
         if row_index is not None:
             self.refresh_row(row_index)
@@ -247,11 +249,6 @@ class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
     def action_last_row(self) -> None:
         if self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
-
-
-def _drop(cache: LRUCache[Any, Any], match: Callable[[Any], bool]) -> None:
-    for key in [k for k in cache.keys() if match(k)]:  # noqa: SIM118 - an LRUCache is not iterable
-        cache.discard(key)
 
 
 class KeyedTable(RowTable):
