@@ -268,3 +268,27 @@ async def test_a_read_asked_off_the_beat_falls_back_onto_it(views_home: Path) ->
         await pilot_until(pilot, lambda: runs.reads >= read + 6, "the runs feed stopped reading")
         assert alerts.reads >= alerts_read + 2  # the alerts kept reading (every 2 s)
         assert _BEAT.wakes - wakes <= runs.reads - read + 1  # one wake-up per second: none for the alerts alone
+
+
+async def test_at_rest_the_feeds_read_just_after_a_frame_and_go_on_without_frames(views_home: Path) -> None:
+    """Woken on its own between frames the feeds' thread cost 0.4-0.5 ms a second on a quiet machine, just after
+    a frame 0.2-0.3: at rest it reads when a sample's frame was drawn. A sampler that stops (a hung NVML) sends no
+    frame: the feeds read on without."""
+    from gpumon.tui.reader import _BEAT
+
+    app = make_app(gpus=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot)
+        runs, _alerts = readers(app)
+        app.sampler.start()  # a sample each second, as `gpumon` runs it
+        try:
+            await at_rest(pilot)
+            await pilot_until(pilot, lambda: _BEAT.frame_wakes > 0, "no read came on a frame")
+            wakes, on_frames, read = _BEAT.wakes, _BEAT.frame_wakes, runs.reads
+            await pilot_until(pilot, lambda: runs.reads >= read + 6, "the runs feed stopped reading")
+        finally:
+            app.sampler.stop()  # no sample, no frame
+        assert _BEAT.wakes - wakes <= runs.reads - read + 1  # one wake-up per read, for both feeds
+        assert _BEAT.frame_wakes - on_frames >= (_BEAT.wakes - wakes) // 2  # most on a frame (busy: late)
+        stopped = runs.reads
+        await pilot_until(pilot, lambda: runs.reads >= stopped + 3, "the feeds waited for a frame that never came")

@@ -33,6 +33,7 @@ from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleRead
 from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
+from gpumon.tui.reader import frame_drawn
 from gpumon.tui.repaint import coalesced
 from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.unseen import DrawnLate, UnseenViews, stopping
@@ -250,6 +251,7 @@ class GpumonApp(KeysInOrder, App[None]):
             return
         self.context.run_idle = self.idle_watch.update(message.snapshot.gpu, self.context.run_pids)
         self.apply(message.snapshot)
+        frame_drawn()  # the feeds' reads due soon, now: the machine is awake (reader.py)
 
     def apply(self, snap: Snapshot) -> None:
         """Hand a sample to the top bar and to every view."""
