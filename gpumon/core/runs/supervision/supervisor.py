@@ -299,39 +299,30 @@ class Supervisor:
             return
         if self.outcome is None:
             self.outcome = "stopped"
-            grace = float(self.command.get("grace_s", STOP_GRACE_S))
-            self.stop_at = time.monotonic() + grace
+            self.stop_at = time.monotonic() + float(self.command.get("grace_s", STOP_GRACE_S))
             self.save(state="stopping", stop_requested=time.time())
-            if self.child is not None:
-                self.stop_asked = True  # _wait signals once it folded the latest events: is it a search?
-                return
-            self._stop_all(grace)
-
-    def _stop_all(self, grace: float) -> None:
-        self.events.write("run_stop", mode="term", grace_s=grace)
-        self._signal_all(signal.SIGTERM)
+            self.stop_asked = True
+            if self.child is None:  # adopted: no driver of a search to ask; nothing folds in this handler
+                self._stop_command()
 
     def _stop_command(self) -> None:
-        """The stop asked in _on_stop, from the loop: a signal handler must not fold events (it may have cut
-        into a fold), and the Tune events a search wrote a moment ago decide how it is stopped."""
-        assert self.child is not None
+        """The stop asked in _on_stop, sent from _wait's loop: a signal handler must not fold events (it may have
+        cut into a fold), and the Tune events a search wrote a moment ago decide how it is stopped."""
         self.stop_asked = False
         grace = float(self.command.get("grace_s", STOP_GRACE_S))
-        with contextlib.suppress(OSError):  # a full disk: judged on the events folded so far
-            self.fold.update()
-        if not self._tune_driver():
-            self._stop_all(grace)
+        if self.child is not None:
+            with contextlib.suppress(OSError):  # a full disk: judged on the events folded so far
+                self.fold.update()
+        # A search (gpumon's own, or a user's Tune script whose callback's events came) ends on SIGINT as on
+        # ctrl+c: Tune stops its trials and saves the experiment (~5 s); SIGTERM follows if it hangs.
+        if self.child is not None and (self.spec.get("kind") == "tune" or self.fold.tune is not None):
+            self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
+            self.events.write("run_stop", mode="int", grace_s=grace)
+            with contextlib.suppress(OSError):
+                os.kill(self.child.pid, signal.SIGINT)
             return
-        # Tune ends on SIGINT as on ctrl+c: it stops its trials and saves the experiment (~5 s);
-        # SIGTERM kills the driver mid-way, with no end for its trials. SIGTERM follows if it hangs.
-        self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
-        self.events.write("run_stop", mode="int", grace_s=grace)
-        with contextlib.suppress(OSError):
-            os.kill(self.child.pid, signal.SIGINT)
-
-    def _tune_driver(self) -> bool:
-        """A search: gpumon's own (kind tune) or a user's Tune script (its callback's events came)."""
-        return self.spec.get("kind") == "tune" or self.fold.tune is not None
+        self.events.write("run_stop", mode="term", grace_s=grace)
+        self._signal_all(signal.SIGTERM)
 
     def _on_kill(self, signum: int, frame: FrameType | None) -> None:
         if self.ending:
