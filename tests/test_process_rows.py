@@ -93,16 +93,21 @@ CELLS = [
 ]
 
 
+def filled(table: RowTable) -> RowTable:
+    """Three columns (widths 3, 8, 14) and a row per cell of CELLS, each row with three of them."""
+    for width in (3, 8, 14):
+        table.add_column(f"w{width}", width=width)
+    for i, cell in enumerate(CELLS):
+        table.add_row(cell, CELLS[(i + 3) % len(CELLS)], CELLS[(i + 5) % len(CELLS)], key=str(i))
+    return table
+
+
 async def test_a_one_line_cell_draws_what_datatable_draws() -> None:
     """The cell drawn without rich's console render (cell_draw.py) is DataTable's own, segment for segment (text,
     style and the row/column meta a click reads), for every cell, width, cursor and hover, focused or not."""
     app = Table()
     async with app.run_test(size=(120, 20)) as pilot:
-        table = app.query_one(RowTable)
-        for width in (3, 8, 14):
-            table.add_column(f"w{width}", width=width)
-        for i, cell in enumerate(CELLS):
-            table.add_row(cell, CELLS[(i + 3) % len(CELLS)], CELLS[(i + 5) % len(CELLS)], key=str(i))
+        table = filled(app.query_one(RowTable))
         await pilot.pause()
         compared = 0
         for focused in (False, True):
@@ -130,14 +135,11 @@ async def test_a_row_line_is_put_together_as_datatable_puts_it() -> None:
     on any row, zebra stripes or not, focused or not, a table narrower and wider than its columns."""
     app = Table()
     async with app.run_test(size=(120, 20)) as pilot:
-        table = app.query_one(RowTable)
-        for width in (3, 8, 14):
-            table.add_column(f"w{width}", width=width)
-        for i, cell in enumerate(CELLS):
-            table.add_row(cell, CELLS[(i + 3) % len(CELLS)], CELLS[(i + 5) % len(CELLS)], key=str(i))
+        table = filled(app.query_one(RowTable))
         await pilot.pause()
         compared = 0
-        for zebra, focused, wide in ((False, False, True), (True, False, True), (True, True, True), (False, True, 0)):
+        states = ((False, False, True), (True, False, True), (True, True, True), (False, True, False))
+        for zebra, focused, wide in states:
             table.zebra_stripes = zebra
             table.styles.width = 120 if wide else 20
             if focused:

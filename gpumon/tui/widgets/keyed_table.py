@@ -123,10 +123,9 @@ class RowTable(Coalesced, KeptStyle, FocusLook, DataTable[Any]):
         row_index = self._row_locations.get(row_key)
         self._cell_render_cache.drop_row(row_key, lambda k: k[1] in changed)
         self._row_render_cache.drop_row(row_key)
+        self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
         if row_index is not None:  # keyed (update count, row index): an older count's is never read again
             self._row_renderable_cache.discard((self._update_count, row_index))
-        self._line_cache.clear()  # lines are joined from the rows' cached cells: cheap to join again
-        if row_index is not None:
             self.refresh_row(row_index)
 
     def _render_line_in_row(

@@ -313,14 +313,14 @@ class Supervisor:
         if self.child is not None:
             with contextlib.suppress(OSError):  # a full disk: judged on the events folded so far
                 self.fold.update()
-        # A search (gpumon's own, or a user's Tune script whose callback's events came) ends on SIGINT as on
-        # ctrl+c: Tune stops its trials and saves the experiment (~5 s); SIGTERM follows if it hangs.
-        if self.child is not None and (self.spec.get("kind") == "tune" or self.fold.tune is not None):
-            self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
-            self.events.write("run_stop", mode="int", grace_s=grace)
-            with contextlib.suppress(OSError):
-                os.kill(self.child.pid, signal.SIGINT)
-            return
+            # A search (gpumon's own, or a user's Tune script whose callback's events came) ends on SIGINT as on
+            # ctrl+c: Tune stops its trials and saves the experiment (~5 s); SIGTERM follows if it hangs.
+            if self.spec.get("kind") == "tune" or self.fold.tune is not None:
+                self.term_at = time.monotonic() + min(TUNE_INT_S, grace / 2)
+                self.events.write("run_stop", mode="int", grace_s=grace)
+                with contextlib.suppress(OSError):
+                    os.kill(self.child.pid, signal.SIGINT)
+                return
         self.events.write("run_stop", mode="term", grace_s=grace)
         self._signal_all(signal.SIGTERM)
 
