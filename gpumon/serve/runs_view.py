@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumon.core.runs.reading.summary import RunSummary
+from gpumon.core.runs.reading.use import USE_FIELDS
 
 #: Seconds per step: the buckets of ``gpumon_run_step_seconds``.
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -85,8 +86,8 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
         "loss_source": summary.loss_source,
         "loss_note": summary.loss_note,
         "samples_per_s": summary.samples_per_s,
-        "tokens_per_s": getattr(summary, "tokens_per_s", None),  # issue 37's fields, where that work is in
-        "mfu": getattr(summary, "mfu", None),
+        # mfu, tokens_per_s, flops_per_step, ... as ``gpumon runs --json`` has them (use.py), never another read
+        **{key: summary.use.get(key) for key in USE_FIELDS},
         "step_time_s": summary.step_time_s,
         "median_step_s": summary.median_step_s,
         "data_wait": summary.data_wait,

@@ -44,7 +44,7 @@ class ServeState:
         self.ring = GpuRing()
         self.view = View(time=time.time())
         self._steps: dict[str, StepHistogram] = {}
-        self._headlines: dict[str, tuple[float, str, bool]] = {}
+        self._headlines: dict[str, tuple[float, str, tuple[bool, bool, int]]] = {}
         self._ended_series: dict[str, list[list[float]]] = {}
         self._alert_ids: set[str] = set()
         self._alert_counts: dict[tuple[str, str], int] = {}
@@ -152,11 +152,14 @@ class ServeState:
         return doc
 
     def _headline(self, summary: RunSummary, now: float) -> str:
-        """The doctor's headline: a live run's every ``HEADLINE_EVERY_S`` (from the monitor's fold), an ended
-        run's once."""
+        """The doctor's headline, as ``gpumon doctor`` says it: a live run's every ``HEADLINE_EVERY_S`` (from the
+        monitor's fold), and again at once when what the doctor can say changes: the run's first step, its end
+        (an ended run's verdict is worked out once more from its files: a leak found in its last seconds), a new
+        alert of the run's. An ended run's then stays: its files no longer change."""
         known = self._headlines.get(summary.id)
-        stepped = summary.step is not None  # a run's first steps change what the doctor can say: at once
-        if known is not None and known[2] == stepped and (not summary.record.live or now - known[0] < HEADLINE_EVERY_S):
+        # live, stepped, alerts: each change makes the last verdict old (a run's alert is the doctor's finding)
+        moment = (summary.record.live, summary.step is not None, summary.alert_count)
+        if known is not None and known[2] == moment and (not moment[0] or now - known[0] < HEADLINE_EVERY_S):
             return known[1]
         from gpumon.core.doctor.report import diagnose
 
@@ -165,7 +168,7 @@ class ServeState:
             text = diagnose(summary.record, telemetry=tele).headline()
         except Exception as err:  # noqa: BLE001 - a run the doctor cannot read still shows
             text = f"the doctor could not read this run: {type(err).__name__}"
-        self._headlines[summary.id] = (now, text, stepped)
+        self._headlines[summary.id] = (now, text, moment)
         return text
 
     def _alerts(self, host: str) -> tuple[dict[str, Any], ...]:
