@@ -215,6 +215,11 @@ def no_run_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     tmp = request.node.funcargs.get("tmp_path")
     if isinstance(tmp, Path):
         stop_runs_under(tmp)
+        # every run a test made, read as every view reads it: the same figures everywhere, each within its bounds
+        from tests.view_invariants import check_home, homes_under
+
+        wrong = [line for home in homes_under(tmp) for line in check_home(home)]
+        assert not wrong, "the views disagree or a figure is out of bounds:\n" + "\n".join(wrong)
 
 
 @pytest.fixture
