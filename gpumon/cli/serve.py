@@ -35,6 +35,14 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="F",
         help="a file (mode 0600) holding the token every request must carry; needed for any --bind beyond localhost",
     )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name requests may be addressed to beyond localhost and the bound address (a proxy's, a DNS name); "
+        "repeat for more. Requests for any other Host are refused (DNS rebinding)",
+    )
     add_fleet_options(serve, in_command=True)
     add_ray_option(serve, in_command=True)
     add_slurm_option(serve, in_command=True)
@@ -65,7 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sampler = Sampler(open_gpu_source(args.simulate, args.seed), HostSource(), interval=args.interval)
     state = ServeState(sampler, fleet=fleet, interval=max(1.0, args.interval))
     try:
-        server = make_server(state, args.bind, args.port, token)
+        server = make_server(state, args.bind, args.port, token, tuple(args.allow_host))
     except OSError as err:
         sampler.gpu.close()
         return fail(f"cannot listen on {args.bind}:{args.port}: {err.strerror or str(err)}")

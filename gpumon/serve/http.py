@@ -11,12 +11,14 @@ command line. Every request reads the latest view: no request waits on a GPU or 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
 import re
 import socket
 import stat
+import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +32,7 @@ from prometheus_client import exposition
 from gpumon.serve.api import dumps, route
 from gpumon.serve.events import WRITE_TIMEOUT_S, Events, TooMany
 from gpumon.serve.exposition import Exposition
+from gpumon.serve.guard import IDLE_TIMEOUT_S, MAX_CONNECTIONS, allowed_hosts, host_problem, origin_problem
 from gpumon.serve.state import ServeState
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
@@ -48,10 +51,14 @@ def read_token(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as err:
         raise TokenError(f"cannot read the token file {path}: {err.strerror}") from None
+    st = os.fstat(fd)  # before fdopen: open() of a directory's descriptor raises, and no traceback is one line
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise TokenError(f"the token file {path} is not a regular file: give a file holding the token")
+    if st.st_uid != os.geteuid():  # another user could change the token under serve
+        os.close(fd)
+        raise TokenError(f"the token file {path} belongs to another user (uid {st.st_uid}): use a file of your own")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise TokenError(f"the token file {path} is not a regular file")
         if st.st_mode & 0o077:
             raise TokenError(
                 f"the token file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):04o}): chmod 600 {path}"
@@ -89,6 +96,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: ServeState
     token: str | None
+    allowed: frozenset[str]  # the names a request's Host may carry (guard.py)
+    timeout = IDLE_TIMEOUT_S  # socketserver's: a connection silent this long is closed
     page: tuple[bytes, str]
     metrics: Callable[[], bytes]
     events: Events
@@ -113,6 +122,18 @@ class Handler(BaseHTTPRequestHandler):
             {"Allow": "GET, HEAD", "Connection": "close"},
         )
 
+    def parse_request(self) -> bool:
+        """HTTP/0.9 (a request line with no version) is refused at once: the standard library would go on to read
+        headers such a client never sends, and hang."""
+        words = self.raw_requestline.split()
+        if len(words) == 2:
+            self.command, self.requestline = "", str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+            self.request_version = self.protocol_version  # so the refusal goes out with a status line
+            self.close_connection = True
+            self.send_error(400, "HTTP/0.9 is not served: send HTTP/1.0 or 1.1")
+            return False
+        return super().parse_request()
+
     def do_HEAD(self) -> None:
         self._get(head=True)
 
@@ -123,6 +144,16 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         extra: dict[str, str] = {}
+        host = self.headers.get("Host")
+        refused = host_problem(host, self.allowed)  # DNS rebinding: a request not addressed to serve
+        code = 421  # Misdirected Request
+        if refused is None and url.path == "/api/events":
+            refused, code = origin_problem(self.headers.get("Origin"), host), 403  # another site's page
+        if refused is not None:
+            self.close_connection = True
+            body = f"{refused}\n".encode()
+            self._send(code, body, "text/plain; charset=utf-8", {"Connection": "close"}, head)
+            return
         if self.token is not None:
             given = self._given_token(query)
             if given is None or not hmac.compare_digest(given.encode(), self.token.encode()):
@@ -218,6 +249,35 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     events: Events | None = None
+    max_connections = MAX_CONNECTIONS
+    _open = 0  # connections being served, each on its own thread
+    _open_lock: Any = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """One thread per connection, up to ``max_connections``; past them 503 and closed, never a thread."""
+        if self._open_lock is None:
+            self._open_lock = threading.Lock()
+        with self._open_lock:
+            full = self._open >= self.max_connections
+            if not full:
+                self._open += 1
+        if full:
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                    b"Content-Length: 37\r\nConnection: close\r\n\r\ntoo many connections: try again soon\n"
+                )
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open -= 1
 
     def server_close(self) -> None:
         if self.events is not None:
@@ -229,8 +289,11 @@ class Server6(Server):
     address_family = socket.AF_INET6
 
 
-def make_server(state: ServeState, bind: str, port: int, token: str | None) -> Server:
-    """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it."""
+def make_server(
+    state: ServeState, bind: str, port: int, token: str | None, allow_hosts: tuple[str, ...] = ()
+) -> Server:
+    """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it. ``allow_hosts``:
+    names beyond localhost and the bound address that requests may be addressed to (guard.py)."""
     expo, events = Exposition(poll_s=state.interval), Events()
     state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
     state.listeners.append(events.on_view)  # encoded every 2 s for every event stream
@@ -241,7 +304,14 @@ def make_server(state: ServeState, bind: str, port: int, token: str | None) -> S
     handler = type(
         "GpumonHandler",
         (Handler,),
-        {"state": state, "token": token, "page": _page(), "metrics": staticmethod(metrics), "events": events},
+        {
+            "state": state,
+            "token": token,
+            "allowed": allowed_hosts(bind, allow_hosts),
+            "page": _page(),
+            "metrics": staticmethod(metrics),
+            "events": events,
+        },
     )
     server = Server6((bind, port), handler) if ":" in bind else Server((bind, port), handler)
     server.events = events
