@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from gpumon import __version__
+from gpumon.core.redact import redact
 from gpumon.serve.state import ServeState
 from gpumon.serve.view import HostView, View
 
@@ -27,8 +28,12 @@ FINITE = frozenset({"loss_series"})  # finite by construction (runs_view.thin): 
 
 
 def clean(value: Any) -> Any:
+    """JSON-ready: non-finite numbers as strings, and every text redacted (a script's log line or exception in
+    an alert or a run's error can carry a token: core/redact.py)."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        return redact(value)
     if isinstance(value, dict):
         return {str(k): v if k in FINITE else clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpumon.core.alerts.settings import AlertSettings, mask_url
 from gpumon.core.alerts.text import message
+from gpumon.core.redact import redact_all
 
 COMMAND_TIMEOUT_S = 30.0  # a user's command gets this long (as --on-alert always had)
 
@@ -61,6 +62,7 @@ def channels_of(settings: AlertSettings, on_alert: tuple[str, ...] = (), run_dir
 def send(channel: Channel, alert: dict[str, Any]) -> Outcome:
     if channel.refused:
         return Outcome(False, channel.refused, retry=False)
+    alert = redact_all(alert)  # a log line quoted in the reason may carry a token
     try:
         if channel.name == "webhook":
             return _webhook(channel, alert)
