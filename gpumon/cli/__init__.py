@@ -36,6 +36,10 @@ from gpumon.cli.parser import build_parser  # noqa: E402
 __all__ = ["build_parser", "main"]
 
 
+# The commands that read config.toml (None: the monitor); the others never do, and work whatever it holds.
+CONFIG_COMMANDS = frozenset({None, "launch", "tune", "queue", "serve", "alerts", "fleet"})
+
+
 def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
     commands: dict[str | None, Callable[[], int]] = {
         "snapshot": lambda: monitor.cmd_snapshot(args),
@@ -73,6 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_dir()  # an unusable GPUMON_HOME: one line on every command, before anything starts
         if signal.getsignal(signal.SIGINT) is _quiet_exit:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the commands catch KeyboardInterrupt
+        if args.command in CONFIG_COMMANDS:  # a mistake in config.toml: one line before anything is made
+            from gpumon.cli.config_check import config_problem
+
+            problem = config_problem()
+            if problem:
+                print(f"gpumon: error: {problem}", file=sys.stderr)
+                return 2
         return _command(args, rest)()
     except StateDirError as err:
         print(f"gpumon: {err}", file=sys.stderr)

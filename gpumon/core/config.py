@@ -7,6 +7,7 @@ terminate = "x"          # binding id = key, or several keys "x,ctrl+t"
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from pathlib import Path
 
@@ -75,13 +76,40 @@ def config_section(name: str, path: Path | None = None) -> dict[str, object]:
     return table
 
 
+MAX_BYTES = 1024 * 1024  # a config file larger than this is not one
+
+
 def _read_toml(path: Path) -> dict[str, object]:
-    """The file's tables; empty when it is missing; ConfigError naming the file when it cannot be read."""
+    """The file's tables; empty when it is missing; ConfigError naming the file when it cannot be read. Opened
+    without blocking and read only when it is a regular file: a FIFO or a device there never holds a command
+    (a link is followed: dotfiles are often links)."""
     try:
-        return tomllib.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read it ({err})") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror or err})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"{path}: is a directory, not a file: remove it or write the file there")
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{path}: is not a regular file (a FIFO or a device): replace it with a file")
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it ({err.strerror or err})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_BYTES // 1024} KiB: not a gpumon config")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.start}): save it as UTF-8") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from None
+
+
+def read_config(path: Path | None = None) -> dict[str, object]:
+    """Every table of config.toml (empty when it is missing). Raises ConfigError."""
+    return _read_toml(path or config_path())

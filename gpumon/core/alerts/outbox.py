@@ -16,12 +16,18 @@ from gpumon.core.config import ConfigError
 ATTEMPTS = "alerts.jsonl"  # in the run's directory; the state dir's holds the alerts of no run (hosts, tests)
 
 
+_last_good: list[AlertSettings] = []  # this process's last settings read whole (a run's supervisor: its start's)
+
+
 def settings_or_error() -> tuple[AlertSettings, str]:
-    """The user's settings, or the defaults and the config's mistake (an alert still goes to --on-alert)."""
+    """The user's settings, or the config's mistake with what this process read last (a config broken under a
+    live run keeps the channels it had), else the defaults (an alert still goes to --on-alert)."""
     try:
-        return load_settings(), ""
+        settings = load_settings()
     except ConfigError as err:
-        return AlertSettings(), str(err)
+        return (_last_good[0] if _last_good else AlertSettings()), str(err)
+    _last_good[:] = [settings]
+    return settings, ""
 
 
 def wanted(kind: str) -> bool:

@@ -149,15 +149,15 @@ def fleet_config_path() -> Path:
 
 def load_fleet_config(path: Path | None = None) -> FleetConfig:
     """``[fleet] hosts = [...]``, ``ssh = "..."``, ``gpumon = "..."``; a missing file is an empty fleet."""
-    import tomllib  # here: `gpumon snapshot --watch` on each host never reads a config
+    from gpumon.core.config import ConfigError, read_config  # here: `gpumon snapshot --watch` reads no config
 
     path = path or fleet_config_path()
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
+        data = read_config(path)  # a FIFO or a directory there is a one-line mistake, never a wait
+    except ConfigError as err:
+        raise HostError(str(err)) from None
+    if not data:
         return FleetConfig()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise HostError(f"{path}: cannot read it ({err})") from None
     table = data.get("fleet", {})
     if not isinstance(table, dict):
         raise HostError(f'{path}: [fleet] must be a table, e.g. hosts = ["gpu1", "gpu2"]')

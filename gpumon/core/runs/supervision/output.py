@@ -59,6 +59,14 @@ def log_cap() -> int:
     return max(MIN_CAP, parse_size(value))
 
 
+def log_cap_kept() -> tuple[int, str]:
+    """``log_cap()``, or the default and why: a supervisor runs on whatever config.toml holds when it starts."""
+    try:
+        return log_cap(), ""
+    except ConfigError as err:
+        return DEFAULT_CAP, f"config: {err}; the run goes on with the default log cap ({_size(DEFAULT_CAP)})"
+
+
 def _size(n: int) -> str:
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= scale:

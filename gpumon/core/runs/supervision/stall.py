@@ -63,14 +63,14 @@ class StallRule:
         )
 
 
-def load_rule() -> tuple[StallRule, str | None]:
+def load_rule(path: Path | None = None) -> tuple[StallRule, str | None]:
     """The rule from ``[runs]`` (and ``GPUMON_STALL_AFTER``); a mistake there keeps the defaults and says so."""
     from gpumon.core.config import ConfigError, config_section
 
     values = {"stall_after": STALL_AFTER_S, "stall_steps": STALL_STEPS, "stall_pause_after": PAUSE_AFTER_S}
     problem = None
     try:
-        table = config_section("runs")
+        table = config_section("runs", path)
     except ConfigError as err:
         table, problem = {}, str(err)
     for key in values:
@@ -78,7 +78,8 @@ def load_rule() -> tuple[StallRule, str | None]:
         if raw is None:
             continue
         if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
-            problem = f"[runs] {key} must be a positive number of {'steps' if key == 'stall_steps' else 'seconds'}"
+            unit = "steps" if key == "stall_steps" else "seconds"
+            problem = f"[runs] {key} = {raw!r} must be a positive number of {unit}"
             continue
         values[key] = float(raw)
     env = os.environ.get(AFTER_ENV)

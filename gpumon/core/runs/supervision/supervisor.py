@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from gpumon.core.alerts.outbox import settings_or_error
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
@@ -35,7 +36,7 @@ from gpumon.core.runs.supervision.ending import compress, end_fields, index_run,
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 from gpumon.core.runs.supervision.leak_alert import LeakAlert
-from gpumon.core.runs.supervision.output import log_cap
+from gpumon.core.runs.supervision.output import log_cap_kept
 from gpumon.core.runs.supervision.reserve import reserve, write_end
 from gpumon.core.runs.supervision.runner import Runner, become_subreaper
 from gpumon.core.runs.supervision.stall import StallWatch, tidy
@@ -120,7 +121,11 @@ class Supervisor:
         # The command's parent is a small runner (runner.py): it drains the output and records the exit, so a
         # killed, stopped or hung supervisor never blocks a print() nor loses the exit code.
         job = {"argv": argv, "env": env, "cwd": self.command.get("cwd"), "umask": self.umask, "log_name": log_name}
-        job |= {"logs": str(self.run_dir / "logs"), "cap": log_cap()}
+        cap, why = log_cap_kept()  # config.toml broken since the launch checked it: the default, said
+        if why:
+            self.events.write("note", text=why)
+        settings_or_error()  # the alert channels as at the start: kept if config.toml breaks under the run
+        job |= {"logs": str(self.run_dir / "logs"), "cap": cap}
         if env.get("GPUMON_RANK_LOGS"):
             job["fifos"] = int(self.spec.get("nproc") or 1)
         try:
