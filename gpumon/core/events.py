@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.safefs import open_regular, private_dirs, write_atomic
+from gpumon.core.safefs import NotRegular, open_own, open_regular, private_dirs, read_bytes, say_once, write_atomic
 
 VERSION = 1
 RUN_DIR_ENV = (
@@ -80,7 +80,8 @@ class EventWriter:
         private_dirs(folder)
         # One file per process: DataLoader workers or a forked helper never share a file.
         self.path = folder / f"{source}.{os.getpid()}{SUFFIX}"
-        self._fd: int | None = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        # a link or FIFO planted at this process's name is removed (said once), never followed nor fatal
+        self._fd: int | None = open_own(self.path, os.O_WRONLY | os.O_APPEND)
         self.failed: str | None = None
 
     def write(self, kind: str, /, **fields: Any) -> None:  # positional: an `alert` event has a field `kind`
@@ -169,7 +170,10 @@ class EventReader:
                 return []
             try:
                 if tail.stream is None:
-                    tail.stream = gzip.open(path, "rb")  # noqa: SIM115 - kept open across polls, closed at its end
+                    # kept open across polls, closed at its end; never through a link, never a FIFO's wait
+                    raw = os.fdopen(open_regular(path), "rb")
+                    tail.stream = gzip.GzipFile(fileobj=raw)
+                    tail.stream.myfileobj = raw  # closed with it, as gzip.open(name) closes its own file
                     tail.stream.seek(tail.offset)
                 data = tail.stream.read(CHUNK)
             except (OSError, EOFError, gzip.BadGzipFile):
@@ -178,7 +182,7 @@ class EventReader:
                 tail.offset += len(data)
                 self.more = True
             else:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, AttributeError):  # None: it never opened
                     tail.stream.close()
                 tail.stream, tail.offset = None, -1  # done: nothing is appended to a compressed file
             return self._lines(tail, data)
@@ -186,12 +190,15 @@ class EventReader:
         if tail.offset < 0:
             return []
         try:
-            with path.open("rb") as fh:
+            with os.fdopen(open_regular(path), "rb") as fh:  # a link or FIFO there: refused, said once
                 fh.seek(tail.offset)
                 data = fh.read(CHUNK)
         except FileNotFoundError:  # compressed at the run's end between the listing and now: read its copy
             packed = path.with_name(path.name + GZ)
             return self._read(packed) if packed.exists() else []
+        except NotRegular as err:
+            say_once(str(err))
+            return []
         except OSError:
             return []
         if not data:
@@ -241,7 +248,11 @@ def compress_closed(run_dir: Path, prefix: str = "rank") -> tuple[int, int]:
     """
     before = after = 0
     for path in sorted((run_dir / EVENTS_DIR).glob(f"{prefix}*{SUFFIX}")):
-        data = path.read_bytes()
+        try:
+            data = read_bytes(path)
+        except NotRegular as err:  # planted: not ours to pack (and a FIFO would hold the run's end)
+            say_once(str(err))
+            continue
         packed = gzip.compress(data, compresslevel=6)
         target = path.with_name(path.name + GZ)
         write_atomic(target, packed, sync=True)

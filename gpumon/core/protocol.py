@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.safefs import write_atomic
+
 CONTROL_DIR = "control"
 CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
@@ -44,10 +46,7 @@ def census_flag(run_dir: str | os.PathLike[str]) -> Path:
 def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> int:
     """Ask every rank of the run for two censuses ``gap`` steps apart; returns the request id (mtime ns)."""
     folder = control_dir(run_dir)
-    tmp = folder / f".{CENSUS_FLAG}.{os.getpid()}"
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:  # state dir: 0600
-        fh.write(f"{max(1, int(gap))}\n")
-    os.replace(tmp, folder / CENSUS_FLAG)  # a new inode and mtime: a new request
+    write_atomic(folder / CENSUS_FLAG, f"{max(1, int(gap))}\n".encode())  # a new inode and mtime: a new request
     return (folder / CENSUS_FLAG).stat().st_mtime_ns
 
 

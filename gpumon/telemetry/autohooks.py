@@ -14,12 +14,13 @@ import contextlib
 import os
 import sys
 import traceback
+from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.core.safefs import private_dirs
+from gpumon.core.safefs import open_own, private_dirs
 from gpumon.telemetry import frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported
@@ -66,7 +67,7 @@ def _redirect_output(run_dir: str, rank: int) -> None:
     if fd is None:
         logs = os.path.join(run_dir, "logs")
         private_dirs(logs)
-        fd = os.open(os.path.join(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_own(Path(logs, f"rank{rank}.log"), os.O_WRONLY | os.O_APPEND)  # never through a planted link
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.core.events import EventWriter
-from gpumon.core.safefs import private_dirs
+from gpumon.core.safefs import private_dirs, write_atomic
 from gpumon.telemetry.limits import read_limits
 
 CLAIMS_DIR = "ranks"
@@ -197,9 +197,7 @@ def _claim(claims: Path, rank: int, force: bool = False, take_dead: bool = True)
         if not force and holder != os.getpid() and (not take_dead or _alive(holder)):
             return False
         with contextlib.suppress(OSError):
-            tmp = claims / f".{rank}.{os.getpid()}"
-            tmp.write_bytes(me)
-            os.replace(tmp, path)
+            write_atomic(path, me)  # its temporary file made anew: never through a planted link
         return True
     except OSError:
         return True  # no claims folder (a read-only run dir): the number stands unchecked

@@ -18,10 +18,11 @@ import faulthandler
 import functools
 import os
 import signal
+from pathlib import Path
 from typing import IO, Any
 
 from gpumon.core.protocol import STACK_SIGNAL, STACKS_DIR, TAKEN, stack_path  # shared with the supervisor
-from gpumon.core.safefs import private_dirs
+from gpumon.core.safefs import open_own, private_dirs
 
 _file: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _path: str | None = None
@@ -38,7 +39,7 @@ def install(run_dir: str | None) -> bool:
     directory = os.path.join(run_dir, STACKS_DIR)
     private_dirs(directory)
     _path = stack_path(run_dir, os.getpid())
-    fd = os.open(_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_own(Path(_path), os.O_WRONLY | os.O_APPEND)  # never through a planted link, never a FIFO
     _file = os.fdopen(fd, "w")
     faulthandler.register(STACK_SIGNAL, file=_file, all_threads=True, chain=False)
     os.register_at_fork(after_in_child=_forked)
@@ -79,7 +80,7 @@ def _give_up() -> None:
         if _path is not None:
             os.replace(_path, _path[: -len(".txt")] + TAKEN)
         elif _inherited is not None:  # a forked child says so in a file of its own
-            os.close(os.open(os.path.join(_inherited, f"{os.getpid()}{TAKEN}"), os.O_CREAT | os.O_WRONLY, 0o600))
+            os.close(open_own(Path(_inherited, f"{os.getpid()}{TAKEN}"), os.O_WRONLY))
     _path = _inherited = None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from gpumon.core.alerts.settings import AlertSettings, mask_url
 from gpumon.core.alerts.text import message
 from gpumon.core.redact import redact_all
+from gpumon.core.safefs import open_own
 
 COMMAND_TIMEOUT_S = 30.0  # a user's command gets this long (as --on-alert always had)
 
@@ -125,8 +126,11 @@ def _command(channel: Channel, alert: dict[str, Any]) -> Outcome:
     out: Any = subprocess.PIPE
     log = None
     if channel.run_dir is not None:
-        log = open(channel.run_dir / "alerts.log", "ab")  # noqa: SIM115 (closed below)
-        out = log
+        try:  # never through a link planted there, never waiting on a FIFO
+            log = os.fdopen(open_own(channel.run_dir / "alerts.log", os.O_WRONLY | os.O_APPEND), "ab")
+        except OSError:
+            log = None  # no log of the command's output; the command still runs
+        out = log if log is not None else subprocess.PIPE
     try:
         done = subprocess.run(
             argv,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.alerts.channels import Channel, Outcome, send
+from gpumon.core.safefs import open_own, open_regular
 
 RETRY_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # waits between tries: 7 tries over ~60 s, then given up
 DRAIN_S = 75.0  # the longest a supervisor waits at its exit for deliveries still trying
@@ -28,7 +29,7 @@ TAIL_BYTES = 256 * 1024  # the window check reads no more of an attempts file th
 
 def append(path: Path, doc: dict[str, Any]) -> None:
     """One line, one write: two processes appending never interleave."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_own(path, os.O_WRONLY | os.O_APPEND)  # a link or FIFO planted there: removed, never followed
     try:
         os.write(fd, (json.dumps(doc, default=str) + "\n").encode())
     finally:
@@ -38,7 +39,7 @@ def append(path: Path, doc: dict[str, Any]) -> None:
 def read_records(path: Path, limit_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
     """The file's records, from its last ``limit_bytes`` (a partial first line is dropped)."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO there is refused at once, never waited on
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - limit_bytes))
             data = fh.read(limit_bytes)

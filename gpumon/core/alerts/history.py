@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.alerts.delivery import read_records
+from gpumon.core.safefs import read_bytes
 
 RUNS = 200  # the attempts files read, newest first
 LIMIT = 200  # the alerts kept, newest first
@@ -188,7 +189,7 @@ class AlertBook:
 def read_at(root: Path) -> float:
     """When the user last looked at the alerts (0: never)."""
     try:
-        return float((root / SEEN_FILE).read_text().strip() or 0)
+        return float(read_bytes(root / SEEN_FILE).strip() or 0)
     except (OSError, ValueError):
         return 0.0
 

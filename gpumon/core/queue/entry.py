@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.runs.record.store import read_json, write_json, write_text
+from gpumon.core.safefs import open_own, read_bytes
 
 QUEUED = "queued"  # the state a queued run's status.json holds
 WAITING, STARTED = "waiting", "started"
@@ -101,7 +102,7 @@ def _changed(root: Path) -> None:
 def change_token(root: Path) -> str | None:
     """The token the last change wrote (None before any)."""
     try:
-        return (root / "queue" / CHANGED).read_text()
+        return read_bytes(root / "queue" / CHANGED).decode(errors="replace")
     except OSError:
         return None
 
@@ -134,7 +135,7 @@ def new_entry(run: str, **fields: Any) -> QueueEntry:
 @contextlib.contextmanager
 def edit_lock(root: Path) -> Iterator[None]:
     """Held while an entry and its run's status change together (the keeper starting it, a user cancelling)."""
-    fd = os.open(queue_dir(root) / "edit.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_own(queue_dir(root) / "edit.lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -163,7 +164,7 @@ def read_plan(root: Path) -> dict[str, Any]:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_bytes(path))
     except (OSError, ValueError):
         data = {}
     data = data if isinstance(data, dict) else {}

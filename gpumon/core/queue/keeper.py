@@ -25,6 +25,7 @@ from gpumon.core.queue import entry as q
 from gpumon.core.queue.plan import Decision, Inputs, plan
 from gpumon.core.queue.watch import GpuWatch, reservations
 from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunStore, state_dir
+from gpumon.core.safefs import open_own
 
 LOCK = "keeper.lock"
 SETTLE_ENV, INTERVAL_ENV = "GPUMON_QUEUE_SETTLE_S", "GPUMON_QUEUE_INTERVAL_S"
@@ -52,7 +53,7 @@ def settings() -> dict[str, float]:
 
 
 def _try_lock(root: Path) -> int | None:
-    fd = os.open(q.queue_dir(root) / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = open_own(q.queue_dir(root) / LOCK, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -83,7 +84,7 @@ def ensure_keeper(root: Path) -> bool:
     """Start a keeper when runs wait and none holds the lock. True when one was started."""
     if not any(e.state == q.WAITING for e in q.load_all(root)) or keeper_alive(root):
         return False
-    log = os.open(q.queue_dir(root) / "keeper.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    log = open_own(q.queue_dir(root) / "keeper.log", os.O_WRONLY | os.O_APPEND)
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "gpumon.core.queue.keeper", str(root)],

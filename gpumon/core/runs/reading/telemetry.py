@@ -30,7 +30,7 @@ from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_o
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.reading.use import GpuUse
 from gpumon.core.runs.record.values import NonFinite
-from gpumon.core.safefs import write_atomic
+from gpumon.core.safefs import read_bytes, write_atomic
 
 SUMMARY = "summary.json"
 SUMMARY_FORMAT = 1
@@ -124,7 +124,7 @@ class RunTelemetry:
             stamp = (stat.st_mtime_ns, stat.st_size)
             if stamp == self._stamp:
                 return 0
-            state = json.loads(path.read_bytes())
+            state = json.loads(read_bytes(path))  # a FIFO planted there is refused, never waited on
         except (OSError, ValueError):
             return 0
         if not isinstance(state, dict) or state.get("format") != SUMMARY_FORMAT:

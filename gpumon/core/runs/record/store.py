@@ -57,7 +57,7 @@ def state_dir() -> Path:
         if root.stat().st_mode & 0o077:
             root.chmod(0o700)
         probe = root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"  # threads of one process check at once
-        probe.touch(mode=0o600)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))  # a new name
         probe.unlink(missing_ok=True)
     except OSError as err:
         why = err.strerror or str(err)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from gpumon.core.protocol import CONTROL_DIR, control_dir
+from gpumon.core.safefs import open_own, read_bytes
 
 STOP_ALL = "stop"
 STOP_TRIALS = "stop-trials"
@@ -34,7 +35,7 @@ def request_stop_experiment(run_dir: str | os.PathLike[str]) -> None:
 def request_stop_trial(run_dir: str | os.PathLike[str], trial_id: str) -> None:
     if not trial_id or "\n" in trial_id:
         raise ValueError(f"not a trial id: {trial_id!r}")
-    fd = os.open(control_dir(run_dir) / STOP_TRIALS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = open_own(control_dir(run_dir) / STOP_TRIALS, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(fd, f"{trial_id}\n".encode())
     finally:
@@ -50,7 +51,7 @@ def stop_requested_at(run_dir: str | os.PathLike[str]) -> float | None:
     the user, one ended before finished by itself. (A file's mtime is coarser than the events' clock.)"""
     flag = Path(run_dir) / CONTROL_DIR / STOP_ALL
     try:
-        text, mtime = flag.read_text(), flag.stat().st_mtime
+        text, mtime = read_bytes(flag).decode(errors="replace"), flag.stat().st_mtime
     except OSError:
         return None
     try:
@@ -61,7 +62,7 @@ def stop_requested_at(run_dir: str | os.PathLike[str]) -> float | None:
 
 def trials_to_stop(run_dir: str | os.PathLike[str]) -> frozenset[str]:
     try:
-        text = (Path(run_dir) / CONTROL_DIR / STOP_TRIALS).read_text()
+        text = read_bytes(Path(run_dir) / CONTROL_DIR / STOP_TRIALS).decode(errors="replace")
     except OSError:
         return frozenset()
     return frozenset(line.strip() for line in text.splitlines() if line.strip())

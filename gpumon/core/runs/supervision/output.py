@@ -387,8 +387,11 @@ def open_rank_pipe(run_dir: str, local_rank: int, rank: int) -> int | None:
     the supervisor made none (an older supervisor): the rank then writes its log itself."""
     path = os.path.join(run_dir, "logs", f"rank{local_rank}.pipe")
     try:  # read-write: never EPIPE if the supervisor dies (an adopter opens the FIFO by its path again)
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
+        return None
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # a file put there is not the supervisor's pipe: not written
+        os.close(fd)
         return None
     os.write(fd, RANK_MARK + str(rank).encode() + b"\n")
     return fd

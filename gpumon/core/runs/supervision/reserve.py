@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.safefs import open_own, open_regular
+
 RESERVE = ".end-reserve"
 RESERVE_BYTES = 64 * 1024  # status.json's new copy (a few KiB), the drop notes
 
@@ -24,7 +26,7 @@ def reserve(run_dir: Path) -> bool:
         if os.lstat(path).st_blocks * 512 >= RESERVE_BYTES:  # the launcher's: kept, not rewritten on a full disk
             return True
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fd = open_own(path, os.O_WRONLY | os.O_TRUNC)
         try:
             os.write(fd, b"\0" * RESERVE_BYTES)
         finally:
@@ -40,7 +42,7 @@ def borrow(run_dir: Path, nbytes: int = 16 * 1024) -> bool:
     """Give ``nbytes`` of the reserve back (the runner's small exit.json with its drops), keeping the rest for
     the end itself: True when it shrank."""
     try:
-        fd = os.open(run_dir / RESERVE, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_regular(run_dir / RESERVE, os.O_WRONLY)
     except OSError:
         return False
     try:
@@ -73,7 +75,7 @@ def say_drops(run_dir: Path, dropped: dict[str, list[int]]) -> None:
             continue
         note = f"\n[gpumon: {_size(unsaid)} of output dropped here, to the end: the state dir was full]\n"
         with contextlib.suppress(OSError):
-            fd = os.open(run_dir / "logs" / name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = open_regular(run_dir / "logs" / name, os.O_WRONLY | os.O_APPEND)
             try:
                 os.write(fd, note.encode())
             finally:

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.safefs import read_bytes, write_atomic
+
 EXIT_FILE = "exit.json"
 DRAIN_PATIENCE_S = 10.0  # after the command ended: output of processes still holding the pipe (swept meanwhile)
 LEFT_GRACE_S = 3.0  # after the command ended: SIGTERM to what it left, SIGKILL after this
@@ -48,23 +50,17 @@ def write_exit(run_dir: Path, pid: int, rc: int, **more: Any) -> bool:
     if rc < 0:
         with contextlib.suppress(ValueError):
             fields["signal"] = signal.Signals(-rc).name
-    tmp = run_dir / f".{EXIT_FILE}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(fields))
-        os.replace(tmp, run_dir / EXIT_FILE)
+        write_atomic(run_dir / EXIT_FILE, json.dumps(fields).encode())  # never through a link at its temporary
         return True
     except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         return False
 
 
 def read_exit(run_dir: Path, pid: object) -> dict[str, Any] | None:
     """The command's exit as its runner wrote it: None when there is none for this pid (or it is unreadable)."""
     try:
-        data = json.loads((run_dir / EXIT_FILE).read_text())
+        data = json.loads(read_bytes(run_dir / EXIT_FILE))  # a FIFO planted there never holds the reader
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("pid") != pid or not isinstance(data.get("exit_code"), int):
