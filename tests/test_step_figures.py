@@ -58,3 +58,30 @@ def test_a_steps_loss_under_gradient_accumulation_is_the_loss_the_script_prints(
         assert value == pytest.approx(printed[step], rel=1e-5), (step, value, printed[step])
     assert row["step"] == 30 and row["loss_source"] == "backward"
     assert row["loss"] == pytest.approx(printed[30], rel=1e-5), (row["loss"], printed[30])
+
+
+def test_a_bf16_autocast_runs_flops_are_said_to_be_bf16(gpumon: Gpumon) -> None:
+    """A CPU run under torch.autocast("cpu", dtype=torch.bfloat16): its counted step's matmuls ran in bf16, and
+    the row says so even where no peak (no MFU) is known."""
+    pytest.importorskip("torch")
+    row, _ = _run(gpumon, "grad_accum.py", "1", "30", "bf16")
+    [event] = [e for e in EventReader(Path(row["dir"])).each() if e["type"] == "flops"]
+    assert set(event["dtypes"]) == {"bf16"}, event
+    assert row["flops_dtype"] == "bf16" and row["mfu"] is None and "CPU" in row["mfu_reason"], row
+
+
+@pytest.mark.parametrize("how", ["loader", "tensors"])
+def test_flops_after_a_batch_size_warm_up_are_counted_at_the_new_batch(gpumon: Gpumon, how: str) -> None:
+    """Batch 64 for 10 steps, then 256: the FLOPs per step (and the achieved rate) are those of a step at 256, as
+    FlopCounterMode counts it in the script, and say the shape they were counted at; with or without a
+    DataLoader."""
+    pytest.importorskip("torch")
+    row, log = _run(gpumon, "batch_warmup.py", how, "10", "60")
+    ref = {int(size): int(flops) for size, flops in re.findall(r"^REF (\d+) (\d+)$", log, re.M)}
+    events = [e for e in EventReader(Path(row["dir"])).each() if e["type"] == "flops"]
+    assert [e["shape"][0][0] for e in events] == [64, 256], events
+    for event in events:
+        assert event["flops"] == pytest.approx(ref[event["shape"][0][0]], rel=0.02), (event, ref)
+    assert row["flops_per_step"] == pytest.approx(ref[256], rel=0.02), (row["flops_per_step"], ref)
+    assert row["flops_shape"] == ([[256, 128], [256]] if how == "loader" else [[256, 128]]), row  # x, y / x
+    assert row["achieved_flops_per_s"] == pytest.approx(row["flops_per_step"] / row["step_time_s"], rel=1e-6)
