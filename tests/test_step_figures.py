@@ -85,3 +85,41 @@ def test_flops_after_a_batch_size_warm_up_are_counted_at_the_new_batch(gpumon: G
     assert row["flops_per_step"] == pytest.approx(ref[256], rel=0.02), (row["flops_per_step"], ref)
     assert row["flops_shape"] == ([[256, 128], [256]] if how == "loader" else [[256, 128]]), row  # x, y / x
     assert row["achieved_flops_per_s"] == pytest.approx(row["flops_per_step"] / row["step_time_s"], rel=1e-6)
+
+
+@pytest.mark.parametrize("accum", [1, 4])
+def test_samples_a_second_of_a_plain_loop_are_its_batch_at_its_pace(gpumon: Gpumon, accum: int) -> None:
+    """A plain loop over DataLoader(batch_size=32) logs no samples/s of its own: SAMPLES/S is 32 x SPEED's steps a
+    second (128 x with 4 micro-batches a step)."""
+    pytest.importorskip("torch")
+    row, _ = _run(gpumon, "grad_accum.py", str(accum), "120")
+    assert row["step_time_s"], row
+    expected = 32 * accum / row["step_time_s"]
+    assert row["samples_per_s"] == pytest.approx(expected, rel=1e-6), (row["samples_per_s"], expected)
+    listed = gpumon("runs").stdout
+    assert f"{expected:.0f}" in listed, listed
+
+
+def test_a_batch_whose_size_is_not_sure_counts_no_samples() -> None:
+    """What each real DataLoader's batch counts as samples: the shared first dimension where the loader batched
+    the items itself; nothing where that is a guess."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from gpumon.telemetry.feeding import Feed, batch_size, hook_dataloader
+
+    hook_dataloader(torch, Feed)  # what the bootstrap does: knows torch's default collate from here on
+    data = TensorDataset(torch.randn(70, 8), torch.randint(0, 3, (70,)))
+
+    def sizes(loader: DataLoader) -> list[int | None]:
+        it = iter(loader)
+        return [batch_size(batch, it) for batch in it]
+
+    assert sizes(DataLoader(data, batch_size=32)) == [32, 32, 6]  # the short last batch is its own size
+    words = [{"ids": torch.arange(4), "text": "a"}] * 8
+    assert sizes(DataLoader(words, batch_size=4)) == [None, None]  # a list of strings beside the ids
+    assert sizes(DataLoader(data, batch_size=None)) == [None] * 70  # no batching: an item is not a batch
+    packed = DataLoader(data, batch_size=32, collate_fn=lambda items: torch.cat([x for x, _ in items])[None])
+    assert sizes(packed) == [None, None, None]  # a collate of its own: (1, 256) is no batch of 1
+    mine = DataLoader(data, batch_size=32, collate_fn=lambda items: torch.stack([x for x, _ in items]))
+    assert sizes(mine) == [32, 32, None]  # ... a full batch of its own collate is sure, a short one is not

@@ -254,7 +254,7 @@ class StepRecorder:
         self.recorded = self.step
         dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
-        extra = self._optimizer_values(w, max(1, steps))
+        extra = self._optimizer_values(w, max(1, steps), dt is None)
         cuda = self.torch.cuda
         if cuda.is_initialized():
             index = cuda.current_device()
@@ -291,9 +291,10 @@ class StepRecorder:
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
 
-    def _optimizer_values(self, w: EventWriter, steps: int) -> dict[str, Any]:
+    def _optimizer_values(self, w: EventWriter, steps: int, first: bool = False) -> dict[str, Any]:
         """The step event's ``wait`` (DataLoader seconds per step; ``epoch_wait``: the part at epochs' edges,
-        ``epochs``: how many began), ``lr``, ``grad_norm`` and ``loss_scale``
+        ``epochs``: how many began), ``samples`` (per step, from the DataLoader's batches; not at the first
+        record, whose batches may include what a trainer fetched ahead), ``lr``, ``grad_norm`` and ``loss_scale``
         where the script has them; the loaders and thread counts not reported yet go out first."""
         feed = self.feed
         while feed.loaders:
@@ -307,6 +308,9 @@ class StepRecorder:
             edge, epochs = feed.take_edge()
             if edge > 0 or epochs:  # workers started, stopped, first batches: data wait however long
                 extra["epoch_wait"], extra["epochs"] = round(edge / steps, 6), epochs
+            samples = feed.take_samples()
+            if samples is not None and not first:
+                extra["samples"] = round(samples / steps, 3)
         optimizer = self.first_alive() if self.first_alive is not None else None
         if optimizer is not None and (lr := optimizer_lr(optimizer)) is not None:
             extra["lr"] = lr
