@@ -15,8 +15,9 @@ Lightning's ``accumulate_grad_batches``, HF Trainer's ``gradient_accumulation_st
 the mean of the micro-batches' losses, what those frameworks log and what such a script prints as
 its step's loss; without accumulation it is the one root. A script that does not scale (``loss.backward()``
 per micro-batch) applies the gradient of the sum, and the sum is what gpumon shows (accum x the
-micro-batches' mean): gpumon cannot tell what else the script means. The sum is one add per
-micro-batch after the first, on the device (no sync). A step of another optimizer (a GAN's
+micro-batches' mean): gpumon cannot tell what else the script means. A backward only appends its
+detached root to a list; the roots are added up when a step is read (at the step rate, on their device,
+no sync), or every ``FOLD`` roots in a step of very many micro-batches. A step of another optimizer (a GAN's
 second) drops what was summed for it; so does ``GradScaler.update`` after a step the scaler skipped
 (inf gradients: no optimizer step, and the next step's loss must not hold this one's). Where steps
 are backward passes (no optimizer), each step's loss is its own root (``close(alone=True)``).
@@ -33,6 +34,19 @@ from typing import Any
 from gpumon.core.events import VERSION
 
 SOURCE = "backward"
+FOLD = 64  # roots kept for one step before they are added up (a step of more micro-batches than that)
+
+
+def _sum(roots: list[Any]) -> Any:
+    """The roots added up (on their device, asynchronous: never a sync); None where they cannot be (two devices,
+    or an earlier sum that failed)."""
+    total = roots[0]
+    try:
+        for root in roots[1:]:
+            total = total + root
+    except Exception:  # noqa: BLE001 - the step's loss is not known: none rather than a part of it
+        return None
+    return total
 
 
 class BackwardLoss:
@@ -40,8 +54,7 @@ class BackwardLoss:
         self.torch = torch
         self.latest: Any = None  # the last closed step's loss, detached, not read yet
         self.step = 0  # the step it belongs to
-        self.open: Any = None  # the roots summed since the last optimizer step (detached)
-        self.root: Any = None  # the latest of them alone
+        self.open: list[Any] = []  # the roots since the last optimizer step (detached), added up when read
         self.scaled: Any = None  # weakref to the last tensor a GradScaler returned
         self.unscaled: Any = None  # ... and the loss it scaled (detached)
         self.pending: tuple[int, Any, Any] | None = None  # (step, pinned host copy, event) on its way
@@ -57,26 +70,22 @@ class BackwardLoss:
             return  # a list of roots: no single loss
         scaled = self.scaled
         value = self.unscaled if scaled is not None and scaled() is root else root.detach()
-        self.root = value
-        if self.open is None:
-            self.open = value
-            return
-        try:  # on the device, asynchronous: never a sync
-            self.open = self.open + value
-        except Exception:  # noqa: BLE001 - roots on two devices: the step's sum is not known, the root is kept
-            self.open = value
+        roots = self.open
+        roots.append(value)
+        if len(roots) >= FOLD:  # a step of very many micro-batches: bounded, one add each now and then
+            self.open = [_sum(roots)]
 
     def close(self, step: int, alone: bool = False) -> None:
         """Optimizer step ``step`` ended: its loss is what was summed since the last one (``alone``: the latest
         root only, where a step is a backward pass)."""
-        value = self.root if alone else self.open
-        self.open = self.root = None
-        if value is not None:
-            self.latest, self.step = value, step
+        roots = self.open[-1:] if alone else self.open
+        self.open = []
+        if roots:
+            self.latest, self.step = roots, step
 
     def drop(self) -> None:
         """What was summed belongs to no counted step (another optimizer's, or a step the GradScaler skipped)."""
-        self.open = self.root = None
+        self.open = []
 
     def at_scale(self, outputs: Any, scaled: Any) -> None:
         """``GradScaler.scale(outputs)`` returned ``scaled``: backward from it means ``outputs``."""
@@ -96,6 +105,10 @@ class BackwardLoss:
         if latest is None:
             return done
         self.latest = None
+        if isinstance(latest, list):  # a step's roots: added up here, at the step rate, on their device
+            latest = _sum(latest)
+            if latest is None:
+                return done
         if latest.device.type == "cpu":
             return self.step, float(latest.item())
         if self.pending is None:
