@@ -65,6 +65,44 @@ def test_hf_trainer_loss_and_max_steps(launch) -> None:
     assert (row["total_steps"], row["total_source"]) == (40, "hf")  # not tqdm's bar, which HF also draws
 
 
+def _backward_losses(run_dir: str) -> dict[int, float]:
+    """The loss gpumon read from each step's backward roots (its ``backward`` source), by step."""
+    from gpumon.core.events import EventReader
+
+    events = EventReader(Path(run_dir)).each()
+    return {e["step"]: e["metrics"]["loss"] for e in events if e["type"] == "metrics" and e.get("source") == "backward"}
+
+
+def test_hf_trainer_gradient_accumulation_steps_loss_is_the_one_it_logs(launch) -> None:
+    """gradient_accumulation_steps=4, a log every step: HF's own loss wins, and the loss gpumon reads from the
+    backward roots (a run with no HF callback would show it) is HF's logged loss for each step, not a quarter."""
+    pytest.importorskip("transformers")
+    row, wrote = launch("hf_gpt2.py", "4", "1")
+    logged = {entry["step"]: entry["loss"] for entry in wrote["log_history"] if "loss" in entry}
+    assert len(logged) == 40 and (row["loss"], row["loss_source"]) == (pytest.approx(logged[40], abs=1e-9), "hf")
+    seen = _backward_losses(row["dir"])
+    assert len(seen) >= 20, seen
+    for step, value in seen.items():
+        assert value == pytest.approx(logged[step], rel=1e-5), (step, value, logged[step])
+
+
+def test_lightning_accumulate_grad_batches_loss_is_the_steps_mean(launch) -> None:
+    """A LightningModule that logs nothing, accumulate_grad_batches=4: the loss (from backward) is the mean of
+    the four training_step losses of each optimizer step, which Lightning divides by 4 before each backward."""
+    pytest.importorskip("lightning")
+    row, wrote = launch("lightning_accumulate.py")
+    by_step: dict[int, list[float]] = {}
+    for before, loss in zip(wrote["steps"], wrote["losses"], strict=True):
+        by_step.setdefault(before + 1, []).append(loss)
+    assert wrote["global_step"] == 10 and {len(v) for v in by_step.values()} == {4}
+    mean = {step: sum(losses) / 4 for step, losses in by_step.items()}
+    assert row["loss_source"] == "backward" and row["loss"] == pytest.approx(mean[10], rel=1e-5), (row, mean)
+    seen = _backward_losses(row["dir"])
+    assert seen, row
+    for step, value in seen.items():
+        assert value == pytest.approx(mean[step], rel=1e-5), (step, value, mean[step])
+
+
 def test_lightning_self_log_and_estimated_stepping_batches(launch) -> None:
     pytest.importorskip("lightning")
     row, wrote = launch("lightning_module.py")

@@ -117,7 +117,7 @@ def _on_torch(torch: ModuleType) -> None:
     recorder = StepRecorder(torch)
     register_optimizer_step_post_hook(recorder)
     _count_backward(torch, recorder)
-    hook_scaler(torch, recorder.scaled)
+    hook_scaler(torch, recorder.scaled, recorder.updated)
     hook_dataloader(torch, lambda: recorder.feed)
     hook_clip(torch, recorder.clipped)
     phases.hook(torch)  # eval and checkpoint pauses: the stall rule waits longer through them

@@ -12,6 +12,17 @@ describes its loader once (``dataloader`` event: workers, their start method, ba
 dataset's ``__getitem__`` is). ``threads`` says what the rank computes with (intra-op threads, the CPUs it
 may run on), again when the script changes it.
 
+Samples per step: each batch's size, summed between two recorded steps (``Feed.samples``; with gradient
+accumulation, every micro-batch of a step), is the step event's ``samples`` (per step). A batch's size is
+known only where the loader batches its dataset's items itself (``batch_size`` set: auto-collation) and
+every tensor at the top of the batch (a tensor, a tuple, a list or a dict of them) has the same first
+dimension; with a ``collate_fn`` of the script's own only a batch of exactly ``batch_size`` counts (a
+collate may pack or flatten). Anything else (``batch_size=None``, a batch of strings, tensors that
+disagree) makes that interval's samples unknown: never a guess. The fold turns it into samples a second at
+the run's pace, from the median of a rank's recent intervals (an evaluation's batches between two steps
+make one interval stand out: the model's eval mode cannot tell them, as Lightning sets ``training`` back
+without a call and a script may keep a frozen part in eval).
+
 Without a DataLoader nothing is measured: timing the gap before each forward would need a hook on every
 module call, far past the per-step budget (bench/feeding.py).
 """
@@ -41,6 +52,8 @@ class Feed:
         self.described: set[tuple[Any, ...]] = set()
         self.threads: tuple[int, int] | None = None  # (intra-op threads, CPUs) last written
         self.on_batch: Callable[[Any], None] | None = None  # each batch's shape (flops.py)
+        self.samples = 0  # samples in the batches since the last recorded step
+        self.unsized = False  # ... one of which had no size known: the interval's samples are unknown
 
     def take_wait(self) -> float | None:
         """The wait since the last call (None when no DataLoader ever fed this process)."""
@@ -48,6 +61,19 @@ class Feed:
             return None
         waited, self.waited = self.waited, 0.0
         return waited
+
+    def count(self, batch: Any, iterator: Any) -> None:
+        """A batch the loop drew: its size into ``samples``, or the interval marked unknown."""
+        size = batch_size(batch, iterator)
+        if size is None:
+            self.unsized = True
+        else:
+            self.samples += size
+
+    def take_samples(self) -> int | None:
+        """Samples drawn since the last call; None where one batch's size was not known (or none was drawn)."""
+        samples, unsized, self.samples, self.unsized = self.samples, self.unsized, 0, False
+        return samples if samples and not unsized else None
 
     def take_edge(self) -> tuple[float, int]:
         """(seconds at epochs' edges, epochs begun) since the last call."""
@@ -77,6 +103,40 @@ class Feed:
             "host": socket.gethostname(),
             "omp": os.environ.get("OMP_NUM_THREADS"),
         }
+
+
+def batch_size(batch: Any, iterator: Any) -> int | None:
+    """The samples in a DataLoader batch: the first dimension its top-level tensors share, where the loader
+    batched them itself; None where that is not sure (see the module's docstring)."""
+    if not getattr(iterator, "_auto_collation", False):
+        return None  # batch_size=None: a batch is whatever the dataset gives
+    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else (batch,)
+    size = None
+    for item in items:
+        shape = getattr(item, "shape", None)
+        if shape is None or not shape:
+            return None  # a string, a list, a number, a 0-d tensor: no batch dimension to read
+        if size is None:
+            size = shape[0]
+        elif shape[0] != size:
+            return None
+    if size is None:
+        return None
+    if getattr(iterator, "_collate_fn", None) is not _DEFAULT_COLLATE[0]:
+        full = getattr(getattr(iterator, "_index_sampler", None), "batch_size", None)
+        return int(size) if size == full else None  # a collate of the script's own: a full batch only
+    return int(size)
+
+
+def _default_collate() -> Any:
+    try:
+        from torch.utils.data._utils.collate import default_collate
+    except ImportError:
+        return None
+    return default_collate
+
+
+_DEFAULT_COLLATE: list[Any] = [None]  # torch's default_collate, once torch is imported (hook_dataloader)
 
 
 def _cpus() -> int:
@@ -129,6 +189,7 @@ def hook_dataloader(torch: ModuleType, feed: Callable[[], Feed]) -> None:
         from torch.utils.data.dataloader import DataLoader, _BaseDataLoaderIter
     except ImportError:
         return
+    _DEFAULT_COLLATE[0] = _default_collate()
     if not getattr(_BaseDataLoaderIter.__next__, "__gpumon__", False):
         _BaseDataLoaderIter.__next__ = timed_next(_BaseDataLoaderIter.__next__, feed)  # type: ignore[method-assign,assignment]
     if not getattr(DataLoader.__iter__, "__gpumon__", False):
@@ -184,6 +245,7 @@ def timed_next(original: Callable[[Any], Any], feed: Callable[[], Feed]) -> Call
                     state.describe(self)
                 except Exception:  # noqa: BLE001 - an iterator with __slots__: measured, not described
                     pass
+        state.count(batch, self)
         if state.on_batch is not None:  # flops.py: a batch of a new shape makes a count due
             state.on_batch(batch)
         return batch

@@ -4,9 +4,15 @@ The step hook (``steps.py``) calls ``FlopCount.tick`` at every step (an integer 
 nothing else while no count is due). At step ``WARM`` (after warm-up) the counter is entered right after
 that step's optimizer step, and left at the next one, so the window is exactly one step: its forward, its
 backward (every micro-batch of an accumulated step) and its optimizer step. It counts again when the
-DataLoader's batch takes a shape not counted yet (a new sequence length), at most ``MAX_COUNTS`` times and
-never within ``GAP`` steps of the last count. Counting reads shapes only: no host-device sync. An
-evaluation inside the window (``phases``: the model switched to eval) spoils it; the next step is tried.
+batch takes a shape not counted yet (a batch-size warm-up, a new sequence length), at most ``MAX_COUNTS``
+shapes and never within ``GAP`` steps of the last count; the shape each count is of is kept (``by_shape``,
+at most ``MAX_COUNTS``), so a shape seen before is not counted again: its count is written again, for the
+step it came back at. The batch's shape is the DataLoader's batch (``batch``); a process no DataLoader
+feeds shows it to the first module call of a step instead (the model's input: a global forward pre-hook
+for that one call, put in every ``GAP`` steps, ``probe``). A shape seen for a single batch (an epoch's
+short last batch) is counted only if it is still the shape when the count is due. Counting reads shapes
+only: no host-device sync. An evaluation inside the window (``phases``: the model switched to eval) spoils
+it; the next step is tried.
 
 Where the counter sees nothing (compiled code whose kernels it cannot see), the step is estimated as 6N
 per token (PaLM appendix B; attention left out) from the parameters the optimizer holds and the tokens
@@ -37,6 +43,11 @@ def batch_shape(batch: Any) -> Any:
     return tuple(getattr(item, "shape", None) for item in items)
 
 
+def shape_value(shape: Any) -> list[list[int] | None]:
+    """A batch signature as the event writes it: one list of sizes per item (None where no tensor)."""
+    return [None if item is None else [int(n) for n in item] for item in shape]
+
+
 def batch_tokens(batch: Any) -> int | None:
     """Tokens in a batch: the elements of its first integer tensor of two or more dimensions (input ids)."""
     items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else (batch,)
@@ -57,9 +68,14 @@ class FlopCount:
         self.counts = 0
         self.due: int | None = WARM  # the counter enters after this step (or a later one); None: none due
         self.last_step = -GAP
-        self.counted: set[Any] = set()  # batch shapes counted already
-        self.shape: Any = None  # the latest batch's shape (set by the DataLoader hook)
+        self.by_shape: dict[Any, dict[str, Any]] = {}  # batch shape -> its count's fields (at most MAX_COUNTS)
+        self.written: Any = None  # the shape of the latest flops event written
+        self.shape: Any = None  # the latest batch's shape (the DataLoader hook's, else the probe's)
         self.tokens_seen: int | None = None  # tokens of that batch
+        self.from_loader = False  # a DataLoader feeds this process: its batches give the shape
+        self.probe_at = GAP  # no DataLoader: the model's input is looked at after this step (and every GAP)
+        self.window_shape: Any = None  # the shape of the batches inside the counted window
+        self.mixed = False  # the window saw batches of two shapes: its count is of no one shape
         self.active: Any = None  # the entered counter
         self.embed: dict[int, int] = {}  # nn.Embedding id -> integer inputs' elements in the window
         self.hook: Any = None
@@ -70,19 +86,53 @@ class FlopCount:
 
     def batch(self, batch: Any) -> None:
         """The DataLoader gave ``batch``: a shape not counted yet makes a count due (within the limits)."""
+        if not self.from_loader:
+            self.from_loader, self.probe_at = True, 1 << 62  # the loader says the shape: no probe
+        self._saw(batch)
+
+    def _saw(self, batch: Any) -> None:
         shape = batch_shape(batch)
+        if self.active is not None:
+            if self.window_shape is None:
+                self.window_shape = shape
+            elif shape != self.window_shape:
+                self.mixed = True
         if shape == self.shape:
             return
         self.shape, self.tokens_seen = shape, batch_tokens(batch)
-        if self.due is None and self.counts and shape not in self.counted and self.counts < MAX_COUNTS:
-            self.due = self.last_step + GAP
+        if self.due is None and self.counts and self.active is None:
+            if shape in self.by_shape:
+                self.due = 0 if shape != self.written else None  # counted before: its count again, no counting
+            elif self.counts < MAX_COUNTS:
+                self.due = self.last_step + GAP
 
     def tick(self, step: int, optimizer: Any, write: Any) -> None:
         """Step ``step`` ended (after its optimizer step). ``write(type, **fields)`` writes an event."""
         if self.active is not None:
             self._leave(step, optimizer, write)
         elif self.due is not None and step >= self.due and not self.failed:
-            self._enter()
+            known = self.by_shape.get(self.shape) if self.counts else None
+            if known is None:
+                self._enter()
+            else:  # the shape went back to one counted (or a one-batch shape passed): no counting
+                self.due = None
+                if self.shape != self.written:
+                    self.written = self.shape
+                    write("flops", **{**known, "step": step})
+        elif step >= self.probe_at and self.counts and not self.failed:
+            self.probe_at = step + GAP
+            self._probe()
+
+    def _probe(self) -> None:
+        """The next module call's input (the model's, at the next step's forward) as the batch, once."""
+        hooks = self.torch.nn.modules.module
+
+        def look(module: Any, args: Any) -> None:
+            handle.remove()
+            self._saw(args)
+
+        with contextlib.suppress(Exception):
+            handle = hooks.register_module_forward_pre_hook(look)
 
     def _enter(self) -> None:
         from torch.utils._python_dispatch import _get_current_dispatch_mode
@@ -91,9 +141,14 @@ class FlopCount:
             return  # the script runs under a dispatch mode of its own: ours must not nest into it
         counter = _counter_class(self.torch)(display=False)
         self.embed = {}
+        self.window_shape, self.mixed = None, False
         embedding = self.torch.nn.Embedding
+        first = [not self.from_loader]  # no DataLoader: the window's first module call shows the batch
 
         def pre(module: Any, args: Any) -> None:
+            if first[0]:
+                first[0] = False
+                self._saw(args)
             if isinstance(module, embedding) and args:
                 ids = args[0]
                 if not getattr(getattr(ids, "dtype", None), "is_floating_point", True):
@@ -156,10 +211,16 @@ class FlopCount:
         fields.update(syncs)
         if h2d := counter.copies.take():
             fields["h2d"] = h2d
-        if self.shape is not None:
-            self.counted.add(self.shape)
+        # the window's batches' shape (no batch in it: the latest); None: two shapes in one step
+        shape = None if self.mixed else self.window_shape if self.window_shape is not None else self.shape
+        if shape is not None:
+            fields["shape"] = shape_value(shape)
+            if shape in self.by_shape or len(self.by_shape) < MAX_COUNTS:
+                self.by_shape[shape] = {**{k: v for k, v in fields.items() if k != "step"}, "counted_at": step}
         self.counts += 1
-        self.last_step, self.due = step, None
+        self.last_step, self.due, self.written = step, None, shape
+        if self.shape != shape and self.shape not in self.by_shape and self.counts < MAX_COUNTS:
+            self.due = step + GAP  # the batch changed during the window: the new shape's turn comes
         write("flops", **fields)
 
     def _unhook(self) -> None:

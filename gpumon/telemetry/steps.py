@@ -157,7 +157,7 @@ class StepRecorder:
             self._join()
         if self.quiet:
             return
-        self.loss.at_backward(args, kwargs or {}, self.step + 1)
+        self.loss.at_backward(args, kwargs or {})
         self.backwards += 1
         if not self.by_backward:
             if self.first is not None or self.backwards < BACKWARD_STEPS:
@@ -167,6 +167,7 @@ class StepRecorder:
             telemetry.note(
                 f"no torch.optim optimizer stepped in {BACKWARD_STEPS} backward passes: a step is a backward()"
             )
+        self.loss.close(self.step + 1, alone=True)  # each backward is a step: its own root is its loss
         self._tick()
 
     def group(self) -> None:
@@ -183,6 +184,12 @@ class StepRecorder:
                 with contextlib.suppress(TypeError):
                     self.scaler = weakref.ref(scaler)
 
+    def updated(self) -> None:
+        """``GradScaler.update`` returned: roots summed since the last optimizer step belong to a step the
+        scaler skipped (inf gradients), not to the next one."""
+        if self.pid == os.getpid() and not self.by_backward:
+            self.loss.drop()
+
     def clipped(self, norm: Any) -> None:
         """``clip_grad_norm_`` returned the gradients' norm before clipping (kept, read at the next record)."""
         if self.pid == os.getpid() and isinstance(norm, self.torch.Tensor):
@@ -197,12 +204,14 @@ class StepRecorder:
             # One optimizer's steps are the run's (a GAN's second one is left out), until it is gone: a
             # script that makes its optimizer again (per phase, per fold, in its loop) keeps counting.
             if self.first is not None and (self.first_alive is None or self.first_alive() is not None):
+                self.loss.drop()  # what was summed since the last step was this optimizer's (a GAN's other one)
                 return
             self.first = id(optimizer)
             try:
                 self.first_alive = weakref.ref(optimizer)
             except TypeError:  # no weak references to it: it counts for the rest of the run
                 self.first_alive = None
+        self.loss.close(self.step + 1)  # the backward roots since the last optimizer step: this step's loss
         self._tick()
 
     def _tick(self) -> None:
@@ -245,7 +254,7 @@ class StepRecorder:
         self.recorded = self.step
         dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
-        extra = self._optimizer_values(w, max(1, steps))
+        extra = self._optimizer_values(w, max(1, steps), dt is None)
         cuda = self.torch.cuda
         if cuda.is_initialized():
             index = cuda.current_device()
@@ -282,9 +291,10 @@ class StepRecorder:
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
 
-    def _optimizer_values(self, w: EventWriter, steps: int) -> dict[str, Any]:
+    def _optimizer_values(self, w: EventWriter, steps: int, first: bool = False) -> dict[str, Any]:
         """The step event's ``wait`` (DataLoader seconds per step; ``epoch_wait``: the part at epochs' edges,
-        ``epochs``: how many began), ``lr``, ``grad_norm`` and ``loss_scale``
+        ``epochs``: how many began), ``samples`` (per step, from the DataLoader's batches; not at the first
+        record, whose batches may include what a trainer fetched ahead), ``lr``, ``grad_norm`` and ``loss_scale``
         where the script has them; the loaders and thread counts not reported yet go out first."""
         feed = self.feed
         while feed.loaders:
@@ -298,6 +308,9 @@ class StepRecorder:
             edge, epochs = feed.take_edge()
             if edge > 0 or epochs:  # workers started, stopped, first batches: data wait however long
                 extra["epoch_wait"], extra["epochs"] = round(edge / steps, 6), epochs
+            samples = feed.take_samples()
+            if samples is not None and not first:
+                extra["samples"] = round(samples / steps, 3)
         optimizer = self.first_alive() if self.first_alive is not None else None
         if optimizer is not None and (lr := optimizer_lr(optimizer)) is not None:
             extra["lr"] = lr

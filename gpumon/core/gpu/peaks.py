@@ -71,6 +71,14 @@ def peak_for(name: str | None, dtypes: dict[str, float]) -> tuple[float | None, 
     if missing:
         return None, "", f"{name} has no {', '.join(sorted(missing))} peak in the table"
     seconds = sum(flops / peaks[d] for d, flops in dtypes.items())
-    main = max(dtypes, key=lambda d: dtypes[d])
-    label = main if len(dtypes) == 1 else f"mostly {main}"
-    return total / seconds, label, ""
+    return total / seconds, dtype_label(dtypes), ""
+
+
+def dtype_label(dtypes: dict[str, float]) -> str:
+    """What a step's math ran in: its one dtype ("bf16"), else the one with the most FLOPs ("mostly bf16");
+    "" when none is known."""
+    counted = {d: f for d, f in dtypes.items() if f > 0}
+    if not counted:
+        return ""
+    main = max(counted, key=lambda d: counted[d])
+    return main if len(counted) == 1 else f"mostly {main}"

@@ -1,4 +1,7 @@
-"""HF Trainer on a tiny GPT-2 built from its config (no download), CPU; writes the Trainer's own logs."""
+"""HF Trainer on a tiny GPT-2 built from its config (no download), CPU; writes the Trainer's own logs.
+
+python hf_gpt2.py OUT [GRADIENT_ACCUMULATION_STEPS LOGGING_STEPS]
+"""
 
 import json
 import sys
@@ -21,10 +24,12 @@ class RandomTokens(torch.utils.data.Dataset):
 
 torch.manual_seed(0)
 model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2))
+accumulation, logging = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (1, 5)
 args = TrainingArguments(
     output_dir="hf_out",
     max_steps=40,
-    logging_steps=5,
+    logging_steps=logging,
+    gradient_accumulation_steps=accumulation,
     per_device_train_batch_size=4,
     report_to=[],
     save_strategy="no",

@@ -55,6 +55,8 @@ class RankFeed:
     threads: dict[str, Any] | None = None  # the latest ``threads`` event's fields
     gpu: tuple[int, float] | None = None  # (GPU, utilisation %) from the supervisor's latest ``gpu_use``
     per_step: deque[float] = field(default_factory=lambda: deque(maxlen=31))  # recent seconds per step
+    samples: deque[float] = field(default_factory=lambda: deque(maxlen=15))  # recent samples per step (``samples``)
+    saved_samples: float | None = None  # what a summary said, until new ones come
     # (start, end, its bucket, what it added) of the latest intervals long enough to hold a stop
     long: deque[tuple[float, float, list[float], tuple[float, ...]]] = field(default_factory=lambda: deque(maxlen=8))
 
@@ -67,6 +69,11 @@ class RankFeed:
         if not self._known():
             return self.saved
         return min(1.0, sum(bucket[2] for bucket in self.recent) / sum(bucket[1] for bucket in self.recent))
+
+    def samples_per_step(self) -> float | None:
+        """The DataLoader's samples per step, the median of the recent intervals (an evaluation's batches
+        between two steps make one stand out); None where no batch size is known."""
+        return statistics.median(self.samples) if self.samples else self.saved_samples
 
     def edge(self) -> tuple[float, float] | None:
         """(the share of the window waited at epochs' edges, seconds waited per epoch begun); None: too few
@@ -107,6 +114,8 @@ class Feeding:
         if not isinstance(t, int | float):
             return
         feed = self.ranks.setdefault(rank, RankFeed())
+        if (samples := _number(event.get("samples"))) is not None and samples > 0:
+            feed.samples.append(samples)
         last, feed.last = feed.last, (step, float(t))
         if not isinstance(wait, int | float) or last is None or step <= last[0] or t <= last[1]:
             return  # the first step holds start-up: no share from it
@@ -166,6 +175,7 @@ class Feeding:
                 "loader": feed.loader,
                 "threads": feed.threads,
                 "gpu": feed.gpu,
+                "samples": feed.samples_per_step(),
             }
             for rank, feed in self.ranks.items()
         }
@@ -183,12 +193,14 @@ class Feeding:
         for rank, saved in (state or {}).items() if isinstance(state, dict) else ():
             if isinstance(saved, dict) and str(rank).isdigit():
                 share, gpu, edge = saved.get("share"), saved.get("gpu"), saved.get("edge")
+                samples = _number(saved.get("samples"))
                 out.ranks[int(rank)] = RankFeed(
                     gpu=(int(gpu[0]), float(gpu[1])) if isinstance(gpu, list | tuple) and len(gpu) == 2 else None,
                     saved=float(share) if isinstance(share, int | float) else None,
                     saved_edge=(float(edge[0]), float(edge[1])) if isinstance(edge, list) and len(edge) == 2 else None,
                     loader=saved.get("loader") if isinstance(saved.get("loader"), dict) else None,
                     threads=saved.get("threads") if isinstance(saved.get("threads"), dict) else None,
+                    saved_samples=samples,
                 )
         return out
 
@@ -201,6 +213,12 @@ class Feeding:
             return None
         share, rank, feed = max(known, key=lambda item: item[0])
         return (rank, share, feed.loader or {}) if share >= INPUT_BOUND else None
+
+    def samples_per_step(self) -> float | None:
+        """The run's samples per step: each rank's DataLoader's, added (data-parallel ranks each draw their
+        own); None where no rank's batch size is known."""
+        known = [n for feed in self.ranks.values() if (n := feed.samples_per_step()) is not None]
+        return sum(known) if known else None
 
     def wait_share(self) -> float | None:
         shares = [s for feed in self.ranks.values() if (s := feed.share()) is not None]

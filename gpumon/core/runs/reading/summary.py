@@ -160,11 +160,12 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
 
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
+    progress = progress_fields(record, tele)
     return RunSummary(
         record=record,
         step=tele.current_step,
         loss=tele.metrics.get("loss"),
-        samples_per_s=tele.samples_per_s,
+        samples_per_s=samples_per_s(tele, progress["step_time_s"]),
         memory=memory,
         memory_kind=kind,
         events=tele.events,
@@ -186,9 +187,18 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=of_record(record).line(record),  # a Slurm job's
         ranks=rank_rows(tele),
-        **progress_fields(record, tele),
+        **progress,
         use={**tele.use.fields(tele.progress.step_time()), "time_split": time_split(tele)},  # issue 37
     )
+
+
+def samples_per_s(tele: RunTelemetry, step_time_s: float | None) -> float | None:
+    """What the script logs as ``samples_per_s``; else the DataLoader's samples per step at the run's pace (the
+    pace SPEED shows); None where either is unknown, never a guess."""
+    if tele.samples_per_s is not None:
+        return tele.samples_per_s
+    per_step = tele.feeding.samples_per_step()
+    return per_step / step_time_s if per_step is not None and step_time_s else None
 
 
 def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:

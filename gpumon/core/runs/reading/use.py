@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpumon.core.gpu.peaks import peak_for
+from gpumon.core.gpu.peaks import dtype_label, peak_for
 
 USE_FIELDS = (
     "mfu",
@@ -22,6 +22,7 @@ USE_FIELDS = (
     "achieved_flops_per_s",
     "flops_method",
     "flops_dtype",
+    "flops_shape",  # the batch's shape the count is of (the flops event's ``shape``)
     "peak_flops_per_s",
     "time_split",  # where the step's time goes (time_split.py), set by the summary
 )
@@ -39,6 +40,7 @@ FLOPS_KEEP: tuple[str, ...] = (
     "sync_sites",
 )
 FLOPS_KEEP += ("h2d",)  # the counted step's host-to-device copies (telemetry/copies.py)
+FLOPS_KEEP += ("shape",)  # the batch's shape at the count (a new shape is counted again)
 
 
 @dataclass
@@ -74,6 +76,10 @@ class GpuUse:
         lowest = counted[min(counted)]
         out["flops_per_step"] = lowest["flops"]
         out["flops_method"] = lowest.get("method")
+        out["flops_shape"] = lowest.get("shape")
+        # What the math ran in, from the counts themselves: a CPU or an unknown GPU has no peak but a dtype.
+        labels = {dtype_label(dict(c.get("dtypes") or {})) for c in counted.values()} - {""}
+        out["flops_dtype"] = (labels.pop() if len(labels) == 1 else "mixed") if labels else None
         if not step_time_s or step_time_s <= 0:
             out["mfu_reason"] = "no pace yet"
             return out
@@ -82,25 +88,23 @@ class GpuUse:
         tokens = [c["tokens"] for c in counted.values() if isinstance(c.get("tokens"), int)]
         if tokens:
             out["tokens_per_s"] = sum(tokens) / step_time_s
-        peaks, reasons, dtypes = 0.0, [], []
+        peaks, reasons = 0.0, []
         for rank, count in counted.items():
             dev = str(count.get("dev") or "cpu")
             name = "cpu" if dev == "cpu" else self.names.get(rank)
             if name is None:
                 reasons.append(f"rank {rank}'s device name is not known yet")
                 continue
-            peak, dtype, why = peak_for(name, dict(count.get("dtypes") or {}))
+            peak, _, why = peak_for(name, dict(count.get("dtypes") or {}))
             if peak is None:
                 reasons.append(why)
             else:
                 peaks += peak
-                dtypes.append(dtype)
         if reasons:
             out["mfu_reason"] = reasons[0]
         elif peaks > 0:
             out["mfu"] = achieved / peaks
             out["peak_flops_per_s"] = peaks
-            out["flops_dtype"] = dtypes[0] if len(set(dtypes)) == 1 else "mixed"
         return out
 
     def to_state(self) -> dict[str, Any]:
