@@ -143,6 +143,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for s in summaries:  # a damaged file: said under the table, or the row's odd times go unexplained
         if s.record.unreadable:
             print(f"{s.id} {s.state}: unreadable: {'; '.join(s.record.unreadable)}")
+        elif s.record.status.get("deleted"):  # its end kept in the index: why there is nothing more of it
+            print(f"{s.id} {s.state}: {s.record.status['error']['message']}")
     return 0
 
 

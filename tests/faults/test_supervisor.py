@@ -256,3 +256,47 @@ def test_a_supervisor_holding_its_end_for_disk_space_ends_on_sigterm(
     assert supervisor.is_running()
     os.kill(supervisor.pid, signal.SIGTERM)
     assert wait_until(lambda: gone(supervisor), timeout=15), "the supervisor ignored SIGTERM"
+
+
+def test_a_run_that_ends_while_its_supervisor_is_stopped_reads_as_its_runner_recorded_it(
+    gpumon: Gpumon, tmp_path: Path, leftovers: list[psutil.Process]
+) -> None:
+    """Issue 49 item 5: it read ``unsupervised`` for ever, its elapsed time grew, and a later ``stop`` recorded a
+    finished run as stopped by the user."""
+    gate = tmp_path / "gate"
+    run_id, run_dir, supervisor = launch(gpumon, tmp_path, GATED, str(gate), "0")
+    leftovers.extend([supervisor, *supervisor.children(recursive=True)])
+    os.kill(supervisor.pid, signal.SIGSTOP)
+    assert wait_until(lambda: supervisor.status() == psutil.STATUS_STOPPED, timeout=10)
+    gate.touch()
+    assert wait_until(lambda: rows(gpumon)[run_id]["status"] == "finished", timeout=60, step=0.3), rows(gpumon)
+    row = rows(gpumon)[run_id]
+    assert row["exit_code"] == 0 and row["ended"] is not None
+    exit_record = json.loads((run_dir / "exit.json").read_text())
+    assert row["ended"] == exit_record["ended"]  # its elapsed time stops at its end
+    before = (run_dir / "status.json").read_bytes()
+    done = gpumon("stop", run_id)
+    assert done.returncode == 0 and f"{run_id} is not running (finished)" in done.stdout, (done.stdout, done.stderr)
+    assert (run_dir / "status.json").read_bytes() == before  # the stop changed nothing
+    os.kill(supervisor.pid, signal.SIGCONT)  # resumed, the supervisor records the same end
+    assert wait_until(lambda: json.loads((run_dir / "status.json").read_text()).get("state") == "finished", 60)
+    assert rows(gpumon)[run_id]["exit_code"] == 0
+
+
+@pytest.mark.parametrize(("code", "state"), [("0", "finished"), ("3", "failed")])
+def test_a_run_whose_directory_was_deleted_keeps_its_end_in_the_list_with_why(
+    gpumon: Gpumon, tmp_path: Path, leftovers: list[psutil.Process], code: str, state: str
+) -> None:
+    """Issue 49 item 6: its end was recorded nowhere and it vanished from ``gpumon runs``."""
+    gate = tmp_path / "gate"
+    run_id, run_dir, supervisor = launch(gpumon, tmp_path, GATED, str(gate), code)
+    leftovers.extend([supervisor, script_of(supervisor, tmp_path)])
+    delete(run_dir)
+    gate.touch()
+    assert wait_until(lambda: gone(supervisor), timeout=30)
+    row = rows(gpumon).get(run_id)
+    assert row is not None, "the run vanished from gpumon runs"
+    assert (row["status"], row["exit_code"]) == (state, int(code)) and row["ended"] is not None, row
+    assert "directory was deleted" in row["error"]["message"]
+    table = gpumon("runs").stdout
+    assert f"{run_id} {state}: its directory was deleted while it ran" in table, table

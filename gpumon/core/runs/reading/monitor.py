@@ -69,7 +69,15 @@ class RunsMonitor:
             return
         if names is not None:
             self._listed = stamp
-            for gone in set(self._summaries) - names:
+            vanished = set(self._summaries) - names
+            kept = self.index.rows() if any(name in self._live for name in vanished) else {}  # rare: read once
+            for gone in vanished:
+                row = kept.get(gone)
+                summary = from_row(self.store.runs_dir / gone, row) if row is not None else self._summaries[gone]
+                if summary is not None and summary.record.status.get("deleted"):
+                    self._summaries[gone] = summary  # deleted under its live run: its end is in the index
+                    self._live.pop(gone, None)
+                    continue
                 self._summaries.pop(gone, None)
                 self._live.pop(gone, None)
                 self._sorted = None

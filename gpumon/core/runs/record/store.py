@@ -174,7 +174,12 @@ class RunRecord:
             if self.live_processes() or process_alive(self.status.get("runner_pid"), self.runner_started):
                 return "unsupervised"  # its runner still lives: it is about to write the exit
             return self.unwatched_end() or "lost"
-        return "unsupervised" if frozen(supervisor) else state  # SIGSTOPped: it watches nothing
+        if not frozen(supervisor):
+            return state
+        # SIGSTOPped: it watches nothing. A run that ended meanwhile ended as its runner recorded (exit.json).
+        if self.live_processes() or process_alive(self.status.get("runner_pid"), self.runner_started):
+            return "unsupervised"
+        return self.unwatched_end() or "unsupervised"
 
     @property
     def runner_started(self) -> float:
@@ -232,7 +237,13 @@ class RunRecord:
 
     @property
     def ended(self) -> float | None:
-        return self.status.get("ended")
+        """status.json's end; for a run that ended while nobody recorded it (its supervisor dead or stopped), the
+        end its runner wrote: its elapsed time stops there."""
+        value = self.status.get("ended")
+        if value is None and self.status.get("state") in LIVE_STATES and self.state not in LIVE_STATES:
+            found = read_exit(self.dir, self.status.get("pid"))
+            value = found.get("ended") if found is not None else None
+        return value if isinstance(value, int | float) else None
 
     @property
     def exit_code(self) -> int | None:

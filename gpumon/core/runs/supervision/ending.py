@@ -74,13 +74,24 @@ def compress(sup: Any) -> None:
             sup.save(event_bytes={"raw": raw, "stored": stored})
 
 
-def index_run(run_dir: Path, status: dict[str, Any], fold: RunTelemetry, watch: LeakWatch, events: EventWriter) -> None:
-    """The ended run's row in the state dir's index: listing it never reads its files again."""
+DELETED = "its directory was deleted while it ran: its logs and events are gone"
+
+
+def index_run(
+    run_dir: Path,
+    status: dict[str, Any],
+    fold: RunTelemetry,
+    watch: LeakWatch,
+    events: EventWriter,
+    spec_doc: dict[str, Any] | None = None,
+) -> None:
+    """The ended run's row in the state dir's index: listing it never reads its files again. ``spec_doc``: the
+    spec as the supervisor read it at the start (a run whose directory was deleted has no spec.json left)."""
     from gpumon.core.runs.reading.summary import summarise, to_row
     from gpumon.core.runs.record.index import RunIndex
 
     try:
-        spec = RunSpec.from_dict(read_json(run_dir / "spec.json"))
+        spec = RunSpec.from_dict(spec_doc if spec_doc is not None else read_json(run_dir / "spec.json"))
         record = RunRecord(run_dir.name, run_dir, spec, dict(status))
         row = to_row(summarise(record, fold, watch.states()))
         index = RunIndex(run_dir.parent.parent)

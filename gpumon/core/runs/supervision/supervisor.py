@@ -32,7 +32,7 @@ from gpumon.core.runs.record.marks import descendants, marked
 from gpumon.core.runs.record.store import process_alive, read_json, write_json
 from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
 from gpumon.core.runs.supervision.end_alerts import end_alert
-from gpumon.core.runs.supervision.ending import compress, end_fields, index_run, retry_after_oom
+from gpumon.core.runs.supervision.ending import DELETED, compress, end_fields, index_run, retry_after_oom
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
 from gpumon.core.runs.supervision.launcher import STOP_GRACE_S
 from gpumon.core.runs.supervision.leak_alert import LeakAlert
@@ -356,8 +356,10 @@ class Supervisor:
 
     def _finish(self, rc: int | None) -> int:
         self.ending = True
-        if self.deleted():
-            print(f"gpumon: {self.run_dir} was deleted: the run's end is not recorded", file=sys.stderr)
+        if self.deleted():  # its end kept in the state dir's index, with why nothing else of it is left
+            fields = {**end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions), "deleted": True}
+            status = {**self.status, **fields, "error": {"message": DELETED}}
+            index_run(self.run_dir, status, self.fold, self.watch, self.events, self.spec)
             return 0
         fields = end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions)
         state, error = fields["state"], fields.get("error")
