@@ -38,12 +38,19 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         print(f"gpumon: {settings.exposed}", file=sys.stderr)
     from gpumon.core.alerts.history import AlertBook
 
-    entries = AlertBook(limit=args.limit).read()
+    book = AlertBook(limit=args.limit)
+    entries = book.read()
+    unread = [
+        f"could not read the alerts of {run}: {why} (another user's run?)" for run, why in book.unreadable.items()
+    ]
     if args.json:
         doc = {"schema": 1, "channels": _channels(settings), "alerts": [e.to_dict() for e in entries]}
+        doc["unreadable"] = [{"run": run, "why": why} for run, why in sorted(book.unreadable.items())]
         print(json.dumps(doc, indent=1))
         return 0
     print(_setup_line(settings))
+    for line in sorted(unread):
+        print(line, file=sys.stderr)
     if not entries:
         print("no alerts yet")
         return 0

@@ -36,13 +36,18 @@ def append(path: Path, doc: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_records(path: Path, limit_bytes: int = TAIL_BYTES) -> list[dict[str, Any]]:
-    """The file's records, from its last ``limit_bytes`` (a partial first line is dropped)."""
+def read_records(path: Path, limit_bytes: int = TAIL_BYTES, strict: bool = False) -> list[dict[str, Any]]:
+    """The file's records, from its last ``limit_bytes`` (a partial first line is dropped). ``strict``: a file
+    this user may not read raises PermissionError (the caller names the run), else it reads as empty."""
     try:
         with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO there is refused at once, never waited on
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - limit_bytes))
             data = fh.read(limit_bytes)
+    except PermissionError:
+        if strict:
+            raise
+        return []
     except OSError:
         return []
     lines = data.split(b"\n")

@@ -126,6 +126,7 @@ class AlertBook:
         self._hot: dict[str, str] = {}  # run directories stat'ed at every read: moved lately
         self._listed: int | None = None  # the runs folder's mtime at the last full scan
         self._full_at = float("-inf")
+        self.unreadable: dict[str, str] = {}  # run -> why its alerts cannot be read (another user's run)
 
     def files(self) -> list[Path]:
         """The attempts files, newest first: the runs' (at most ``runs``) and the state dir's own.
@@ -154,8 +155,14 @@ class AlertBook:
             if self._dirs.get(name) != moved:
                 self._dirs[name] = moved
                 path = Path(where, "alerts.jsonl")
-                if path.exists():
+                try:
+                    os.stat(path)
                     self._known.add(path)
+                    self.unreadable.pop(name, None)
+                except PermissionError as err:  # another user's run: the rest are listed, this one named
+                    self.unreadable[name] = err.strerror or "permission denied"
+                except OSError:
+                    pass
             if wall - moved / 1e9 > HOT_S:
                 del self._hot[name]
         found: list[tuple[int, Path]] = []
@@ -178,7 +185,13 @@ class AlertBook:
                 continue
             key = (st.st_mtime_ns, st.st_size)
             hit = self._cache.get(path)
-            parsed = hit[1] if hit is not None and hit[0] == key else parse(read_records(path))
+            if hit is None or hit[0] != key:
+                try:
+                    records = read_records(path, strict=True)
+                except PermissionError as err:
+                    self.unreadable[path.parent.name] = err.strerror or "permission denied"
+                    continue
+            parsed = hit[1] if hit is not None and hit[0] == key else parse(records)
             cache[path] = (key, parsed)
             entries.extend(parsed)
         self._cache = cache

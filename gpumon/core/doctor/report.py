@@ -7,6 +7,7 @@ one, and one whose machine is gone.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ class Diagnosis:
     stalled: bool = False  # the stall is going on
     dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
     step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
+    unreadable: str = ""  # why this user cannot read the run's files (another user's run): not "no step"
 
     @property
     def worst(self) -> LeakState | None:
@@ -86,6 +88,8 @@ class Diagnosis:
             return dropped_text(self.dropped)
         if self.leaks:
             return "no problem seen"
+        if self.unreadable:
+            return self.unreadable
         if self.state in ("starting", "running", "stalled", "stopping", "unsupervised"):
             return "no memory samples yet"
         seen = f"; processes seen: {', '.join(self.seen)}" if self.seen else ""
@@ -225,7 +229,31 @@ def diagnose(
         stalled=stalled and record.live,
         dropped=dropped,
         step_time_s=per_step,
+        unreadable=files_unreadable(record.dir),
     )
+
+
+def files_unreadable(run_dir: Path) -> str:
+    """Why this user cannot read a run's events or logs (they belong to another user), else ""."""
+    for name in ("events", "logs"):
+        folder = run_dir / name
+        try:
+            os.listdir(folder)
+        except PermissionError:
+            owner: object = "?"
+            for path in (folder, run_dir):  # the folder itself, or the run's, when this user cannot look in
+                try:
+                    owner = os.stat(path).st_uid
+                    break
+                except OSError:
+                    continue
+            return (
+                f"its files cannot be read by this user (they belong to uid {owner}): "
+                "ask its owner, or run gpumon doctor as that user"
+            )
+        except OSError:
+            continue
+    return ""
 
 
 def output_dropped(status: dict[str, Any]) -> dict[str, int]:
