@@ -33,6 +33,7 @@ from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleRead
 from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
+from gpumon.tui.plain import PlainToasts
 from gpumon.tui.reader import frame_drawn
 from gpumon.tui.repaint import coalesced
 from gpumon.tui.typeahead import KeysInOrder
@@ -56,7 +57,7 @@ MOUNT_WAIT_S = 5.0  # the most the footer's keys drawn ahead wait for their moun
 WIDE = 160  # columns from which GPU panels sit two abreast
 
 
-class GpumonApp(KeysInOrder, App[None]):
+class GpumonApp(KeysInOrder, PlainToasts, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "gpumon"
     ENABLE_COMMAND_PALETTE = True

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 
 from gpumon.core.alerts.history import AlertBook, AlertEntry, mark_read, read_at
 from gpumon.core.format import elide
+from gpumon.core.visible import visible
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, ReadFailed
 from gpumon.tui.reader import Reader
 from gpumon.tui.view import AppContext, View
@@ -37,18 +38,23 @@ def status_label(status: str) -> str:
     return "no channel" if status.startswith("not sent") else status
 
 
+def _words(text: str) -> str:
+    """An alert's text on one line, its control characters shown as ``less`` shows them (it quotes a run)."""
+    return visible(" ".join(text.split()))
+
+
 def alert_widths(entries: list[AlertEntry], width: int) -> tuple[list[int], bool]:
     """Each column as wide as its longest value (its header at least), TEXT the rest of ``width`` (cell padding
     and a scrollbar kept out); and whether RUN shows short ids, which it does where TEXT would be narrow."""
     for short in (False, True):
-        runs = [short_run_id(e.run) if short and e.run else e.run or "-" for e in entries]
+        runs = [visible(short_run_id(e.run) if short and e.run else e.run or "-") for e in entries]
         fixed = [
             len(time.strftime(TIME_FORMAT, time.gmtime(0))),
             max([len("RUN"), *map(len, runs)]),
-            max([len("KIND"), *(len(e.kind) for e in entries)]),
+            max([len("KIND"), *(len(visible(e.kind)) for e in entries)]),
             max([len("STATUS"), *(len(status_label(e.summary())) for e in entries)]),
         ]
-        longest = max([len("TEXT"), *(len(" ".join(e.text.split())) for e in entries)])
+        longest = max([len("TEXT"), *(len(_words(e.text)) for e in entries)])
         text = min(longest, width - 1 - sum(fixed) - PADDING * len(COLUMNS))
         if text >= TEXT_MIN or short:
             return [*fixed, max(len("TEXT"), text)], short
@@ -142,10 +148,10 @@ class AlertsView(View, Vertical):
             run = e.run or "-"
             table.add_row(
                 Text(time.strftime(TIME_FORMAT, time.localtime(e.t)), style="bold" if unread else ""),
-                Text(short_run_id(run) if short and e.run else run),
-                Text(e.kind, style="bold" if unread else ""),
+                Text(visible(short_run_id(run) if short and e.run else run)),
+                Text(visible(e.kind), style="bold" if unread else ""),
                 Text(status_label(status), style=STATUS_STYLE.get(status, "")),
-                Text(elide(" ".join(e.text.split()), widths[-1])),
+                Text(elide(_words(e.text), widths[-1])),
                 key=e.id,
             )
         if self.entries:
@@ -169,14 +175,15 @@ class AlertsView(View, Vertical):
         if entry is None:
             text = Text("no alerts yet: runs raise them (failed, leak, nan, stalled, ...)", style="dim")
         else:
-            text = Text(f"{entry.run or entry.host} · {entry.kind} · {entry.state or ''}\n", style="bold")
-            text.append(entry.text + "\n")
+            head = visible(f"{entry.run or entry.host} · {entry.kind} · {entry.state or ''}")
+            text = Text(head + "\n", style="bold")
+            text.append(visible(entry.text) + "\n")  # the run's words (an exception): shown, never obeyed
             for channel, outcome in entry.delivery().items():
                 text.append(f"{channel}: ", style="dim")
-                text.append(outcome + "\n", style="red" if outcome.startswith("failed") else "")
+                text.append(visible(outcome) + "\n", style="red" if outcome.startswith("failed") else "")
             for why in (entry.held, entry.config_error):
                 if why:
-                    text.append(why + "\n", style="yellow")
+                    text.append(visible(why) + "\n", style="yellow")
             if not entry.channels and not entry.config_error:
                 text.append("sent nowhere: no channel in [alerts] picks this kind", style="dim")
         self.query_one("#alert-detail", Static).update(text)

@@ -12,12 +12,14 @@ from textual.widgets import Static
 from gpumon.core.doctor.report import Diagnosis
 from gpumon.core.format import size
 from gpumon.core.runs.record.store import RunRecord
+from gpumon.tui.plain import PlainText
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
 
 def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) -> Text:
-    """The diagnosis, most important first: gpumon.cli.doctor.render's sections with colour."""
-    text = Text()
+    """The diagnosis, most important first: gpumon.cli.doctor.render's sections with colour. A ``PlainText``:
+    it quotes the run's words (its error lines, its exception), shown and never obeyed."""
+    text = PlainText()
     text.append(record.id, style="bold")
     text.append("  ")
     text.append(record.state, style=STATE_STYLE.get(record.state, ""))
