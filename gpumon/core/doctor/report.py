@@ -197,7 +197,7 @@ def diagnose(
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
     slow = tuple(slow_findings(telemetry))
-    per_step = telemetry.progress.step_time(time.time() if record.state == "stalled" else None)  # the row's
+    per_step = pace_now(record, telemetry)  # the row's: a live run's taken now, so a quiet falls
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)
         pace = 1 / per_step if per_step else None
@@ -226,6 +226,15 @@ def diagnose(
         dropped=dropped,
         step_time_s=per_step,
     )
+
+
+def pace_now(record: RunRecord, telemetry: RunTelemetry) -> float | None:
+    """The run's seconds per step as its row has them: a live run's up to now (no step for T s: at most one in T)."""
+    if not record.live:
+        return telemetry.progress.step_time()
+    from gpumon.core.runs.reading.quiet import written
+
+    return telemetry.progress.step_time(time.time(), written(record.dir))
 
 
 def output_dropped(status: dict[str, Any]) -> dict[str, int]:

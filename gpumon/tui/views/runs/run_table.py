@@ -14,7 +14,7 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.format import loss as loss_value
-from gpumon.core.runs.reading.progress import progress_text, rate_text
+from gpumon.core.runs.reading.progress import progress_text, quiet_short, rate_text
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.record.spec import KINDS, RunSpec
@@ -218,6 +218,9 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
         "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
         "host": SortCell(host, Text(elide(host, 10))),
     }
+    quiet = quiet_short(s.quiet_s, s.median_step_s) if s.state == "running" else ""
+    if quiet:  # a running run that stopped stepping, before the stall rule says stalled: how long
+        cells["status"] = SortCell(s.state_label, Text(quiet, style="yellow"))
     return cells
 
 

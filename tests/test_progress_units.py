@@ -1,0 +1,213 @@
+"""Progress, ETA, STEP and pace on the training patterns people use (issue 48), real runs through gpumon: a tqdm
+bar over micro-batches with gradient accumulation (over the whole run, and one bar per epoch), a run resumed from
+a checkpoint (``tqdm(total=6000, initial=5000)``; Lightning's ``fit(ckpt_path=)``), and a run that stops stepping
+before the stall rule fires. Every row read is checked against tests/invariants.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Gpumon, wait_until
+from tests.invariants import check_pace, check_progress
+
+pytest.importorskip("torch")
+pytest.importorskip("tqdm")
+
+SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
+
+
+def launch(gpumon: Gpumon, script: str, *args: str) -> str:
+    done = gpumon("launch", "script", str(SCRIPTS / script), "--", *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1].split()[-1]
+
+
+def row(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
+    rows = json.loads(gpumon("runs", "--json").stdout)["runs"]
+    found = next(r for r in rows if r["id"] == run_id)
+    check_progress(found)
+    check_pace(found)
+    return found
+
+
+def at(out: Path, timeout: float = 300) -> dict[str, Any]:
+    assert wait_until((out / "at.json").exists, timeout=timeout, step=0.1), "the script never reached its pause"
+    return json.loads((out / "at.json").read_text())
+
+
+def finished(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
+    gpumon.wait_ended(run_id, timeout=300)
+    last = row(gpumon, run_id)
+    assert last["status"] == "finished", (last, gpumon("logs", run_id).stdout[-2000:])
+    return last
+
+
+def test_a_bar_over_micro_batches_with_accumulation_is_read_in_its_own_unit(gpumon: Gpumon, tmp_path: Path) -> None:
+    """The issue's run: 4 micro-batches a step. Against optimizer steps its 80 micro-batches read 23% at 95% done
+    and 25% at the end; one bar per epoch read 47% at 95% done (its 40 micro-batches against 19 steps)."""
+    whole, per_epoch = tmp_path / "whole", tmp_path / "epoch"
+    whole.mkdir(), per_epoch.mkdir()
+    run_id = launch(gpumon, "accum_bar.py", str(whole), "run")
+    epoch_id = launch(gpumon, "accum_bar.py", str(per_epoch), "epoch")
+    try:
+        mine = at(whole)
+        assert (mine["micro_batches"], mine["of"], mine["steps"]) == (76, 80, 19)
+        live = wait_until(lambda: (r := row(gpumon, run_id))["position"] == 76 and r, timeout=60, step=0.5)
+        assert live, row(gpumon, run_id)
+        assert (live["total_steps"], live["total_source"]) == (80, "tqdm")
+        assert live["progress"] == pytest.approx(0.95) and live["eta_s"] is not None, live
+        assert live["step"] == 19  # STEP: optimizer steps, the bar counting micro-batches
+
+        theirs = at(per_epoch)
+        assert theirs["micro_batches"] == 76
+        shown = wait_until(lambda: (r := row(gpumon, epoch_id))["step"] == 19 and r, timeout=60, step=0.5)
+        assert shown, row(gpumon, epoch_id)
+        assert shown["progress"] is None and shown["total_steps"] is None and shown["eta_s"] is None, shown
+        assert "epoch" in shown["progress_why"], shown  # unknown, and why: never an epoch's share as the run's
+    finally:
+        (whole / "gate").touch()
+        (per_epoch / "gate").touch()
+    last = finished(gpumon, run_id)
+    assert (last["progress"], last["position"], last["step"]) == (1.0, 80, 20), last
+    other = finished(gpumon, epoch_id)
+    assert other["progress"] is None and other["step"] == 20, other
+
+
+def test_a_resumed_bar_shows_the_jobs_progress_eta_and_step(gpumon: Gpumon, tmp_path: Path) -> None:
+    """``tqdm(total=6000, initial=5000)``: gpumon counted from 1 and said 14% at 88% done (880 of 6000), and 16%
+    at the end; its STEP said 880 where the bar said 5880."""
+    run_id = launch(gpumon, "resumed_bar.py", str(tmp_path))
+    try:
+        assert at(tmp_path)["step"] == 5880
+        live = wait_until(lambda: (r := row(gpumon, run_id))["position"] == 5880 and r, timeout=60, step=0.5)
+        assert live, row(gpumon, run_id)
+        assert (live["total_steps"], live["total_source"], live["step"]) == (6000, "tqdm", 5880), live
+        assert live["progress"] == pytest.approx(0.98), live
+        # the bar counts optimizer steps: what is left is 120 of them, at the run's pace (not 5,120)
+        assert live["eta_s"] == pytest.approx(120 * live["step_time_s"], rel=0.05), live
+        assert " 5880 " in gpumon("runs").stdout
+    finally:
+        (tmp_path / "gate").touch()
+    last = finished(gpumon, run_id)
+    assert (last["progress"], last["step"], last["position"]) == (1.0, 6000, 6000), last
+
+
+LIGHTNING = """
+import sys
+import lightning as L
+import torch
+
+
+class Tiny(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(8, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.randn(80, 8), torch.randn(80, 1))
+loader = torch.utils.data.DataLoader(data, batch_size=8)  # 10 steps an epoch
+ckpt, steps = sys.argv[1], int(sys.argv[2])
+trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                    enable_model_summary=False, enable_progress_bar=False)
+if steps < 40:
+    trainer.fit(Tiny(), loader)
+    trainer.save_checkpoint(ckpt)
+else:
+    trainer.fit(Tiny(), loader, ckpt_path=ckpt)
+"""
+
+
+def test_a_lightning_run_resumed_from_a_checkpoint_ends_at_its_jobs_step_and_100_percent(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    """``fit(ckpt_path=)`` at global_step 30 of max_steps 40: gpumon counted 10 steps, said 25% at the end and
+    STEP 10 where Lightning said 40."""
+    pytest.importorskip("lightning")
+    import subprocess
+    import sys
+
+    script, ckpt = tmp_path / "resume.py", tmp_path / "at30.ckpt"
+    script.write_text(LIGHTNING)
+    env = {**gpumon.env, "OMP_NUM_THREADS": "1"}
+    made = subprocess.run([sys.executable, str(script), str(ckpt), "30"], env=env, capture_output=True, text=True)
+    assert made.returncode == 0 and ckpt.exists(), made.stderr[-2000:]
+    gpumon.env["OMP_NUM_THREADS"] = "1"
+    done = gpumon("launch", "script", str(script), "--", str(ckpt), "40")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1].split()[-1]
+    last = finished(gpumon, run_id)
+    assert (last["total_steps"], last["total_source"]) == (40, "lightning"), last
+    assert (last["progress"], last["step"], last["position"]) == (1.0, 40, 40), last
+
+
+def test_a_run_that_stops_stepping_falls_at_once_and_says_how_long_before_the_stall_rule(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    """A rank blocked after step 40: for 88 s until the stall rule fired, SPEED said 18.7 it/s, the doctor "pace:
+    18.7 it/s" and /metrics a step of 0.053 s. The rule is kept far off here (600 s): the fall is the pace's own."""
+    from gpumon.core.runs.reading.progress import rate_text
+
+    gpumon.env["GPUMON_STALL_AFTER"] = "600"
+    run_id = launch(gpumon, "stops_stepping.py", str(tmp_path))
+    blocked = tmp_path / "blocked.json"
+    try:
+        assert wait_until(blocked.exists, timeout=300, step=0.1), gpumon("runs").stdout
+        stopped = json.loads(blocked.read_text())["t"]
+        # the row once the quiet is clearly past the usual step (5 s here: 10 x 0.05 s is less)
+        asked = time.time()
+        quiet = wait_until(
+            lambda: (
+                (now := time.time()) - stopped > 6
+                and (r := row(gpumon, run_id))["quiet_s"] is not None
+                and r["quiet_s"] > 5
+                and (r, now)
+            ),
+            timeout=120,
+            step=0.5,
+        )
+        assert quiet, row(gpumon, run_id)
+        first, asked = quiet
+        check_pace(first, asked)
+        assert first["status"] == "running" and first["step"] == 40, first  # no stall yet: the rule is 600 s
+        assert first["step_time_s"] >= asked - stopped - 0.5, (first, asked - stopped)  # at most a step in T
+        assert first["median_step_s"] < 0.5 and first["step_time_s"] > 5, first
+        (line,) = [ln for ln in gpumon("runs").stdout.splitlines() if ln.startswith(run_id)]
+        assert "running, no step for " in line and "it/s" not in line, line
+        doctor = gpumon("doctor", run_id).stdout
+        pace_line = next(ln for ln in doctor.splitlines() if "pace:" in ln)
+        assert "s/it" in pace_line, pace_line  # not the 20 it/s of its last steps
+        later = wait_until(
+            lambda: (r := row(gpumon, run_id))["step_time_s"] > first["step_time_s"] + 2 and r, timeout=60, step=0.5
+        )
+        assert later, (first, row(gpumon, run_id))  # it keeps falling while the run waits
+
+        # the Runs view's reader: a summary that does not change (nothing written) still falls, and says so
+        from gpumon.core.runs.reading.monitor import RunsMonitor
+        from gpumon.core.runs.record.store import RunStore
+        from gpumon.tui.views.runs.run_table import run_cells
+
+        monitor = RunsMonitor(RunStore(gpumon.home))
+        seen = next(s for s in monitor.refresh() if s.id == run_id)
+        time.sleep(1.5)
+        again = next(s for s in monitor.refresh() if s.id == run_id)
+        assert again.step_time_s is not None and seen.step_time_s is not None
+        assert again.step_time_s > seen.step_time_s, (seen.step_time_s, again.step_time_s)
+        assert run_cells(again, 25)["status"].text.plain.startswith("no step "), run_cells(again, 25)["status"]
+        assert rate_text(again.step_time_s).endswith("s/it")
+    finally:
+        (tmp_path / "gate").touch()
+    last = finished(gpumon, run_id)
+    assert last["step"] == 45 and last["quiet_s"] is None, last
