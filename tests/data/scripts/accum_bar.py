@@ -41,9 +41,10 @@ for _epoch in range(epochs):
         if seen == whole * 95 // 100:
             shown = bar if bar is not None else batches
             time.sleep(1.1)  # tqdm's position is written at most once a second: the next redraw writes it
+            before = time.time()
             shown.refresh()
             with open(os.path.join(out, "at.json"), "w") as fh:
-                json.dump({"micro_batches": seen, "of": whole, "steps": steps, "t": time.time()}, fh)
+                json.dump({"micro_batches": seen, "of": whole, "steps": steps, "t": before}, fh)
             end = time.monotonic() + 600  # never left behind for good by a test that failed before its gate
             while not os.path.exists(gate) and time.monotonic() < end:
                 time.sleep(0.05)

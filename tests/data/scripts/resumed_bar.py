@@ -29,9 +29,10 @@ for step in range(start + 1, total + 1):
     time.sleep(0.006)  # slower than the step recorder's 200 a second: every step is recorded
     if step == 5880:
         time.sleep(1.1)  # tqdm's position is written at most once a second: the next redraw writes it
+        before = time.time()
         bar.refresh()
         with open(os.path.join(out, "at.json"), "w") as fh:
-            json.dump({"step": step, "t": time.time()}, fh)
+            json.dump({"step": step, "t": before}, fh)
         end = time.monotonic() + 600
         while not os.path.exists(gate) and time.monotonic() < end:
             time.sleep(0.05)
