@@ -64,11 +64,12 @@ def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_na
     )
     assert live, row(gpumon, run_id)
     assert live["total_steps"] == 20 and live["progress"] == pytest.approx(0.25)
-    assert 0.04 <= live["step_time_s"] < 2.0  # 50 ms of sleep per step, plus the step
+    # 50 ms of sleep per step, plus the step; paused at the gate, its pace falls as it waits (issue 48)
+    assert live["step_time_s"] >= 0.04 and live["step_time_s"] >= (live["quiet_s"] or 0)
     assert live["eta_s"] == pytest.approx(15 * live["step_time_s"])
     assert live["loss"] == "nan"  # NaN from step 3: a value, not the last finite loss
     text = gpumon("runs").stdout
-    assert "25% " in text and "it/s" in text and " nan " in text, text
+    assert "25% " in text and ("it/s" in text or "s/it" in text) and " nan " in text, text
     gate.write_text("go")
     gpumon.wait_ended(run_id, timeout=120)
     ended = row(gpumon, run_id)
