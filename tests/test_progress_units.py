@@ -161,6 +161,56 @@ def test_a_lightning_run_resumed_from_a_checkpoint_ends_at_its_jobs_step_and_100
     assert (last["progress"], last["step"], last["position"]) == (1.0, 40, 40), last
 
 
+HF_TRAINER = """
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+
+class RandomTokens(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.ids = torch.randint(0, 64, (n, 16), generator=torch.Generator().manual_seed(0))
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+out, steps = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=1, n_head=2))
+args = TrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch_size=4, report_to=[],
+                         save_strategy="steps", save_steps=30, use_cpu=True, disable_tqdm=True)
+trainer = Trainer(model=model, args=args, train_dataset=RandomTokens(64))
+trainer.train(resume_from_checkpoint=f"{out}/checkpoint-30" if steps > 30 else None)
+"""
+
+
+def test_an_hf_trainer_run_resumed_from_a_checkpoint_ends_at_its_jobs_step_and_100_percent(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    """``train(resume_from_checkpoint=)`` at global_step 30 of max_steps 40: gpumon counted 10 steps and said 25%
+    at the end (HF loads the checkpoint's step after on_train_begin: that hook's step 0 is no position)."""
+    pytest.importorskip("transformers")
+    import subprocess
+    import sys
+
+    script, out = tmp_path / "hf_resume.py", tmp_path / "out"
+    script.write_text(HF_TRAINER)
+    env = {**gpumon.env, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    made = subprocess.run([sys.executable, str(script), str(out), "30"], env=env, capture_output=True, text=True)
+    assert made.returncode == 0 and (out / "checkpoint-30").exists(), made.stderr[-2000:]
+    gpumon.env.update(env)
+    done = gpumon("launch", "script", str(script), "--", str(out), "40")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip().splitlines()[-1].split()[-1]
+    last = finished(gpumon, run_id)
+    assert (last["total_steps"], last["total_source"]) == (40, "hf"), last
+    assert (last["progress"], last["step"], last.get("position")) == (1.0, 40, 40), last
+
+
 def test_a_run_that_stops_stepping_falls_at_once_and_says_how_long_before_the_stall_rule(
     gpumon: Gpumon, tmp_path: Path
 ) -> None:

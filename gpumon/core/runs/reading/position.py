@@ -31,11 +31,13 @@ class Position:
     pace: Pace = field(default_factory=Pace)  # (time, done): its own rate by the wall clock
     why: str = ""  # why its total is not the run's; "" when it is
 
-    def add(self, event: dict[str, Any], rank: int, step: int, again_is_epoch: bool) -> None:
+    def add(self, event: dict[str, Any], rank: int, step: int, again_is_epoch: bool, steps: bool = False) -> None:
         """One ``total`` event of this source; ``step``: the rank's latest recorded step, where the event does not
-        carry the exact count (``step``, written since issue 48)."""
+        carry the exact count (``step``, written since issue 48); ``steps``: the source counts optimizer steps
+        (HF's ``global_step``: one optimizer), so one exact event tells the offset."""
         total, done = event.get("total_steps"), event.get("done")
-        if type(event.get("step")) is int:
+        exact = type(event.get("step")) is int
+        if exact:
             step = event["step"]
         if type(total) is int and total > 0:
             self.total = total
@@ -49,10 +51,11 @@ class Position:
             self.anchor, self.offset = None, None
         if self.anchor is None or step < self.anchor[1]:
             self.anchor = (done, step)
+            self.offset = done - step if steps and exact else None
         elif done - self.anchor[0] >= 2:
             # One for one: micro-batches (2 or more a step) or samples never pass. Without the event's own count,
             # give or take the rank's last step not recorded yet (at most 200 a second are, the rest at exit).
-            slack = 0 if type(event.get("step")) is int else 1
+            slack = 0 if exact else 1
             moved = abs((done - self.anchor[0]) - (step - self.anchor[1])) <= slack
             self.offset = self.anchor[0] - self.anchor[1] if moved else None
         self.done, self.step, self.rank = done, step, rank

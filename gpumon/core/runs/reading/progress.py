@@ -94,7 +94,7 @@ class Progress:
         elif kind == "total":
             source = str(event.get("source") or "framework")
             position = self.positions.setdefault(source, Position())
-            position.add(event, rank, self.steps.get(rank, 0), again_is_epoch=source == "tqdm")
+            position.add(event, rank, self.steps.get(rank, 0), again_is_epoch=source == "tqdm", steps=source == "hf")
 
     def _position(self) -> tuple[str, Position] | None:
         """The framework count that wins (hf > lightning > tqdm), where it knows the run's total."""
