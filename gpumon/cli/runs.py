@@ -162,11 +162,10 @@ def _state_cell(s: Any) -> str:
 
         place = queue_fields(s.record.dir.parent.parent, s.id)["queue_position"]
         return f"queued {place}" if place else "queued"
-    from gpumon.core.runs.reading.progress import quiet_text
     from gpumon.core.slurm.rows import slurm_fields, status_text
 
-    quiet = quiet_text(s.quiet_s, s.median_step_s) if s.state == "running" else ""  # before the stall rule fires
-    return status_text(s.record, slurm_fields(s.record)) + (f", {quiet}" if quiet else "") + (" !" if s.alerts else "")
+    quiet = f", {s.quiet}" if s.quiet else ""  # "running, no step for 1m28s": before the stall rule fires
+    return status_text(s.record, slurm_fields(s.record)) + quiet + (" !" if s.alerts else "")
 
 
 def _created(doc: dict[str, Any]) -> float:

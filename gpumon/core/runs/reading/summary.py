@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.leak_state import LeakState, restore_states
+from gpumon.core.runs.reading.progress import quiet_text
 from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord
@@ -63,6 +64,11 @@ class RunSummary:
         """The rank whose memory warns (growing or leak), fastest first; None when none does."""
         warning = [s for s in self.leaks.values() if s.warning]
         return max(warning, key=lambda s: (s.state == "leak", s.slope)) if warning else None
+
+    @property
+    def quiet(self) -> str:
+        """ "no step for 1m28s": a running run that stopped stepping, before the stall rule calls it stalled."""
+        return quiet_text(self.quiet_s, self.median_step_s) if self.state == "running" else ""
 
     @property
     def alert_count(self) -> int:
