@@ -259,3 +259,42 @@ def test_a_run_that_stops_stepping_falls_at_once_and_says_how_long_before_the_st
         (tmp_path / "gate").touch()
     last = finished(gpumon, run_id)
     assert last["step"] == 45 and last["quiet_s"] is None, last
+
+
+def test_the_quiet_counts_from_the_ranks_last_write_and_positions_survive_the_summary(tmp_path: Path) -> None:
+    """A summary is folded every 2 s: its latest step may be seconds old while the rank steps on. The pace falls
+    only for a quiet its events file confirms (nothing written since); a position and its unit come back from
+    summary.json as they were."""
+    import os
+
+    from gpumon.core.events import EventWriter
+    from gpumon.core.runs.reading.quiet import written
+    from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+
+    rank0 = EventWriter(tmp_path, "rank0")
+    t = 1000.0
+    rank0.write("total", t=t, total_steps=6000, done=5000, source="tqdm", step=0)
+    for step in range(1, 201):
+        t += 0.05
+        rank0.write("step", t=t, step=step, dt=0.05)
+        if step % 50 == 0:
+            rank0.write("total", t=t, total_steps=6000, done=5000 + step, source="tqdm", step=step)
+    folded = RunTelemetry(tmp_path, use_summary=False)
+    folded.update()
+    save_summary(folded)
+    again = RunTelemetry(tmp_path)
+    again.update(events=False)
+    progress = again.progress
+    assert progress.job_step() == 5200 and again.current_step == 5200 and progress.position() == 5200
+    assert progress.total == (6000, "tqdm")
+
+    os.utime(rank0.path, (t + 3, t + 3))  # the rank wrote 3 s after the summary's last step: it steps on
+    steady = progress.fields(False, None, t + 3.02, written(tmp_path))
+    assert steady["step_time_s"] == pytest.approx(0.05, rel=0.01) and steady["quiet_s"] == pytest.approx(0.02, abs=1e-6)
+    assert steady["eta_s"] == pytest.approx(800 * 0.05, rel=0.01)  # 800 steps left at its pace
+
+    os.utime(rank0.path, (t, t))  # nothing written since the last step: 30 s of quiet
+    quiet = progress.fields(False, None, t + 30, written(tmp_path))
+    assert quiet["quiet_s"] == pytest.approx(30) and quiet["step_time_s"] >= 30  # at most one step in 30 s
+    check_pace({**quiet, "status": "running"}, t + 30)
+    assert progress.fields(True)["step_time_s"] == pytest.approx(0.05, rel=0.01)  # an ended run: its last minutes
