@@ -58,10 +58,11 @@ def finished(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
 def test_a_bar_over_micro_batches_with_accumulation_is_read_in_its_own_unit(gpumon: Gpumon, tmp_path: Path) -> None:
     """The issue's run: 4 micro-batches a step. Against optimizer steps its 80 micro-batches read 23% at 95% done
     and 25% at the end; one bar per epoch read 47% at 95% done (its 40 micro-batches against 19 steps)."""
-    whole, per_epoch = tmp_path / "whole", tmp_path / "epoch"
-    whole.mkdir(), per_epoch.mkdir()
+    whole, per_epoch, by_hand = tmp_path / "whole", tmp_path / "epoch", tmp_path / "by_hand"
+    whole.mkdir(), per_epoch.mkdir(), by_hand.mkdir()
     run_id = launch(gpumon, "accum_bar.py", str(whole), "run")
     epoch_id = launch(gpumon, "accum_bar.py", str(per_epoch), "epoch")
+    hand_id = launch(gpumon, "accum_bar.py", str(by_hand), "epoch-total")
     try:
         mine = at(whole)
         assert (mine["micro_batches"], mine["of"], mine["steps"]) == (76, 80, 19)
@@ -76,13 +77,19 @@ def test_a_bar_over_micro_batches_with_accumulation_is_read_in_its_own_unit(gpum
         assert shown["step"] == 19, shown
         assert shown["progress"] is None and shown["total_steps"] is None and shown["eta_s"] is None, shown
         assert "epoch" in shown["progress_why"], shown  # unknown, and why: never an epoch's share as the run's
+
+        # a bar made again each epoch, not over the loader: known for what it is once it starts again
+        made = folded(gpumon, hand_id, at(by_hand)["t"])
+        assert made["step"] == 19 and made["progress"] is None and made["eta_s"] is None, made
+        assert "starts again" in made["progress_why"], made
     finally:
-        (whole / "gate").touch()
-        (per_epoch / "gate").touch()
+        for out in (whole, per_epoch, by_hand):
+            (out / "gate").touch()
     last = finished(gpumon, run_id)
     assert (last["progress"], last["position"], last["step"]) == (1.0, 80, 20), last
-    other = finished(gpumon, epoch_id)
-    assert other["progress"] is None and other["step"] == 20, other
+    for other_id in (epoch_id, hand_id):
+        other = finished(gpumon, other_id)
+        assert other["progress"] is None and other["step"] == 20, other
 
 
 def test_a_resumed_bar_shows_the_jobs_progress_eta_and_step(gpumon: Gpumon, tmp_path: Path) -> None:
