@@ -15,6 +15,7 @@ from gpumon.core.runs.reading.progress import Progress, eta_text, progress_text,
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, RunTable
 from tests.conftest import make_app, pilot_until, wait_until
+from tests.invariants import check_pace, check_progress
 
 STEPPER = """
 import os, sys, time
@@ -49,7 +50,10 @@ def at_step(run_dir: Path, step: int, timeout: float = 120) -> None:
 
 def row(gpumon: Any, run_id: str) -> dict[str, Any]:
     done = gpumon("runs", "--json")
-    return next(r for r in json.loads(done.stdout)["runs"] if r["id"] == run_id)
+    found = next(r for r in json.loads(done.stdout)["runs"] if r["id"] == run_id)
+    check_progress(found)
+    check_pace(found)
+    return found
 
 
 def test_a_planned_run_shows_progress_and_an_eta_live_then_1_at_its_end_and_a_nan_loss(
