@@ -305,3 +305,21 @@ def test_the_quiet_counts_from_the_ranks_last_write_and_positions_survive_the_su
     assert quiet["quiet_s"] == pytest.approx(30) and quiet["step_time_s"] >= 30  # at most one step in 30 s
     check_pace({**quiet, "status": "running"}, t + 30)
     assert progress.fields(True)["step_time_s"] == pytest.approx(0.05, rel=0.01)  # an ended run: its last minutes
+
+
+def test_every_ddp_rank_drawing_its_own_bar_is_one_position_not_a_bar_that_starts_again() -> None:
+    """Two ranks each with a bar over the same steps, their events interleaved a step apart: read per rank (the
+    lowest's wins), never as one bar going back (which would read as a bar per epoch: progress unknown)."""
+    from gpumon.core.runs.reading.progress import Progress
+
+    progress, t = Progress(), 0.0
+    for step in range(1, 101):
+        t += 0.1
+        for rank, behind in ((0, 0), (1, 1)):
+            progress.fold("step", {"t": t, "step": step - behind, "dt": 0.1}, rank)
+            if step % 10 == 0:
+                event = {"t": t, "total_steps": 400, "done": step - behind, "source": "tqdm", "step": step - behind}
+                progress.fold("total", event, rank)
+    fields = progress.fields(False, None, t)
+    assert (fields["total_steps"], fields["position"], fields["progress_why"]) == (400, 100, None), fields
+    assert fields["progress"] == pytest.approx(0.25) and progress.job_step() == 100

@@ -57,6 +57,16 @@ QUIET_MIN_S = 5.0  # and at least this long
 Written = Callable[[int], float | None]  # rank -> its events file's last write (quiet.py)
 
 
+def _source(key: str) -> str:
+    return key.rsplit(":", 1)[0]
+
+
+def _order(key: str) -> tuple[int, int]:
+    """A position's precedence: its source's (hf > lightning > tqdm), then its rank's (lowest first)."""
+    source, _, rank = key.rpartition(":")
+    return rank_of(source), int(rank) if rank.isdigit() else 0
+
+
 def quiet_after(median_step_s: float | None) -> float:
     """How long without a step is clearly longer than the run's usual step."""
     return max(QUIET_STEPS * (median_step_s or 0.0), QUIET_MIN_S)
@@ -68,7 +78,8 @@ class Progress:
     steps: dict[int, int] = field(default_factory=dict)  # rank -> its latest recorded optimizer step
     plan: dict[int, int] = field(default_factory=dict)  # rank -> its plan (``plan`` events)
     plan_done: dict[int, int] = field(default_factory=dict)  # rank -> the job's steps before its plan began
-    positions: dict[str, Position] = field(default_factory=dict)  # source -> its count (``total`` events)
+    # "source:rank" -> that rank's count from that source (``total`` events): every DDP rank may draw its own bar
+    positions: dict[str, Position] = field(default_factory=dict)
     phases: dict[int, tuple[str, int | None]] = field(default_factory=dict)  # rank -> (phase, its step then)
     stamps: dict[int, float] = field(default_factory=dict)  # rank -> its latest step's time (not saved)
     paces: dict[int, Pace] = field(default_factory=dict)  # rank -> its steps per second by the wall clock
@@ -93,16 +104,16 @@ class Progress:
             self.phases[rank] = (str(event.get("phase")), self.steps.get(rank))
         elif kind == "total":
             source = str(event.get("source") or "framework")
-            position = self.positions.setdefault(source, Position())
+            position = self.positions.setdefault(f"{source}:{rank}", Position())
             position.add(event, rank, self.steps.get(rank, 0), again_is_epoch=source == "tqdm", steps=source == "hf")
 
     def _position(self) -> tuple[str, Position] | None:
-        """The framework count that wins (hf > lightning > tqdm), where it knows the run's total."""
-        known = [s for s, p in self.positions.items() if p.total]
+        """The framework count that wins (hf > lightning > tqdm, its lowest rank), where it knows a total."""
+        known = [key for key, position in self.positions.items() if position.total]
         if not known:
             return None
-        source = min(known, key=rank_of)
-        return source, self.positions[source]
+        key = min(known, key=_order)
+        return _source(key), self.positions[key]
 
     @property
     def total(self) -> tuple[int | None, str | None]:
@@ -140,8 +151,8 @@ class Progress:
             rank = min(self.plan)
             own, done = self.steps.get(rank), self.plan_done.get(rank, 0)
             return own + done if own is not None and done else None
-        for source in sorted(self.positions, key=rank_of):
-            position = self.positions[source]
+        for key in sorted(self.positions, key=_order):
+            position = self.positions[key]
             if position.offset is not None and not position.why:
                 return position.now(self.steps.get(position.rank))
         return None
@@ -253,7 +264,7 @@ class Progress:
         try:
             positions = {str(k): Position.from_state(v) for k, v in (state.get("positions") or {}).items()}
             for source, total in (state.get("guesses") or {}).items():  # a summary from before positions
-                positions.setdefault(str(source), Position(total=int(total)))
+                positions.setdefault(f"{source}:0", Position(total=int(total)))
             return cls(
                 dts={int(r): deque(map(float, d), maxlen=WINDOW) for r, d in state["dts"].items()},
                 steps={int(r): int(s) for r, s in state["steps"].items()},
