@@ -93,19 +93,19 @@ def test_a_bar_over_micro_batches_with_accumulation_is_read_in_its_own_unit(gpum
 
 
 def test_a_resumed_bar_shows_the_jobs_progress_eta_and_step(gpumon: Gpumon, tmp_path: Path) -> None:
-    """``tqdm(total=6000, initial=5000)``: gpumon counted from 1 and said 14% at 88% done (880 of 6000), and 16%
-    at the end; its STEP said 880 where the bar said 5880."""
+    """``tqdm(total=6000, initial=5000)``: gpumon counted from 1 and said "4%" at 88% done (280 of 6000, its ETA
+    for 5,720 steps), and 16% at the end; its STEP said 280 where the bar said 5280."""
     run_id = launch(gpumon, "resumed_bar.py", str(tmp_path))
     try:
         mine = at(tmp_path)
-        assert mine["step"] == 5880
+        assert mine["step"] == 5280
         live = folded(gpumon, run_id, mine["t"])
-        assert (live["total_steps"], live["total_source"], live["step"]) == (6000, "tqdm", 5880), live
-        assert live.get("position") == 5880, live
-        assert live["progress"] == pytest.approx(0.98), live
-        # the bar counts optimizer steps: what is left is 120 of them, at the run's pace (not 5,120)
-        assert live["eta_s"] == pytest.approx(120 * live["step_time_s"], rel=0.05), live
-        assert " 5880 " in gpumon("runs").stdout
+        assert (live["total_steps"], live["total_source"], live["step"]) == (6000, "tqdm", 5280), live
+        assert live.get("position") == 5280, live
+        assert live["progress"] == pytest.approx(0.88), live
+        # the bar counts optimizer steps: what is left is 720 of them, at the run's pace (not 5,720)
+        assert live["eta_s"] == pytest.approx(720 * live["step_time_s"], rel=0.05), live
+        assert " 5280 " in gpumon("runs").stdout
     finally:
         (tmp_path / "gate").touch()
     last = finished(gpumon, run_id)

@@ -1,5 +1,5 @@
 """A run resumed from a checkpoint at step 5000 of 6000, its bar as people write it after loading one:
-``tqdm(total=6000, initial=5000)``, one optimizer step per update. At step 5880 (88% of the job) it writes where it
+``tqdm(total=6000, initial=5000)``, one optimizer step per update. At step 5280 (88% of the job) it writes where it
 is to ``at.json`` and waits for the gate file.
 
     python resumed_bar.py OUT_DIR
@@ -27,7 +27,7 @@ for step in range(start + 1, total + 1):
     opt.step()
     bar.update(1)
     time.sleep(0.006)  # slower than the step recorder's 200 a second: every step is recorded
-    if step == 5880:
+    if step == 5280:
         time.sleep(1.1)  # tqdm's position is written at most once a second: the next redraw writes it
         before = time.time()
         bar.refresh()
