@@ -262,6 +262,19 @@ def test_a_run_that_stops_stepping_falls_at_once_and_says_how_long_before_the_st
         assert again.step_time_s > seen.step_time_s, (seen.step_time_s, again.step_time_s)
         assert run_cells(again, 25)["status"].text.plain.startswith("no step "), run_cells(again, 25)["status"]
         assert rate_text(again.step_time_s).endswith("s/it")
+
+        # /metrics (serve reads the same monitor): its step time is the fallen one, not the 0.05 s of the last steps
+        import urllib.request
+
+        from tests.serve_helpers import serving
+
+        with serving(gpumon.home) as (state, base):
+            asked = time.time()
+            state.polled.clear()
+            assert state.polled.wait(30)
+            text = urllib.request.urlopen(base + "metrics", timeout=30).read().decode()
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("gpumon_run_step_time_seconds") and run_id in ln]
+        assert float(line.split()[-1]) >= asked - stopped - 0.5, (line, asked - stopped)
     finally:
         (tmp_path / "gate").touch()
     last = finished(gpumon, run_id)
