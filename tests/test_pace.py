@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_state, wait_ended, wait_until
+from tests.invariants import check_pace, check_progress
 from tests.ports import free_port
 
 pytest.importorskip("torch")
@@ -58,7 +59,11 @@ def launch(cli: Cli) -> Iterator[Callable[..., str]]:
 
 
 def rows(cli: Cli) -> dict[str, dict[str, Any]]:
-    return {r["id"]: r for r in json.loads(cli("runs", "--json").stdout)["runs"]}
+    found = {r["id"]: r for r in json.loads(cli("runs", "--json").stdout)["runs"]}
+    for row in found.values():  # issue 48's invariants, on every row read
+        check_progress(row)
+        check_pace(row)
+    return found
 
 
 class Stepped:

@@ -160,16 +160,21 @@ def test_ddp_trains_checkpoints_and_reports(ddp_run: tuple[Path, subprocess.Comp
     assert sum("val_acc" in e["metrics"] for e in metrics) == 4  # 2 epochs x 2 ranks
 
 
-def test_ddp_resume_continues(ddp_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_ddp_resume_continues(ddp_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
     run_dir, first = ddp_run
     assert first.returncode == 0
     cmd = [*TORCHRUN, "-m", "trainers.ddp", "--epochs", "3", "--max-steps", "26", "--resume"]
-    result = run([*cmd, "--checkpoint-dir", str(run_dir / "checkpoints")])
+    result = run([*cmd, "--checkpoint-dir", str(run_dir / "checkpoints")], GPUMON_RUN_DIR=str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "epoch0002.pt: epoch 2 done, step 20" in result.stdout
     assert "epoch 1 " not in result.stdout and "epoch 3 step 21 " in result.stdout
     state = torch.load(run_dir / "checkpoints" / "epoch0003.pt")
     assert (state["epoch"], state["global_step"]) == (3, 26)
+    # its plan says the job's steps before it (issue 48): progress and ETA are the job's, 20 of 26 done at its start
+    from gpumon.core.events import EventReader
+
+    plans = {e["src"]: (e["steps"], e.get("done")) for e in EventReader(tmp_path).poll() if e["type"] == "plan"}
+    assert plans == {"rank0": (6, 20), "rank1": (6, 20)}, plans
 
 
 def test_init_from_with_new_head_and_freeze(

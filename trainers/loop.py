@@ -168,7 +168,7 @@ def fit(
     is_main = rank == 0
     evaluated = eval_model or model
     per_epoch = -(-len(train_loader) // max(1, getattr(args, "accum_steps", 1)))  # a short last group steps too
-    telemetry.plan(planned_steps(args, per_epoch, progress.epoch, progress.global_step))
+    telemetry.plan(planned_steps(args, per_epoch, progress.epoch, progress.global_step), done=progress.global_step)
     for epoch in range(progress.epoch, args.epochs + 1):
         if should_stop(args, progress.global_step):
             break

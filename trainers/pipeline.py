@@ -257,7 +257,7 @@ def train_pipeline(args: argparse.Namespace, devices: tuple[torch.device, torch.
         train_loader = make_loader(data.train, args.batch_size, shuffle=True, seed=args.seed, drop_last=True, **opts)
         if len(train_loader) == 0:
             raise UsageError(f"--batch-size {args.batch_size} exceeds the {len(data.train)} training samples")
-        telemetry.plan(planned_steps(args, len(train_loader), first_epoch, step))
+        telemetry.plan(planned_steps(args, len(train_loader), first_epoch, step), done=step)
         for epoch in range(first_epoch, args.epochs + 1):
             if should_stop(args, run.step):
                 break

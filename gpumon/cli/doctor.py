@@ -87,7 +87,8 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     if diagnosis.step_time_s:
         from gpumon.core.runs.reading.progress import rate_text
 
-        lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock, over the last 2 minutes")
+        quiet = f": {diagnosis.quiet}" if diagnosis.quiet else ", over the last 2 minutes"
+        lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock{quiet}")
     note = disk_note(record.dir.parent.parent, {record.id: None} if record.live else {})
     if note:
         lines.append(f"  {note}")

@@ -166,7 +166,8 @@ def _state_cell(s: Any) -> str:
         return f"queued {place}" if place else "queued"
     from gpumon.core.slurm.rows import slurm_fields, status_text
 
-    return status_text(s.record, slurm_fields(s.record)) + (" !" if s.alerts else "")
+    quiet = f", {s.quiet}" if s.quiet else ""  # "running, no step for 1m28s": before the stall rule fires
+    return status_text(s.record, slurm_fields(s.record)) + quiet + (" !" if s.alerts else "")
 
 
 def _created(doc: dict[str, Any]) -> float:

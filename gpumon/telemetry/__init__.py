@@ -14,6 +14,7 @@ a device sync on every call.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from gpumon.core.events import RUN_DIR_ENV, EventWriter
@@ -27,6 +28,7 @@ _writer_pid: int | None = None
 _configured: tuple[str, str] | None = None
 _loss_logged: int | None = None  # the pid whose script reported its own loss
 _limit: MetricsLimit | None = None
+_steps: Callable[[], int] | None = None  # the step hook's count in this process (steps.py), once torch is in
 
 
 def rank() -> int:
@@ -99,15 +101,29 @@ def _write_metrics(step: int | None, metrics: dict[str, Any]) -> None:
         w.write("metrics", step=step, metrics=metrics)
 
 
-def plan(steps: int) -> None:
-    """How many optimizer steps this process will take from its start (epochs x batches, less any resumed).
+def plan(steps: int, done: int = 0) -> None:
+    """How many optimizer steps this process will take from its start (epochs x batches, less any resumed);
+    ``done``: the job's steps before this process began (a run resumed from a checkpoint at step ``done``), so
+    that its progress, ETA and step are the job's.
 
     The doctor raises a memory alarm only when memory would run out before the run ends: with a
     plan that end is known; without one it assumes 24 hours at the run's current pace.
     """
     w = writer()
     if w is not None and type(steps) is int and steps > 0:
-        w.write("plan", steps=steps)
+        w.write("plan", steps=steps, done=done if type(done) is int and done > 0 else 0)
+
+
+def count_steps(counter: Callable[[], int]) -> None:
+    """The step hook's count of this process's optimizer steps (steps.py): framework hooks write it beside their
+    own count, so a reader sees whether that count moves one for one with the steps (its unit)."""
+    global _steps
+    _steps = counter
+
+
+def steps_taken() -> int | None:
+    """This process's optimizer steps so far; None before torch is imported."""
+    return _steps() if _steps is not None else None
 
 
 def loss_logged() -> bool:

@@ -93,6 +93,11 @@ class StepRecorder:
         self.told_torch = False  # the `torch` event is in this process's file
         self._start(STARTED_NS)
         atexit.register(self.flush)
+        telemetry.count_steps(self.count)
+
+    def count(self) -> int:
+        """This process's optimizer steps (a forked child that has not stepped yet: none)."""
+        return self.step if self.pid == os.getpid() else 0
 
     def _start(self, since_ns: int) -> None:
         """This process's own state (again in a forked child: its steps are its own)."""

@@ -50,6 +50,7 @@ class Diagnosis:
     dropped: dict[str, int] = field(default_factory=dict)  # log name -> bytes of output lost to a full state dir
     step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
     unreadable: str = ""  # why this user cannot read the run's files (another user's run): not "no step"
+    quiet: str = ""  # "no step for 1m28s": a live run that stopped stepping (its pace has fallen with it)
 
     @property
     def worst(self) -> LeakState | None:
@@ -135,6 +136,7 @@ class Diagnosis:
             "dropped": self.dropped,
             "step_time_s": self.step_time_s,
             "pace": 1 / self.step_time_s if self.step_time_s else None,  # steps a second, by the wall clock
+            "quiet": self.quiet or None,
         }
 
 
@@ -201,7 +203,7 @@ def diagnose(
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
     slow = tuple(slow_findings(telemetry))
-    per_step = telemetry.progress.step_time(time.time() if record.state == "stalled" else None)  # the row's
+    per_step, quiet = pace_now(record, telemetry)  # the row's: a live run's taken now, so a quiet falls
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)
         pace = 1 / per_step if per_step else None
@@ -230,6 +232,7 @@ def diagnose(
         dropped=dropped,
         step_time_s=per_step,
         unreadable=files_unreadable(record.dir),
+        quiet=quiet,
     )
 
 
@@ -254,6 +257,20 @@ def files_unreadable(run_dir: Path) -> str:
         except OSError:
             continue
     return ""
+
+
+def pace_now(record: RunRecord, telemetry: RunTelemetry) -> tuple[float | None, str]:
+    """The run's seconds per step as its row has them (a live run's up to now: no step for T s, at most one in
+    T), and the row's "no step for 1m28s" while it lasts."""
+    progress = telemetry.progress
+    if not record.live:
+        return progress.step_time(), ""
+    from gpumon.core.runs.reading.progress import quiet_text
+    from gpumon.core.runs.reading.quiet import written
+
+    now, last = time.time(), written(record.dir)
+    quiet = quiet_text(progress.quiet(now, last), progress.median_step_s) if record.state == "running" else ""
+    return progress.step_time(now, last), quiet
 
 
 def output_dropped(status: dict[str, Any]) -> dict[str, int]:

@@ -40,12 +40,13 @@ def limit_text(record: RunRecord) -> str:
 def time_advice(record: RunRecord, telemetry: RunTelemetry, where: str, max_time: str | None) -> Advice:
     progress = telemetry.progress
     total, source = progress.total
-    done, per_step, took = progress.step, progress.step_time_s, record.elapsed()
+    done, per_step, took = progress.position(), progress.step_time_s, record.elapsed()
     ran = f" in {slurm_time(took)}" if took is not None else ""
     pace = f" at {rate_text(per_step)}" if per_step else ""
     if total and done and took is not None:
-        per_step = per_step or took / done  # no step times: the run's own average
-        left = max(0, total - done) * per_step
+        # what is left in the total's own unit at its own rate (progress.py); else the run's own average
+        left = progress.fields(False)["eta_s"]
+        left = left if left is not None else max(0, total - done) * took / done
         asked = math.ceil((took + left) * MARGIN / 60) * 60
         ask = slurm_time(asked)
         why = f"reached step {done:,} of {total:,} ({_SOURCES.get(str(source), source)}){ran}{pace}"

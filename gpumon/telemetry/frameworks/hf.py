@@ -53,7 +53,7 @@ def _callback_class() -> type:
             return new_callback, ()
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            total(state, True)
+            total(state, True, False)  # a resumed run's global_step is loaded after this hook (transformers 5)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             total(state, False)
@@ -67,10 +67,12 @@ def _callback_class() -> type:
     return GpumonCallback
 
 
-def _total(state: Any, force: bool) -> None:
+def _total(state: Any, force: bool, done: bool = True) -> None:
+    """``max_steps`` and, with ``done``, ``global_step``: the whole job's, a resumed one's counting from its
+    checkpoint's (gpumon reads progress and STEP from it)."""
     total = getattr(state, "max_steps", None)
     if isinstance(total, int) and _reporter is not None:
-        _reporter.progress(total, getattr(state, "global_step", None), force=force)
+        _reporter.progress(total, getattr(state, "global_step", None) if done else None, force=force)
 
 
 def _logs(state: Any, logs: Any) -> None:

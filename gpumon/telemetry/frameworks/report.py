@@ -70,6 +70,7 @@ class Reporter:
         self.done: int | None = None
         self.done_written: int | None = None
         self.done_at = 0.0
+        self.per_epoch = False
         self.lock = threading.Lock()
         atexit.register(self.flush)
 
@@ -95,23 +96,31 @@ class Reporter:
         self.last = time.monotonic()
         telemetry.event("metrics", step=step, metrics=values, source=self.source)
 
-    def progress(self, total: int | None, done: int | None = None, force: bool = False) -> None:
-        """The run's total steps as this source knows it, and how many are done."""
+    def progress(
+        self, total: int | None, done: int | None = None, force: bool = False, per_epoch: bool = False
+    ) -> None:
+        """The run's total as this source knows it, and how far it is, both in the source's own unit (a bar's
+        micro-batches, HF's ``global_step``: a resumed job's count starts at its checkpoint's). ``per_epoch``:
+        the total counts one epoch (a bar over a DataLoader), not the run."""
         if total is None or total <= 0:
             return
         with self.lock:
             self.done = done if done is not None else self.done
             now = time.monotonic()
-            if total != self.total or force or (self.done != self.done_written and now - self.done_at >= DONE_GAP):
-                self.total, self.done_written, self.done_at = total, self.done, now
-                telemetry.event("total", total_steps=total, done=self.done, source=self.source)
+            changed = total != self.total or per_epoch != self.per_epoch
+            if changed or force or (self.done != self.done_written and now - self.done_at >= DONE_GAP):
+                self.total, self.done_written, self.done_at, self.per_epoch = total, self.done, now, per_epoch
+                extra: dict[str, Any] = {"per_epoch": True} if per_epoch else {}
+                if (steps := telemetry.steps_taken()) is not None:
+                    extra["step"] = steps  # the optimizer steps taken so far: is ``done`` counted in them?
+                telemetry.event("total", total_steps=total, done=self.done, source=self.source, **extra)
 
     def flush(self) -> None:
         with contextlib.suppress(Exception):
             with self.lock:
                 self._write_metrics()
             if self.total is not None and self.done != self.done_written:
-                self.progress(self.total, self.done, force=True)
+                self.progress(self.total, self.done, force=True, per_epoch=self.per_epoch)
 
 
 class LazyNumber:

@@ -5,13 +5,16 @@ preprocessing bar, no longer counts). A bar opened inside it counts as its inner
 before the outer bar advanced, or when it has the total of an inner bar that already ran to its end under
 it (the batch bar of an epoch bar, made again each epoch); then the total is outer x inner and the
 progress ``outer.n x inner.total + inner.n``. Any other inner bar (an evaluation bar opened mid-run) is
-left out. Bars are read when tqdm itself redraws them (at most every ``mininterval``).
+left out. Bars are read when tqdm itself redraws them (at most every ``mininterval``). The position is the bar's
+own ``n`` (its ``initial`` included: a resumed run's bar starts there), in the bar's own unit; a bar over a
+DataLoader counts one epoch, and says so (``per_epoch``), so its total is never taken for the run's.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import sys
 import weakref
 from types import ModuleType
 from typing import Any
@@ -68,7 +71,14 @@ class Bars:
         if loop:
             inner = next((b for b in (r() for r in self.open) if b is not None and id(b) in self.looping), None)
             total, done = total * loop, done * loop + (int(getattr(inner, "n", 0)) if inner is not None else 0)
-        self.reporter.progress(total, done, force=force)
+        self.reporter.progress(total, done, force=force, per_epoch=not loop and _over_loader(outer))
+
+
+def _over_loader(bar: Any) -> bool:
+    """A bar over a torch DataLoader counts one epoch's batches: the run's epochs are not in its total."""
+    data = sys.modules.get("torch.utils.data")  # the script's own import: never imported here
+    loader = getattr(data, "DataLoader", None)
+    return isinstance(loader, type) and isinstance(getattr(bar, "iterable", None), loader)
 
 
 def _total(bar: Any) -> int | None:

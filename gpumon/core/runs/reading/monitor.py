@@ -115,10 +115,14 @@ class RunsMonitor:
             summary = summarise(record, tele, watch.update(tele, ended=not record.live))
             self._summaries[run_id] = summary
             self._sorted = None
-        elif record.status.get("state") == "stalled":  # nothing new, but its pace falls as time passes
-            summary = replace(old, **progress_fields(old.record, tele))
-            self._summaries[run_id], record = summary, old.record
-            self._sorted = None
+        elif not ended and record.live and old.step is not None:  # nothing new: its pace, ETA, quiet run on
+            fields = progress_fields(old.record, tele)
+            if any(getattr(old, key) != value for key, value in fields.items()):
+                summary = replace(old, **fields)
+                self._summaries[run_id], record = summary, old.record
+                self._sorted = None
+            else:
+                summary, record = old, old.record
         else:
             summary, record = old, old.record  # nothing new: the same objects, so the views skip it
         self._live[run_id] = (record, tele, watch)

@@ -95,13 +95,18 @@ class Pace:
     def rate(self) -> float | None:
         return self.rate_at(None)
 
-    def rate_at(self, now: float | None) -> float | None:
-        """Steps a second up to the latest step, or up to ``now`` (a stalled run: the pace falls as it waits)."""
+    def rate_at(self, now: float | None, since: float | None = None) -> float | None:
+        """Steps a second over the window up to the latest step. With ``now`` (a live run) the time since then
+        counts too: since its latest step, or since ``since`` where that is later (its events file's last write:
+        a step there may not be folded yet). A run with no step for T seconds steps at most once in T."""
         if self.last is not None and self.points:
             (t0, s0), (t1, s1) = self.points[0], self.last
-            end = max(t1, now) if now is not None else t1
             if t1 > t0 and s1 > s0:  # any span: a short run's wall-clock pace is as true as a long one's
-                return (s1 - s0) / (end - t0)
+                rate = (s1 - s0) / (t1 - t0)
+                quiet = now - max(t1, since if since is not None else t1) if now is not None else 0.0
+                if quiet > 0:
+                    rate = min(rate, (s1 - s0) / (t1 - t0 + quiet), 1.0 / quiet)
+                return rate
         return self.saved
 
     def to_state(self) -> dict[str, Any]:

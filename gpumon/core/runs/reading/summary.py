@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.leak_state import LeakState, restore_states
+from gpumon.core.runs.reading.progress import quiet_text
 from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord
@@ -42,10 +43,14 @@ class RunSummary:
     loss_source: str | None = None  # where ``loss`` comes from: telemetry, hf, lightning, tqdm, backward...
     total_steps: int | None = None  # progress.py: the run's total, where it came from, how far, how long
     total_source: str | None = None  # "plan", or the framework that said it ("tqdm", "hf", "lightning")
+    position: int | None = None  # how far, in the total's unit (a tqdm bar's micro-batches, HF's global_step)
     progress: float | None = None  # 0..1
     eta_s: float | None = None  # None once ended
     step_time_s: float | None = None  # seconds per step by the wall clock, the last ~2 min (progress.py's pace)
     median_step_s: float | None = None  # the median step: long waits between steps left out
+    quiet_s: float | None = None  # a live run's seconds since its last step, when shown ("no step for ...")
+    last_step_t: float | None = None  # the time of its latest step event
+    progress_why: str | None = None  # why progress is unknown though a framework counts (a tqdm bar per epoch)
     loss_note: str = ""  # "loss is nan from step 3" (values.py): the chart says it; with series
     data_wait: float | None = None  # the share of a step the most-waiting rank spends in DataLoader (feeding.py)
     warnings: tuple[str, ...] = ()  # input-bound, oversubscribed, a diverging loss: the doctor's words
@@ -59,6 +64,11 @@ class RunSummary:
         """The rank whose memory warns (growing or leak), fastest first; None when none does."""
         warning = [s for s in self.leaks.values() if s.warning]
         return max(warning, key=lambda s: (s.state == "leak", s.slope)) if warning else None
+
+    @property
+    def quiet(self) -> str:
+        """ "no step for 1m28s": a running run that stopped stepping, before the stall rule calls it stalled."""
+        return quiet_text(self.quiet_s, self.median_step_s) if self.state == "running" else ""
 
     @property
     def alert_count(self) -> int:
@@ -109,7 +119,18 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-PROGRESS_KEYS = ("total_steps", "total_source", "progress", "eta_s", "step_time_s", "median_step_s")
+PROGRESS_KEYS = (
+    "total_steps",
+    "total_source",
+    "position",
+    "progress",
+    "eta_s",
+    "step_time_s",
+    "median_step_s",
+    "quiet_s",
+    "last_step_t",
+    "progress_why",
+)
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}
@@ -202,10 +223,14 @@ def samples_per_s(tele: RunTelemetry, step_time_s: float | None) -> float | None
 
 
 def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:
-    """progress.py's fields; a stalled run's pace runs to now: it falls while the run waits, never stays."""
-    state = record.status.get("state")
-    now = time.time() if state == "stalled" else None
-    return tele.progress.fields(state in END_STATES, tele.current_step, now)
+    """progress.py's fields; a live run's pace is taken now: it falls as soon as the run stops stepping, never
+    stays at the pace of its last steps (the quiet counts from its events files' last write, quiet.py)."""
+    from gpumon.core.runs.reading.quiet import written
+
+    ended = record.status.get("state") in END_STATES
+    if ended or not record.live:
+        return tele.progress.fields(True, tele.current_step)
+    return tele.progress.fields(False, tele.current_step, time.time(), written(record.dir))
 
 
 def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:

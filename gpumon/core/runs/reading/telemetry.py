@@ -347,7 +347,13 @@ class RunTelemetry:
 
     @property
     def current_step(self) -> int | None:
-        return self.step if self.step is not None else self.optimizer_steps
+        """The job's step as its user sees it: the program's own (``telemetry.log(step=)``), else the job's
+        count where it differs from this process's (a resumed run: the plan's ``done``, HF's or Lightning's
+        ``global_step``, a step-counting tqdm bar's position, progress.py), else the optimizer steps counted."""
+        if self.step is not None:
+            return self.step
+        job = self.progress.job_step()
+        return job if job is not None else self.optimizer_steps
 
 
 def _number(value: Any) -> float | None:

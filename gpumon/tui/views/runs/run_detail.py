@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
-from gpumon.core.runs.reading.progress import eta_text, rate_text
+from gpumon.core.runs.reading.progress import eta_text, quiet_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
@@ -123,13 +123,20 @@ def progress_info(summary: RunSummary) -> Text:
     """ " · step 37/100 (plan) 37% · ETA 4m12s · 12.3 it/s · loss nan": how far, how fast, a non-finite loss."""
     line = Text()
     if summary.total_steps:
-        line.append(f" · step {summary.step or 0:,}/{summary.total_steps:,} ({summary.total_source or '?'})")
+        # how far in the total's own unit: a tqdm bar's count is its own (micro-batches, samples), not steps
+        where = summary.position if summary.position is not None else summary.step
+        unit = "" if summary.total_source == "tqdm" else "step "
+        line.append(f" · {unit}{where or 0:,}/{summary.total_steps:,} ({summary.total_source or '?'})")
         if summary.progress is not None:
             line.append(f" {int(summary.progress * 100)}%")
+    elif summary.progress_why and summary.record.live:
+        line.append(" · progress unknown")
     if summary.eta_s is not None:
         line.append(f" · ETA {eta_text(summary.eta_s)}")
     if summary.step_time_s:
         line.append(f" · {rate_text(summary.step_time_s)}")
+    if quiet := quiet_text(summary.quiet_s, summary.median_step_s):
+        line.append(f" · {quiet}", style="yellow")
     line.append(use_words(summary.use))
     if is_nonfinite(summary.loss):
         line.append(f" · loss {summary.loss}", style=NONFINITE_STYLE)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from gpumon.core.format import duration, elide, size
 from gpumon.core.format import loss as loss_value
-from gpumon.core.runs.reading.progress import progress_text, rate_text
+from gpumon.core.runs.reading.progress import progress_text, quiet_short, rate_text
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.record.spec import KINDS, RunSpec
@@ -201,23 +201,24 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
         memory = Text.assemble((growth_marker(leak.slope), warn), justify="right")
     else:
         memory = right("" if s.memory is None else size(s.memory))
+    shown = (s.progress, s.eta_s, s.step_time_s)
     cells = {
         # a span, not Text(style=): Text equality ignores its base style, and update-by-diff compares cells
         "id": SortCell((record.created, s.id), Text.assemble((shown_id(s.id, id_width), warn))),
-        **common_cells(
-            record.spec.kind,
-            s.state_label,
-            record.elapsed(),
-            s.step,
-            s.loss,
-            s.samples_per_s,
-            (s.progress, s.eta_s, s.step_time_s),
-        ),
+        **common_cells(record.spec.kind, s.state_label, record.elapsed(), s.step, s.loss, s.samples_per_s, shown),
         "memory": SortCell(s.memory or -1, memory),
         "mfu": mfu_cell(s.use.get("mfu")),
         "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
         "host": SortCell(host, Text(elide(host, 10))),
     }
+    return quiet_status(cells, s.state_label, s.quiet_s, s.median_step_s)
+
+
+def quiet_status(cells: dict[str, SortCell], state: str, quiet_s: float | None, median: float | None) -> dict:
+    """A running run that stopped stepping, before the stall rule says stalled: "no step 88s" in its STATUS."""
+    quiet = quiet_short(quiet_s, median) if state == "running" else ""
+    if quiet:
+        cells["status"] = SortCell(state, Text(quiet, style="yellow"))
     return cells
 
 
@@ -231,7 +232,7 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
     step, memory = num("step"), num("memory_bytes")
     started = num("started") or 0.0
     kind = visible(str(row.get("kind") or ""))  # another host's words: shown, never obeyed
-    return {
+    cells = {
         "id": SortCell((started, run.id), Text(visible(shown_id(run.id, id_width)))),
         **common_cells(kind, visible(run.state), run.elapsed(), None if step is None else int(step),
                        num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s"))),
@@ -240,6 +241,7 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
         "program": SortCell(run.program(), Text(visible(run.program()))),  # another host's words
         "host": SortCell(run.host.name, Text(elide(run.host.name, 10), style="bold")),
     }  # fmt: skip
+    return quiet_status(cells, visible(run.state), num("quiet_s"), num("median_step_s"))
 
 
 def note_cells(note: HostNote, columns: Columns) -> dict[str, SortCell]:
