@@ -30,6 +30,9 @@ SHARED = (
     "flops_per_step",
     "achieved_flops_per_s",
     "flops_dtype",
+    "flops_shape",
+    "position",
+    "progress_why",
 )
 
 
@@ -48,6 +51,7 @@ def run_figures(summary: Any) -> list[str]:
     from gpumon.core.runs.record.listing import run_doc as json_row
     from gpumon.serve.runs_view import run_doc as served
     from gpumon.tui.views.runs.run_table import run_cells
+    from tests.invariants import check_pace, check_progress
 
     sid = summary.id
     row, page = json_row(summary), served(summary, "host", {}, series=False)
@@ -65,15 +69,12 @@ def run_figures(summary: Any) -> list[str]:
     wrong += [
         f"{sid}: the Runs view sorts {key} by {a!r}, runs --json has {b!r}" for key, (a, b) in shown.items() if a != b
     ]
-    progress = row["progress"]
-    if progress is not None and not 0.0 <= progress <= 1.0:
-        wrong.append(f"{sid}: progress {progress!r} is outside 0..1")
-    eta = row["eta_s"]
-    if eta is not None and (eta < 0 or summary.record.live is False):
-        wrong.append(f"{sid}: ETA {eta!r} on a run {summary.state}")
-    per_step = row["step_time_s"]
-    if per_step is not None and not per_step > 0:
-        wrong.append(f"{sid}: {per_step!r} seconds a step")
+    for check in (check_progress, check_pace):  # progress in 0..1, 100% at a finished run's end, pace <= 1/quiet
+        try:
+            check(row)
+        except AssertionError:
+            keys = ("status", "step", "progress", "total_steps", "position", "eta_s", "step_time_s", "quiet_s")
+            wrong.append(f"{sid}: {check.__name__} fails on { ({k: row.get(k) for k in keys}) }")
     return wrong
 
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.runs.reading.progress import ROW_FIELDS
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import USE_FIELDS
 
@@ -86,16 +87,13 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
         "loss_source": summary.loss_source,
         "loss_note": summary.loss_note,
         "samples_per_s": summary.samples_per_s,
-        # mfu, tokens_per_s, flops_per_step, ... as ``gpumon runs --json`` has them (use.py), never another read
+        # progress, ETA, pace, quiet (progress.py) and mfu, tokens_per_s, flops_per_step (use.py): the fields of
+        # ``gpumon runs --json``, by the same names, never another read
+        **{key: getattr(summary, key) for key in ROW_FIELDS},
         **{key: summary.use.get(key) for key in USE_FIELDS},
-        "step_time_s": summary.step_time_s,
-        "median_step_s": summary.median_step_s,
         "data_wait": summary.data_wait,
         "memory_bytes": summary.memory,
         "memory_kind": summary.memory_kind,
-        "progress": summary.progress,
-        "total_steps": summary.total_steps,
-        "eta_s": summary.eta_s,
         "alerts": list(summary.alerts),
         "warnings": list(summary.warnings),
         "exception": summary.exception,

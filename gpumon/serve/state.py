@@ -135,13 +135,14 @@ class ServeState:
         )
 
     def _run_doc(self, summary: RunSummary, host: str, now: float) -> dict[str, Any]:
-        extra: dict[str, Any] = {"last_step_t": None, "nonfinite": None, "headline": self._headline(summary, now)}
+        extra: dict[str, Any] = {"nonfinite": None, "headline": self._headline(summary, now)}  # last_step_t: the row's
         if summary.record.live:
             self._steps.setdefault(summary.id, StepHistogram()).see(summary.step, now)
             tele = self.monitor.live_telemetry(summary.id)
             if tele is not None:
                 lasts = [pace.last[0] for pace in tele.progress.paces.values() if pace.last is not None]
-                extra["last_step_t"] = max(lasts) if lasts else None
+                if lasts:  # the live fold's, newer than the summary's
+                    extra["last_step_t"] = max(lasts)
                 extra["nonfinite"] = tele.nonfinite.count
             return run_doc(summary, host, extra, series=True)
         doc = run_doc(summary, host, extra, series=False)
