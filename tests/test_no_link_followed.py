@@ -38,6 +38,7 @@ NOT_STATE_FILES = {
         "sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)",
     ): "the index: _take_back() removes a link or FIFO at its path first",
     ("gpumon/tui/views/runs/view.py", "self.new_runs.touch()"): "not a file: the Runs view's new-run timer",
+    ("gpumon/core/runs/record/cgroup.py", 'open(Path(folder) / "cgroup.procs", "w")'): "a cgroup's file, in /sys",
     ("gpumon/tui/views/runs/view.py", "self.new_runs.touch(event.key)"): "not a file: the Runs view's new-run timer",
 }
 

@@ -302,6 +302,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
         record_end(final, "killed" if args.kill else "stopped", "gpumon stop, after its supervisor died")
         final = RunStore().load(final.dir) or final
     print(f"{final.state} {final.id}")
+    if final.status.get("cgroup_why"):  # no cgroup: what this stop could and could not see, said
+        print(f"note: {final.status['cgroup_why']}")
     return 0
 
 

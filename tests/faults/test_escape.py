@@ -125,3 +125,32 @@ def test_a_helper_with_an_empty_environment_forked_after_adoption_is_stopped(gpu
     finally:
         if bare.is_running():
             bare.kill()
+
+
+def test_a_bare_helper_after_the_supervisor_and_runner_died_is_stopped_through_the_runs_cgroup(
+    gpumon: Gpumon, tmp_path: Path
+) -> None:
+    """Issue 49 item 4: no mark (env -i), no session of the run, and no subreaper left to hold it: only the run's
+    cgroup knows it. ``stop`` ended the rest and said "stopped" while it lived."""
+    import pytest
+
+    run_id, run_dir = launch(gpumon, tmp_path, "later")
+    status = json.loads((run_dir / "status.json").read_text())
+    if not status.get("cgroup"):
+        root_v1 = os.geteuid() == 0 and Path("/sys/fs/cgroup/pids/cgroup.procs").exists()
+        assert not root_v1, f"root with a v1 pids hierarchy, yet no cgroup: {status.get('cgroup_why')}"
+        pytest.skip(f"no cgroup on this machine: {status.get('cgroup_why')}")
+    os.kill(status["supervisor_pid"], signal.SIGKILL)
+    os.kill(status["runner_pid"], signal.SIGKILL)
+    (tmp_path / "bare-now").touch()
+    bare = pid_in(tmp_path / "bare.pid")
+    try:
+        assert wait_until(lambda: bare.name() == "sleep", timeout=30, step=0.1)
+        assert "GPUMON_RUN_DIR" not in bare.environ() and bare.ppid() == 1  # init's: no gpumon process holds it
+        done = gpumon("stop", run_id)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert wait_until(lambda: not bare.is_running(), timeout=60, step=0.2), "the helper escaped gpumon stop"
+        assert rows(gpumon)[run_id]["status"] in ("stopped", "killed")
+    finally:
+        if bare.is_running():
+            bare.kill()

@@ -27,6 +27,7 @@ from typing import Any
 import psutil
 
 from gpumon.core.placement.record import state_elsewhere
+from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.supervision.liveness import frozen, lock_holder, read_file
 from gpumon.core.runs.supervision.runner import read_exit
@@ -208,8 +209,11 @@ class RunRecord:
         return out
 
     def live_processes(self) -> list[int]:
-        """The run's processes still alive: pid and start time both match (a reused pid is never taken for one)."""
-        return [pid for pid, started in self.processes() if process_alive(pid, started)]
+        """The run's processes still alive: pid and start time both match (a reused pid is never taken for one);
+        with a cgroup, every process in it too (cgroup.py: whatever its environment or parent)."""
+        alive = [pid for pid, started in self.processes() if process_alive(pid, started)]
+        grouped = cgroup.members(self.status.get("cgroup"), self.status.get("runner_pid"))
+        return alive + sorted(set(grouped) - set(alive))
 
     @property
     def live(self) -> bool:

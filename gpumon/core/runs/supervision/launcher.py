@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gpumon.core.placement.record import elsewhere, name_of
+from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.spec import SEARCH_COPY, RunSpec, SpecError, endpoint_port, validate
 from gpumon.core.runs.record.store import RunRecord, RunStore, process_alive, write_json, write_text
 from gpumon.core.runs.supervision.control import request_stop_experiment, stop_requested
@@ -303,6 +304,7 @@ def stop_directly(record: RunRecord, kill: bool = False, why: str = "its supervi
     targets = {pid: t for pid, t in record.processes() if t is not None}
     targets.update(marked(record.dir, record.created or None))  # those its status never named (marks.py)
     targets.update(descendants(status.get("runner_pid"), status.get("runner_create_time")))  # no mark needed
+    targets.update(cgroup.members(status.get("cgroup"), status.get("runner_pid")))  # whatever left both
     for pid, started in targets.items():
         if process_alive(pid, started):
             with contextlib.suppress(ProcessLookupError):

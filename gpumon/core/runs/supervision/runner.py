@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.runs.record import cgroup
 from gpumon.core.safefs import read_bytes, write_atomic
 
 EXIT_FILE = "exit.json"
@@ -139,6 +140,7 @@ def serve(run_dir: Path) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
     job = json.loads(sys.stdin.readline())
+    cgroup.join(job.get("cgroup"))  # before the command starts: all it forks stays in the run's group
     env = dict(job["env"])
     drain = Drain(Path(job["logs"]), int(job["cap"]))
     if job.get("fifos"):

@@ -28,6 +28,7 @@ from gpumon.core.events import EventWriter
 from gpumon.core.placement.places import of_files
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
+from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.marks import descendants, marked
 from gpumon.core.runs.record.store import process_alive, read_json, write_json
 from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
@@ -121,11 +122,13 @@ class Supervisor:
         # The command's parent is a small runner (runner.py): it drains the output and records the exit, so a
         # killed, stopped or hung supervisor never blocks a print() nor loses the exit code.
         job = {"argv": argv, "env": env, "cwd": self.command.get("cwd"), "umask": self.umask, "log_name": log_name}
+        group, no_group = cgroup.make(self.run_dir.name)  # the runner joins it before it starts the command
+        base |= {"cgroup": group} if group else {"cgroup_why": no_group}
         cap, why = log_cap_kept()  # config.toml broken since the launch checked it: the default, said
         if why:
             self.events.write("note", text=why)
         settings_or_error()  # the alert channels as at the start: kept if config.toml breaks under the run
-        job |= {"logs": str(self.run_dir / "logs"), "cap": cap}
+        job |= {"logs": str(self.run_dir / "logs"), "cap": cap, "cgroup": group}
         if env.get("GPUMON_RANK_LOGS"):
             job["fifos"] = int(self.spec.get("nproc") or 1)
         try:
@@ -297,6 +300,8 @@ class Supervisor:
         # and every descendant of the runner (a subreaper): a helper with an empty environment has no mark
         for pid, started in descendants(self.status.get("runner_pid"), self.status.get("runner_create_time")).items():
             self.known.setdefault(pid, started)
+        for pid, started in cgroup.members(self.status.get("cgroup"), self.status.get("runner_pid")).items():
+            self.known.setdefault(pid, started)
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.ending:
@@ -376,6 +381,7 @@ class Supervisor:
         self.summarise(final=True)  # before the end state: whoever reads the end reads the whole summary
         self.stalls.settle(self)
         tidy(self.run_dir)  # the empty stack files of processes that never dumped
+        cgroup.remove(self.status.get("cgroup"))  # empty now: its processes were swept, the runner is done
         write_end(self)  # in the room the reserve gives back on a full disk (reserve.py)
         index_run(self.run_dir, self.status, self.fold, self.watch, self.events)
         self.place.freed(self.run_dir, self.events)  # wakes the queue's keeper for the runs it may now start

@@ -1,0 +1,96 @@
+"""A run's own cgroup, where the system offers one: no process of the run escapes ``gpumon stop``, whatever its
+environment, session or parent (issue 49: a helper re-started with ``env -i`` and ``setsid`` after the supervisor
+and runner died survived a stop that said "stopped").
+
+A run's processes are otherwise found by the run's mark in their environment (marks.py) and as descendants of
+its runner (a subreaper); a process that left both, once the supervisor and the runner are gone, is seen only by
+a cgroup: every process forked inside one stays in it. Tried in order: a child of this process's own cgroup v2
+(a delegated subtree: ``systemd-run --user --scope``, a container's), then the v1 ``pids`` hierarchy (root). The
+runner joins the group before it starts the command (runner.py); the group's path is in status.json
+(``cgroup``), or why there is none (``cgroup_why``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import psutil
+
+ROOT = Path("/sys/fs/cgroup")
+NONE_WHY = (
+    "no cgroup could be made (cgroup v1 pids as root, or a delegated cgroup v2 subtree): stop ends the processes "
+    "that carry the run's mark or descend from its runner; one that left both after the supervisor and runner "
+    "died is not seen"
+)
+
+
+def _own_v2() -> Path | None:
+    """This process's cgroup v2 folder, where the unified hierarchy is mounted at the root."""
+    if not (ROOT / "cgroup.controllers").exists():
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("0::"):
+            return ROOT / line[3:].lstrip("/")
+    return None
+
+
+def make(run_id: str) -> tuple[str | None, str]:
+    """A new cgroup for the run: (its folder, "") or (None, why there is none)."""
+    name = f"gpumon-{run_id}"
+    own = _own_v2()
+    candidates = [own.parent / name] if own is not None and own != ROOT else []
+    candidates.append(ROOT / "pids" / "gpumon" / run_id)
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "cgroup.procs").stat()
+            if os.access(folder / "cgroup.procs", os.W_OK):
+                return str(folder), ""
+        except OSError:
+            continue
+    return None, NONE_WHY
+
+
+def join(folder: str | None, pid: int = 0) -> bool:
+    """Move ``pid`` (0: this process) into the group; False where it cannot (the run then goes on without)."""
+    if not folder:
+        return False
+    try:
+        with open(Path(folder) / "cgroup.procs", "w") as fh:  # a cgroup file, not the state dir
+            fh.write(f"{pid or os.getpid()}\n")
+        return True
+    except OSError:
+        return False
+
+
+def members(folder: object, runner: object = None) -> dict[int, float]:
+    """Every process in the group now but the runner (it drains the output to the command's end and goes by
+    itself), with its start time (pid -> create time); {} without a group."""
+    if not isinstance(folder, str) or not folder:
+        return {}
+    try:
+        pids = [int(line) for line in Path(folder, "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return {}
+    found: dict[int, float] = {}
+    for pid in pids:
+        if pid == runner:
+            continue
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found[pid] = proc.create_time()
+    return found
+
+
+def remove(folder: object) -> None:
+    """The group's folder, once it is empty (at the run's end)."""
+    if isinstance(folder, str) and folder:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
