@@ -340,6 +340,7 @@ def record_end(record: RunRecord, state: str, why: str) -> None:
     if found.get("signal"):
         status["signal"] = found["signal"]
     write_json(record.dir / "status.json", status)
+    cgroup.remove(status.get("cgroup"))  # its processes are gone: so is its group
 
 
 def wait(record: RunRecord, store: RunStore, timeout: float) -> RunRecord:

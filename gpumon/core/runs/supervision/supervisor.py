@@ -29,8 +29,7 @@ from gpumon.core.placement.places import of_files
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record import cgroup
-from gpumon.core.runs.record.marks import descendants, marked
-from gpumon.core.runs.record.store import process_alive, read_json, write_json
+from gpumon.core.runs.record.store import read_json, write_json
 from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
 from gpumon.core.runs.supervision.end_alerts import end_alert
 from gpumon.core.runs.supervision.ending import DELETED, compress, end_fields, index_run, retry_after_oom
@@ -41,6 +40,7 @@ from gpumon.core.runs.supervision.output import log_cap_kept
 from gpumon.core.runs.supervision.reserve import reserve, write_end
 from gpumon.core.runs.supervision.runner import Runner, become_subreaper
 from gpumon.core.runs.supervision.stall import StallWatch, tidy
+from gpumon.core.runs.supervision.tracking import Tracking
 from gpumon.core.safefs import open_own
 
 END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
@@ -48,7 +48,7 @@ TUNE_INT_S = 8.0  # a Tune driver gets this long after SIGINT (it needs ~5 s) be
 SUMMARY_EVERY_S = 2.0  # how often the run's summary.json catches up with its events (readers reload it then)
 
 
-class Supervisor:
+class Supervisor(Tracking):
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.command = read_json(run_dir / "command.json")
@@ -255,54 +255,6 @@ class Supervisor:
         on_alert = tuple(str(a) for a in self.spec.get("on_alert") or ())
         raise_alert(self.run_dir, self.events, text, on_alert, kind, **fields)
 
-    def _scan(self) -> None:
-        """Remember every descendant (torchrun's workers leave our process group), and write them down:
-        if this supervisor dies, the next gpumon still finds and ends every process of the run."""
-        before = len(self.known)
-        try:
-            runner = self.child.proc.pid if self.child is not None else None
-            for proc in psutil.Process(os.getpid()).children(recursive=True):
-                if proc.pid == runner:
-                    continue  # not the run's: it ends by itself once the command ended and its output is drained
-                try:
-                    self.known.setdefault(proc.pid, proc.create_time())
-                except psutil.Error:
-                    continue
-        except psutil.Error:
-            pass
-        if len(self.known) != before:
-            with contextlib.suppress(OSError):  # a full disk: the pids stay in memory
-                self.save(procs=[[pid, started] for pid, started in self.known.items()])
-
-    def _signal_all(self, sig: signal.Signals) -> None:
-        self._scan()
-        self._find_marked()
-        if self.child is not None and not self.child.poll():
-            with contextlib.suppress(OSError):
-                os.killpg(self.child.pid, sig)
-        elif self.child is None and process_alive(self.status.get("pid"), self.status.get("pid_create_time")):
-            with contextlib.suppress(OSError):  # adopted: the group leader is the run's main process
-                os.killpg(int(self.status["pgid"]), sig)
-        for pid, started in list(self.known.items()):
-            try:
-                proc = psutil.Process(pid)
-                if abs(proc.create_time() - started) < 0.5:
-                    proc.send_signal(sig)
-            except psutil.Error:
-                self.known.pop(pid, None)
-
-    def _find_marked(self) -> None:
-        """Every process carrying the run's mark (marks.py): also those that left our tree (a double fork into
-        a session of its own, a helper started before the first scan)."""
-        me = os.getpid()
-        for pid, started in marked(self.run_dir, self.status.get("created"), frozenset({me})).items():
-            self.known.setdefault(pid, started)
-        # and every descendant of the runner (a subreaper): a helper with an empty environment has no mark
-        for pid, started in descendants(self.status.get("runner_pid"), self.status.get("runner_create_time")).items():
-            self.known.setdefault(pid, started)
-        for pid, started in cgroup.members(self.status.get("cgroup"), self.status.get("runner_pid")).items():
-            self.known.setdefault(pid, started)
-
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         if self.ending:
             self.quit = True
@@ -345,26 +297,13 @@ class Supervisor:
         self.events.write("run_stop", mode="kill")
         self._signal_all(signal.SIGKILL)
 
-    def _sweep(self) -> None:
-        """After the main process ended: end whatever of the run is left (no orphans)."""
-        self._scan()
-        alive = [p for p, t in self.known.items() if process_alive(p, t)]
-        if not alive:
-            return
-        self._signal_all(signal.SIGTERM)
-        for sig, wait_s in ((signal.SIGKILL, 3.0), (None, 5.0)):  # then wait for the killed to be gone
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline and any(process_alive(p, t) for p, t in self.known.items()):
-                time.sleep(0.1)
-            if sig is not None:
-                self._signal_all(sig)
-
     def _finish(self, rc: int | None) -> int:
         self.ending = True
         if self.deleted():  # its end kept in the state dir's index, with why nothing else of it is left
             fields = {**end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions), "deleted": True}
             status = {**self.status, **fields, "error": {"message": DELETED}}
             index_run(self.run_dir, status, self.fold, self.watch, self.events, self.spec)
+            cgroup.remove(status.get("cgroup"))
             return 0
         fields = end_fields(self.run_dir, rc, self.outcome, self.fold.exceptions)
         state, error = fields["state"], fields.get("error")
