@@ -239,6 +239,9 @@ def test_a_run_that_stops_stepping_falls_at_once_and_says_how_long_before_the_st
         assert first["step_time_s"] >= asked - stopped - 0.5, (first, asked - stopped)  # at most a step in T
         assert first["median_step_s"] < 0.5 and first.get("quiet_s", 0) >= asked - stopped - 0.5, first
         check_pace(first, asked)
+        # the FLOP rate (and MFU, tokens/s, samples/s) is taken at the same pace: it falls with it
+        assert first["flops_per_step"], first
+        assert first["achieved_flops_per_s"] == pytest.approx(first["flops_per_step"] / first["step_time_s"], rel=1e-6)
         (line,) = [ln for ln in gpumon("runs").stdout.splitlines() if ln.startswith(run_id)]
         assert "running, no step for " in line and "it/s" not in line, line
         doctor = gpumon("doctor", run_id).stdout

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gpumon.core.runs.reading.summary import RunSummary, from_row, progress_fields, summarise, to_row
+from gpumon.core.runs.reading.summary import RunSummary, from_row, paced, summarise, to_row
 from gpumon.core.runs.record.index import RunIndex
 from gpumon.core.runs.record.store import END_STATES, RunRecord, RunStore
 
@@ -116,7 +116,7 @@ class RunsMonitor:
             self._summaries[run_id] = summary
             self._sorted = None
         elif not ended and record.live and old.step is not None:  # nothing new: its pace, ETA, quiet run on
-            fields = progress_fields(old.record, tele)
+            fields = paced(old.record, tele, {"time_split": old.use.get("time_split")})
             if any(getattr(old, key) != value for key, value in fields.items()):
                 summary = replace(old, **fields)
                 self._summaries[run_id], record = summary, old.record

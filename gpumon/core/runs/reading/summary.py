@@ -181,12 +181,10 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
 
     memory, kind = tele.peak_memory()
     last = tele.exceptions[-1] if tele.exceptions else None
-    progress = progress_fields(record, tele)
     return RunSummary(
         record=record,
         step=tele.current_step,
         loss=tele.metrics.get("loss"),
-        samples_per_s=samples_per_s(tele, progress["step_time_s"]),
         memory=memory,
         memory_kind=kind,
         events=tele.events,
@@ -208,9 +206,18 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=of_record(record).line(record),  # a Slurm job's
         ranks=rank_rows(tele),
-        **progress,
-        use={**tele.use.fields(tele.progress.step_time()), "time_split": time_split(tele)},  # issue 37
+        **paced(record, tele, {"time_split": time_split(tele)}),
     )
+
+
+def paced(record: RunRecord, tele: RunTelemetry, kept: dict[str, Any]) -> dict[str, Any]:
+    """Every figure taken at the run's pace: progress, ETA and quiet (progress_fields), samples/s, and tokens/s,
+    achieved FLOP/s and MFU (use.py): all fall together when the run stops stepping (the same pace as SPEED).
+    ``kept``: the use fields not paced (time_split)."""
+    progress = progress_fields(record, tele)
+    step_time = progress["step_time_s"]
+    use = {**tele.use.fields(step_time), **kept}
+    return {**progress, "samples_per_s": samples_per_s(tele, step_time), "use": use}
 
 
 def samples_per_s(tele: RunTelemetry, step_time_s: float | None) -> float | None:
