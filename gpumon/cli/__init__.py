@@ -30,7 +30,7 @@ _quiet_interrupts()  # before the imports below: a Ctrl-C 0.1 s after start prin
 import argparse  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 
-from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, serve, signals, tune  # noqa: E402
+from gpumon.cli import alerts, doctor, fleet, launch, monitor, queue, runs, serve, signals, stop, tune  # noqa: E402
 from gpumon.cli.parser import build_parser  # noqa: E402
 
 __all__ = ["build_parser", "main"]
@@ -46,7 +46,7 @@ def _command(args: argparse.Namespace, rest: list[str]) -> Callable[[], int]:
         "launch": lambda: launch.cmd_launch(args, rest),
         "runs": lambda: runs.cmd_runs(args),
         "logs": lambda: runs.cmd_logs(args),
-        "stop": lambda: runs.cmd_stop(args),
+        "stop": lambda: stop.cmd_stop(args),
         "prune": lambda: runs.cmd_prune(args),
         "doctor": lambda: doctor.cmd_doctor(args),
         "tune": lambda: tune.cmd_tune(args),
