@@ -206,20 +206,32 @@ def stop_runs_under(root: Path) -> list[str]:
     return stopped
 
 
+# Where gpumon keeps the user's own state, config and cache: no test reads or writes them (issue 50).
+USER_DIRS = ("GPUMON_HOME", "GPUMON_CONFIG_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+
+
 @pytest.fixture(autouse=True)
-def no_run_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every run a test started under its tmp_path is killed at the test's end, whatever its outcome: a test that
+def no_run_left_behind(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Each test gets a state dir, a config dir and XDG dirs of its own (a test that wants another home sets it),
+    never the user's: one unread alert of the user's own run once failed eight snapshot tests. Every run a test
+    started under its tmp_path or that home is killed at the test's end, whatever its outcome: a test that
     failed before it opened its run's go file left the run and its supervisor waiting, a load on every later
     test (issue 35). Torn down after the test's own fixtures, which stop theirs first."""
+    own = tmp_path_factory.mktemp("user")
+    for name in USER_DIRS:
+        monkeypatch.setenv(name, str(own / name.lower()))
     yield
     tmp = request.node.funcargs.get("tmp_path")
-    if isinstance(tmp, Path):
-        stop_runs_under(tmp)
-        # every run a test made, read as every view reads it: the same figures everywhere, each within its bounds
-        from tests.view_invariants import check_home, homes_under
+    roots = [own, *([tmp] if isinstance(tmp, Path) else [])]
+    for root in roots:
+        stop_runs_under(root)
+    # every run a test made, read as every view reads it: the same figures everywhere, each within its bounds
+    from tests.view_invariants import check_home, homes_under
 
-        wrong = [line for home in homes_under(tmp) for line in check_home(home)]
-        assert not wrong, "the views disagree or a figure is out of bounds:\n" + "\n".join(wrong)
+    wrong = [line for root in roots for home in homes_under(root) for line in check_home(home)]
+    assert not wrong, "the views disagree or a figure is out of bounds:\n" + "\n".join(wrong)
 
 
 @pytest.fixture
