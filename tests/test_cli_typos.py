@@ -27,6 +27,12 @@ Gpumon = Callable[..., CompletedProcess[str]]
             "gpumon: error: --name is empty: give the run a name, or leave --name out (gpumon names it)",
         ),
         (["launch", "script", "src"], "gpumon: error: src is a folder: give the script in it, e.g. "),
+        (  # issue 50: the script's own option, not a mistyped --slots
+            ["launch", "script", "train.py", "--steps", "10"],
+            "gpumon launch: error: unknown option --steps: a program's own arguments go after '--': "
+            "gpumon launch script train.py -- --steps 10",
+        ),
+        (["launch", "script", "--slot", "2", "train.py"], "gpumon launch: error: unknown option --slot: did you mean"),
         (  # said at once, not "queued" and failed a second later by the keeper
             ["launch", "script", "train.py", "--queue", "--gpus", "64"],
             "gpumon: error: --gpus 64: this host has ",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import shlex
 from typing import Any, NoReturn
 
 from gpumon import __version__
@@ -51,6 +52,10 @@ class _Parser(argparse.ArgumentParser):
                 prog = sub.prog
                 word = message.split(": ", 1)[1].split()[0]
                 message = f"unknown option {word}" if word.startswith("-") else f"unexpected argument {word!r}"
+                hint = _after_dashes(self._words, word) if sub.prog.endswith(" launch") else None
+                if hint is not None:  # `gpumon launch script train.py --steps 10`: the script's, not ours
+                    message += f": a program's own arguments go after '--': {hint}"
+                    self.exit(2, f"{prog}: error: {message}\n")
                 if word.startswith("--"):
                     message += _did_you_mean(word.split("=")[0], sub._option_string_actions)
         self.exit(2, f"{prog}: error: {message} (see '{prog} --help')\n")
@@ -66,6 +71,16 @@ class _Parser(argparse.ArgumentParser):
             if word.startswith("--") and len(word) > 2 and word.split("=")[0] not in self._option_string_actions:
                 return word
         return None
+
+
+def _after_dashes(words: list[str], unknown: str) -> str | None:
+    """The launch line with '--' before ``unknown`` when a program (a .py file, a path, or --module's name)
+    comes before it; None when none does (then it is gpumon's own option, mistyped)."""
+    at = words.index(unknown) if unknown in words else -1
+    before = words[words.index("launch") + 1 : at] if "launch" in words and at > 0 else []
+    module = [before[n + 1] for n, w in enumerate(before[:-1]) if w == "--module"]
+    program = module or [w for w in before[1:] if not w.startswith("-") and (w.endswith(".py") or "/" in w)]
+    return "gpumon " + shlex.join([*words[:at], "--", *words[at:]]) if program else None
 
 
 def _did_you_mean(word: str, known: Any) -> str:
