@@ -432,3 +432,32 @@ def test_a_dataloader_worker_exception_names_the_worker_and_the_sample() -> None
     assert failure.title == "DataLoader worker 1 raised ValueError: corrupt sample at index 7"
     assert failure.detail == "raised in worker_raise.py:11 in __getitem__, at sample index 7"
     assert keys(advise(failure)) == ["workers_zero", "bad_sample"]
+
+
+@pytest.mark.parametrize("kind", ["ddp", "dp", "model-parallel", "pipeline"])
+def test_a_bad_argument_to_a_shipped_trainer_gets_the_usage_fix_and_alert(tmp_path: Path, kind: str) -> None:
+    """Issue 50: our own trainers' argparse prog is ``python -m trainers.ddp`` (spaces): the doctor missed its
+    "argument --epochs: not an integer: 'x'" and said "not a known pattern"."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import wait_ended
+
+    pytest.importorskip("torch")
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": ""}
+
+    def gpumon(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gpumon", *args], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+
+    launched = gpumon("launch", kind, *(["--nproc", "1"] if kind == "ddp" else []), "--", "--epochs", "x")
+    assert launched.returncode == 0, launched.stderr
+    run_id = launched.stdout.split()[-1]
+    wait_ended(tmp_path / "home", run_id)
+    doc = json.loads(gpumon("doctor", run_id, "--json").stdout)
+    assert "not an integer: 'x'" in doc["headline"], doc["headline"]
+    assert doc["advice"] and doc["advice"][0]["key"] == "usage", doc["advice"]
+    (row,) = json.loads(gpumon("runs", "--json").stdout)["runs"]
+    assert any("Fix the script's arguments" in alert for alert in row["alerts"]), row["alerts"]

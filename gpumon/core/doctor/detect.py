@@ -288,17 +288,20 @@ def missing_module(text: str) -> Failure | None:
     return Failure("import", title, text, (found.group(1).strip(),), module=module)
 
 
-_USAGE = re.compile(r"^(?:\[\w+\]:\s*)?usage: (\S+).*$", re.M)
+_USAGE_ERROR = re.compile(r"^(?:\[\w+\]:\s*)?(\S(?:.*\S)?): error: .+$", re.M)
 
 
 def usage(text: str) -> Failure | None:
-    """argparse's answer to bad arguments: "usage: PROG ..." then "PROG: error: MESSAGE", status 2. Under torchrun
-    the run's own status is 1 (a worker failed), so the text says it, not the status."""
-    for found in reversed(list(_USAGE.finditer(text))):
-        prog = re.escape(found.group(1))
-        error = re.search(rf"^(?:\[\w+\]:\s*)?({prog}: error: .+)$", text[found.end() :], re.M)
-        if error:
-            line = error.group(1).strip()[:300]
+    """argparse's answer to bad arguments: "usage: PROG ..." then "PROG: error: MESSAGE", status 2. PROG may hold
+    spaces (``python -m trainers.ddp``). Under torchrun the run's own status is 1 (a worker failed), so the text
+    says it, not the status."""
+    for error in reversed(list(_USAGE_ERROR.finditer(text))):
+        prog = re.escape(error.group(1))
+        shown = list(re.finditer(rf"^(?:\[\w+\]:\s*)?usage: {prog}(?:\s.*)?$", text[: error.start()], re.M))
+        if shown:
+            found = shown[-1]  # the last usage line before the error
+            line = error.group(0).strip()
+            line = re.sub(r"^\[\w+\]:\s*", "", line)[:300]
             evidence = (found.group(0).strip(), line)
             return Failure("exit", line, text, evidence, f"status 2: {EXIT_MEANINGS[2]}", exit_code=2)
     return None
