@@ -56,7 +56,8 @@ def time_advice(record: RunRecord, telemetry: RunTelemetry, where: str, max_time
         if most is not None and asked > most:
             change += "; more than the partition allows: --sbatch-arg=--requeue and resume from a checkpoint"
         return Advice("time", f"ask for --time {ask}", why, change)
-    reached = f"reached step {done:,}{ran}{pace}" if done else f"reported no training step{ran}"
+    steps = progress.job_step() or progress.step  # no total: its own optimizer steps say how far it got
+    reached = f"reached step {steps:,}{ran}{pace}" if steps else f"reported no training step{ran}"
     why = f"{reached}; no total steps known (a plan, a framework's max steps, a tqdm total) to project from"
     limit = time_limit(record)
     longer = f"more than {slurm_time(limit)}" if limit is not None else "more than the partition's default"

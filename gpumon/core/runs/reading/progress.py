@@ -102,6 +102,15 @@ class Progress:
             self.plan_done[rank] = done if type(done) is int and done > 0 else 0
         elif kind == "phase":  # eval/save/train (telemetry/phases.py): the stall rule reads it, not saved
             self.phases[rank] = (str(event.get("phase")), self.steps.get(rank))
+        elif (
+            kind == "note"
+            and str(event.get("text", "")).startswith("gpumon's ")
+            and " hook is off" in str(event.get("text", ""))
+        ):  # a framework's hook failed and went off: its count stops where it was, not where the run is
+            source = str(event["text"]).split()[1]
+            for key, position in self.positions.items():
+                if _source(key) == source and not position.why:
+                    position.why = f"gpumon's {source} hook went off: its count stopped being read"
         elif kind == "total":
             source = str(event.get("source") or "framework")
             position = self.positions.setdefault(f"{source}:{rank}", Position())
