@@ -16,6 +16,9 @@ class MemoryWatch(Protocol):
         self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
     ) -> None: ...
 
+    def looked(self, rank: int, step: int, left: int) -> None:
+        """A census of ``rank`` after ``step``'s sample left ``left`` bytes in its heap (``census_left``)."""
+
 
 @dataclass
 class RankMemory:

@@ -328,6 +328,8 @@ class RunTelemetry:
         if isinstance(peak, int):
             mem.peak = peak
         if self.watch is not None:
+            if type(left := event.get("census_left")) is int:  # a census since the last sample left it in the heap
+                self.watch.looked(rank, step - 1, left)
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         self.feeding.step(rank, event, step)
         for key in ("lr", "grad_norm", "loss_scale"):  # read from the optimizer, clip_grad_norm_, the GradScaler
