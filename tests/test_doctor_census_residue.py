@@ -25,7 +25,7 @@ import pytest
 from gpumon.core.doctor.leak import LeakWatch
 from gpumon.core.events import EventReader
 from gpumon.core.protocol import request_census
-from gpumon.core.runs.reading.telemetry import RunTelemetry
+from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.supervision.launcher import BOOTSTRAP_DIR
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "trainers" / "examples" / "leak_eval_no_grad.py"
@@ -64,3 +64,27 @@ def test_a_healthy_run_censused_again_and_again_raises_no_warning(tmp_path: Path
     left = [e["census_left"] for e in EventReader(tmp_path).each() if e.get("type") == "step" and "census_left" in e]
     assert {s for _, s in detector.transitions} == {"ok"}, (detector.transitions, sum(left), len(looks))
     assert sum(left) > 4096, left  # the looks did leave something in the heap (and it was set aside)
+
+
+def test_a_late_watcher_sets_aside_the_residues_the_summary_kept(tmp_path: Path) -> None:
+    # The recorded magnitudes: a look every 10 steps leaving 5 KiB, in a flat heap with 16 B of allocator churn.
+    fold = RunTelemetry(tmp_path, use_summary=False)
+    live = LeakWatch({0: 16 * 2**30})
+    live.update(fold)
+    for step in range(1, 401):
+        looked = 50 <= step <= 300 and step % 10 == 1
+        residue = 5120 * sum(1 for s in range(51, step + 1, 10) if s <= 300)
+        event = {"type": "step", "src": "rank0", "t": 1.8e9 + step / 50, "step": step, "dev": "cpu",
+                 "heap": 120e6 + residue + 16 * (step % 3)}  # fmt: skip
+        fold.apply(event | ({"census_left": 5120} if looked else {}))
+    assert {s for _, s in live.detectors[0, ""].transitions} == {"ok"}, live.detectors[0, ""].transitions
+    save_summary(fold, True)
+    late = RunTelemetry(tmp_path)  # the doctor's: from the summary's series, the residues with them
+    late.update()
+    watch = LeakWatch({0: 16 * 2**30})
+    watch.update(late)
+    assert {s for _, s in watch.detectors[0, ""].transitions} == {"ok"}, watch.detectors[0, ""].transitions
+    blind = LeakWatch({0: 16 * 2**30})  # the same series without the residues: 250 steps of a steady rise
+    late.memory[0].left.clear()
+    blind.update(late)
+    assert "growing" in {s for _, s in blind.detectors[0, ""].transitions}

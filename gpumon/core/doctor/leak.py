@@ -119,11 +119,11 @@ class LeakDetector:
         self._offset += amount
 
     def add(self, step: int, value: float) -> LeakState:
-        before = self._state.state
-        own = self._add(step, value - self._offset)  # resets every level when the steps went back
+        before, kept = self._state.state, value - self._offset  # what the script's memory did
+        own = self._add(step, kept)  # resets every level when the steps went back
         state = own
         if self._coarse is not None:
-            self._block.append(value)
+            self._block.append(kept)
             if len(self._block) == self.block:
                 self._coarse.add(step, _median(self._block))
                 self._block.clear()
@@ -309,6 +309,8 @@ class LeakWatch:
         if telemetry.watch is not self:
             if not self.detectors:
                 for rank, memory in telemetry.memory.items():
+                    for step, left in memory.left:  # what censuses left, set aside as the points go by
+                        self.looked(rank, step - 1, left)
                     for step, used, heap in memory.points():
                         self.step(rank, memory.device, memory.capacity, step, used, heap)
             if telemetry.watch is None:
