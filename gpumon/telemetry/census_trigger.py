@@ -30,9 +30,13 @@ MAX_LOOKS = 4  # looks per request: the first pair and up to two more after a re
 class CensusTrigger:
     """Owned by the step hook: ``at_step`` costs one comparison per step while idle."""
 
-    def __init__(self, run_dir: str, torch: ModuleType, since_ns: int) -> None:
+    def __init__(
+        self, run_dir: str, torch: ModuleType, since_ns: int, heap: Callable[[], int | None] | None = None
+    ) -> None:
         self.path = os.path.join(run_dir, CONTROL_DIR, CENSUS_FLAG)
         self.torch = torch
+        self.heap = heap  # the live heap's bytes (glibc's mallinfo2), to say what a look leaves in it
+        self.left = 0  # bytes the looks since the last step event left in the heap (``take_left``)
         self.served = since_ns  # requests older than this process are not ours
         self.next_check = 0.0
         # The look due: (request, requested gap, its seq, the step it is due at, the look before it).
@@ -61,6 +65,7 @@ class CensusTrigger:
         request, gap, seq, _, before = self.due
         self.due = None
         fields: dict[str, Any] = {"request": request, "seq": seq, "step": step, "gap": gap}
+        start = self.heap() if self.heap is not None else None
         try:
             found = take_census(self.torch)
         except Exception as err:  # noqa: BLE001 - a census must never break training
@@ -74,6 +79,16 @@ class CensusTrigger:
             fields["again"] = spacing  # another look comes, this many steps on
             self.due = (request, gap, seq + 1, step + spacing, {"step": step, **_summary(found)})
         write("census", **fields, **found)
+        end = self.heap() if start is not None and self.heap is not None else None
+        if start is not None and end is not None:
+            # Freed blocks glibc keeps in its caches count as live: a look and its event leave 1-15 KiB, the
+            # summary kept for the next look more. No training ran between the two reads: it is all the census's.
+            self.left += end - start
+
+    def take_left(self) -> int:
+        """What the looks since the last call left in the heap: the next step event's ``census_left``."""
+        left, self.left = self.left, 0
+        return left
 
 
 def _summary(found: Mapping[str, Any]) -> dict[str, Any]:

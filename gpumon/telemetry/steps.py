@@ -131,7 +131,7 @@ class StepRecorder:
         except OSError:
             self.statm = None
         run_dir = telemetry.run_dir()
-        self.census = CensusTrigger(run_dir, self.torch, since_ns) if run_dir else None
+        self.census = CensusTrigger(run_dir, self.torch, since_ns, self._heap) if run_dir else None
 
     def _join(self) -> None:
         """This process steps: it is a rank from now on (its event file opens with ``proc_start``)."""
@@ -260,6 +260,8 @@ class StepRecorder:
         dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
         extra = self._optimizer_values(w, max(1, steps), dt is None)
+        if self.census is not None and (left := self.census.take_left()):
+            extra["census_left"] = left  # in this sample's heap, left by the census after the last one: gpumon's
         cuda = self.torch.cuda
         if cuda.is_initialized():
             index = cuda.current_device()

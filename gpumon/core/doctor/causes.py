@@ -31,6 +31,7 @@ NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 n
 MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
 MIN_NODES = 20
 MIN_SAVED = 1024  # saved-tensor bytes gained: graphs that still hold activations
+MIN_BYTES = 1 << 20  # a group present at both looks that gained this much grows, however few its tensors
 
 TITLES = {
     "eval_no_grad": "evaluation without torch.no_grad() keeps activations",
@@ -137,14 +138,17 @@ def _kept(first: Mapping[str, Any], second: Mapping[str, Any], old: Mapping[str,
     return gained if gained >= made / 2 else 0
 
 
-def _kind(group: Mapping[str, Any], count: int, nodes: int, saved: int) -> str | None:
+def _kind(group: Mapping[str, Any], count: int, nodes: int, saved: int, large: bool) -> str | None:
+    """What a group's growth is. ``large``: it was there at the first look and gained ``MIN_BYTES``: a few big
+    tensors (an evaluation's outputs, each holding 16 MiB of activations) count, not only many small ones."""
+    many = count >= MIN_COUNT or (large and count > 0)
     if group.get("grad_fn"):
-        if saved >= MIN_SAVED and (count >= MIN_COUNT or nodes >= MIN_NODES):
+        if saved >= MIN_SAVED and (many or nodes >= MIN_NODES):
             return "eval_no_grad"
-        if nodes >= MIN_NODES or count >= MIN_COUNT:
+        if nodes >= MIN_NODES or many:
             return "loss_graph" if _numel(group) <= 1 else "graph_kept"
         return None
-    if count >= MIN_COUNT:
+    if many:
         return "growing_tensors" if group.get("requires_grad") else "outputs_list"
     return None
 
@@ -157,7 +161,8 @@ def _evidence(kind: str, group: Mapping[str, Any], count: int, nodes: int, saved
     if kind == "eval_no_grad":
         shapes = ", ".join(_shape({"shape": s}) for s in group.get("saved_shapes") or [])
         held = f"+{size(saved)} of saved activations" + (f" (shapes {shapes})" if shapes else "")
-        return f"+{count} tensors of shape {what} in {steps} steps, never backwarded, their graphs holding {held}"
+        tensors = "1 tensor" if count == 1 else f"{count} tensors"
+        return f"+{tensors} of shape {what} in {steps} steps, never backwarded, their graphs holding {held}"
     if kind in ("loss_graph", "graph_kept") and count <= 0:
         total = int(group.get("count", 1))
         tensors = "1 tensor" if total == 1 else f"{total} tensors"
@@ -190,7 +195,8 @@ def diff_census(first: Mapping[str, Any], second: Mapping[str, Any], rank: int =
         nodes = max(int(group.get("nodes", 0)) - int(old.get("nodes", 0)), _kept(first, second, old, group))
         saved = int(group.get("saved_bytes", 0)) - int(old.get("saved_bytes", 0))
         grown = int(group.get("bytes", 0)) - int(old.get("bytes", 0)) + max(0, saved)
-        kind = _kind(group, count, nodes, saved)
+        large = int(old.get("count", 0)) > 0 and grown >= MIN_BYTES  # a group that was there, and grew a lot
+        kind = _kind(group, count, nodes, saved, large)
         if kind is not None:
             estimate = grown + (nodes * NODE_BYTES if kind in ("loss_graph", "graph_kept") else 0)
             found.setdefault(kind, []).append(

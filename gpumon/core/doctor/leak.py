@@ -103,6 +103,7 @@ class LeakDetector:
         self._rising = self._falling = self._total = 0
         self._run = self._quiet = 0
         self._last_step: int | None = None
+        self._offset = 0.0  # bytes set aside (set_aside); a new process (steps went back) has its own memory
         self._block: list[float] = []
         self._cycles = Cycles(min_rise=64 * self.min_slope)
         self._own = self._state = LeakState(samples=self._own.samples)
@@ -113,18 +114,23 @@ class LeakDetector:
     def state(self) -> LeakState:
         return self._state
 
+    def set_aside(self, amount: float) -> None:
+        """``amount`` bytes of the samples from now on are gpumon's: a census's residue (census_trigger.py)."""
+        self._offset += amount
+
     def add(self, step: int, value: float) -> LeakState:
-        before = self._state.state
-        own = self._add(step, value)  # resets every level when the steps went back
+        before, kept = self._state.state, value - self._offset  # what the script's memory did
+        own = self._add(step, kept)  # resets every level when the steps went back
         state = own
         if self._coarse is not None:
-            self._block.append(value)
+            self._block.append(kept)
             if len(self._block) == self.block:
                 self._coarse.add(step, _median(self._block))
                 self._block.clear()
             coarse = self._coarse.state
             if SEVERITY[coarse.state] > SEVERITY[own.state] and self._coarse.spans(own.cycle):
                 state = replace(coarse, current=own.current, samples=own.samples, step=step)
+        state = replace(state, current=value) if self._offset else state  # the memory it has, set aside or not
         if state.state != before:
             self.transitions.append((step, state.state))
         self._state = state
@@ -293,6 +299,7 @@ class LeakWatch:
         self._telemetry: RunTelemetry | None = None  # whose ``limits`` (proc_start) give the ceilings
         self._first_heap: dict[int, float] = {}  # rank -> its first host heap sample (RLIMIT_AS's room)
         self.causes: dict[int, str] = {}  # rank -> what its latest census pair named (causes.py), in words
+        self._left: dict[int, list[tuple[int, float]]] = {}  # rank -> (census step, heap bytes it left), to set aside
         self._censuses = -1  # how many census events ``causes`` was named from
 
     def update(self, telemetry: RunTelemetry, ended: bool = False) -> dict[int, LeakState]:
@@ -302,6 +309,8 @@ class LeakWatch:
         if telemetry.watch is not self:
             if not self.detectors:
                 for rank, memory in telemetry.memory.items():
+                    for step, left in memory.left:  # what censuses left, set aside as the points go by
+                        self.looked(rank, step - 1, left)
                     for step, used, heap in memory.points():
                         self.step(rank, memory.device, memory.capacity, step, used, heap)
             if telemetry.watch is None:
@@ -317,12 +326,23 @@ class LeakWatch:
         self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
     ) -> None:
         """One memory sample of a rank (the telemetry calls this for every ``step`` event)."""
+        left = self._left.get(rank)
+        while left and left[0][0] < step:  # a census ran since the last sample: what it left is not the script's
+            for key, detector in self.detectors.items():
+                if key[0] == rank and (key[1] == "host" or (key[1] == "" and device == "cpu")):  # the heap's
+                    detector.set_aside(left[0][1])
+            left.pop(0)
         cuda = device != "cpu"
         if used is not None:
             own = self.capacity.get(rank, capacity if cuda else self._host(rank, used))
             self._detector((rank, "gpu" if cuda else ""), own).add(step, used)
         if cuda and heap is not None:
             self._detector((rank, "host"), self._host(rank, heap)).add(step, heap)
+
+    def looked(self, rank: int, step: int, left: int) -> None:
+        """A census at ``step`` left ``left`` bytes in the rank's heap: set aside from its next sample on (issue 48)."""
+        if left:
+            self._left.setdefault(rank, []).append((step, left))
 
     def _host(self, rank: int, heap: float) -> int | None:
         """The ceiling of a rank's host memory: its lowest limit (``proc_start``'s ``limits``), else the host."""

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 
 from gpumon.core.runs.reading.series import Series
 
+MAX_LEFT = 256  # censuses' residues kept in a summary: a few looks a request, a few requests a run
+
 
 class MemoryWatch(Protocol):
     """What folds memory samples as they arrive (the doctor's LeakWatch)."""
@@ -15,6 +17,9 @@ class MemoryWatch(Protocol):
     def step(
         self, rank: int, device: str, capacity: int | None, step: int, used: float | None, heap: float | None
     ) -> None: ...
+
+    def looked(self, rank: int, step: int, left: int) -> None:
+        """A census of ``rank`` after ``step``'s sample left ``left`` bytes in its heap (``census_left``)."""
 
 
 @dataclass
@@ -27,6 +32,13 @@ class RankMemory:
     heap: Series = field(default_factory=Series)  # CUDA ranks: the host's live heap (autograd graphs live there)
     peak: int | None = None
     capacity: int | None = None  # CUDA ranks: the device's total bytes (its ``device`` event)
+    # (step, bytes) each census left in the heap before that step's sample (``census_left``), for a late watcher
+    left: list[tuple[int, int]] = field(default_factory=list)
+
+    def census_left(self, step: int, left: int) -> None:
+        """A census left ``left`` bytes in the heap before ``step``'s sample (bounded: the oldest go)."""
+        self.left.append((step, left))
+        del self.left[:-MAX_LEFT]
 
     def points(self) -> Iterator[tuple[int, float | None, float | None]]:
         """(step, primary, host heap) from the downsampled series: a late watcher's first look."""
@@ -42,6 +54,7 @@ class RankMemory:
             "heap": self.heap.to_state(),
             "peak": self.peak,
             "capacity": self.capacity,
+            "left": self.left[-MAX_LEFT:],
         }
 
     @classmethod
@@ -50,4 +63,5 @@ class RankMemory:
         if isinstance(state.get("reserved"), int | float):
             memory.reserved.add(memory.used.steps[-1] if memory.used.steps else 0, float(state["reserved"]))
         memory.peak, memory.capacity = state.get("peak"), state.get("capacity")
+        memory.left = [(int(s), int(b)) for s, b in state.get("left") or ()]
         return memory

@@ -327,6 +327,10 @@ class RunTelemetry:
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak
+        if type(left := event.get("census_left")) is int:  # a census since the last sample left it in the heap
+            mem.census_left(step, left)
+            if self.watch is not None:
+                self.watch.looked(rank, step - 1, left)
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         self.feeding.step(rank, event, step)

@@ -28,9 +28,15 @@ class LeakAlert:
     waiting_since: float | None = None  # when the alarm came and the alert began to wait for the census
 
     def due(
-        self, states: Mapping[int, LeakState], fold: Any, final: bool = False, now: float | None = None
+        self,
+        states: Mapping[int, LeakState],
+        fold: Any,
+        final: bool = False,
+        asking: bool = False,
+        now: float | None = None,
     ) -> tuple[str, dict[str, Any]] | None:
-        """(text, fields) when the leak alert should go now; None while there is none or it waits."""
+        """(text, fields) when the leak alert should go now; None while there is none or it waits. ``asking``: a
+        census was asked for again (census_ask.py) and is not back."""
         leaking = {rank: s for rank, s in states.items() if s.alarm}
         if leaking and any(a.startswith(PREFIX) for a in fold.alerts):
             self.sent = True  # an earlier supervisor of the run sent it
@@ -39,13 +45,13 @@ class LeakAlert:
         rank, state = max(leaking.items(), key=lambda item: item[1].slope)
         found = name_causes(fold.census).get(rank) or []
         now = time.monotonic() if now is None else now
-        if not found and not final and self._wait(rank, state, fold, now):
+        if not found and not final and self._wait(rank, state, fold, now, asking):
             return None
         self.sent = True
         return alert_text(rank, state, found[0] if found else None)
 
-    def _wait(self, rank: int, state: LeakState, fold: Any, now: float) -> bool:
-        if not self.census or rank in census_pairs(fold.census) or _census_failed(fold.census, rank):
+    def _wait(self, rank: int, state: LeakState, fold: Any, now: float, asking: bool) -> bool:
+        if not self.census or (rank in census_pairs(fold.census) and not asking) or _census_failed(fold.census, rank):
             return False  # no census coming, or it came back and named nothing
         if self.waiting_since is None:
             self.waiting_since = now

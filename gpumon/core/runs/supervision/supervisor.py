@@ -26,11 +26,12 @@ from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
 from gpumon.core.placement.places import of_files
-from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, request_census
+from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.store import read_json, write_json
 from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
+from gpumon.core.runs.supervision.census_ask import CensusAsk
 from gpumon.core.runs.supervision.end_alerts import end_alert
 from gpumon.core.runs.supervision.ending import DELETED, compress, end_fields, index_run, retry_after_oom
 from gpumon.core.runs.supervision.gpu_idle import GpuIdleCheck
@@ -66,7 +67,7 @@ class Supervisor(Tracking):
         self.spec = read_json(run_dir / "spec.json")  # read once: the census, alert, stop and retry choices use it
         self.place = of_files(self.spec, self.status)  # where it lives: its start and end in its place's words
         self.census = not self.spec.get("no_census")
-        self.census_asked = False
+        self.census_ask = CensusAsk()  # when memory grows; wider apart when a census saw nothing grow (census_ask.py)
         self.leak_alert = LeakAlert(census=self.census)  # sent once, with the census's cause (leak_alert.py)
         self.loss_alerted = False
         self.input_alerted = False
@@ -214,8 +215,8 @@ class Supervisor(Tracking):
             time.sleep(0.1)
 
     def summarise(self, final: bool = False) -> None:
-        """Fold the new events, raise what alarms, save summary.json, and ask once for a census when memory
-        first grows."""
+        """Fold the new events, ask for a census when memory grows (census_ask.py), raise what alarms, save
+        summary.json."""
         try:
             changed = self.fold.update()
             states = self.watch.update(self.fold)  # judged against the run's expected end (doctor/horizon.py)
@@ -232,7 +233,9 @@ class Supervisor(Tracking):
         if slow is not None:
             self.input_alerted = raised = True  # once per run: the doctor keeps saying it
             self.alert(slow, "input_bound")
-        leak = self.leak_alert.due(states, self.fold, final)
+        if self.census:  # before the alert: it waits for a census asked for
+            self.census_ask.ask(self.run_dir, states, self.fold.census, self.events)
+        leak = self.leak_alert.due(states, self.fold, final, self.census_ask.pending(self.fold.census))
         if leak is not None:
             raised = True
             self.alert(leak[0], "leak", **leak[1])
@@ -245,11 +248,6 @@ class Supervisor(Tracking):
             self.summary_error = None
         except OSError as err:
             self.summary_error = str(err)
-        if self.census and not self.census_asked and any(s.grows for s in states.values()):
-            self.census_asked = True
-            with contextlib.suppress(OSError):
-                request_census(self.run_dir)
-                self.events.write("note", text="memory grows per step: asked the ranks for a tensor census")
 
     def alert(self, text: str, kind: str, **fields: Any) -> None:
         on_alert = tuple(str(a) for a in self.spec.get("on_alert") or ())
