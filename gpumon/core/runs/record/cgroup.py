@@ -47,6 +47,7 @@ def make(run_id: str) -> tuple[str | None, str]:
     candidates = [own.parent / name] if own is not None and own != ROOT else []
     candidates.append(ROOT / "pids" / "gpumon" / run_id)
     for folder in candidates:
+        _prune(folder.parent)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "cgroup.procs").stat()
@@ -55,6 +56,19 @@ def make(run_id: str) -> tuple[str | None, str]:
         except OSError:
             continue
     return None, NONE_WHY
+
+
+def _prune(parent: Path) -> None:
+    """Empty groups of ended runs whose end nobody wrote (their processes killed from outside): removed once a
+    minute old, so a group made a moment ago for a run whose runner has not joined yet stays."""
+    import time
+
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            if entry.name.startswith(("gpumon-", "script-", "ddp-", "dp-", "model-", "pipeline-", "tune-")):
+                with contextlib.suppress(OSError):
+                    if entry.is_dir() and time.time() - entry.stat().st_mtime > 60:
+                        os.rmdir(entry.path)  # fails while a process is in it: only empty ones go
 
 
 def join(folder: str | None, pid: int = 0) -> bool:
