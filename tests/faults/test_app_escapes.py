@@ -104,3 +104,30 @@ def test_foreign_escapes_in_a_runs_words_never_reach_the_terminal(tmp_path: Path
             where = [name for name, start in phases if start <= at][-1]
             found.append(f"{foreign!r} in {where}: ...{out[max(0, at - 80) : at + 40]!r}")
     assert not found, "foreign escapes reached the terminal:\n" + "\n".join(found)
+
+
+def test_another_hosts_words_and_any_table_cell_show_their_escapes_as_text() -> None:
+    """The Fleet view and ``gpumon fleet`` draw another host's GPU names, users, commands and reasons; every
+    table (Runs, Trials, Alerts, processes) draws cells: a control character there is shown, never obeyed."""
+    from rich.text import Text
+
+    from gpumon.core.fleet.hosts import Host
+    from gpumon.core.fleet.lines import host_lines
+    from gpumon.core.fleet.model import HostState
+    from gpumon.tui.widgets.keyed_table import SortCell
+
+    evil = "\x1b]52;c;Zm9yZWlnbg==\x07"
+    doc = {
+        "devices": [{"index": 0, "name": f"H100{evil}", "state": "ok", "mem_used": 1, "mem_total": 2}],
+        "processes": [
+            {"gpu_index": 0, "pid": 7, "user": f"eve{evil}", "command": f"python x{evil}.py", "used_memory": 1}
+        ],
+    }
+    lines = host_lines(HostState(Host(f"gpu1{evil}", "gpu1"), "down", reason=f"ssh: {evil}refused", snapshot=doc))
+    words = [lines.name, lines.words, lines.gpus[0].name, lines.gpus[0].user, lines.gpus[0].command]
+    assert all("\x1b" not in w and "\x07" not in w for w in words if w), words
+    assert all("^[]52;" in w for w in words if w), words
+    cell = SortCell("k", Text(f"trial_0001{evil}", style="bold"))
+    assert (
+        "\x1b" not in cell.text.plain and cell.text.plain.startswith("trial_0001^[]52;") and cell.text.style == "bold"
+    )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpumon.core.fleet.model import FleetState, HostState, gpu_idle
+from gpumon.core.visible import visible
 
 _VENDOR = ("NVIDIA", "GeForce", "Tesla", "Quadro", "Simulated")
 
@@ -119,7 +120,9 @@ def host_lines(state: HostState, pids: Mapping[int, str] | None = None) -> HostL
         note = "waiting for the first snapshot…" if state.link in ("connecting", "live") else "no snapshot"
     elif not gpus:
         note = f"no GPU: {doc.get('reason') or 'no GPU source answered'}"
-    return HostLines(state.host.name, state.link, link_words(state), gpus, note, bool(doc.get("simulated")))
+    # another host's words (its reason, its GPUs' names, its users and commands): shown, never obeyed (visible.py)
+    words, note = visible(link_words(state)), visible(note) if note else note
+    return HostLines(visible(state.host.name), state.link, words, gpus, note, bool(doc.get("simulated")))
 
 
 def _gpu_line(dev: dict[str, Any], procs: list[dict[str, Any]], runs: Mapping[int, str]) -> GpuLine:
@@ -127,18 +130,18 @@ def _gpu_line(dev: dict[str, Any], procs: list[dict[str, Any]], runs: Mapping[in
     run = next((runs[p["pid"]] for p in sorted(procs, key=lambda p: p is not top) if p.get("pid") in runs), None)
     return GpuLine(
         index=int(dev.get("index", 0)),
-        name=short_gpu_name(dev.get("name")),
-        state=str(dev.get("state") or "ok"),
+        name=visible(short_gpu_name(dev.get("name"))),
+        state=visible(str(dev.get("state") or "ok")),
         util=dev.get("gpu_util"),
         mem_used=dev.get("mem_used"),
         mem_total=dev.get("mem_total"),
         temperature=dev.get("temperature"),
         power=dev.get("power_draw"),
         idle=gpu_idle(dev, bool(procs)),
-        user=top.get("user") if top else None,
-        command=short_command(top.get("command")) if top else None,
+        user=visible(str(top["user"])) if top and top.get("user") else None,
+        command=visible(short_command(top.get("command")) or "") or None if top else None,
         processes=len(procs),
-        run=run,
+        run=visible(run) if run else run,
     )
 
 

@@ -16,6 +16,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from gpumon.core.visible import visible
 from gpumon.tui.repaint import Coalesced
 from gpumon.tui.widgets.cell_draw import cell_line
 from gpumon.tui.widgets.focus_look import FocusLook
@@ -32,6 +33,9 @@ class SortCell:
     text: Text
 
     def __post_init__(self) -> None:
+        shown = visible(self.text.plain)  # a control character in a cell's words (not ours): shown, never obeyed
+        if shown is not self.text.plain:
+            object.__setattr__(self, "text", Text(shown, style=self.text.style, justify=self.text.justify))
         if self.text.overflow is None:  # a value wider than its column ends in "…", never cut silently
             self.text.overflow = "ellipsis"
 

@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from gpumon.core.format import duration, size
 from gpumon.core.runs.reading.experiments import ExperimentSnapshot, TrialCurves, TrialRow
+from gpumon.tui.plain import lines_visible
 from gpumon.tui.views.trials.experiment_table import search_label, trials_label
 from gpumon.tui.views.trials.trial_cells import NONE, STATUS_STYLE, shown_status, value_text
 from gpumon.tui.widgets.charts import Chart, Series
@@ -97,7 +98,8 @@ class ErrorView(LogView):
         width, height = self.content_size.width, self.content_size.height
         if not self.lines or width < 1:
             return Text(self.empty, style="dim")
-        wrapped = Text("\n".join(self.lines[-height:])).wrap(self.app.console, width, overflow="fold")
+        shown = lines_visible("\n".join(self.lines[-height:]))  # a trial's traceback: shown, never obeyed
+        wrapped = Text(shown).wrap(self.app.console, width, overflow="fold")
         return Text("\n").join(list(wrapped)[-height:])
 
 
