@@ -26,26 +26,30 @@ NONE_WHY = (
 )
 
 
-def _own_v2() -> Path | None:
-    """This process's cgroup v2 folder, where the unified hierarchy is mounted at the root."""
-    if not (ROOT / "cgroup.controllers").exists():
-        return None
+def _own(controller: str) -> str | None:
+    """This process's cgroup path in ``controller``'s v1 hierarchy ("" for v2's), from /proc/self/cgroup."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
-        if line.startswith("0::"):
-            return ROOT / line[3:].lstrip("/")
+        _, names, path = line.split(":", 2)
+        if (controller == "" and names == "") or controller in names.split(","):
+            return path.lstrip("/")
     return None
 
 
 def make(run_id: str) -> tuple[str | None, str]:
-    """A new cgroup for the run: (its folder, "") or (None, why there is none)."""
-    name = f"gpumon-{run_id}"
-    own = _own_v2()
-    candidates = [own.parent / name] if own is not None and own != ROOT else []
-    candidates.append(ROOT / "pids" / "gpumon" / run_id)
+    """A new cgroup for the run: (its folder, "") or (None, why there is none). Made below the cgroup this process
+    is in, never at a hierarchy's root: a job's or a service's processes stay in it (Slurm's proctrack/cgroup,
+    systemd), counted and ended with it."""
+    candidates = []
+    own = _own("") if (ROOT / "cgroup.controllers").exists() else None
+    if own:  # v2: a sibling of our own cgroup (a process's own cgroup holds no children beside processes)
+        candidates.append(ROOT / Path(own).parent / f"gpumon-{run_id}")
+    pids = _own("pids")
+    if pids is not None:
+        candidates.append(ROOT / "pids" / pids / "gpumon" / run_id)
     for folder in candidates:
         _prune(folder.parent)
         try:
