@@ -88,3 +88,24 @@ def test_a_late_watcher_sets_aside_the_residues_the_summary_kept(tmp_path: Path)
     late.memory[0].left.clear()
     blind.update(late)
     assert "growing" in {s for _, s in blind.detectors[0, ""].transitions}
+
+
+def test_the_creep_after_a_census_on_a_healthy_rank_is_set_aside(tmp_path: Path) -> None:
+    """Recorded in CI at 574f257 (tests/test_doctor_leak.py, ``leak_eval_no_grad.py --fixed``): censused at steps
+    95 and 116, the heap crept 4 KiB more than the looks' measured residue by step 175, flat before and after,
+    and the healthy twin read "growing" from 134 to 224. Replayed through the watch as the test fed it."""
+    import shutil
+
+    from gpumon.core.doctor.leak import LeakWatch
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "data" / "memory" / "census_creep", run_dir)
+    telemetry, watch = RunTelemetry(run_dir), LeakWatch()
+    watch.update(telemetry)
+    telemetry.watch = watch  # every step event through the watch, as a live reader folds them
+    telemetry.update()
+    watch.update(telemetry, ended=True)
+    detector = watch.detectors[0, ""]
+    assert detector.state.step == 500
+    assert {state for _, state in detector.transitions} == {"ok"}, detector.transitions

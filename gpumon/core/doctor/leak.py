@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.causes import name_causes
 from gpumon.core.doctor.ceiling import Ceiling, choose
+from gpumon.core.doctor.census_settle import Settling
 from gpumon.core.doctor.cycles import Cycles
 from gpumon.core.doctor.horizon import End, expected_end, judge
 from gpumon.core.doctor.leak_state import SEVERITY, STATES, LeakState, restore_states
@@ -301,6 +302,7 @@ class LeakWatch:
         self.causes: dict[int, str] = {}  # rank -> what its latest census pair named (causes.py), in words
         self._left: dict[int, list[tuple[int, float]]] = {}  # rank -> (census step, heap bytes it left), to set aside
         self._censuses = -1  # how many census events ``causes`` was named from
+        self._settling = Settling()  # the creep after a census on a healthy rank (census_settle.py)
 
     def update(self, telemetry: RunTelemetry, ended: bool = False) -> dict[int, LeakState]:
         """Watch ``telemetry`` from now on; what it folded before arrives as its downsampled series. ``ended``:
@@ -327,12 +329,18 @@ class LeakWatch:
     ) -> None:
         """One memory sample of a rank (the telemetry calls this for every ``step`` event)."""
         left = self._left.get(rank)
+        heaps = [d for key, d in self.detectors.items() if key[0] == rank and (key[1] == "host" or device == "cpu")]
         while left and left[0][0] < step:  # a census ran since the last sample: what it left is not the script's
-            for key, detector in self.detectors.items():
-                if key[0] == rank and (key[1] == "host" or (key[1] == "" and device == "cpu")):  # the heap's
-                    detector.set_aside(left[0][1])
+            for detector in heaps:
+                detector.set_aside(left[0][1])
+            if all(d.state.state == "ok" for d in heaps):  # and the creep after it, on a healthy rank
+                self._settling.looked(rank, left[0][0])
             left.pop(0)
         cuda = device != "cpu"
+        value = heap if cuda else used
+        if value is not None and (creep := self._settling.aside(rank, step, value)):
+            for detector in heaps:
+                detector.set_aside(creep)
         if used is not None:
             own = self.capacity.get(rank, capacity if cuda else self._host(rank, used))
             self._detector((rank, "gpu" if cuda else ""), own).add(step, used)
