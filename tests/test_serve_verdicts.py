@@ -76,13 +76,19 @@ def test_the_page_and_metrics_carry_the_runs_tokens_and_mfu_as_gpumon_runs_has_t
             assert wait_until(lambda: api().get("tokens_per_s"), timeout=120), api()
             (row,) = [r for r in json.loads(_gpumon(home, "runs", "--json").stdout)["runs"] if r["id"] == run_id]
             doc = api()
-            # read a moment apart: the pace is the run's over its last two minutes, steady here
-            assert doc["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=0.3), (doc, row)
+            # read a moment apart, a young run's pace moves: each view's tokens a step (tokens/s x s/step) agree
+            per_step = row["tokens_per_s"] * row["step_time_s"]
+            assert doc["tokens_per_s"] * doc["step_time_s"] == pytest.approx(per_step, rel=1e-6), (doc, row)
             assert doc["flops_per_step"] == row["flops_per_step"] and doc["flops_dtype"] == row["flops_dtype"]
             assert doc["mfu"] is None and row["mfu"] is None and doc["mfu_reason"] == row["mfu_reason"]
             families = {f.name: f for f in text_string_to_metric_families(get(url + "metrics")[2].decode())}
-            (tokens,) = [s.value for s in families["gpumon_run_tokens_per_second"].samples if s.labels["run"] == run_id]
-            assert tokens == pytest.approx(row["tokens_per_s"], rel=0.3)
+
+            def gauge(name: str) -> float:
+                (value,) = [s.value for s in families[name].samples if s.labels["run"] == run_id]
+                return value
+
+            tokens, step_s = gauge("gpumon_run_tokens_per_second"), gauge("gpumon_run_step_time_seconds")
+            assert tokens * step_s == pytest.approx(per_step, rel=1e-6)  # one poll's view: the same tokens a step
             assert not [s for s in families["gpumon_run_mfu_ratio"].samples if s.labels["run"] == run_id]
     finally:
         _gpumon(home, "stop", run_id, "--kill")
