@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumon.core.doctor.leak_state import LeakState, restore_states
-from gpumon.core.runs.reading.progress import quiet_text
+from gpumon.core.runs.reading.progress import ROW_FIELDS, quiet_text
 from gpumon.core.runs.reading.rank_rows import RankRow, rank_rows, rows_from
 from gpumon.core.runs.record.spec import RunSpec
 from gpumon.core.runs.record.store import END_STATES, RunRecord
@@ -119,18 +119,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-PROGRESS_KEYS = (
-    "total_steps",
-    "total_source",
-    "position",
-    "progress",
-    "eta_s",
-    "step_time_s",
-    "median_step_s",
-    "quiet_s",
-    "last_step_t",
-    "progress_why",
-)
+PROGRESS_KEYS = ("total_source", *ROW_FIELDS)  # what the index keeps of progress.py's row fields
 _SPEC_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(RunSpec) if f.default is not MISSING and f.name != "cwd"
 } | {"args": [], "env": {}, "on_alert": []}

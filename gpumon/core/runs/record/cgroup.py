@@ -43,15 +43,15 @@ def make(run_id: str) -> tuple[str | None, str]:
     """A new cgroup for the run: (its folder, "") or (None, why there is none). Made below the cgroup this process
     is in, never at a hierarchy's root: a job's or a service's processes stay in it (Slurm's proctrack/cgroup,
     systemd), counted and ended with it."""
-    candidates = []
+    candidates = []  # (the group's folder, the prefix of gpumon's groups beside it)
     own = _own("") if (ROOT / "cgroup.controllers").exists() else None
     if own:  # v2: a sibling of our own cgroup (a process's own cgroup holds no children beside processes)
-        candidates.append(ROOT / Path(own).parent / f"gpumon-{run_id}")
+        candidates.append((ROOT / Path(own).parent / f"gpumon-{run_id}", "gpumon-"))
     pids = _own("pids")
-    if pids is not None:
-        candidates.append(ROOT / "pids" / pids / "gpumon" / run_id)
-    for folder in candidates:
-        _prune(folder.parent)
+    if pids is not None:  # v1: in a folder of gpumon's own, every group in it a run's
+        candidates.append((ROOT / "pids" / pids / "gpumon" / run_id, ""))
+    for folder, prefix in candidates:
+        _prune(folder.parent, prefix)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "cgroup.procs").stat()
@@ -62,14 +62,14 @@ def make(run_id: str) -> tuple[str | None, str]:
     return None, NONE_WHY
 
 
-def _prune(parent: Path) -> None:
+def _prune(parent: Path, prefix: str) -> None:
     """Empty groups of ended runs whose end nobody wrote (their processes killed from outside): removed once a
     minute old, so a group made a moment ago for a run whose runner has not joined yet stays."""
     import time
 
     with contextlib.suppress(OSError):
         for entry in os.scandir(parent):
-            if entry.name.startswith(("gpumon-", "script-", "ddp-", "dp-", "model-", "pipeline-", "tune-")):
+            if entry.name.startswith(prefix):
                 with contextlib.suppress(OSError):
                     if entry.is_dir() and time.time() - entry.stat().st_mtime > 60:
                         os.rmdir(entry.path)  # fails while a process is in it: only empty ones go
