@@ -171,16 +171,12 @@ class RunRecord:
         if state not in LIVE_STATES or fresh:
             return state
         supervisor = self.supervisor_pid()
-        if supervisor is None:
-            if self.live_processes() or process_alive(self.status.get("runner_pid"), self.runner_started):
-                return "unsupervised"  # its runner still lives: it is about to write the exit
-            return self.unwatched_end() or "lost"
-        if not frozen(supervisor):
+        if supervisor is not None and not frozen(supervisor):
             return state
-        # SIGSTOPped: it watches nothing. A run that ended meanwhile ended as its runner recorded (exit.json).
+        # Dead, or SIGSTOPped (it watches nothing): a run that ended meanwhile ended as its runner recorded it.
         if self.live_processes() or process_alive(self.status.get("runner_pid"), self.runner_started):
-            return "unsupervised"
-        return self.unwatched_end() or "unsupervised"
+            return "unsupervised"  # its runner still lives: it is about to write the exit
+        return self.unwatched_end() or ("lost" if supervisor is None else "unsupervised")
 
     @property
     def runner_started(self) -> float:
