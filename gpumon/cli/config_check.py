@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpumon.core.alerts.settings import KEYS as ALERT_KEYS
+
 # table -> the keys gpumon reads there
 TABLES: dict[str, tuple[str, ...]] = {
-    "alerts": ("webhook", "format", "command", "desktop", "on", "timeout", "window"),
+    "alerts": ALERT_KEYS,
     "runs": ("log_cap", "stall_after", "stall_steps", "stall_pause_after"),
     "queue": ("settle", "backfill", "interval"),
     "slurm": ("nodes", "gpus_per_node", "partition", "time", "account", "sbatch_args", "gpumon"),

@@ -185,13 +185,14 @@ class AlertBook:
                 continue
             key = (st.st_mtime_ns, st.st_size)
             hit = self._cache.get(path)
-            if hit is None or hit[0] != key:
+            if hit is not None and hit[0] == key:
+                parsed = hit[1]
+            else:
                 try:
-                    records = read_records(path, strict=True)
+                    parsed = parse(read_records(path, strict=True))
                 except PermissionError as err:
                     self.unreadable[path.parent.name] = err.strerror or "permission denied"
                     continue
-            parsed = hit[1] if hit is not None and hit[0] == key else parse(records)
             cache[path] = (key, parsed)
             entries.extend(parsed)
         self._cache = cache
