@@ -97,6 +97,11 @@ def render(diagnosis: Any, record: Any) -> list[str]:
 
         lines.append("\nstalled:" if diagnosis.stalled else "\nlast stall:")
         lines += [f"  {line}" for line in stall_section(diagnosis.stall, diagnosis.stalled, record.dir)]
+    if diagnosis.restarts:
+        from gpumon.core.runs.reading.attempts import restart_line
+
+        lines.append(f"\nrestarts (torchrun, --max-restarts {record.spec.max_restarts}):")
+        lines += [f"  {restart_line(r)}" for r in diagnosis.restarts]
     if diagnosis.leaks:
         lines.append("\nmemory per iteration:")
         for rank, state in diagnosis.leaks.items():

@@ -165,7 +165,7 @@ def _state_cell(s: Any) -> str:
     from gpumon.core.slurm.rows import slurm_fields, status_text
 
     quiet = f", {s.quiet}" if s.quiet else ""  # "running, no step for 1m28s": before the stall rule fires
-    return status_text(s.record, slurm_fields(s.record)) + quiet + (" !" if s.alerts else "")
+    return status_text(s.record, slurm_fields(s.record)) + s.attempt_words + quiet + (" !" if s.alerts else "")
 
 
 def _created(doc: dict[str, Any]) -> float:

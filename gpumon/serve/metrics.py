@@ -202,6 +202,9 @@ def _runs(view: View) -> Iterator[Metric]:
     )
     steps = CounterMetricFamily("gpumon_run_steps", "The run's latest optimizer step.", labels=RUN_LABELS)
     nonfinite = CounterMetricFamily("gpumon_run_nonfinite_loss", "Loss values that were NaN or Inf.", labels=RUN_LABELS)
+    restarts = CounterMetricFamily(
+        "gpumon_run_restarts", "Times torchrun started the run's ranks again after a failure.", labels=RUN_LABELS
+    )
     hist = HistogramMetricFamily(
         "gpumon_run_step_seconds",
         "Seconds per step between serve's polls (about 1 s): each poll's n steps observe dt/n, n times.",
@@ -234,6 +237,7 @@ def _runs(view: View) -> Iterator[Metric]:
                 steps.add_metric(labels, float(run["step"]))
             if run.get("nonfinite") is not None:
                 nonfinite.add_metric(labels, float(run["nonfinite"]))
+            restarts.add_metric(labels, float(len(run.get("restarts") or ())))
             for family, key in gauges:
                 value = _num(run.get(key))
                 if value is not None:
@@ -249,7 +253,7 @@ def _runs(view: View) -> Iterator[Metric]:
                         family.add_metric(rl, value)
                 if rank.get("memory_leak") is not None:
                     leak.add_metric(rl, 1.0 if rank["memory_leak"] else 0.0)
-    yield from (info, steps, nonfinite, hist)
+    yield from (info, steps, nonfinite, restarts, hist)
     yield from (family for family, _ in gauges)
     yield from (rank_step, rank_mem, growth, leak)
 

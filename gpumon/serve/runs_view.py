@@ -97,6 +97,8 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
         "alerts": list(summary.alerts),
         "warnings": list(summary.warnings),
         "exception": summary.exception,
+        "attempt": summary.attempt,
+        "restarts": list(summary.restarts),  # each failed attempt (attempts.py Restart)
         "ranks": ranks,
         **extra,
     }

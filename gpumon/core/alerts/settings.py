@@ -5,7 +5,7 @@ webhook = "https://hooks.slack.com/services/..."   # POST JSON: the event's fiel
 format = "json"                                     # json (Slack, Mattermost), discord, ntfy
 command = ["notify-me", "--urgent"]                 # argument list; the event's JSON on stdin
 desktop = true                                      # notify-send / org.freedesktop.Notifications
-on = ["failed", "stalled", "leak", "nan"]           # the default with only a channel set; "all" for every kind
+on = ["failed", "stalled", "leak", "nan", "restart"]         # the default with only a channel set; "all" for every kind
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from gpumon.core.config import ConfigError, config_path, config_section
 
 #: Every kind an alert can have; ``on`` may name only these (or "all").
 KINDS = (
-    "failed", "finished", "stopped", "leak", "nan", "stalled", "input_bound", "gpu_idle",
+    "failed", "finished", "stopped", "leak", "nan", "stalled", "input_bound", "gpu_idle", "restart",
     "queue_started", "queue_impossible", "host_down", "test",
 )  # fmt: skip
-DEFAULT_ON = ("failed", "stalled", "leak", "nan")
+DEFAULT_ON = ("failed", "stalled", "leak", "nan", "restart")  # a restart is a failure torchrun recovered from
 FORMATS = ("json", "slack", "mattermost", "discord", "ntfy")
 KEYS = ("webhook", "format", "command", "desktop", "on", "timeout", "window")
 TIMEOUT_S = 5.0  # one attempt's limit: a slow receiver never holds a delivery longer

@@ -20,6 +20,18 @@ EXIT_MEANINGS = {
 _WORKER = re.compile(r"Caught (\w+) in DataLoader worker process (\d+)\.")
 _INDEX = re.compile(r"\b(?:idx|index|sample_idx)\b\W{0,4}(\d+)")
 _ORIGINAL = "Original Traceback (most recent call last):"
+# A rank that failed only because a peer went away: gloo/NCCL lose the connection, or the rendezvous store (hosted
+# by node 0) is gone. The root cause is elsewhere.
+PEER_LOSS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "RendezvousConnectionError",
+    "RendezvousClosedError",
+    "DistNetworkError",
+    "remote process exited",
+    "Socket Timeout",
+    "Broken pipe",
+)
 REASON_LINES = 3  # the last lines a script printed, shown as its reason
 # Slurm's own lines in a job's output ("srun: error: node1: task 0: Exited with exit code 3", "srun: launch/slurm:
 # _step_signal: Terminating StepId=5.0", "slurmstepd-node1: error: *** STEP 5.0 ON node1 CANCELLED AT ..."): they
@@ -36,7 +48,7 @@ def worker(text: str) -> Failure | None:
     last = found[-1]
     original = text[text.find(_ORIGINAL, last.end()) :] if _ORIGINAL in text[last.end() :] else ""
     error = _last_exception_line(original) or last.group(1)
-    where, index = _user_frame(original)
+    where, index = user_frame(original)
     title = f"DataLoader worker {last.group(2)} raised {error}"[:300]
     detail = f"raised in {where}" + (f", at sample index {index}" if index is not None else "") if where else ""
     evidence = tuple(dict.fromkeys(x for x in (last.group(0), where, error) if x))
@@ -60,6 +72,11 @@ def last_lines(text: str, count: int = REASON_LINES) -> tuple[str, ...]:
     return tuple(line[:300] for line in lines[-count:])
 
 
+def peer_lost(text: str) -> bool:
+    """The error only says a peer went away (a symptom of another rank's failure)."""
+    return any(sign in text for sign in PEER_LOSS)
+
+
 def said_by_slurm(line: str) -> bool:
     """A line srun or slurmstepd wrote into the job's output, not the script."""
     return _SLURM.match(line) is not None
@@ -70,7 +87,7 @@ def _last_exception_line(trace: str) -> str:
     return next((line for line in reversed(lines) if re.match(r"[\w.]+(?:Error|Exception|Warning)\b", line)), "")
 
 
-def _user_frame(trace: str) -> tuple[str, str | None]:
+def user_frame(trace: str) -> tuple[str, str | None]:
     """The last frame outside torch's own files ("dataset.py:11 in __getitem__") and an index its line shows."""
     frames = list(re.finditer(r'File "([^"]+)", line (\d+), in (\S+)\n(.*)', trace))
     user = [f for f in frames if "/torch/" not in f.group(1)]

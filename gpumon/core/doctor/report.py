@@ -21,10 +21,12 @@ from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
+from gpumon.core.doctor.restarts import restart_advice, restart_headline, restarts_of
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
 from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
 from gpumon.core.placement.places import of_record
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
+from gpumon.core.runs.reading.attempts import Restart
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.spec import TORCHRUN_KINDS
 from gpumon.core.runs.record.store import RunRecord
@@ -51,6 +53,9 @@ class Diagnosis:
     step_time_s: float | None = None  # the run's pace (progress.py), as its row's SPEED and ETA have it
     unreadable: str = ""  # why this user cannot read the run's files (another user's run): not "no step"
     quiet: str = ""  # "no step for 1m28s": a live run that stopped stepping (its pace has fallen with it)
+    restarts: tuple[Restart, ...] = ()  # torchrun's failed attempts, oldest first (attempts.py)
+    attempt: int = 1  # the attempt running now (or the last), from 1
+    max_restarts: int = 0  # the run's --max-restarts
 
     @property
     def worst(self) -> LeakState | None:
@@ -77,6 +82,8 @@ class Diagnosis:
         worst = self.worst
         if worst is not None and worst.warning:
             return self._trend(worst)
+        if self.restarts and (self.failure is None or self.failure.kind == "stopped"):  # never "no problem seen"
+            return restart_headline(self.state, self.restarts, self.attempt, self.max_restarts)
         if self.failure is not None:
             return self.failure.title
         if self.loss is not None:
@@ -137,6 +144,8 @@ class Diagnosis:
             "step_time_s": self.step_time_s,
             "pace": 1 / self.step_time_s if self.step_time_s else None,  # steps a second, by the wall clock
             "quiet": self.quiet or None,
+            "attempt": self.attempt,
+            "restarts": [r.to_dict() for r in self.restarts],
         }
 
 
@@ -213,6 +222,9 @@ def diagnose(
     dropped = output_dropped(record.status)
     if dropped:
         advice = (*advice, drop_advice(record, dropped))
+    restarts = restarts_of(telemetry)
+    if restarts and failure is None:  # a failed attempt's fixes (a failure at the end has its own, above)
+        advice = (*restart_advice(restarts, record.spec.full_args, record.id), *advice)
     if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first, even
         advice = (*stall_advice(stall, record.id), *advice)  # before a slow run's fixes (it is not slow: it stopped)
     return Diagnosis(
@@ -233,6 +245,9 @@ def diagnose(
         step_time_s=per_step,
         unreadable=files_unreadable(record.dir),
         quiet=quiet,
+        restarts=restarts,
+        attempt=telemetry.attempts.current,
+        max_restarts=record.spec.max_restarts,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.doctor.ended import peer_lost
 from gpumon.core.nodes.group import Group, Node, save, stop_group
 from gpumon.core.nodes.remote import NodeError, each
 from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunStore
@@ -20,18 +21,6 @@ from gpumon.core.runs.record.store import END_STATES, LIVE_STATES, RunStore
 # How long the other nodes get to end by themselves after one failed or stopped (torchrun takes a node down
 # within seconds when its peer goes; a node still waiting in the rendezvous would wait 600 s).
 SETTLE_S = 20.0
-# A node that failed only because a peer went away: gloo/NCCL lose the connection, or the rendezvous store
-# (hosted by node 0) is gone. The root cause is elsewhere.
-PEER_LOSS = (
-    "Connection closed by peer",
-    "Connection reset by peer",
-    "RendezvousConnectionError",
-    "RendezvousClosedError",
-    "DistNetworkError",
-    "remote process exited",
-    "Socket Timeout",
-    "Broken pipe",
-)
 
 
 @dataclass(frozen=True)
@@ -50,7 +39,7 @@ class NodeStatus:
 
     @property
     def peer_loss(self) -> bool:
-        return self.error is not None and any(mark in self.error for mark in PEER_LOSS)
+        return self.error is not None and peer_lost(self.error)
 
 
 def _from_doc(node: Node, doc: dict[str, Any]) -> NodeStatus:

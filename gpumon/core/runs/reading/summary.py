@@ -58,6 +58,8 @@ class RunSummary:
     queue: tuple[int | None, str] | None = None  # a queued run: its position and why it waits (core/queue)
     ranks: tuple[RankRow, ...] = ()  # every rank that reported: pid, step, host (rank_rows.py)
     use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
+    attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
+    restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
 
     @property
     def leak(self) -> LeakState | None:
@@ -87,7 +89,19 @@ class RunSummary:
         """ "queued 2" for a queued run (its place in the queue), else the state."""
         if self.queue is not None and self.state == "queued":
             return f"queued {self.queue[0]}" if self.queue[0] else "queued"
-        return self.state
+        return self.state + self.attempt_words
+
+    @property
+    def attempt_words(self) -> str:
+        """ " after 1 restart" (ended) or ", attempt 2 of 2" (live) once torchrun started the ranks again, else "":
+        a restarted run never reads a plain "finished"."""
+        if not self.restarts:
+            return ""
+        if self.state in END_STATES:
+            n = len(self.restarts)
+            return f" after {n} restart{'s' if n > 1 else ''}"
+        most = self.record.spec.max_restarts
+        return f", attempt {self.attempt}" + (f" of {most + 1}" if most else "")
 
 
 def to_row(summary: RunSummary) -> dict[str, Any]:
@@ -116,6 +130,8 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "use": summary.use,
         "warnings": list(summary.warnings),
         "ranks": [row.to_dict() for row in summary.ranks],
+        "attempt": summary.attempt,
+        "restarts": list(summary.restarts),
     }
 
 
@@ -154,6 +170,8 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             use=dict(row.get("use") or {}),
             warnings=tuple(str(w) for w in row.get("warnings") or ()),
             ranks=rows_from(row.get("ranks")),
+            attempt=int(row.get("attempt") or 1),
+            restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -195,6 +213,8 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         warnings=tuple(f"unreadable: {why}" for why in record.unreadable) + run_warnings(tele),
         slurm=of_record(record).line(record),  # a Slurm job's
         ranks=rank_rows(tele),
+        attempt=tele.attempts.current,
+        restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EventReader
+from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.progress import Progress
 from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
@@ -70,6 +71,7 @@ class RunTelemetry:
     starts: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> host, started, ppid (``proc_start``)
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
+    attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -169,6 +171,7 @@ class RunTelemetry:
             "starts": {str(r): v for r, v in self.starts.items()},
             "feeding": self.feeding.to_state(),
             "use": self.use.to_state(),
+            "attempts": self.attempts.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -199,6 +202,7 @@ class RunTelemetry:
         self.starts = {int(r): dict(v) for r, v in (state.get("starts") or {}).items() if isinstance(v, dict)}
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.use = GpuUse.from_state(state.get("use"))
+        self.attempts = Attempts.from_state(state.get("attempts"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -208,6 +212,7 @@ class RunTelemetry:
         kind = event["type"]
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
+        self.attempts.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":

@@ -31,6 +31,8 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["data_wait_share"] = summary.data_wait  # 0..1: DataLoader wait per second of training (feeding.py)
     doc.update({key: summary.use.get(key) for key in USE_FIELDS})  # mfu, tokens_per_s, flops_per_step (use.py)
     doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
+    doc["attempt"] = summary.attempt  # torchrun's attempt, from 1; each failed one in restarts (attempts.py)
+    doc["restarts"] = list(summary.restarts)
     # Its place's fields: slurm_job_id, slurm_state, slurm_reason on every row; a queued run's queue_position,
     # queue_reason (placement/places.py)
     doc.update(row_fields(summary.record))

@@ -101,3 +101,23 @@ def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[d
         if lines:
             break
     return lines[-1].strip() if lines else ""
+
+
+RESTART = "restart: "  # how a restart's alert begins (one per attempt, also across supervisors of the run)
+
+
+def restart_alert(fold: Any, max_restarts: int) -> str | None:
+    """ "restart: attempt 2 of 2 started after rank 1 raised RuntimeError: ... (shard.py:20) after 26 steps" once
+    per new attempt torchrun started; None when every attempt seen was told."""
+    told = sum(1 for a in fold.alerts if a.startswith(RESTART))
+    restarts = fold.attempts.restarts_told()
+    if len(restarts) <= told:
+        return None
+    last = restarts[told]  # the oldest not told: two restarts between two passes are each said
+    who = f"rank {last.rank}" if last.rank is not None else "a rank"
+    where = f" ({last.where})" if last.where else ""
+    of = f" of {max_restarts + 1}" if max_restarts else ""
+    return (
+        f"{RESTART}attempt {last.attempt + 1}{of} started after {who} {last.what}{where} "
+        f"in attempt {last.attempt}, after {last.steps} steps"
+    )

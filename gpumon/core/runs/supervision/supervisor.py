@@ -30,7 +30,7 @@ from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.store import read_json, write_json
-from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert
+from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert, restart_alert
 from gpumon.core.runs.supervision.census_ask import CensusAsk
 from gpumon.core.runs.supervision.end_alerts import end_alert
 from gpumon.core.runs.supervision.ending import DELETED, compress, end_fields, index_run, retry_after_oom
@@ -229,6 +229,10 @@ class Supervisor(Tracking):
             self.loss_alerted = raised = True  # once per run (loss_alert also sees an earlier supervisor's)
             self.alert(loss, "nan", **loss_fix(self.fold))  # the doctor's first fix, whole
         self.gpus.report(time.monotonic(), self.fold.pids, self.events, self.alert)
+        restart = restart_alert(self.fold, int(self.spec.get("max_restarts") or 0))
+        if restart is not None:  # torchrun started the ranks again: said at once, with what failed
+            raised = True
+            self.alert(restart, "restart")
         slow = None if self.input_alerted else input_alert(self.fold)
         if slow is not None:
             self.input_alerted = raised = True  # once per run: the doctor keeps saying it
