@@ -31,9 +31,10 @@ def test_a_torchrun_restart_is_told_in_the_row_the_alert_metrics_json_and_the_do
     gpumon: Gpumon, tmp_path: Path
 ) -> None:
     hold = tmp_path / "hold"
+    # 80 ms a step: the failed attempt's 26 steps span two of the bar's reports (a second apart), so its start is known
     launched = gpumon(
         "launch", "script", str(SCRIPT), "--nproc", "2", "--max-restarts", "1", "--json",
-        "--", "--hold", str(hold), "--ckpt", str(tmp_path / "ckpt.txt"),
+        "--", "--hold", str(hold), "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     run_id = json.loads(launched.stdout)["id"]
@@ -87,7 +88,7 @@ def test_a_rank_killed_in_the_first_attempt_is_named_not_the_rank_that_lost_its_
     restart names rank 1, killed, not rank 0's symptom."""
     launched = gpumon(
         "launch", "script", str(SCRIPT), "--nproc", "2", "--max-restarts", "1", "--json",
-        "--", "--kill", "--ckpt", str(tmp_path / "ckpt.txt"),
+        "--", "--kill", "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
     )  # fmt: skip
     run_id = json.loads(launched.stdout)["id"]
     gpumon.wait_ended(run_id)

@@ -51,10 +51,13 @@ class Attempt:
         return self.start_hi if apart >= 10 and self.start_hi - self.start_lo <= max(2, apart // 5) else None
 
     def step_at(self, step: int) -> float | None:
-        """When it took ``step`` (about, from its points a second apart); None before it did."""
+        """When it had taken ``step`` (at most a second late, from its points a second apart); None before it did."""
         if step <= 0:
             return self.first_step_t
-        return next((t for t, s in self.paced if s >= step), None)
+        found = next((t for t, s in self.paced if s >= step), None)
+        if found is None and self.steps >= step:
+            found = self.last_step_t  # past it since the last point: its latest step is the bound (a second, at most)
+        return found
 
 
 @dataclass(frozen=True)
