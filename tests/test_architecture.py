@@ -272,7 +272,11 @@ def test_view_of_names_the_view_folder() -> None:
 HEAVY = ("torch", "ray", "textual", "gpumon.tui", "gpumon.core.doctor.classifier", "gpumon.core.doctor.advice")
 HEAVY += ("gpumon.core.queue.keeper", "gpumon.core.queue.plan", "gpumon.core.slurm.launch")
 HEAVY += ("gpumon.core.doctor.slurm_end",)
-FOLDING = ("gpumon.core.doctor.leak", "gpumon.core.runs.reading.telemetry")  # what a run not ended needs
+FOLDING = (
+    "gpumon.core.doctor.leak",
+    "gpumon.core.doctor.leak_detector",
+    "gpumon.core.runs.reading.telemetry",
+)  # what a run not ended needs
 
 
 def _loaded(home: Path, code: str, of: tuple[str, ...] = HEAVY) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from textual.screen import Screen
 from textual.widgets._footer import FooterKey
 
-from gpumon.tui.app import HELP
+from gpumon.tui.app_ahead import HELP
 from gpumon.tui.feeds import SampleReady
 from gpumon.tui.views import VIEWS
 from gpumon.tui.views.fleet.view import FleetView

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import sys
 from codecs import getincrementaldecoder
 from collections.abc import Callable
 from threading import Event
@@ -116,3 +117,10 @@ class QuickEscapeDriver(LinuxDriver):
         for fd in (self._wake_read, self.exit_event.fd):  # type: ignore[attr-defined]
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def quick_driver() -> type[LinuxDriver] | None:
+    """The driver above, or None where Textual picks its own: TEXTUAL_DRIVER set, or Windows."""
+    if constants.DRIVER is not None or sys.platform == "win32":
+        return None
+    return QuickEscapeDriver

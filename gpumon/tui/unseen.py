@@ -2,12 +2,12 @@
 
 A view the switcher hides was never laid out nor drawn: its first showing laid out and drew every widget of it on
 its key's path (the first `r` drew the whole Runs table: 130-190 ms at rest, later ones 53). Shortly after the start
-(app.py ``_lay_out_ahead``) each hidden view is laid out in a compositor of its own, at the size of the view shown,
-and drawn once: its widgets keep their sizes and their drawn lines, and its first showing only composes them, as
-every later one does. Nothing is written to the terminal, no widget gets a Show event, the focus stays put. A view
-whose first read comes after that draw says so (``DrawnLate``) and is drawn unseen again. The footer's hidden sets of
-keys are drawn the same way (widgets/footer.py ``draw_ahead``), and the help and the launch form, installed but not
-shown, are laid out until they ask for no other layout (``lay_out``).
+(app_ahead.py ``WorkAhead.lay_out``) each hidden view is laid out in a compositor of its own, at the size of the
+view shown, and drawn once: its widgets keep their sizes and their drawn lines, and its first showing only composes
+them, as every later one does. Nothing is written to the terminal, no widget gets a Show event, the focus stays put.
+A view whose first read comes after that draw says so (``DrawnLate``) and is drawn unseen again. The footer's hidden
+sets of keys are drawn the same way (widgets/footer.py ``draw_ahead``), and the help and the launch form, installed
+but not shown, are laid out until they ask for no other layout (``lay_out``).
 """
 
 from __future__ import annotations
