@@ -307,3 +307,13 @@ def test_cheap_commands_and_the_supervisor_load_only_what_they_use(tmp_path: Pat
     for args in (["runs"], ["stop", FINISHED], ["logs", FINISHED], ["launch", "--help"]):
         assert _loaded(tmp_path, _command(*args)) == [], args
     assert _loaded(tmp_path, "import gpumon.core.runs.supervision.supervisor") == []
+
+
+MODULE_LINES_MAX = 400  # the guide's rule: a module past it is split along a seam
+APP_LINES_MAX = 250  # app.py switches views and hands on the feeds; what grows there gets a module (issue 50 item 13)
+
+
+def test_no_module_is_past_400_lines_and_the_app_under_250() -> None:
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MODULE_LINES_MAX} == {}
+    assert sizes["tui/app.py"] < APP_LINES_MAX
