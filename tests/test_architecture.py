@@ -317,3 +317,11 @@ def test_no_module_is_past_400_lines_and_the_app_under_250() -> None:
     sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
     assert {name: n for name, n in sizes.items() if n > MODULE_LINES_MAX} == {}
     assert sizes["tui/app.py"] < APP_LINES_MAX
+
+
+def test_no_module_outside_the_adapter_reaches_a_textual_private() -> None:
+    """Textual's private parts are reached in gpumon/tui/textual_private/ only (issue 50 item 14): imported from a
+    private module, read, set or overridden (tests/textual_names.py says how that is told)."""
+    from tests.textual_names import all_reaches
+
+    assert [str(reach) for reach in all_reaches(inside_adapter=False)] == []

@@ -15,10 +15,10 @@ from textual import events
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets._footer import FooterKey
 
 from gpumon.tui.app import GpumonApp
 from gpumon.tui.app_ahead import WorkAhead
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app, pilot_until

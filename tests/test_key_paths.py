@@ -376,7 +376,7 @@ async def test_views_not_drawn_ahead_where_textuals_internals_moved_still_show(
 ) -> None:
     """The unseen draw leans on Textual's private compositor (pinned for the tests only): where a user's newer
     Textual no longer fits, the first presses lose their speed, never the app nor a view."""
-    from gpumon.tui.unseen import UnseenViews
+    from gpumon.tui.textual_private.offscreen import UnseenViews
     from gpumon.tui.views.runs.view import RunsView
 
     def moved(*args: Any) -> bool:

@@ -1,8 +1,7 @@
 """The gpumon Textual app: the view switcher, the feeds it hands the views, and the global keys.
 
-Each view (gpumon/tui/views/) owns its keys, actions and refresh worker; the
-app only switches between them, passes them the GPU samples and the runs feed
-through one ``AppContext``, and holds the keys that work everywhere.
+Each view (gpumon/tui/views/) owns its keys, actions and refresh worker; the app only switches between them, passes
+them the GPU samples and the runs feed through one ``AppContext``, and holds the keys that work everywhere.
 """
 
 from __future__ import annotations
@@ -25,14 +24,15 @@ from gpumon.core.runs.record.store import RunStore
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app_ahead import HELP, WorkAhead, view_widget
 from gpumon.tui.app_keys import FOOTNOTE, GLOBAL_BINDINGS, help_sections, palette_commands
-from gpumon.tui.dirty_lines import draw_changed_lines
 from gpumon.tui.feeds import AlertsRefreshed, OpenRun, RunsRefreshed, SampleReady
 from gpumon.tui.heap import keep_built, release
 from gpumon.tui.keys import help_rows
 from gpumon.tui.notices import Notices
 from gpumon.tui.plain import PlainToasts
 from gpumon.tui.reader import frame_drawn
-from gpumon.tui.repaint import coalesced
+from gpumon.tui.textual_private.dirty_lines import draw_changed_lines
+from gpumon.tui.textual_private.nodes import mounted_screen
+from gpumon.tui.textual_private.repaint import coalesced
 from gpumon.tui.typeahead import KeysInOrder
 from gpumon.tui.unseen import DrawnLate
 from gpumon.tui.view import AppContext, View
@@ -95,8 +95,8 @@ class GpumonApp(KeysInOrder, PlainToasts, App[None]):
         yield self.footer
 
     def get_driver_class(self) -> type[Driver]:
-        """Textual's terminal driver with a quick Escape (tui/escape.py); TEXTUAL_DRIVER and Windows as Textual."""
-        from gpumon.tui.escape import quick_driver  # (its imports, only where the app runs in a terminal)
+        """Textual's driver with a quick Escape (textual_private/escape.py), imported only for a terminal."""
+        from gpumon.tui.textual_private.escape import quick_driver
 
         return quick_driver() or super().get_driver_class()
 
@@ -241,7 +241,7 @@ class GpumonApp(KeysInOrder, PlainToasts, App[None]):
         if not self.is_screen_installed(HELP):
             self.install_screen(HelpScreen(help_rows(help_sections(), self.keymap), FOOTNOTE), HELP)
             keep_built(self)
-        return self._get_screen(HELP)[0]  # Textual's first step of push_screen: composed and mounted now
+        return mounted_screen(self, HELP)  # composed and mounted now
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

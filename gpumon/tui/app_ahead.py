@@ -15,7 +15,8 @@ from textual.widgets import ContentSwitcher
 
 from gpumon.tui.ahead import OneAtATime
 from gpumon.tui.heap import keep_built
-from gpumon.tui.unseen import UnseenViews, stopping
+from gpumon.tui.textual_private.offscreen import UnseenViews
+from gpumon.tui.unseen import stopping
 from gpumon.tui.view import View
 from gpumon.tui.views.runs.launching import FORM
 from gpumon.tui.widgets.focus_look import style_for_focus
@@ -128,7 +129,7 @@ class WorkAhead:
 
     def lay_out_screen(self, name: str, again: bool) -> None:
         app = self._app
-        screen = app._installed_screens.get(name)
+        screen = app.get_screen(name) if app.is_screen_installed(name) else None
         if isinstance(screen, Screen) and screen.is_mounted and screen not in app.screen_stack:
             self.unseen.lay_out(screen, app.size, again)
 

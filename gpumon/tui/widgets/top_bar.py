@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from gpumon import __version__
 from gpumon.core.model import GpuSample
-from gpumon.tui.repaint import Coalesced
+from gpumon.tui.textual_private.repaint import Coalesced
 
 # What each step leaves out, from the whole bar to the barest one.
 _LEVELS: tuple[set[str], ...] = (
