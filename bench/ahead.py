@@ -60,7 +60,7 @@ async def one_start(args: argparse.Namespace) -> tuple[list[tuple[str, float]], 
     finally:
         MessagePump._dispatch_message = real  # type: ignore[method-assign]
         sampler.stop()
-    return list(app._ahead.costs), slow
+    return list(app.ahead.pieces.costs), slow
 
 
 def main() -> int:

@@ -13,7 +13,6 @@ from pathlib import Path
 import psutil
 import pytest
 from textual.widgets import Static
-from textual.widgets._footer import FooterKey
 
 from gpumon.core.config import BINDING_IDS
 from gpumon.core.gpu import open_gpu_source
@@ -21,6 +20,7 @@ from gpumon.core.host import HostSource
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
 from gpumon.core.sampler import Sampler
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.view import READONLY_OFF
 from gpumon.tui.views.gpus.view import GpusView
 from gpumon.tui.views.runs.launch_form import LaunchForm

@@ -272,7 +272,11 @@ def test_view_of_names_the_view_folder() -> None:
 HEAVY = ("torch", "ray", "textual", "gpumon.tui", "gpumon.core.doctor.classifier", "gpumon.core.doctor.advice")
 HEAVY += ("gpumon.core.queue.keeper", "gpumon.core.queue.plan", "gpumon.core.slurm.launch")
 HEAVY += ("gpumon.core.doctor.slurm_end",)
-FOLDING = ("gpumon.core.doctor.leak", "gpumon.core.runs.reading.telemetry")  # what a run not ended needs
+FOLDING = (
+    "gpumon.core.doctor.leak",
+    "gpumon.core.doctor.leak_detector",
+    "gpumon.core.runs.reading.telemetry",
+)  # what a run not ended needs
 
 
 def _loaded(home: Path, code: str, of: tuple[str, ...] = HEAVY) -> list[str]:
@@ -303,3 +307,21 @@ def test_cheap_commands_and_the_supervisor_load_only_what_they_use(tmp_path: Pat
     for args in (["runs"], ["stop", FINISHED], ["logs", FINISHED], ["launch", "--help"]):
         assert _loaded(tmp_path, _command(*args)) == [], args
     assert _loaded(tmp_path, "import gpumon.core.runs.supervision.supervisor") == []
+
+
+MODULE_LINES_MAX = 400  # the guide's rule: a module past it is split along a seam
+APP_LINES_MAX = 250  # app.py switches views and hands on the feeds; what grows there gets a module (issue 50 item 13)
+
+
+def test_no_module_is_past_400_lines_and_the_app_under_250() -> None:
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in ROOT.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MODULE_LINES_MAX} == {}
+    assert sizes["tui/app.py"] < APP_LINES_MAX
+
+
+def test_no_module_outside_the_adapter_reaches_a_textual_private() -> None:
+    """Textual's private parts are reached in gpumon/tui/textual_private/ only (issue 50 item 14): imported from a
+    private module, read, set or overridden (tests/textual_names.py says how that is told)."""
+    from tests.textual_names import all_reaches
+
+    assert [str(reach) for reach in all_reaches(inside_adapter=False)] == []

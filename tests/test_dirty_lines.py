@@ -2,7 +2,8 @@
 
 Textual drew a partial frame from the box around all changed regions: every widget the box touched (the screen,
 the switcher, the view, the GPU list, the footer...) was asked for all its visible lines, each cropped and
-filtered, to write the few lines that changed. tui/dirty_lines.py asks each widget for its changed lines only."""
+filtered, to write the few lines that changed. textual_private/dirty_lines.py asks each widget for its changed
+lines only."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 
 from gpumon.tui.app import GpumonApp
-from gpumon.tui.dirty_lines import DirtyLines
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.textual_private.dirty_lines import DirtyLines
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from tests.conftest import make_app, pilot_until

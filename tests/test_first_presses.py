@@ -15,9 +15,10 @@ from textual import events
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets._footer import FooterKey
 
 from gpumon.tui.app import GpumonApp
+from gpumon.tui.app_ahead import WorkAhead
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.screens import HelpScreen
 from tests.conftest import make_app, pilot_until
@@ -167,29 +168,29 @@ async def test_a_key_typed_while_work_is_done_ahead_waits_for_one_piece_of_it(mo
     (put on the queue by the loop) waited for every piece (8 before the key; the first `r` 0.4-1.8 s in tmux)."""
     pieces: list[str] = []
     at_key: list[int] = []
-    for name in ("_lay_out_screen", "_draw_unseen"):
-        real = getattr(GpumonApp, name)
+    for name in ("lay_out_screen", "draw_unseen"):
+        real = getattr(WorkAhead, name)
         monkeypatch.setattr(
-            GpumonApp,
+            WorkAhead,
             name,
             lambda self, *a, _real=real, _name=name, **k: (pieces.append(_name), _real(self, *a, **k))[1],
         )
-    show, lay_out = GpumonApp.show_view, GpumonApp._lay_out_ahead
+    show, lay_out = GpumonApp.show_view, WorkAhead.lay_out
 
     def shown(self: GpumonApp, name: str) -> None:
         if name == "runs":
             at_key.append(len(pieces))
         show(self, name)
 
-    def then_a_key(self: GpumonApp, again: bool = True) -> None:
+    def then_a_key(self: WorkAhead, again: bool = True) -> None:
         lay_out(self, again)
         if again:  # `r`, typed as the work ahead is queued: the driver posts it from its own thread, through the loop
-            typist = threading.Thread(target=self.post_message, args=(events.Key("r", "r"),))
+            typist = threading.Thread(target=self._app.post_message, args=(events.Key("r", "r"),))
             typist.start()
             typist.join()
 
     monkeypatch.setattr(GpumonApp, "show_view", shown)
-    monkeypatch.setattr(GpumonApp, "_lay_out_ahead", then_a_key)
+    monkeypatch.setattr(WorkAhead, "lay_out", then_a_key)
     app = make_app(gpus=2)
     with to_the_frame(monkeypatch, app, lambda: bool(at_key) and app.view == "runs", pieces) as at_frame:
         async with app.run_test(size=(100, 30)) as pilot:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from textual.screen import Screen
-from textual.widgets._footer import FooterKey
 
-from gpumon.tui.app import HELP
+from gpumon.tui.app_ahead import HELP
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.views import VIEWS
 from gpumon.tui.views.fleet.view import FleetView
 from gpumon.tui.views.gpus.view import GpusView

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from textual.widgets._footer import FooterKey
 
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.widgets.footer import KeySet, KeysFooter
 from tests.conftest import make_app, pilot_until
 

@@ -68,7 +68,8 @@ async def settled(pilot: Pilot[None]) -> None:
     app = pilot.app
     assert isinstance(app, GpumonApp)
     runs, alerts = readers(app)
-    await pilot_until(pilot, lambda: FINISHED in app.context.runs and app._unread >= 0, "the first reads never came")
+    read = lambda: FINISHED in app.context.runs and app._top_alerts.unread >= 0  # noqa: E731
+    await pilot_until(pilot, read, "the first reads never came")
     await pilot_until(pilot, lambda: runs.reads >= READS and alerts.reads >= 2, "the readers never read again")
     # built ahead: the help, the form, the footers' keys laid out, and the reads ahead (the doctor's run, the
     # trials) done; on a loaded machine they came after the reads above (a thread of theirs counted "at rest")
@@ -138,7 +139,7 @@ async def test_a_new_alert_reaches_the_top_bar_at_the_next_read(views_home: Path
     app = make_app(gpus=2)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot)
-        unread = app._unread
+        unread = app._top_alerts.unread
         _, alerts = readers(app)
         posted_at: list[int] = []  # the reader's read count when it handed the new alert on
         post = alerts._post
@@ -152,7 +153,7 @@ async def test_a_new_alert_reaches_the_top_bar_at_the_next_read(views_home: Path
         read = alerts.reads
         doc = {"type": "alert", "id": "a9", "kind": "failed", "text": "failed", "t": T0 + 5000, "run": FINISHED}
         _alerts(views_home, FINISHED, [{**doc, "state": "failed", "host": "trainbox", "channels": []}])
-        await pilot_until(pilot, lambda: app._unread == unread + 1, "the new alert was never counted")
+        await pilot_until(pilot, lambda: app._top_alerts.unread == unread + 1, "the new alert was never counted")
         assert posted_at[0] <= read + 2
 
 
@@ -186,7 +187,7 @@ def test_the_input_loop_sleeps_until_a_key_or_its_stop(monkeypatch) -> None:
 
     from textual._xterm_parser import XTermParser
 
-    from gpumon.tui.escape import WakingEvent, read_keys
+    from gpumon.tui.textual_private.escape import WakingEvent, read_keys
 
     selects: list[float | None] = []
     select = selectors.SelectSelector.select

@@ -18,10 +18,10 @@ from textual.geometry import Region, Size
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable
-from textual.widgets._footer import FooterKey
 
 from gpumon.core.format import num
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.views import VIEWS
 from gpumon.tui.widgets.footer import KeysFooter, _width
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel, LinePanel

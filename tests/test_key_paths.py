@@ -142,7 +142,7 @@ async def test_a_view_key_restyles_no_widget_whose_focus_changed_out_of_sight(
     record_runs(home, live=False)
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: app.laid_out_ahead)  # what is built ahead
+        await pilot_until(pilot, lambda: app.ahead.laid_out)  # what is built ahead
         for key, view in (("r", "runs"), ("g", "gpus")):  # each focus place seen once
             await pilot.press(key)
             await pilot_until(pilot, lambda view=view: app.view == view)
@@ -229,7 +229,7 @@ async def test_the_first_n_and_the_first_help_find_their_screens_laid_out_and_dr
 
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        await pilot_until(pilot, lambda: app.ahead.laid_out)
         await pilot.press("r")
         await pilot_until(pilot, lambda: app.view == "runs")
         await pilot.pause(0.2)
@@ -259,7 +259,7 @@ async def test_the_first_d_draws_the_diagnosis_it_holds(home: Path, monkeypatch:
     async with app.run_test(size=(100, 30)) as pilot:
         doctor = app.view_widget("doctor")
         assert isinstance(doctor, DoctorView)
-        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.laid_out_ahead and not doctor._busy)
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.ahead.laid_out and not doctor._busy)
         titles: list[str] = []
         display = App._display
 
@@ -282,7 +282,7 @@ async def test_each_views_first_key_finds_its_footer_keys_measured(home: Path) -
 
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        await pilot_until(pilot, lambda: app.ahead.laid_out)
         measured = dict(footer_module._TEXT_WIDTHS.items())
         assert measured
         for key, view in (("r", "runs"), ("t", "trials"), ("d", "doctor"), ("h", "fleet"), ("g", "gpus")):
@@ -298,7 +298,7 @@ async def test_n_fills_the_kept_form_without_a_layout(home: Path, monkeypatch: p
     text is now set only to a new value: opened again as it was, the form is shown without a layout."""
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot_until(pilot, lambda: app.laid_out_ahead)
+        await pilot_until(pilot, lambda: app.ahead.laid_out)
         await pilot.press("r")
         await pilot_until(pilot, lambda: app.view == "runs")
         form = await open_and_close_form(pilot)
@@ -347,7 +347,7 @@ async def test_the_first_r_draws_nothing_of_the_runs_view_a_later_r_does_not(
     async with app.run_test(size=(100, 30)) as pilot:
         runs = app.view_widget("runs")
         assert isinstance(runs, RunsView)
-        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.laid_out_ahead and runs._built)
+        await pilot_until(pilot, lambda: len(app.context.runs) == 3 and app.ahead.laid_out and runs._built)
         await pilot.pause()  # a view that read its rows late asked to be drawn again (DrawnLate)
         await pilot_until(pilot, lambda: not app.drawing_unseen())
         assert app.screen.focused is not None and not runs.query_one(RunTable).has_focus  # the focus stayed put
@@ -376,7 +376,7 @@ async def test_views_not_drawn_ahead_where_textuals_internals_moved_still_show(
 ) -> None:
     """The unseen draw leans on Textual's private compositor (pinned for the tests only): where a user's newer
     Textual no longer fits, the first presses lose their speed, never the app nor a view."""
-    from gpumon.tui.unseen import UnseenViews
+    from gpumon.tui.textual_private.offscreen import UnseenViews
     from gpumon.tui.views.runs.view import RunsView
 
     def moved(*args: Any) -> bool:
@@ -387,7 +387,7 @@ async def test_views_not_drawn_ahead_where_textuals_internals_moved_still_show(
     app = make_app(gpus=2)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot_until(pilot, lambda: len(app.context.runs) == 3 and not app.drawing_unseen())
-        assert isinstance(app._unseen.failed, AttributeError)
+        assert isinstance(app.ahead.unseen.failed, AttributeError)
         await pilot.press("r")
         runs = app.view_widget("runs")
         assert isinstance(runs, RunsView)

@@ -14,7 +14,7 @@ from textual import events
 from textual.widgets import Input, Select, Static
 
 from gpumon.core.runs.record.spec import RunSpec
-from gpumon.tui.app import HELP
+from gpumon.tui.app_ahead import HELP
 from gpumon.tui.views.runs.form_spec import FormValues, values_from_spec
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.launching import FORM

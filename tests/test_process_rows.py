@@ -22,6 +22,7 @@ from textual.widgets import DataTable
 
 from gpumon.core.format import num, size
 from gpumon.tui.feeds import SampleReady
+from gpumon.tui.textual_private.table import KeptCellsTable
 from gpumon.tui.widgets.keyed_table import RowTable, SortCell
 from gpumon.tui.widgets.process_table import ProcessTable
 from tests.conftest import make_app, pilot_until
@@ -172,14 +173,14 @@ async def test_a_datatable_whose_private_parts_moved_still_draws_its_cells(monke
         raise TypeError("_get_styles_to_render_cell() takes 8 positional arguments but 10 were given")
 
     monkeypatch.setattr(RowTable, "_cell_line", moved)
-    monkeypatch.setattr(RowTable, "_own_cells", True)  # restored after the test
+    monkeypatch.setattr(KeptCellsTable, "_own_cells", True)  # restored after the test
     app = Table()
     async with app.run_test(size=(120, 20)) as pilot:
         table = app.query_one(RowTable)
         table.add_column("w", width=8)
         table.add_row(CELLS[0], key="0")
         await pilot.pause()
-        assert RowTable._own_cells is False  # given up at the first cell, for good
+        assert KeptCellsTable._own_cells is False  # given up at the first cell, for good
         table._cell_render_cache.clear()
         ours = table._render_cell(0, 0, Style(), 10)
         table._cell_render_cache.clear()

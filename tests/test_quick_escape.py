@@ -1,4 +1,4 @@
-"""Escape acts as quickly as htop's (tui/escape.py), and the keys whose sequences start with an escape still
+"""Escape acts as quickly as htop's (textual_private/escape.py), and the keys whose sequences start with an escape still
 arrive whole: through a real pseudo-terminal into the app's input loop, and through tmux into the app."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from textual import constants
 from textual._xterm_parser import XTermParser
 from textual.message import Message
 
-from gpumon.tui.escape import ESCAPE_S, read_keys
+from gpumon.tui.textual_private.escape import ESCAPE_S, read_keys
 from tests.conftest import requires_tmux, wait_until
 from tests.tmux_term import Tmux
 

@@ -1,4 +1,4 @@
-"""A sample's repaints reach the screen at once (issue 35, tui/repaint.py).
+"""A sample's repaints reach the screen at once (issue 35, tui/textual_private/repaint.py).
 
 Each widget a sample changed woke its own message pump (a Prompt), whose idle posted an Update to the screen, which
 woke the screen (another Prompt): 11 messages a tick for the idle monitor, each a task switch on its main thread.

@@ -39,7 +39,7 @@ def app_of(pilot: Pilot[None]) -> GpumonApp:
 
 async def alerts_counted(pilot: Pilot[None]) -> None:
     """The top bar's unread count has come (two alerts after the recorded 'read at')."""
-    await pilot_until(pilot, lambda: app_of(pilot)._unread == 2, "the unread alerts were never counted")
+    await pilot_until(pilot, lambda: app_of(pilot)._top_alerts.unread == 2, "the unread alerts were never counted")
 
 
 async def on_run(pilot: Pilot[None], run_id: str) -> None:
@@ -93,7 +93,8 @@ async def alerts(pilot: Pilot[None]) -> None:
     app = app_of(pilot)
     await pilot.press("exclamation_mark")
     view = app.query_one(AlertsView)
-    await pilot_until(pilot, lambda: len(view.entries) == 4 and app._unread == 0, "the alerts were never read")
+    read = lambda: len(view.entries) == 4 and app._top_alerts.unread == 0  # noqa: E731
+    await pilot_until(pilot, read, "the alerts were never read")
 
 
 async def fleet(pilot: Pilot[None]) -> None:

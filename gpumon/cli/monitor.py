@@ -142,7 +142,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         fleet.start()  # ssh links connect, Ray's driver joins and squeue is read while Textual imports
     try:
         from gpumon.tui.app import GpumonApp
-        from gpumon.tui.escape import quick_escape
+        from gpumon.tui.textual_private.escape import quick_escape
 
         problem = _keymap_problem(keymap)
         if problem:

@@ -1,8 +1,12 @@
 """The keys that work in every view, and the help built from every view's keys (the help screen, the
-keymap's check). Imported by the app; the views never import it."""
+keymap's check), and the command palette's lines. Imported by the app; the views never import it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 
 from gpumon.tui.keys import clashes
@@ -33,3 +37,25 @@ def help_sections() -> list[tuple[str, str, list[BindingType]]]:
 def keymap_problems(keymap: dict[str, str]) -> list[str]:
     """The user's keymap checked against every view's keys (empty: fine)."""
     return clashes(help_sections(), keymap)
+
+
+def palette_commands(app: Any) -> Iterator[SystemCommand]:
+    """The command palette's own lines: the help, each view, and each view's commands (shown in its view)."""
+    yield SystemCommand("Help", "All keys of gpumon", app.action_help)
+    for cls in VIEWS:
+        keys = cls.KEYS.replace(",", " / ")
+        yield SystemCommand(f"View: {cls.TITLE}", f"Show the {cls.TITLE} view ({keys})", _shower(app, cls.NAME))
+    for cls in VIEWS:
+        for command in app.view_widget(cls.NAME).commands():
+            yield SystemCommand(command.title, command.help, _shower(app, cls.NAME, command.callback))
+
+
+def _shower(app: Any, name: str, then: Callable[[], object] | None = None) -> Callable[[], None]:
+    """Show view ``name``, then run ``then``: a view's command acts where its keys would."""
+
+    def run() -> None:
+        app.show_view(name)
+        if then is not None:
+            then()
+
+    return run

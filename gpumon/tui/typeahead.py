@@ -17,8 +17,10 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from textual import events
-from textual.message_pump import MessagePump
+from textual.dom import DOMNode
 from textual.screen import Screen
+
+from gpumon.tui.textual_private.nodes import propagation_stopped
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -55,7 +57,7 @@ class KeysInOrder:
         return len(self._held) + (self._in_flight is not None)
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, events.Key) and not self._app._screen_stack:
+        if isinstance(event, events.Key) and not self._app.screen_stack:
             return  # the app is closing, its screens gone: a key still on its way (typed after `q`) goes nowhere
         if isinstance(event, events.Key) and not event.is_forwarded:
             if self._in_flight is not None or self._held:
@@ -80,18 +82,18 @@ class KeysInOrder:
         token = object()
         self._in_flight = token
         self._stuck = asyncio.get_running_loop().call_later(STUCK_S, self._release, token)
-        target: MessagePump = app.focused or app.screen  # where App.on_event forwards it
+        target: DOMNode = app.focused or app.screen  # where App.on_event forwards it
         await super().on_event(event)  # type: ignore[misc]
         # not forwarded: a priority binding took it here; else followed once the target has handled it
         if not event.is_forwarded or not target.call_later(self._follow, event, target, token):
             self._settle(token)
 
-    def _follow(self, event: events.Key, node: MessagePump, token: object) -> None:
+    def _follow(self, event: events.Key, node: DOMNode, token: object) -> None:
         """After ``node`` has handled the key: on to its parent if the key went there, else settle."""
         if self._in_flight is not token:
             return
-        parent = node._parent
-        if event._stop_propagation or isinstance(node, Screen) or parent is None or parent is self:
+        parent = node.parent
+        if propagation_stopped(event) or isinstance(node, Screen) or parent is None or parent is self:
             self._settle(token)  # the app reads a key bubbled to it before this call
         elif not parent.call_later(self._follow, event, parent, token):
             self._settle(token)

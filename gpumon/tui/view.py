@@ -18,6 +18,7 @@ from gpumon.core.history import History
 from gpumon.core.model import Snapshot
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.store import RunStore
+from gpumon.tui.textual_private.nodes import key_bindings
 
 
 @dataclass
@@ -73,7 +74,10 @@ class Refuses:
         if not self.context.readonly:
             return
         assert isinstance(self, Widget)
-        by_key = self._bindings.key_to_bindings
+        own = key_bindings(self)
+        if own is None:  # Textual's map moved: the keys show, and are refused when pressed
+            return
+        by_key = own.key_to_bindings
         for key, bindings in by_key.items():
             by_key[key] = [replace(b, show=False) if b.id in READONLY_OFF else b for b in bindings]
         self.refresh_bindings()

@@ -25,7 +25,8 @@ from textual.geometry import Size
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
+
+from gpumon.tui.textual_private.footer import FooterKey, asks_no_layout, bindings_ready, set_bindings_ready
 
 #: What a set of keys is, as the footer draws it: per key (key, action, label, enabled, tooltip, group).
 Keys = tuple[tuple[str, str, str, bool, str, str | None], ...]
@@ -64,7 +65,7 @@ class KeysFooter(Footer):
         return tuple(shown)
 
     def bindings_changed(self, screen: Screen[object]) -> None:
-        self._bindings_ready = True
+        set_bindings_ready(self)
         if not screen.app.app_focus:
             return
         if self.is_attached and screen is self.screen:
@@ -103,7 +104,7 @@ class KeysFooter(Footer):
         if widget.display == display:
             return
         widget.display = display
-        widget._layout_required = False  # Textual's flag: this widget asks for no layout of its own
+        asks_no_layout(widget)  # the footer asks for it
         if layout:
             self.refresh(layout=True)
 
@@ -135,7 +136,7 @@ class KeysFooter(Footer):
         focus set, unseen, where a view's key will put it, so that the view's first showing finds its keys built
         (building them then mounted ~10 keys and styled them on that key's path: 50-90 ms)."""
         keys = self.keys_now()
-        if self._bindings_ready and self.is_attached and keys not in self._sets:
+        if bindings_ready(self) and self.is_attached and keys not in self._sets:
             self.mount(self._build(keys))
 
     def mounted(self) -> bool:

@@ -11,8 +11,8 @@ from textual.widget import Widget
 
 from gpumon.core.format import NA, elide, gib_pair, num, percent
 from gpumon.core.model import GpuDevice, HostSample
-from gpumon.tui.repaint import Coalesced
-from gpumon.tui.widgets.kept_style import KeptStyle
+from gpumon.tui.textual_private.kept_style import KeptStyle
+from gpumon.tui.textual_private.repaint import Coalesced
 from gpumon.tui.widgets.line import Line, text_strip
 from gpumon.tui.widgets.literal import set_title
 from gpumon.tui.widgets.render import bar_pieces, level_style, spark_chars

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.widget import Widget
+from textual.widgets import Static
 
 from gpumon import __version__
 from gpumon.core.model import GpuSample
-from gpumon.tui.repaint import Coalesced
+from gpumon.tui.textual_private.repaint import Coalesced
 
 # What each step leaves out, from the whole bar to the barest one.
 _LEVELS: tuple[set[str], ...] = (
@@ -96,3 +97,28 @@ class TopInfo(Coalesced, Widget):
         if self._parts is None:
             return Text("gpumon  sampling…")
         return top_bar_text(*self._parts, width=self.content_size.width)
+
+
+class TopAlerts(Static):
+    """The unread alerts' count: ' ! 2 unread alerts '; ' ! 2 new ' below 100 columns, where the GPU count needs the
+    room."""
+
+    def __init__(self) -> None:
+        super().__init__(Text(""), id="top-alerts")
+        self.unread = -1  # not told yet
+
+    def count(self, unread: int) -> None:
+        if unread != self.unread:
+            self.unread = unread
+            self.fit()
+
+    def fit(self) -> None:
+        """Worded for the app's width (as it is now: call again after a resize)."""
+        unread = self.unread
+        if unread <= 0:
+            words = ""
+        elif self.app.size.width < 100:
+            words = f" ! {unread} new "
+        else:
+            words = f" ! {unread} unread alert{'s' if unread != 1 else ''} "
+        self.update(Text(words, style="bold red"))

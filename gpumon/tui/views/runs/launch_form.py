@@ -26,6 +26,8 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
 from gpumon.core.runs.record.spec import KINDS, RunSpec, SpecError, default_nproc
+from gpumon.tui.textual_private.nodes import taken_down
+from gpumon.tui.textual_private.select import FormSelect
 from gpumon.tui.unseen import stopping
 from gpumon.tui.views.runs.form_spec import (
     HOST_KINDS,
@@ -44,7 +46,6 @@ from gpumon.tui.views.runs.form_spec import (
     values_from_spec,
 )
 from gpumon.tui.widgets.screens import KeptScreen
-from gpumon.tui.widgets.select import FormSelect
 
 __all__ = [
     "GroupLaunch",
@@ -287,7 +288,7 @@ class LaunchForm(KeptScreen, ModalScreen[RunSpec | GroupLaunch | QueuedLaunch | 
     def _taken_down(self) -> bool:
         """The form (built ahead) filled just before the app began to stop: its fields are going as the messages
         of that filling come (unseen.py ``stopping``)."""
-        return stopping(self.app) or self._closing or self._pruning or not self.is_attached
+        return stopping(self.app) or taken_down(self) or not self.is_attached
 
     def on_select_changed(self, event: Select.Changed) -> None:
         try:

@@ -19,6 +19,7 @@ from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.record.spec import RunSpec, SpecError
 from gpumon.core.runs.record.store import RunRecord, RunStore
 from gpumon.tui.heap import keep_built
+from gpumon.tui.textual_private.nodes import mounted_screen
 from gpumon.tui.unseen import stopping
 from gpumon.tui.view import AppContext
 from gpumon.tui.views.runs.reading import RunActionDone, stop_question
@@ -119,7 +120,7 @@ class Launching(Widget):
             return
         form = LaunchForm(self.visible_gpus or 0)
         self.app.install_screen(form, FORM)  # filled anew at each opening
-        self.app._get_screen(FORM)  # Textual's own first step of push_screen: register, compose, mount
+        mounted_screen(self.app, FORM)  # Textual's own first step of push_screen: register, compose, mount
         keep_built(form)
 
     def _launch(self, spec: RunSpec | GroupLaunch | QueuedLaunch | None) -> None:

@@ -102,11 +102,13 @@ class LogPane(Widget):
             self.needle, self.current = needle, current
             self.refresh()
 
-    def _on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        event.prevent_default()  # the Widget's own scrolling
         event.stop()
         self.scroll_by(-3)
 
-    def _on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        event.prevent_default()
         event.stop()
         self.scroll_by(3)
 

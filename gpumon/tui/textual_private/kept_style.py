@@ -20,23 +20,31 @@ class KeptStyle:
     """Mixed in before the widget's class (not a DOMNode itself: Textual follows a class's first DOMNode base for
     its CSS and component classes)."""
 
+    works = True  # False once the styles' update count (private) was found moved: read anew each time
     _kept_style: tuple[tuple[int, ...], Style] | None = None
     _kept_backgrounds: tuple[tuple[int, ...], tuple[Color, Color]] | None = None
 
+    def _styles_key(self) -> tuple[int, ...] | None:
+        """The update counts of the styles of the widget and every widget above it; None where unknown."""
+        if KeptStyle.works:
+            try:
+                return tuple(n.styles._cache_key for n in cast(DOMNode, self).ancestors_with_self)
+            except AttributeError:
+                KeptStyle.works = False
+        return None
+
     @property
     def rich_style(self) -> Style:
-        node = cast(DOMNode, self)
-        key = tuple(n.styles._cache_key for n in node.ancestors_with_self)
+        key = self._styles_key()
         kept = self._kept_style
-        if kept is None or kept[0] != key:
-            kept = self._kept_style = (key, cast(Style, super().rich_style))  # type: ignore[misc]
+        if key is None or kept is None or kept[0] != key:
+            kept = self._kept_style = (key or (), cast(Style, super().rich_style))  # type: ignore[misc]
         return kept[1]
 
     @property
     def background_colors(self) -> tuple[Color, Color]:
-        node = cast(DOMNode, self)
-        key = tuple(n.styles._cache_key for n in node.ancestors_with_self)
+        key = self._styles_key()
         kept = self._kept_backgrounds
-        if kept is None or kept[0] != key:
-            kept = self._kept_backgrounds = (key, cast(tuple[Color, Color], super().background_colors))  # type: ignore[misc]
+        if key is None or kept is None or kept[0] != key:
+            kept = self._kept_backgrounds = (key or (), cast(tuple[Color, Color], super().background_colors))  # type: ignore[misc]
         return kept[1]

@@ -17,17 +17,27 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import sys
 from codecs import getincrementaldecoder
 from collections.abc import Callable
 from threading import Event
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import constants
-from textual._parser import ParseError
-from textual._time import get_time
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from textual._parser import ParseError
+    from textual._time import get_time
+    from textual._xterm_parser import XTermParser
+else:
+    try:
+        from textual._parser import ParseError
+        from textual._time import get_time
+        from textual._xterm_parser import XTermParser
+    except ImportError:  # moved: Textual's own driver (quick_driver)
+        ParseError = get_time = XTermParser = None
 
 ESCAPE_S = 0.025  # htop's ESCDELAY: a lone escape is the Escape key once nothing follows it this long
 POLL_S = 0.1  # Textual's: how often the input thread looks at its stop flag with no input
@@ -109,10 +119,19 @@ class QuickEscapeDriver(LinuxDriver):
         self.exit_event = WakingEvent(wake_write)
 
     def run_input_thread(self) -> None:
-        read_keys(self.fileno, self.exit_event, self.process_message, XTermParser(self._debug), self._wake_read)
+        parser = XTermParser(getattr(self, "_debug", False))
+        read_keys(self.fileno, self.exit_event, self.process_message, parser, self._wake_read)
 
     def close(self) -> None:
         super().close()
         for fd in (self._wake_read, self.exit_event.fd):  # type: ignore[attr-defined]
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def quick_driver() -> type[LinuxDriver] | None:
+    """The driver above, or None where Textual picks its own: TEXTUAL_DRIVER set, Windows, or Textual's parser
+    moved."""
+    if constants.DRIVER is not None or sys.platform == "win32" or XTermParser is None:
+        return None
+    return QuickEscapeDriver

@@ -14,12 +14,19 @@ it gives up once and the frame goes Textual's own way, never an error.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from textual._compositor import ChopsUpdate, Compositor
 from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
+
+if TYPE_CHECKING:
+    from textual._compositor import ChopsUpdate, Compositor
+else:
+    try:
+        from textual._compositor import ChopsUpdate, Compositor
+    except ImportError:  # moved: no screen gets this compositor (draw_changed_lines), frames go Textual's way
+        ChopsUpdate, Compositor = None, object
 
 
 class DirtyLines(Compositor):
