@@ -17,7 +17,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gpumon.core.format import size
 from gpumon.core.logs.past_cap import PastCapWindow, live_matches
@@ -34,6 +34,7 @@ from gpumon.tui.views.runs.log_parts import (
     log_choices,
     log_name,
 )
+from gpumon.tui.widgets.footer import KeysFooter
 
 POLL_S = 0.5  # follow reads this often
 PROGRESS_S = 0.1  # a search posts its progress at most this often
@@ -94,7 +95,7 @@ class LogScreen(Screen[None]):
         yield LogPane(id="log-lines")
         yield Input(placeholder="search: enter finds, escape closes (n/N: next/previous match)", id="log-search")
         yield Static(id="log-status")
-        yield Footer()
+        yield KeysFooter()  # keys left out whole where the width is short, as the views' footer
 
     def on_mount(self) -> None:
         self._open()
