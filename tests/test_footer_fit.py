@@ -96,7 +96,8 @@ async def test_a_wider_terminal_shows_the_keys_left_out_again() -> None:
 
 
 def screens_in_the_app() -> set[type[Screen[Any]]]:
-    """Every Screen class gpumon/tui defines (its modules imported), so a screen added later is checked too."""
+    """Every Screen class gpumon/tui defines (its modules imported) that is pushed, not a base of another (the
+    log's search is LogScreen's), so a screen added later is checked too."""
     import gpumon.tui
 
     for module in pkgutil.walk_packages(gpumon.tui.__path__, "gpumon.tui."):
@@ -106,7 +107,7 @@ def screens_in_the_app() -> set[type[Screen[Any]]]:
     while todo:
         for sub in todo.pop().__subclasses__():
             todo.append(sub)
-            if sub.__module__.startswith("gpumon."):
+            if sub.__module__.startswith("gpumon.") and not sub.__subclasses__():
                 found.add(sub)
     return found
 
