@@ -19,7 +19,7 @@ from textual.widget import Widget
 from gpumon.core.format import size
 from gpumon.core.logs.search import Needle
 from gpumon.core.logs.window import LogPage
-from gpumon.tui.views.runs.log_rows import chopped, columns_of, folded, parsed, row_count
+from gpumon.tui.views.runs.log_rows import chopped, columns_of, folded, parse, parse_limit, row_count
 
 MATCH_STYLE = "black on yellow"
 CURRENT_STYLE = "bold black on bright_green"
@@ -50,6 +50,7 @@ class LogPane(Widget):
         self.needle: Needle | None = None
         self.current: int | None = None  # the offset of the current match's line
         self.empty = "no output yet"
+        self._parsed: dict[tuple[str, int | None], Text] = {}  # the lines on screen, parsed (kept for the next draw)
 
     @property
     def rows(self) -> int:
@@ -203,13 +204,17 @@ class LogPane(Widget):
         if not lines:
             return Text(self.note_or_empty(), style="dim")
         rows: list[Text] = []
+        parsed: dict[tuple[str, int | None], Text] = {}
         for index, first, stop in self._shown():
-            text = parsed(lines[index], None if self.wrap else self.left + width)
+            key = (lines[index], parse_limit(lines[index], None if self.wrap else self.left + width))
+            text = parsed.get(key) or self._parsed.get(key) or parse(*key)
+            parsed[key], text = text, text.copy()  # highlighted below: the parse kept stays plain
             if self.needle is not None:
                 current = self.page.offsets[index] == self.current
                 for start, end in self.needle.spans(text.plain):
                     text.stylize(CURRENT_STYLE if current else MATCH_STYLE, start, end)
             rows.extend(folded(text, width)[first:stop] if self.wrap else [chopped(text, self.left, width)])
+        self._parsed = parsed  # only the lines on screen: a 64 KB line of colours parsed holds ~860 KB
         shown = Text("\n").join(rows)
         shown.no_wrap = True
         return shown

@@ -2,8 +2,9 @@
 into rows of the width, as ``less -S`` and ``less`` show it.
 
 A line is the run's output, never markup: ``visible_log`` shows every escape but a colour as text (``^[``), and
-``Text.from_ansi`` reads the colours. Parsing a 64 KB line of colours takes ~20 ms, so each line's parse is kept
-(the lines on screen are drawn again at every key). Columns are terminal cells: a wide character takes two.
+``Text.from_ansi`` reads the colours. Columns are terminal cells: a wide character takes two. A line's rows and
+width are counted on its text with the colours dropped by a regex (a 64 KB line of colours: 5 ms, against 70 ms
+to parse it and ~860 KB held), the same text the parse shows (tabs expanded after the colours are read).
 """
 
 from __future__ import annotations
@@ -16,21 +17,26 @@ from rich.text import Text
 from gpumon.core.visible import visible_log
 
 PARSE = 4_000  # characters parsed past the last column shown (colour codes take some, a screen row shows fewer)
-KEPT = 512  # lines whose parse is kept: a few screens' worth
+COUNTED = 128  # lines whose rows and width are kept (each count holds its line: 8 MB at most)
 
 
-@lru_cache(maxsize=KEPT)
-def _parsed(line: str, limit: int | None) -> Text:
-    text = Text.from_ansi(visible_log(line if limit is None else line[:limit], colour=True).expandtabs(), end="")
+def parse_limit(line: str, columns: int | None) -> int | None:
+    """How much of ``line`` to parse to show its first ``columns`` (None: all of it), rounded up to PARSE
+    characters so that scrolling sideways parses it again only every PARSE characters."""
+    limit = None if columns is None else PARSE * (1 + columns // PARSE)
+    return None if limit is None or limit >= len(line) else limit
+
+
+def parse(line: str, limit: int | None) -> Text:
+    """``line`` (its first ``limit`` characters) as drawn: colours read, every other control shown."""
+    text = Text.from_ansi(visible_log(line if limit is None else line[:limit], colour=True), end="")
+    text.expand_tabs()
     text.no_wrap = True
     return text
 
 
-def parsed(line: str, columns: int | None = None) -> Text:
-    """``line`` as drawn (a copy: the caller may highlight it), at least its first ``columns`` (None: all of it).
-    The parse is kept per length asked, rounded up to PARSE characters, so scrolling sideways reuses it."""
-    limit = None if columns is None else PARSE * (1 + columns // PARSE)
-    return _parsed(line, None if limit is None or limit >= len(line) else limit).copy()
+def _plain(line: str) -> str:
+    return visible_log(line, colour=False).expandtabs()
 
 
 def char_at(plain: str, column: int) -> int:
@@ -60,10 +66,10 @@ def fold_starts(plain: str, width: int) -> list[int]:
     return starts
 
 
-@lru_cache(maxsize=KEPT)
+@lru_cache(maxsize=COUNTED)
 def row_count(line: str, width: int) -> int:
     """The rows ``line`` takes folded at ``width`` columns."""
-    return len(fold_starts(_parsed(line, None).plain, width))
+    return len(fold_starts(_plain(line), width))
 
 
 def folded(text: Text, width: int) -> list[Text]:
@@ -80,6 +86,7 @@ def chopped(text: Text, left: int, width: int) -> Text:
     return text
 
 
+@lru_cache(maxsize=COUNTED)
 def columns_of(line: str) -> int:
-    """The width of the whole line in columns."""
-    return cell_len(_parsed(line, None).plain)
+    """The width of the whole line in columns (``→`` asks it of every line on screen)."""
+    return cell_len(_plain(line))
