@@ -241,7 +241,7 @@ def test_the_full_screen_log_says_all_of_it_is_shown(views_home: Path) -> None:
         assert status.strip().startswith(f"all {whole}"), "\n".join(screen_lines(app))
         await pilot.press("L")  # rank 0: 59 lines, more than the screen holds
         await pilot_until(pilot, lambda: any("rank0 epoch" in line for line in screen_lines(app)), "rank 0's log")
-        await pilot_until(pilot, lambda: "% of" in screen_lines(app)[-2], "rank 0's position")
+        await pilot_until(pilot, lambda: "END of" in screen_lines(app)[-2], "rank 0's position: its end")
 
     on_screen(app, (120, 40), drive)
 

@@ -70,6 +70,19 @@ def record_searchable(home: Path, live: bool = False) -> Path:
     )
 
 
+def record_finished(home: Path, run_id: str, logs: dict[int | str, str] | None = None) -> Path:
+    """A finished one-rank run (its rank 0 log ``logs[0]``, or empty for the test to write)."""
+    return record_run(
+        home,
+        run_id,
+        RunSpec("ddp", nproc=1, cwd="/tmp"),
+        {"state": "finished", "created": T0, "started": T0 + 1, "ended": T0 + 9},
+        ranks=1,
+        steps=5,
+        logs=logs,
+    )
+
+
 def status_line(app: GpumonApp) -> str:
     return str(app.screen.query_one("#log-status").render())
 
@@ -186,14 +199,7 @@ async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     polls = count_polls(monkeypatch)
-    run_dir = record_run(
-        home,
-        FINISHED,
-        RunSpec("ddp", nproc=1, cwd="/tmp"),
-        {"state": "finished", "created": T0, "started": T0 + 1, "ended": T0 + 9},
-        ranks=1,
-        steps=5,
-    )
+    run_dir = record_finished(home, FINISHED)
     big = run_dir / "logs" / "rank0.log"
     with big.open("wb") as fh:  # 200 MB of lines, written sparse: the middle reads as zeros
         fh.write(b"the first line\n" * 1000)
@@ -212,9 +218,14 @@ async def test_a_200_MB_log_opens_at_its_end_reading_a_bounded_amount(
         read = psutil.Process().io_counters().read_chars - before
         assert screen.window is not None and screen.window.bytes_read <= 2 * 1024 * 1024
         assert read < 32 * 1024 * 1024, f"read {read:,} bytes to open a 200 MB log"
-        assert "99% of 200.0 MiB" in status_line(app)  # where the view is in the file
+        assert "END of 200.0 MiB" in status_line(app)  # where the view is in the file, as less says it
+        read = screen.window.bytes_read
+        await pilot.press("w")  # wrapping lays out the lines held: it reads nothing
+        await pilot_until(pilot, lambda: screen.query_one(LogPane).wrap and "tail line 99" in screen_text(app))
+        assert screen.window.bytes_read == read and "END of 200.0 MiB" in status_line(app)
         await pilot.press("home")  # the start: one bounded read there, not the file
         await pilot_until(pilot, lambda: "the first line" in screen_text(app))
+        await pilot_until(pilot, lambda: "0% of 200.0 MiB" in status_line(app))
         assert screen.window.bytes_read <= 4 * 1024 * 1024
 
 
@@ -312,14 +323,7 @@ async def test_another_hosts_log_shows_its_streamed_lines_and_searches_only_thos
 
 async def test_paging_up_through_chunks_keeps_the_lines_in_order(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gpumon.tui.views.runs.log_screen.KEEP_LINES", 200)  # the window slides every few pages
-    run_dir = record_run(
-        home,
-        FINISHED,
-        RunSpec("ddp", nproc=1, cwd="/tmp"),
-        {"state": "finished", "created": T0, "started": T0 + 1, "ended": T0 + 9},
-        ranks=1,
-        steps=5,
-    )
+    run_dir = record_finished(home, FINISHED)
     (run_dir / "logs" / "rank0.log").write_text("".join(f"{i}\n" for i in range(120_000)))  # chunks of ~37k lines
     app = make_app(gpus=1)
     async with app.run_test(size=(100, 30)) as pilot:

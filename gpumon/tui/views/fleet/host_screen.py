@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpumon.core.fleet.hosts import HostError, fleet_reach, load_fleet_config
 from gpumon.core.fleet.lines import link_words, run_pids
@@ -29,6 +29,7 @@ from gpumon.core.model import GpuProcess, Snapshot
 from gpumon.core.sampler import record
 from gpumon.core.signals import SignalOutcome
 from gpumon.tui.view import SIGNALS_OFF, AppContext, Refuses
+from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import ProcessTable
 from gpumon.tui.widgets.screens import ask_signal
@@ -77,7 +78,7 @@ class HostScreen(Refuses, Screen[None]):
         yield HostPanel()
         yield VerticalScroll(id="host-gpus")
         yield ProcessTable()
-        yield Footer()
+        yield KeysFooter()  # keys left out whole where the width is short, as the views' footer
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width >= WIDE_SCREEN, "-wide")  # GPU panels two abreast, as in the GPUs view

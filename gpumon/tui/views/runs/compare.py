@@ -15,13 +15,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpumon.core.format import duration, loss
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.run_table import NONFINITE_STYLE, loss_text
 from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
+from gpumon.tui.widgets.footer import KeysFooter
 from gpumon.tui.widgets.render import STATE_STYLE
 
 MIN_RUNS = 2
@@ -140,7 +141,7 @@ class CompareScreen(Screen[bool]):
         yield Chart(loss, "reading the runs…", id="compare-chart", log_y=self.log_y)
         yield Static(id="compare-legend")
         yield Static(id="compare-table")
-        yield Footer()
+        yield KeysFooter()  # keys left out whole where the width is short, as the views' footer
 
     def on_mount(self) -> None:
         self._head()

@@ -1,7 +1,12 @@
 """The full-screen log's lines: the rows of a ``LogPage`` from a top line, matches highlighted.
 
-Lines are the run's output, never markup: each is parsed for ANSI colours only (``Text.from_ansi``)
-and cut to the width. The pane knows nothing of files: the screen hands it pages (core/logs/window.py).
+Lines are the run's output, never markup (log_rows.py). A long line is chopped at the width and scrolls
+sideways, as ``less -S`` shows it, or wraps into rows of the width, as ``less`` does; wrapping lays out only the
+lines on screen, from the window the screen read (core/logs/window.py): it reads nothing more. The pane knows
+nothing of files: the screen hands it pages.
+
+Its place is the top line's index and, wrapping, the row of that line at the top (``sub``): a line of 64 KB is
+hundreds of rows, each reached by scrolling.
 """
 
 from __future__ import annotations
@@ -11,17 +16,18 @@ from textual.events import MouseScrollDown, MouseScrollUp
 from textual.message import Message
 from textual.widget import Widget
 
+from gpumon.core.format import size
 from gpumon.core.logs.search import Needle
 from gpumon.core.logs.window import LogPage
-from gpumon.core.visible import visible_log
+from gpumon.tui.views.runs.log_rows import chopped, columns_of, folded, parse, parse_limit, row_count
 
-PARSE = 4_000  # characters of a line parsed at most (a screen row shows fewer; colour codes take some)
 MATCH_STYLE = "black on yellow"
 CURRENT_STYLE = "bold black on bright_green"
 
 
 class LogPane(Widget):
-    """Rows of the page from ``top``; ``pinned``: the last rows (following, or at the end)."""
+    """Rows of the page from ``top``; ``pinned``: the last rows (following, or at the end). ``wrap``: long
+    lines fold into rows; else they are chopped, shown from column ``left``."""
 
     DEFAULT_CSS = "LogPane { height: 1fr; padding: 0 1; }"
     can_focus = True
@@ -37,14 +43,22 @@ class LogPane(Widget):
         super().__init__(id=id)
         self.page = LogPage()
         self.top = 0
+        self.sub = 0  # wrapping: the top line's first row shown
         self.pinned = True
+        self.wrap = False
+        self.left = 0  # chopped: the first column shown
         self.needle: Needle | None = None
         self.current: int | None = None  # the offset of the current match's line
         self.empty = "no output yet"
+        self._parsed: dict[tuple[str, int | None], Text] = {}  # the lines on screen, parsed (kept for the next draw)
 
     @property
     def rows(self) -> int:
         return max(1, self.content_size.height)
+
+    @property
+    def columns(self) -> int:
+        return max(1, self.content_size.width)
 
     def show(self, page: LogPage) -> None:
         """A new page: the same line stays on top (its offset), or the end shows while pinned."""
@@ -56,10 +70,11 @@ class LogPane(Widget):
         self.refresh()
 
     def scroll_by(self, lines: int) -> None:
-        if lines < 0 and (self.top > 0 or not self.page.at_start):
+        """``lines`` rows down (up when negative): lines, or wrapping, rows of them."""
+        if lines < 0 and (self.top > 0 or self.sub > 0 or not self.page.at_start):
             self.pinned = False
-        self.top += lines
-        if lines > 0 and self.top >= self.last_top() and self.page.at_end:
+        self._move(lines)
+        if lines > 0 and (self.top, self.sub) >= self._end_place() and self.page.at_end:
             self.pinned = True
         self._clamp()
         self.refresh()
@@ -68,7 +83,8 @@ class LogPane(Widget):
     def go_to(self, offset: int) -> None:
         """The line holding ``offset`` a third of the way down (a match: the lines before it show too)."""
         self.pinned = False
-        self.top = max(0, self.page.index_of(offset) - self.rows // 3)
+        self.top, self.sub = self.page.index_of(offset), 0
+        self._move(-(self.rows // 3))
         self._clamp()
         self.refresh()
 
@@ -77,11 +93,60 @@ class LogPane(Widget):
         self._clamp()
         self.refresh()
 
-    def last_top(self) -> int:
-        return max(0, len(self.page.lines) - self.rows)
+    def set_wrap(self, wrap: bool) -> None:
+        """Wrap long lines, or chop them (from the first column); the top line stays on top."""
+        self.wrap, self.left, self.sub = wrap, 0, 0
+        self._clamp()
+        self.refresh()
+
+    def sideways(self, columns: int) -> bool:
+        """Chopped lines shown ``columns`` further right (left when negative), right as far as the end of the
+        longest line on screen; whether the view moved."""
+        if columns < 0:
+            left = max(0, self.left + columns)
+        else:
+            longest = max((columns_of(self.page.lines[i]) for i, _, _ in self._shown()), default=0)
+            left = max(self.left, min(self.left + columns, longest - self.columns))
+        moved, self.left = left != self.left, left
+        self.refresh()
+        return moved
+
+    def _height(self, index: int) -> int:
+        return row_count(self.page.lines[index], self.columns) if self.wrap else 1
+
+    def _move(self, rows: int) -> None:
+        """The top ``rows`` rows down (up when negative), within the page."""
+        if not self.wrap:
+            self.top += rows
+            return
+        top, sub, last = self.top, self.sub + rows, len(self.page.lines) - 1
+        while sub < 0 and top > 0:
+            top -= 1
+            sub += self._height(top)
+        while top < last and sub >= self._height(top):
+            sub -= self._height(top)
+            top += 1
+        self.top, self.sub = top, max(0, sub)
+
+    def _end_place(self) -> tuple[int, int]:
+        """The top (line, row) that shows the page's last row at the bottom; (0, 0) when the page fits."""
+        room, index = self.rows, len(self.page.lines)
+        if not self.wrap:
+            return max(0, index - room), 0
+        while index > 0:
+            index -= 1
+            height = self._height(index)
+            if height >= room:
+                return index, height - room
+            room -= height
+        return 0, 0
 
     def _clamp(self) -> None:
-        self.top = self.last_top() if self.pinned else max(0, min(self.top, self.last_top()))
+        end = self._end_place()
+        if self.pinned or (self.top, self.sub) > end:
+            self.top, self.sub = end
+        self.top = max(0, self.top)
+        self.sub = max(0, min(self.sub, self._height(self.top) - 1)) if self.page.lines else 0
 
     def near_start(self) -> bool:
         return self.top < self.rows and not self.page.at_start
@@ -89,13 +154,34 @@ class LogPane(Widget):
     def near_end(self) -> bool:
         return self.top + 2 * self.rows > len(self.page.lines) and not self.page.at_end
 
+    def _shown(self) -> list[tuple[int, int, int]]:
+        """(line index, first row, row after the last) of each line on screen, top to bottom."""
+        shown, room, index, sub = [], self.rows, self.top, self.sub
+        while room > 0 and index < len(self.page.lines):
+            rows = min(self._height(index) - sub, room)
+            shown.append((index, sub, sub + rows))
+            room, index, sub = room - rows, index + 1, 0
+        return shown
+
     def shown_range(self) -> tuple[int, int]:
         """Offsets of the first and last lines on screen (the position the status line gives)."""
-        offsets = self.page.offsets
-        if not offsets:
-            return 0, 0
-        last = min(len(offsets), self.top + self.rows) - 1
-        return offsets[min(self.top, len(offsets) - 1)], offsets[max(0, last)]
+        shown, offsets = self._shown(), self.page.offsets
+        return (offsets[shown[0][0]], offsets[shown[-1][0]]) if shown else (0, 0)
+
+    def at_top(self) -> bool:
+        return self.page.at_start and self.top == 0 and self.sub == 0
+
+    def at_bottom(self) -> bool:
+        """The log's last row is on screen (less's END)."""
+        return self.page.at_end and (self.pinned or (self.top, self.sub) >= self._end_place())
+
+    def position(self) -> str:
+        """Where the view is, as less's prompt says it: ``END`` at the end, the top line's share of the file
+        before it (0% at the top), ``all`` when the whole log shows."""
+        whole = size(self.page.size)
+        if self.at_bottom():
+            return f"all {whole}" if self.at_top() else f"END of {whole}"
+        return f"{100 * self.shown_range()[0] // max(1, self.page.size)}% of {whole}"
 
     def set_search(self, needle: Needle | None, current: int | None) -> None:
         if (needle, current) != (self.needle, self.current):
@@ -116,22 +202,24 @@ class LogPane(Widget):
         self._clamp()
 
     def render(self) -> Text:
-        width = self.content_size.width
-        lines = self.page.lines
+        width, lines = self.columns, self.page.lines
         if not lines:
             return Text(self.note_or_empty(), style="dim")
-        shown = []
-        for index in range(self.top, min(len(lines), self.top + self.rows)):
-            # colours parsed; any other escape (clear, title, cursor) shown as text, never reaching the terminal
-            text = Text.from_ansi(visible_log(lines[index][:PARSE], colour=True).expandtabs(), end="")
-            text.no_wrap = True
+        rows: list[Text] = []
+        parsed: dict[tuple[str, int | None], Text] = {}
+        for index, first, stop in self._shown():
+            key = (lines[index], parse_limit(lines[index], None if self.wrap else self.left + width))
+            text = parsed.get(key) or self._parsed.get(key) or parse(*key)
+            parsed[key], text = text, text.copy()  # highlighted below: the parse kept stays plain
             if self.needle is not None:
                 current = self.page.offsets[index] == self.current
                 for start, end in self.needle.spans(text.plain):
                     text.stylize(CURRENT_STYLE if current else MATCH_STYLE, start, end)
-            text.truncate(width, overflow="ellipsis")
-            shown.append(text)
-        return Text("\n").join(shown)
+            rows.extend(folded(text, width)[first:stop] if self.wrap else [chopped(text, self.left, width)])
+        self._parsed = parsed  # only the lines on screen: a 64 KB line of colours parsed holds ~860 KB
+        shown = Text("\n").join(rows)
+        shown.no_wrap = True
+        return shown
 
     def note_or_empty(self) -> str:
         return self.page.note or self.empty

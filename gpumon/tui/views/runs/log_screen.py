@@ -1,4 +1,5 @@
-"""The selected run's log, full screen (``o`` in the Runs view): search, follow, rank switching.
+"""The selected run's log, full screen (``o`` in the Runs view): search (log_search.py), follow, rank switching,
+long lines chopped or wrapped (log_pane.py).
 
 Every read is a core call on a thread worker (core/logs/): the log opens at its tail, scrolling reads one
 bounded chunk past the window's edge, follow reads what was appended from the last offset, and a search
@@ -9,38 +10,35 @@ scrolling cover only those, and the header says so.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
-from gpumon.core.format import size
-from gpumon.core.logs.past_cap import PastCapWindow, live_matches
-from gpumon.core.logs.search import Needle, ScanStep, scan
+from gpumon.core.logs.past_cap import PastCapWindow
 from gpumon.core.logs.window import KEEP, LogPage
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.views.runs.log_pane import LogPane
 from gpumon.tui.views.runs.log_parts import (
     Matches,
     PageRead,
-    SearchProgress,
     StreamedLog,
     empty_log,
     log_choices,
     log_name,
 )
+from gpumon.tui.views.runs.log_search import LogSearch
+from gpumon.tui.widgets.footer import KeysFooter
 
 POLL_S = 0.5  # follow reads this often
-PROGRESS_S = 0.1  # a search posts its progress at most this often
 KEEP_LINES = KEEP  # lines the window holds (the rest is read again when scrolled to)
+FAR = 1 << 30  # half screens sideways that reach a line's end (ctrl+→, as less's ESC-})
 
 
-class LogScreen(Screen[None]):
+class LogScreen(LogSearch):
     """One log at a time of one run; ``l``/``L`` switch logs, ``escape`` goes back to the Runs view."""
 
     DEFAULT_CSS = """
@@ -58,6 +56,7 @@ class LogScreen(Screen[None]):
             tooltip="back to the Runs view, as q leaves less (or close the search box)",
         ),
         Binding("slash", "search", "search", id="log_search", tooltip="search the log (literal; capitals: exact case)"),
+        Binding("w", "wrap", "wrap", id="log_wrap", tooltip="long lines wrapped / chopped (less -S; ← →)"),
         Binding("n", "match(1)", "next match", id="log_match_next", tooltip="next match (further down)"),
         Binding("N", "match(-1)", "previous match", id="log_match_prev", tooltip="previous match (further up)"),
         Binding("f", "follow", "follow", id="log_follow", tooltip="follow on/off: new lines show, the end stays shown"),
@@ -69,6 +68,10 @@ class LogScreen(Screen[None]):
         Binding("pagedown,space", "page(1)", "page down", show=False, id="log_page_down", tooltip="a page down"),
         Binding("home", "start", "start", show=False, id="log_start", tooltip="the log's first lines"),
         Binding("end,G", "end", "end", show=False, id="log_end", tooltip="the log's last lines"),
+        Binding("right", "sideways(1)", "right", show=False, id="log_right", tooltip="half a screen right (chopped)"),
+        Binding("left", "sideways(-1)", "left", show=False, id="log_left", tooltip="half a screen left"),
+        Binding("ctrl+right", f"sideways({FAR})", "ends", show=False, id="log_ends", tooltip="the longest line's end"),
+        Binding("ctrl+left", f"sideways({-FAR})", "starts", show=False, id="log_starts", tooltip="the lines' start"),
     ]
 
     def __init__(self, source: RunRecord | StreamedLog, choice: int | None = 0, follow: bool = True) -> None:
@@ -94,7 +97,7 @@ class LogScreen(Screen[None]):
         yield LogPane(id="log-lines")
         yield Input(placeholder="search: enter finds, escape closes (n/N: next/previous match)", id="log-search")
         yield Static(id="log-status")
-        yield Footer()
+        yield KeysFooter()  # keys left out whole where the width is short, as the views' footer
 
     def on_mount(self) -> None:
         self._open()
@@ -105,7 +108,7 @@ class LogScreen(Screen[None]):
     def _open(self) -> None:
         self.generation += 1
         pane = self.query_one(LogPane)
-        pane.pinned, pane.top = True, 0
+        pane.pinned, pane.top, pane.sub = True, 0, 0
         if isinstance(self.source, StreamedLog):
             self._show_streamed()
         else:
@@ -191,81 +194,6 @@ class LogScreen(Screen[None]):
         elif not self._busy:
             self._want("follow")
 
-    # -- search ----------------------------------------------------------------------
-    def _search(self, needle: Needle) -> None:
-        self._searches += 1
-        streamed = isinstance(self.source, StreamedLog)
-        self.found.start(needle, scanning=not streamed)
-        if streamed:
-            self.found.add(needle.in_lines(self.query_one(LogPane).page.lines), None, done=True)
-            self._jump_near()
-        else:  # a capped log's latest output (held, newer than the file's lines) first, then the file's
-            self.found.add(live_matches(self.query_one(LogPane).page, needle), None, done=False)
-            self._scan(self._path(), needle, self._searches)
-        self._status()
-
-    @work(thread=True, exit_on_error=False, group="log-search", exclusive=True)
-    def _scan(self, path: Path, needle: Needle, generation: int) -> None:
-        from textual.worker import get_current_worker
-
-        worker = get_current_worker()
-        found: list[int] = []
-        last: ScanStep | None = None
-        posted = time.monotonic()
-        for step in scan(path, needle):
-            if worker.is_cancelled:
-                return
-            found[:0] = step.found
-            last = step
-            if time.monotonic() - posted >= PROGRESS_S:
-                self.post_message(SearchProgress(tuple(found), step, False, generation))
-                found, posted = [], time.monotonic()
-        self.post_message(SearchProgress(tuple(found), last, True, generation))
-
-    def on_search_progress(self, message: SearchProgress) -> None:
-        if message.generation != self._searches:
-            return
-        self.found.add(message.found, message.step, message.done)
-        if not self.found.jumped:
-            self._jump_near(final=message.done)
-        self._status()
-
-    def _jump_near(self, final: bool = True) -> None:
-        """The newest match at or above the view's last line (the first below it if none is above)."""
-        pane = self.query_one(LogPane)
-        index = self.found.nearest(pane.page.size if pane.pinned else pane.shown_range()[1], final)
-        if index is not None:
-            self.found.jumped = True
-            self._go(index)
-
-    def _go(self, index: int) -> None:
-        self.found.current = index
-        offset = self.found.offsets[index]
-        pane = self.query_one(LogPane)
-        if self.following:
-            self.following = False
-            self._head()
-        pane.set_search(self.found.needle, offset)
-        if pane.page.offsets and pane.page.offsets[0] <= offset <= pane.page.offsets[-1]:
-            pane.go_to(offset)
-        else:
-            pane.pinned = False
-            self._target = offset
-            self._want(("around", offset))
-        self._status()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        box = self.query_one("#log-search", Input)
-        box.remove_class("-open")
-        self.query_one(LogPane).focus()
-        text = event.value
-        if text:
-            self._search(Needle(text))
-        else:
-            self.found.start(None)
-            self._status()
-
     # -- what shows ------------------------------------------------------------------
     def _head(self) -> None:
         head = Text.assemble((self.run_id, "bold"), " · ")
@@ -289,11 +217,9 @@ class LogScreen(Screen[None]):
         if isinstance(self.source, StreamedLog):
             line.append(f"{len(page.lines)} lines streamed")
         elif page.size:
-            first, _ = pane.shown_range()
-            whole = page.at_start and page.at_end and pane.top == 0 and len(page.lines) <= pane.rows
-            line.append(
-                f"all {size(page.size)}" if whole else f"{100 * first // max(1, page.size)}% of {size(page.size)}"
-            )
+            line.append(pane.position())
+        if pane.left:
+            line.append(f" · column {pane.left + 1}")
         note = page.note
         if note == "no output yet" and isinstance(self.source, RunRecord) and not self.source.live:
             note = "no output"  # an ended run's log will stay empty
@@ -315,31 +241,6 @@ class LogScreen(Screen[None]):
             return
         self.workers.cancel_group(self, "log-search")
         self.dismiss(None)
-
-    def action_search(self) -> None:
-        box = self.query_one("#log-search", Input)
-        box.add_class("-open")
-        box.focus()
-
-    def action_match(self, step: int) -> None:
-        found = self.found
-        if found.needle is None:
-            self.notify("Search first: /", timeout=3, markup=False)
-            return
-        if not found.offsets:
-            self.notify(
-                f"No line holds {found.needle.text!r}" + (" yet" if found.scanning else ""), timeout=3, markup=False
-            )
-            return
-        if found.current is None:
-            self._jump_near()
-            return
-        index, wrapped = found.moved(step)
-        if wrapped:
-            self.notify(
-                "Search wrapped to the " + ("first" if step > 0 else "last") + " match", timeout=2, markup=False
-            )
-        self._go(index)
 
     def action_follow(self) -> None:
         self.following = not self.following
@@ -382,6 +283,7 @@ class LogScreen(Screen[None]):
         pane.pinned = False
         if pane.page.at_start:
             pane.go_to(0)
+            self._status()
         else:
             self._target = 0
             self._want(("around", 0))
@@ -394,4 +296,18 @@ class LogScreen(Screen[None]):
         pane.pin()
         if not isinstance(self.source, StreamedLog):
             self._want("follow")  # what was appended since the last read too (or the tail, when far behind)
+        self._status()
+
+    def action_wrap(self) -> None:
+        pane = self.query_one(LogPane)
+        pane.set_wrap(not pane.wrap)
+        self._status()
+
+    def action_sideways(self, halves: int) -> None:
+        """``halves`` half screens right (left when negative); FAR: as far as the lines go."""
+        pane = self.query_one(LogPane)
+        if pane.wrap:
+            self.notify("Lines wrap: w chops them, then ← → scroll sideways", timeout=3, markup=False)
+            return
+        pane.sideways(halves * max(1, pane.columns // 2))
         self._status()
