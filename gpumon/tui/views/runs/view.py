@@ -1,10 +1,9 @@
 """The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
 
-The feeds' reader thread (tui/reader.py, shared with the Alerts view) reads the state dir every second, shown or not
-(``RunsMonitor.refresh``, the pid map, the selected log) and posts one ``RunsRefreshed``
-when what it read changed, which the app also hands on as the runs feed; the event loop
-never touches run files. Launch and stop
-run in thread workers too; both ask first (n opens the form; T stop, K kill).
+The feeds' reader thread (tui/reader.py, shared with the Alerts view) reads the state dir every second, shown or not,
+and 4 times a second while it shows a live run (``RunsMonitor.refresh``, the pid map, the selected log); it posts one
+``RunsRefreshed`` when what it read changed, which the app also hands on as the runs feed; the event loop never
+touches run files. Launch and stop run in thread workers too; both ask first (n opens the form; T stop, K kill).
 With a fleet, other hosts' runs are rows too, read and acted on through ssh (remote.py).
 """
 
@@ -40,6 +39,7 @@ from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ChoiceScreen
 
 REFRESH_S = 1.0
+LIVE_REFRESH_S = 0.25  # shown with a live run: a step its log shows is in its row within half a second (issue 50)
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
@@ -136,7 +136,12 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.remote.follow_log(self.selected_id)  # hidden: none
 
     def hidden(self) -> None:
+        self._pace()
         self.poll()  # no log read for nobody
+
+    def _pace(self) -> None:
+        """Read 4 times a second while a live run is shown (its rows keep up with its log), else each second."""
+        self._reader.pace(LIVE_REFRESH_S if self.display and self._live else REFRESH_S)
 
     def _post(self, read: Read) -> None:
         got, compared = read
@@ -168,6 +173,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             self._listed = message.summaries
             self.summaries = {s.id: s for s in message.summaries}
             self._live = sum(1 for s in message.summaries if s.record.live)
+            self._pace()
             self._select_new(self.new_runs.appeared(message.summaries))
         if not self.display and self._built:
             self._stale = True  # hidden: drawn when shown again (showing), not every second for nobody
@@ -193,6 +199,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             self._show(self._listed)
 
     def shown(self) -> None:
+        self._pace()
         self.poll()
 
     def _select_new(self, run_id: str | None) -> None:
