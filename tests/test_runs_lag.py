@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
+from gpumon.core.events import EventWriter
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
 from tests.conftest import Gpumon, make_app, pilot_until
-from tests.test_runs_view import cell, open_runs
+from tests.test_runs_view import cell, open_runs, record_run
 
 STEPPER = """
 import time, torch
@@ -56,3 +61,38 @@ async def test_a_step_the_log_pane_shows_is_in_the_runs_row(gpumon: Gpumon, monk
         behind = [(shown, row) for shown, row in seen if row < shown]
         assert logged(log) >= first + 40, "the log pane stopped moving"
         assert not behind, f"{len(behind)} of {len(seen)} looks: the row behind its log (log, row): {behind[:5]}"
+
+
+def record_live(home: Path) -> tuple[str, EventWriter]:
+    """A live run this test supervises (it reads as running) whose rank's writer the test holds."""
+    me, now = psutil.Process(), time.time()
+    status = {"state": "running", "created": now - 30, "started": now - 30, "pid": me.pid}
+    status.update(supervisor_pid=me.pid, supervisor_create_time=me.create_time())
+    run_id = "script-1206-120000-10ss"
+    run_dir = record_run(home, run_id, RunSpec("script", program="train.py", cwd="/tmp"), status, ranks=1, steps=3)
+    return run_id, EventWriter(run_dir, "rank0")
+
+
+async def test_the_loss_column_keeps_its_width_whatever_the_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    run_id, rank = record_live(tmp_path)
+    app = make_app(gpus=1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        table = await open_runs(pilot, 1)
+        layouts = []
+        for step, loss, shown in ((4, 12.3456, "12.3"), (5, 0.000123, "0.000123"), (6, 1.2e5, "1.20e+05")):
+            rank.write("metrics", step=step, metrics={"loss": loss})
+            await pilot_until(pilot, lambda shown=shown: cell(app, run_id, "loss") == shown, f"never {shown}")
+            layouts.append(columns(table))
+        rank.write("metrics", step=7, metrics={"loss": float("nan")})  # written as "nan" (JSON has no NaN)
+        await pilot_until(pilot, lambda: cell(app, run_id, "loss") == "nan", "never nan")
+        layouts.append(columns(table))
+        assert all(layout == layouts[0] for layout in layouts), layouts  # not one column moved
+        assert dict(layouts[0])["loss"] >= len("-2.32e-06")  # room for the longest loss
+
+
+def columns(table: RunTable) -> list[tuple[str, int]]:
+    """Each column's key and width as drawn, left to right."""
+    return [(str(key.value), column.get_render_width(table)) for key, column in table.columns.items()]
