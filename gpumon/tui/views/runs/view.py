@@ -26,6 +26,7 @@ from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
 from gpumon.tui.views.runs.feed import ASK, Ask, Read, RunsFeed
 from gpumon.tui.views.runs.launching import Launching
+from gpumon.tui.views.runs.live_pace import REFRESH_S, LivePace
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.newest import NewRuns
@@ -38,12 +39,10 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ChoiceScreen
 
-REFRESH_S = 1.0
-LIVE_REFRESH_S = 0.25  # shown with a live run: a step its log shows is in its row within half a second (issue 50)
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
-class RunsView(Launching, Queueing, View, Vertical):
+class RunsView(Launching, Queueing, LivePace, View, Vertical):
     """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
 
     NAME = "runs"
@@ -113,6 +112,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
         self.new_runs = NewRuns()
+        self._start_pace()  # live_pace.py
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -138,10 +138,6 @@ class RunsView(Launching, Queueing, View, Vertical):
     def hidden(self) -> None:
         self._pace()
         self.poll()  # no log read for nobody
-
-    def _pace(self) -> None:
-        """Read 4 times a second while a live run is shown (its rows keep up with its log), else each second."""
-        self._reader.pace(LIVE_REFRESH_S if self.display and self._live else REFRESH_S)
 
     def _post(self, read: Read) -> None:
         got, compared = read
@@ -191,7 +187,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             # the choice stays the one asked for: a DDP run's launcher.log is there before rank0.log, and the
             # fallback to it must not stick (the pane would stay on torchrun's banner once rank 0 writes)
             self.log_choices = tail.choices
-            self.query_one(RunDetail).show_log(tail)
+            self.tail_read(tail)
 
     def showing(self) -> None:
         if self._stale and self._listed is not None:  # the rows as last read (within a second), in the key's frame
@@ -245,12 +241,12 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.context.selected_host = None
         if run_id != self.selected_id:
             self.selected_id = self.context.selected_run = run_id
-            self.log_choice, self.log_choices = 0, ()
+            self.log_choice, self.log_choices, self._tail = 0, (), None
             detail.show(self._with_series(run_id))
             detail.show_log(None)
             self.poll()
         else:
-            detail.show(self._with_series(run_id))
+            self.detail_read()  # live_pace.py: a live run's once a second
 
     def _with_series(self, run_id: str | None) -> RunSummary | None:
         """The run for the detail: with its series once the worker read them (an ended run's come apart)."""
