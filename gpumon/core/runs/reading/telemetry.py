@@ -10,7 +10,10 @@ saves the result as ``summary.json`` (``save_summary``) every second or two and
 once more at the end. Readers start from that summary and never read the raw
 events the summary already covers: an ended run costs one small file whatever
 its length. Without a summary (an older run, or events written by hand) the
-reader folds the raw events itself, once, from where it stopped.
+reader folds the raw events itself, once, from where it stopped. A reader that
+must be as current as the run's log (the app's Runs table) follows a live run's
+events on from the summary it started from; a later summary then only brings
+the supervisor's leak verdicts (the events hold the rest), until the final one.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class RunTelemetry:
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
+    _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
 
     @property
     def paces(self) -> dict[int, Pace]:
@@ -104,7 +108,8 @@ class RunTelemetry:
     def update(self, events: bool = True) -> int:
         """Read what is new (a newer summary, then the events after it); returns how many arrived.
 
-        ``events=False``: the summary alone, for readers that let the supervisor fold (the app).
+        ``events=False``: the summary alone, for readers that let the supervisor fold (``gpumon runs``): up to
+        its save interval behind the run. Once events are read, they are followed from where the fold stopped.
         """
         if self.final:
             return 0
@@ -113,6 +118,7 @@ class RunTelemetry:
             return changed
         if self._reader is None:
             self._reader = EventReader(self.run_dir)
+        self._following = True
         new = 0
         for event in self._reader.each():  # chunk by chunk: a run never summarised costs bounded memory
             self.apply(event)
@@ -131,12 +137,24 @@ class RunTelemetry:
             return 0
         if not isinstance(state, dict) or state.get("format") != SUMMARY_FORMAT:
             return 0
+        if self._following and not state.get("final"):
+            return self._verdicts(state, stamp)
         try:
             self._restore(state)
         except (KeyError, TypeError, ValueError):
             return 0  # a summary we cannot read: the events still can be
         self._stamp = stamp
         return max(1, self.events)
+
+    def _verdicts(self, state: dict[str, Any], stamp: tuple[int, int]) -> int:
+        """A newer summary of a run whose events this fold follows: they hold all it says but the supervisor's
+        leak verdicts. Restoring it would take the fold back to where it stopped and read its events again."""
+        self._stamp = stamp
+        leaks = state.get("leaks")
+        if not isinstance(leaks, dict) or leaks == self.recorded_leaks:
+            return 0
+        self.recorded_leaks = dict(leaks)
+        return 1
 
     def to_state(self, final: bool = False) -> dict[str, Any]:
         """Everything the views and the doctor need, and where in each event file it stops."""
