@@ -106,6 +106,21 @@ class Diagnosis:
             f"(gpumon's steps){seen}"
         )
 
+    def severity(self) -> str:
+        """How the headline reads: "bad" (a failure, a NaN loss, a leak), "warn" (a stall going on, memory that
+        grows, a diverging loss, a slow run, lost output), "ok" (memory watched, no problem seen), "none" (nothing
+        to judge yet). The page's colour for it: only warnings amber, failures red."""
+        worst = self.worst
+        failed = self.failure is not None and self.failure.kind != "stopped"  # stopped: the user ended it
+        nan = self.loss is not None and self.loss.kind == "nonfinite"
+        if failed or nan or (worst is not None and worst.warning and worst.state == "leak"):
+            return "bad"
+        if (self.stalled and self.stall is not None) or (worst is not None and (worst.warning or worst.grows)):
+            return "warn"
+        if self.loss is not None or self.slow or self.dropped:
+            return "warn"
+        return "ok" if self.leaks else "none"
+
     def _trend(self, worst: LeakState) -> str:
         if worst.cause:  # what a census named first (what to fix), then how fast and how far it grows
             memory = {"gpu": "GPU memory", "host": "host memory"}.get(worst.memory, "memory")
