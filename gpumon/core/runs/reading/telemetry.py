@@ -5,15 +5,12 @@ the latest step, loss, samples/s, the loss curve, exceptions and notes. Series
 are downsampled (``series.py``: min/max/last buckets), so a week-long run costs
 the same memory as an hour.
 
-Two ways to fill it. The run's supervisor folds every event as it arrives and
-saves the result as ``summary.json`` (``save_summary``) every second or two and
-once more at the end. Readers start from that summary and never read the raw
-events the summary already covers: an ended run costs one small file whatever
-its length. Without a summary (an older run, or events written by hand) the
-reader folds the raw events itself, once, from where it stopped. A reader that
-must be as current as the run's log (the app's Runs table) follows a live run's
-events on from the summary it started from; a later summary then only brings
-the supervisor's leak verdicts (the events hold the rest), until the final one.
+The run's supervisor folds every event as it arrives and saves the result as ``summary.json`` (``save_summary``)
+every second or two and at the end. Readers start from that summary and never read the raw events the summary
+already covers: an ended run costs one small file whatever its length. Without a summary (an older run, or events
+written by hand) the reader folds the raw events itself, once, from where it stopped. A reader that must be as
+current as the run's log (the app's Runs table) follows a live run's events on from the summary it started from; a
+later summary then only brings the supervisor's leak verdicts (the events hold the rest), until the final one.
 """
 
 from __future__ import annotations
