@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Gpumon, wait_until
@@ -81,18 +82,28 @@ def test_a_torchrun_restart_is_told_in_the_row_the_alert_metrics_json_and_the_do
     assert f"{failed_at - resumed_at} steps redone" in text and "no problem seen" not in text, text
 
 
-def test_a_rank_killed_in_the_first_attempt_is_named_not_the_rank_that_lost_its_peer(
-    gpumon: Gpumon, tmp_path: Path
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [(["--kill"], "was killed by SIGKILL (exit -9)"), (["--exit", "3"], "exited with code 3")],
+    ids=["sigkill", "sys.exit(3)"],
+)
+def test_a_rank_killed_or_exiting_in_the_first_attempt_is_named_from_torchruns_log_not_its_peer(
+    gpumon: Gpumon, tmp_path: Path, how: list[str], said: str
 ) -> None:
-    """Rank 1 is SIGKILLed (no exception of its own); rank 0 then raises gloo's "Connection closed by peer": the
-    restart names rank 1, killed, not rank 0's symptom."""
+    """Rank 1 is SIGKILLed, or calls sys.exit(3): no exception of its own. Rank 0 then raises gloo's "Connection
+    closed by peer", or is SIGTERMed by torchrun first and says nothing at all. torchrun's own log line names rank
+    1's pid and exit code: the restart, its alert and the doctor name rank 1 and how it ended."""
     launched = gpumon(
         "launch", "script", str(SCRIPT), "--nproc", "2", "--max-restarts", "1", "--json",
-        "--", "--kill", "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
+        "--", *how, "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
     )  # fmt: skip
     run_id = json.loads(launched.stdout)["id"]
     gpumon.wait_ended(run_id)
     (doc,) = [d for d in json.loads(gpumon("runs", "--json").stdout)["runs"] if d["id"] == run_id]
     (told,) = doc["restarts"]
-    assert told["rank"] == 1 and told["what"].startswith("ended without an exception or an exit (killed by a signal?)")
+    assert (told["rank"], told["what"]) == (1, said), told
     assert doc["status"] == "finished" and told["redone"] is not None
+    alerts = (gpumon.home / "runs" / run_id / "alerts.jsonl").read_text().splitlines()
+    (alert,) = [a["text"] for a in map(json.loads, alerts) if a.get("kind") == "restart"]
+    assert alert.startswith(f"restart: attempt 2 of 2 started after rank 1 {said} in attempt 1, after "), alert
+    assert f"rank 1 {said}" in json.loads(gpumon("doctor", run_id, "--json").stdout)["headline"]
