@@ -107,3 +107,28 @@ def test_a_rank_killed_or_exiting_in_the_first_attempt_is_named_from_torchruns_l
     (alert,) = [a["text"] for a in map(json.loads, alerts) if a.get("kind") == "restart"]
     assert alert.startswith(f"restart: attempt 2 of 2 started after rank 1 {said} in attempt 1, after "), alert
     assert f"rank 1 {said}" in json.loads(gpumon("doctor", run_id, "--json").stdout)["headline"]
+
+
+LINE = (
+    b"E1206 19:46:36.789000 4248 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
+    b"local_rank: 1 (pid: 4252) of binary: /usr/bin/python3\n"
+)
+
+
+def test_torchruns_line_is_read_once_as_the_log_grows_even_behind_a_flood(tmp_path: Path) -> None:
+    """The supervisor follows launcher.log from its offset: a line half written is read when it ends, never twice,
+    and a flood before it is caught up a bounded chunk a poll."""
+    from gpumon.core.events import EventReader, EventWriter
+    from gpumon.core.runs.supervision.worker_exits import POLL_BYTES, WorkerExits
+
+    (tmp_path / "logs").mkdir()
+    log, events = tmp_path / "logs" / "launcher.log", EventWriter(tmp_path, "launcher")
+    follow = WorkerExits(tmp_path)
+    log.write_bytes(b"x" * 100 + b"\n" + (b"y" * 99 + b"\n") * (3 * POLL_BYTES // 100) + LINE[:60])
+    assert follow.poll(events) == 0 and follow.offset == POLL_BYTES  # one bounded chunk a poll
+    assert [follow.poll(events) for _ in range(3)] == [0, 0, 0]
+    with log.open("ab") as f:
+        f.write(LINE[60:] + b"[default0]:a rank's own words: failed (exitcode: 1)\n")
+    assert follow.poll(events) == 1 and follow.poll(events) == 0
+    (exit,) = [e for e in EventReader(tmp_path).poll() if e["type"] == "worker_exit"]
+    assert (exit["worker_pid"], exit["local_rank"], exit["exitcode"], exit["signal"]) == (4252, 1, -9, "SIGKILL")
