@@ -21,6 +21,9 @@ import sys
 import time
 from typing import Any
 
+from gpumon import telemetry
+from gpumon.telemetry.coll_ledger import Ledger
+
 # torch.distributed's blocking collectives a script calls by name (the module's own attributes are wrapped, not
 # distributed_c10d's: torch's helpers that call one another inside it are counted once, at the outer call).
 TIMED = (
@@ -39,6 +42,7 @@ class Clock:
         self.seq: dict[str, int] = {}  # group name -> collectives this process called in it
         self.started: dict[str, Any] | None = None  # the last collective entered
         self.finished: dict[str, Any] | None = None  # the last one that returned
+        self.ledger: Ledger | None = None  # the same two, where the supervisor reads them (coll_ledger.py)
 
     def take(self) -> tuple[float, float]:
         """(backward, collective) seconds since the last take."""
@@ -72,6 +76,8 @@ def hook(torch: Any, clock: Clock) -> None:
     dist = getattr(torch, "distributed", None)
     if dist is None or not getattr(dist, "is_available", lambda: False)():
         return
+    if clock.ledger is None:
+        clock.ledger = Ledger(telemetry.run_dir())
     for name in TIMED:
         original = getattr(dist, name, None)
         if original is None or getattr(original, "__gpumon__", False):
@@ -90,12 +96,18 @@ def _timed(dist: Any, name: str, original: Any, clock: Clock) -> Any:
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
         record = {"op": name, "seq": seq, "group": group, "bytes": _nbytes(args, kwargs), "where": where}
         clock.started = record
+        ledger = clock.ledger
+        if ledger is not None:
+            ledger.started(record)
         start = time.perf_counter()
         try:
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
         finally:
             clock.collective_s += time.perf_counter() - start
             clock.finished = record
+        if ledger is not None:
+            ledger.finished()  # only one that returned: one that raised never finished
+        return result
 
     collective.__gpumon__ = True  # type: ignore[attr-defined]
     return collective
