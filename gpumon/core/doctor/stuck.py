@@ -33,6 +33,7 @@ class Stuck:
     seq: int
     group: str
     ranks: list[int] = field(default_factory=list)  # the odd ones out: what the others wait for
+    where: str = ""  # the first odd rank's call (train.py:31), or where it waits
 
 
 def ranks_text(ranks: list[int]) -> str:
@@ -108,7 +109,7 @@ def _mismatch(members: dict[int, Any], common: list[int], odd: list[int], op: st
     head = f"a collective mismatch: {theirs} while {ranks_text(common)} {_are(common)} in {op} #{seq}"
     first = members[odd[0]]
     alert = f"hang: collective mismatch at #{first['seq']}, rank {odd[0]} in {first['op']} at {first['where']}"
-    return Stuck("mismatch", head, alert, op, seq, group, odd)
+    return Stuck("mismatch", head, alert, op, seq, group, odd, first["where"])
 
 
 def _size_mismatch(members: dict[int, Any], sizes: Counter[int | None], op: str, seq: int, group: str) -> Stuck:
@@ -122,14 +123,14 @@ def _size_mismatch(members: dict[int, Any], sizes: Counter[int | None], op: str,
     first = members[odd[0]]
     alert = (f"hang: size mismatch in {op} #{seq}, {ranks_text(odd)} with {_size(first['bytes'])} against "
              f"{_size(main)} at {first['where']}")  # fmt: skip
-    return Stuck("size_mismatch", head, alert, op, seq, group, odd)
+    return Stuck("size_mismatch", head, alert, op, seq, group, odd, first["where"])
 
 
 def _missing(missing: list[int], op: str, seq: int, group: str, places: dict[int, str]) -> Stuck:
     where = "; ".join(f"{'it' if len(missing) == 1 else f'rank {r}'} {places[r]}" for r in missing if places.get(r))
     head = f"{ranks_text(missing)} never reached {op} #{seq}" + (f": {where}" if where else "")
     alert = f"hang: {ranks_text(missing)} never reached {op} #{seq}" + (f"; {where}" if where else "")
-    return Stuck("missing", head, alert, op, seq, group, missing)
+    return Stuck("missing", head, alert, op, seq, group, missing, places.get(missing[0], ""))
 
 
 def judge(run_dir: Path, pids: dict[int, int], places: dict[int, str] | None = None) -> dict[str, Any]:
@@ -140,7 +141,10 @@ def judge(run_dir: Path, pids: dict[int, int], places: dict[int, str] | None = N
         return {}
     world = sorted(set(pids.values()))
     found = verdict(ledgers, world, places)
-    fields: dict[str, Any] = {"collectives": rank_lines(ledgers, world)}
+    fields: dict[str, Any] = {
+        "collectives": rank_lines(ledgers, world),
+        "last_collectives": {str(r): {"started": s, "finished": f} for r, (s, f) in sorted(ledgers.items())},
+    }
     if found is not None:
         fields["collective"] = asdict(found)
     return fields
