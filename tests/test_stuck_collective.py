@@ -110,7 +110,8 @@ def test_a_rank_blocked_in_its_data_loading_never_reached_the_all_reduce(gpumon:
     stall = stalled(gpumon, run_id)
     head = f"rank 1 never reached all_reduce #8: it waits in next_batch at {SLEEP} (time.sleep)"
     assert stall["headline"] == head and stall["blame"] == [1]
-    assert stall["collectives"][1] == f"rank 1: not in a collective; last finished all_reduce #7 (default, 4.0 MiB, {ALL_REDUCE})"
+    last = f"rank 1: not in a collective; last finished all_reduce #7 (default, 4.0 MiB, {ALL_REDUCE})"
+    assert stall["collectives"][1] == last
     assert f"hang: rank 1 never reached all_reduce #8; it waits in next_batch at {SLEEP}" in alert_text(gpumon, run_id)
     doctor = gpumon("doctor", run_id).stdout
     assert head in doctor.splitlines()[0] and "Look at rank 1: it never reached the collective" in doctor
