@@ -28,9 +28,15 @@ def ledger_path(run_dir: str | os.PathLike[str], pid: int) -> str:
 
 def encode(op: str, seq: int, group: str, nbytes: int | None, where: str, t: float) -> bytes:
     """One slot's bytes; tabs and newlines in names (a group, a file) become spaces, and a long line is cut."""
-    fields = (op, str(seq), group, "" if nbytes is None else str(nbytes), where, f"{t:.3f}")
-    line = "\t".join(f.replace("\t", " ").replace("\n", " ") for f in fields)
-    return (line.encode(errors="replace")[: SLOT - 1] + b"\n").ljust(SLOT)
+    line = f"{op}\t{seq}\t{group}\t{'' if nbytes is None else nbytes}\t{where}\t{t:.3f}"
+    data = line.encode(errors="replace")
+    if len(data) >= SLOT or line.count("\t") != len(FIELDS) - 1 or "\n" in line:  # rare: odd or long names
+        fields = (op[:40], str(seq), group[:60], "" if nbytes is None else str(nbytes), where[-100:], f"{t:.3f}")
+        data = "\t".join(f.replace("\t", " ").replace("\n", " ") for f in fields).encode(errors="replace")[: SLOT - 1]
+    return data + b"\n" + _PAD[len(data) + 1 :]
+
+
+_PAD = b" " * SLOT
 
 
 def decode(raw: bytes) -> dict[str, Any] | None:
