@@ -6,7 +6,7 @@ when it blocks: ``stacks/<pid>.coll`` is two fixed slots of ``SLOT`` bytes mappe
 first the last collective started, the second the last one that returned. A write is a memory copy (no
 system call), and it survives the rank's crash (a gloo size mismatch aborts the process): the page cache
 keeps what was copied. Each slot holds one line ``op TAB seq TAB group TAB bytes TAB where TAB unix-time``,
-padded with spaces; a slot being written when it is read decodes as None.
+(the time in ms) padded with spaces; a slot being written when it is read decodes as None.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from gpumon.core.protocol import STACKS_DIR
 
 SUFFIX = ".coll"
 SLOT = 256
+P2P = ("send", "recv")  # numbered apart from the group's collectives (as the Flight Recorder's p2p_seq_id)
 FIELDS = ("op", "seq", "group", "bytes", "where", "t")
 
 
@@ -28,15 +29,19 @@ def ledger_path(run_dir: str | os.PathLike[str], pid: int) -> str:
 
 def encode(op: str, seq: int, group: str, nbytes: int | None, where: str, t: float) -> bytes:
     """One slot's bytes; tabs and newlines in names (a group, a file) become spaces, and a long line is cut."""
-    line = f"{op}\t{seq}\t{group}\t{'' if nbytes is None else nbytes}\t{where}\t{t:.3f}"
+    line = f"{op}\t{seq}\t{group}\t{'' if nbytes is None else nbytes}\t{where}\t{int(t * 1000)}"  # ms: cheaper
     data = line.encode(errors="replace")
     if len(data) >= SLOT or line.count("\t") != len(FIELDS) - 1 or "\n" in line:  # rare: odd or long names
-        fields = (op[:40], str(seq), group[:60], "" if nbytes is None else str(nbytes), where[-100:], f"{t:.3f}")
+        fields = (
+            op[:40],
+            str(seq),
+            group[:60],
+            "" if nbytes is None else str(nbytes),
+            where[-100:],
+            str(int(t * 1000)),
+        )
         data = "\t".join(f.replace("\t", " ").replace("\n", " ") for f in fields).encode(errors="replace")[: SLOT - 1]
-    return data + b"\n" + _PAD[len(data) + 1 :]
-
-
-_PAD = b" " * SLOT
+    return (data + b"\n").ljust(SLOT)
 
 
 def decode(raw: bytes) -> dict[str, Any] | None:
@@ -48,7 +53,7 @@ def decode(raw: bytes) -> dict[str, Any] | None:
     op, seq, group, nbytes, where, t = parts
     try:
         return {"op": op, "seq": int(seq), "group": group, "bytes": int(nbytes) if nbytes else None,
-                "where": where, "t": float(t)}  # fmt: skip
+                "where": where, "t": int(t) / 1000}  # fmt: skip
     except ValueError:
         return None
 

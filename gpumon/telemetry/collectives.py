@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from gpumon import telemetry
+from gpumon.core.collective_ledger import P2P
 from gpumon.telemetry.coll_ledger import Ledger
 
 # torch.distributed's blocking collectives a script calls by name (the module's own attributes are wrapped, not
@@ -91,7 +92,8 @@ def _timed(dist: Any, name: str, original: Any, clock: Clock) -> Any:
         if kwargs.get("async_op"):
             return original(*args, **kwargs)
         group = _group(dist, kwargs)
-        seq = clock.seq[group] = clock.seq.get(group, 0) + 1
+        key = group if name not in P2P else f"{group} p2p"  # a pair's sends count apart from the group's
+        seq = clock.seq[key] = clock.seq.get(key, 0) + 1
         caller = sys._getframe(1)
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
         record = {"op": name, "seq": seq, "group": group, "bytes": _nbytes(args, kwargs), "where": where}

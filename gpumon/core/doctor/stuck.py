@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpumon.core.collective_ledger import in_flight, read_ranks
+from gpumon.core.collective_ledger import P2P, in_flight, read_ranks
 from gpumon.core.format import size as human_bytes
 
 Ledgers = dict[int, tuple[dict[str, Any], dict[str, Any] | None]]  # rank -> (last started, last finished)
@@ -74,29 +74,34 @@ def rank_lines(ledgers: Ledgers, world: list[int]) -> list[str]:
 
 def verdict(ledgers: Ledgers, world: list[int], places: dict[int, str] | None = None) -> Stuck | None:
     """The stuck collective of a stalled run; ``places``: rank -> where its stack says it waits ("waits in
-    next_batch at data.py:88 (time.sleep)")."""
-    inside = {r: s for r, (s, f) in ledgers.items() if in_flight(s, f)}
-    if not inside:
+    next_batch at data.py:88 (time.sleep)").
+
+    The ranks' last collectives started are compared, returned or not: NCCL's calls return once enqueued, so
+    there a rank that called broadcast where the others called all_reduce blocks later, at its next sync."""
+    starts = {r: s for r, (s, _) in ledgers.items() if s["op"] not in P2P}
+    inside = {r for r, (s, f) in ledgers.items() if r in starts and in_flight(s, f)}
+    if not starts:
         return None
-    groups = Counter(s["group"] for s in inside.values())
-    group = groups.most_common(1)[0][0]
-    members = {r: s for r, s in inside.items() if s["group"] == group}
-    calls = Counter((s["seq"], s["op"]) for s in members.values())
-    first_rank = {call: min(r for r, s in members.items() if (s["seq"], s["op"]) == call) for call in calls}
+    group = Counter(starts[r]["group"] for r in (inside or starts)).most_common(1)[0][0]
+    members = {r: s for r, s in starts.items() if s["group"] == group}
+    top = max(s["seq"] for s in members.values())
+    judged = {r: s for r, s in members.items() if s["seq"] == top or r in inside}  # blocked in an earlier one too
+    calls = Counter((s["seq"], s["op"]) for s in judged.values())
+    first_rank = {call: min(r for r, s in judged.items() if (s["seq"], s["op"]) == call) for call in calls}
     seq, op = min(calls, key=lambda call: (-calls[call], first_rank[call]))  # the most ranks, then rank 0's
-    common = sorted(r for r, s in members.items() if (s["seq"], s["op"]) == (seq, op))
-    odd = sorted(set(members) - set(common))
+    common = sorted(r for r, s in judged.items() if (s["seq"], s["op"]) == (seq, op))
+    odd = sorted(set(judged) - set(common))
     if odd:
-        return _mismatch(members, common, odd, op, seq, group)
-    sizes = Counter(members[r]["bytes"] for r in common)
+        return _mismatch(judged, common, odd, op, seq, group)
+    sizes = Counter(judged[r]["bytes"] for r in common)
     if len(sizes) > 1:
-        return _size_mismatch(members, sizes, op, seq, group)
-    if group != "default":
-        return None  # a subgroup's members are not known: the missing cannot be named
-    missing = sorted(set(world) - set(members))
-    if not missing:
+        return _size_mismatch(judged, sizes, op, seq, group)
+    behind = set(members) - set(judged)
+    if group == "default":  # a subgroup's members are not known: only the default group's absent are named
+        behind |= set(world) - set(ledgers)
+    if not behind or not (inside or len(ledgers) > 1):
         return None
-    return _missing(missing, op, seq, group, places or {})
+    return _missing(sorted(behind), op, seq, group, places or {})
 
 
 def _mismatch(members: dict[int, Any], common: list[int], odd: list[int], op: str, seq: int, group: str) -> Stuck:
