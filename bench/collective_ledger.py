@@ -32,13 +32,15 @@ dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, wor
 t = torch.ones(1)
 for _ in range(500):
     dist.all_reduce(t)
-start = time.perf_counter()
-n = 20000
+n, per = 20000, 1.0
 for i in range(n):
+    if i % 2000 == 0:
+        start = time.perf_counter()
     dist.all_reduce(t)
+    if i % 2000 == 1999:
+        per = min(per, (time.perf_counter() - start) / 2000)  # the best 2,000: this machine is shared
     if i == 1999:
         rss_2k = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-per = (time.perf_counter() - start) / n
 rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 print(per, rss_2k, rss)
 """
@@ -63,16 +65,19 @@ def ledger() -> None:
         noop = collectives._timed(dist, "all_reduce", lambda *a, **k: None, clock)
         t = torch.ones(1)
         n = 200_000
-        _per_call(lambda: noop(t), 10_000)
-        bare = _per_call(lambda: noop(t), n)
-        clock.ledger = Ledger(run_dir)
-        _per_call(lambda: noop(t), 10_000)
-        kept = _per_call(lambda: noop(t), n)
+        on = Ledger(run_dir)
+        bare, kept = [], []  # alternated, the best of 5 each: this machine is shared
+        for _ in range(5):
+            clock.ledger = None
+            bare.append(_per_call(lambda: noop(t), n // 5))
+            clock.ledger = on
+            kept.append(_per_call(lambda: noop(t), n // 5))
+        bare, kept = min(bare), min(kept)
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29000 + os.getpid() % 1000))
         dist.init_process_group("gloo", init_method=f"file://{run_dir}/store", rank=0, world_size=1)
         big = torch.ones(1 << 18)  # 1 MiB
-        small = _per_call(lambda: dist.all_reduce(t), 5000)
-        mib = _per_call(lambda: dist.all_reduce(big), 500)
+        small = min(_per_call(lambda: dist.all_reduce(t), 1000) for _ in range(5))
+        mib = min(_per_call(lambda: dist.all_reduce(big), 100) for _ in range(5))
         dist.destroy_process_group()
     print(
         f"wrapper without ledger {bare * 1e9:.0f} ns, with ledger {kept * 1e9:.0f} ns a collective "
@@ -82,14 +87,15 @@ def ledger() -> None:
 
 
 def fr() -> None:
-    out = {}
-    for size in ("0", "2000"):
+    out: dict[str, tuple[float, int, int]] = {}
+    for size in ("0", "2000") * 3:  # alternated, the best of 3 each: this machine is shared
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "TORCH_FR_BUFFER_SIZE": size, "OMP_NUM_THREADS": "1"}
             done = subprocess.run([sys.executable, "-c", FR_CHILD, f"{tmp}/store"], env=env, capture_output=True,
                                   text=True, check=True)  # fmt: skip
             per, rss_2k, rss = done.stdout.split()
-            out[size] = (float(per), int(rss_2k), int(rss))
+            if size not in out or float(per) < out[size][0]:
+                out[size] = (float(per), int(rss_2k), int(rss))
     for size, (per, rss_2k, rss) in out.items():
         print(
             f"TORCH_FR_BUFFER_SIZE={size}: gloo all_reduce of 1 float {per * 1e6:.2f} us; RSS after 2,000 "

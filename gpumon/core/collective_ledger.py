@@ -5,8 +5,8 @@ and the doctor read it. A rank blocked inside a collective runs no Python, so th
 when it blocks: ``stacks/<pid>.coll`` is two fixed slots of ``SLOT`` bytes mapped into the rank's memory, the
 first the last collective started, the second the last one that returned. A write is a memory copy (no
 system call), and it survives the rank's crash (a gloo size mismatch aborts the process): the page cache
-keeps what was copied. Each slot holds one line ``op TAB seq TAB group TAB bytes TAB where TAB unix-time``,
-(the time in ms) padded with spaces; a slot being written when it is read decodes as None.
+keeps what was copied. Each slot holds one line ``seq TAB bytes TAB unix-ms TAB op TAB group TAB where``
+(bytes -1: unknown), padded with spaces; a slot being written when it is read decodes as None.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gpumon.core.protocol import STACKS_DIR
 SUFFIX = ".coll"
 SLOT = 256
 P2P = ("send", "recv")  # numbered apart from the group's collectives (as the Flight Recorder's p2p_seq_id)
-FIELDS = ("op", "seq", "group", "bytes", "where", "t")
+FIELDS = ("seq", "bytes", "ms", "op", "group", "where")
 
 
 def ledger_path(run_dir: str | os.PathLike[str], pid: int) -> str:
@@ -28,20 +28,20 @@ def ledger_path(run_dir: str | os.PathLike[str], pid: int) -> str:
 
 
 def encode(op: str, seq: int, group: str, nbytes: int | None, where: str, t: float) -> bytes:
-    """One slot's bytes; tabs and newlines in names (a group, a file) become spaces, and a long line is cut."""
-    line = f"{op}\t{seq}\t{group}\t{'' if nbytes is None else nbytes}\t{where}\t{int(t * 1000)}"  # ms: cheaper
-    data = line.encode(errors="replace")
-    if len(data) >= SLOT or line.count("\t") != len(FIELDS) - 1 or "\n" in line:  # rare: odd or long names
-        fields = (
-            op[:40],
-            str(seq),
-            group[:60],
-            "" if nbytes is None else str(nbytes),
-            where[-100:],
-            str(int(t * 1000)),
+    """One slot's bytes: the numbers first, then the call's names, made once per call site (tabs and newlines in
+    them become spaces, and a long name is cut)."""
+    names = _NAMES.get((op, group, where))
+    if names is None:
+        if len(_NAMES) > 4096:  # names made on the fly (a group per step): never a growing cache
+            _NAMES.clear()
+        fields = (op[:40], group[:60], where[-100:])
+        names = _NAMES[op, group, where] = "\t".join(f.replace("\t", " ").replace("\n", " ") for f in fields).encode(
+            errors="replace"
         )
-        data = "\t".join(f.replace("\t", " ").replace("\n", " ") for f in fields).encode(errors="replace")[: SLOT - 1]
-    return (data + b"\n").ljust(SLOT)
+    return (b"%d\t%d\t%d\t%s\n" % (seq, -1 if nbytes is None else nbytes, t * 1000, names)).ljust(SLOT)
+
+
+_NAMES: dict[tuple[str, str, str], bytes] = {}
 
 
 def decode(raw: bytes) -> dict[str, Any] | None:
@@ -50,10 +50,10 @@ def decode(raw: bytes) -> dict[str, Any] | None:
     parts = line.decode(errors="replace").split("\t")
     if not newline or len(parts) != len(FIELDS):
         return None
-    op, seq, group, nbytes, where, t = parts
+    seq, nbytes, ms, op, group, where = parts
     try:
-        return {"op": op, "seq": int(seq), "group": group, "bytes": int(nbytes) if nbytes else None,
-                "where": where, "t": int(t) / 1000}  # fmt: skip
+        return {"op": op, "seq": int(seq), "group": group, "bytes": None if nbytes == "-1" else int(nbytes),
+                "where": where, "t": int(ms) / 1000}  # fmt: skip
     except ValueError:
         return None
 
