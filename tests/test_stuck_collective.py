@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +37,21 @@ HALF, SLEEP = line_of("dist.all_reduce(grads[:"), line_of("time.sleep(3600)")
 
 
 @pytest.fixture
-def stuck(gpumon: Gpumon, tmp_path: Path) -> Any:
+def stuck(gpumon: Gpumon, tmp_path: Path) -> Iterator[Callable[..., str]]:
     """Launch the script under torchrun with a 4 s stall rule (config.toml); every run is stopped at the end."""
+    yield from stuck_runs(gpumon, tmp_path)
+
+
+def stuck_runs(gpumon: Gpumon, tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """The ``stuck`` fixture's body (test_gpu_stuck.py's too)."""
     config = tmp_path / "config"
     config.mkdir()
     (config / "config.toml").write_text("[runs]\nstall_after = 4\n")
     gpumon.env["GPUMON_CONFIG_DIR"] = str(config)
     ids: list[str] = []
 
-    def launch(how: str, nproc: int) -> str:
-        done = gpumon("launch", "script", str(SCRIPT), "--nproc", str(nproc), "--json", "--", how)
+    def launch(how: str, nproc: int, *more: str) -> str:
+        done = gpumon("launch", "script", str(SCRIPT), "--nproc", str(nproc), "--json", "--", how, *more)
         assert done.returncode == 0, done.stderr
         ids.append(json.loads(done.stdout)["id"])
         return ids[-1]
