@@ -133,13 +133,17 @@ def test_a_size_mismatch_names_the_rank_with_other_bytes(gpumon: Gpumon, stuck: 
     assert f"Give every rank the same size in all_reduce ({HALF})" in doctor
     diagnosis = json.loads(gpumon("doctor", run_id, "--json").stdout)
     assert diagnosis["collective"]["kind"] == "size_mismatch" and diagnosis["collective"]["ranks"] == [2]
+    # NCCL dumps its Flight Recorder at a timeout into the folder gpumon named (no NCCL here: a file in its place)
+    dumps = gpumon.home / "runs" / run_id / "fr"
+    (dumps / "rank_0").write_bytes(b"")
+    assert f"fr_trace {dumps} -p rank_" in gpumon("doctor", run_id).stdout
 
 
 def test_the_flight_recorder_is_on_in_the_ranks_unless_the_user_set_it(tmp_path: Path) -> None:
     from gpumon.core.runs.supervision.launcher import flight_recorder
 
     cpu = flight_recorder(tmp_path, {"CUDA_VISIBLE_DEVICES": ""})
-    assert cpu == {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr-rank-")}
+    assert cpu == {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr" / "rank_")}
     gpu = flight_recorder(tmp_path, {"CUDA_VISIBLE_DEVICES": "0", "TORCH_FR_BUFFER_SIZE": "100"})
     assert "TORCH_FR_BUFFER_SIZE" not in gpu  # the user's own
     assert gpu["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and gpu["TORCH_NCCL_ENABLE_TIMING"] == "1"

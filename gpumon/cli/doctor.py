@@ -138,6 +138,9 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     if diagnosis.collectives:
         lines.append("\ncollectives (each rank's last started and finished):")
         lines += [f"  {line}" for line in diagnosis.collectives]
+    dumps = record.dir / "fr"
+    if any(dumps.glob("rank_*")):  # NCCL's dumps at its timeout (launcher.py turned the recorder on)
+        lines.append(f"\nFlight Recorder dumps: python -m torch.distributed.flight_recorder.fr_trace {dumps} -p rank_")
     if diagnosis.advice:
         lines.append("\nwhat to change, best first:")
         for n, advice in enumerate(diagnosis.advice, 1):

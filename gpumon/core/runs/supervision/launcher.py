@@ -88,15 +88,18 @@ def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
     return env
 
 
+FR_DIR = "fr"
 FR_ENTRIES = "2000"  # the Flight Recorder's ring: its memory is bounded by it (bench/collective_ledger.py)
 
 
 def flight_recorder(run_dir: Path, env: dict[str, str]) -> dict[str, str]:
-    """PyTorch's Flight Recorder on in the ranks: each rank's last collectives, dumped as ``fr-rank-<rank>`` in the
-    run's folder when NCCL times out (``TORCH_NCCL_DUMP_ON_TIMEOUT``, with each one's duration: set only where a
-    GPU may be visible). A variable the user set stays theirs. Gloo has no dump on timeout: there the verdict
-    comes from gpumon's own ledger (``core/collective_ledger.py``)."""
-    wanted = {"TORCH_FR_BUFFER_SIZE": FR_ENTRIES, "TORCH_FR_DUMP_TEMP_FILE": str(run_dir / "fr-rank-")}
+    """PyTorch's Flight Recorder on in the ranks: each rank's last collectives, dumped as ``fr/rank_<rank>`` in
+    the run's folder (what ``fr_trace`` reads) when NCCL times out (``TORCH_NCCL_DUMP_ON_TIMEOUT``, with each
+    one's duration: set only where a GPU may be visible). A variable the user set stays theirs. Gloo has no
+    dump on timeout: there the verdict comes from gpumon's own ledger (``core/collective_ledger.py``)."""
+    wanted = {"TORCH_FR_BUFFER_SIZE": FR_ENTRIES, "TORCH_FR_DUMP_TEMP_FILE": str(run_dir / FR_DIR / "rank_")}
+    with contextlib.suppress(OSError):  # torch writes its dumps there and makes no folder (fr_trace reads it whole)
+        os.makedirs(run_dir / FR_DIR, mode=0o700, exist_ok=True)
     if env.get("CUDA_VISIBLE_DEVICES") != "":
         wanted.update(TORCH_NCCL_DUMP_ON_TIMEOUT="1", TORCH_NCCL_ENABLE_TIMING="1")
     if "TORCH_NCCL_TRACE_BUFFER_SIZE" in env:  # its older name: the user's
