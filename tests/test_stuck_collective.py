@@ -79,6 +79,19 @@ def alert_text(gpumon: Gpumon, run_id: str) -> str:
     return str(alert["text"])
 
 
+def detail(gpumon: Gpumon, run_id: str) -> str:
+    """The run's detail pane in the Runs view, as the app renders it from the run's files."""
+    from gpumon.core.runs.reading.summary import summarise
+    from gpumon.core.runs.reading.telemetry import RunTelemetry
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.tui.views.runs.run_detail import info_text
+
+    record = RunStore(gpumon.home / "runs").load(gpumon.home / "runs" / run_id)
+    telemetry = RunTelemetry(record.dir)
+    telemetry.update()
+    return info_text(summarise(record, telemetry)).plain
+
+
 def samples(url: str, name: str, run_id: str) -> list[Any]:
     families = text_string_to_metric_families(get(url + "metrics")[2].decode())
     return [s for f in families if f.name == name for s in f.samples if s.labels["run"] == run_id]
@@ -98,6 +111,7 @@ def test_a_broadcast_against_an_all_reduce_is_a_collective_mismatch_named_live(g
     assert head in doctor.splitlines()[0]
     assert f"Make rank 1 call the same collective as the others ({BROADCAST})" in doctor
     assert f"  rank 1: in broadcast #8 (default, 4.0 MiB, {BROADCAST}); last finished all_reduce #7" in doctor
+    assert f"  rank 1: in broadcast #8 (default, 4.0 MiB, {BROADCAST})" in detail(gpumon, run_id)  # the Runs view's
     proc, url = start_serve(gpumon.home, "--simulate", "1")
     try:
         found = wait_until(lambda: samples(url, "gpumon_run_stuck_collective", run_id), timeout=60, step=0.5)
