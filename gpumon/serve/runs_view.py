@@ -100,6 +100,7 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),  # each failed attempt (attempts.py Restart)
         "ranks": ranks,
+        "stall": summary.record.status.get("stall"),  # while stalled: where each rank waits, its last collective
         **extra,
     }
     if series:
