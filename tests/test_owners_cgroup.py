@@ -28,6 +28,9 @@ EXPECTED = {
     "k8s-v2-systemd-static-pod": CgroupOwner(C1, "containerd", "2b5c4e0e4d8c0c9c3f1c4a6f7d7f5e0a"),
     "docker-v1-cgroupfs": CgroupOwner(C2, "docker"),
     "docker-v2-systemd": CgroupOwner(C2, "docker"),
+    "docker-v1-hybrid-recorded": CgroupOwner(  # recorded here: Debian's dockerd 20.10, cgroupfs driver
+        "a99f1ded19a16851ea7f06dfa49a835c9d508370f25bd71c8d5869eb1e461064", "docker"
+    ),
     "podman-v2-rootful": CgroupOwner(C2, "podman"),
     "podman-v2-rootless": CgroupOwner(C2, "podman"),
     "podman-v2-conmon": CgroupOwner(),  # podman's monitor, outside the container
