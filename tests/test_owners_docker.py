@@ -115,6 +115,8 @@ def test_snapshot_json_and_metrics_name_the_container(state: Path, container: tu
     mine = procs[pid]
     assert (mine["container_id"], mine["container_runtime"], mine["container_name"]) == (cid, "docker", name)
     assert procs[os.getpid()]["container_id"] is None  # this test runs on the host: no container
+    text = subprocess.run([sys.executable, "-m", "gpumon", "snapshot"], env=env, capture_output=True, text=True)
+    assert f"[docker {name}] sleep 600" in text.stdout, text.stdout
     served = tuple({k: p.get(k) for k in PROCESS_KEYS} | {"run": None} for p in procs.values())
     view = View(time=time.time(), hosts=(HostView(name="h", link="local", processes=served),))
     memory = next(m for m in registry(lambda: view).collect() if m.name == "gpumon_process_gpu_memory_bytes")
