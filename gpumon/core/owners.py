@@ -107,7 +107,8 @@ class Owners:
         self._cache: dict[tuple[int, float | None], GpuProcess] = {}  # (pid, start) -> the process's owner fields
 
     def attribute(self, sample: GpuSample) -> GpuSample:
-        if self.nested:  # wrong processes would be worse than none: said once, in the sample's reason
+        real = any(not p.simulated for d in sample.devices for p in d.processes)
+        if self.nested and real:  # wrong processes would be worse than none: said once, in the sample's reason
             reason = f"{sample.reason}; {PID_NAMESPACE_NOTE}" if sample.reason else PID_NAMESPACE_NOTE
             devices = tuple(replace(d, processes=tuple(_foreign(p) for p in d.processes)) for d in sample.devices)
             return replace(sample, devices=devices, reason=reason)
