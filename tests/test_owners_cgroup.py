@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
+from gpumon.core.fleet.stream import stream_doc
+from gpumon.core.model import GpuDevice, GpuProcess, GpuSample, HostSample, Snapshot
 from gpumon.core.owners import PID_NAMESPACE_NOTE, CgroupOwner, Owners, owner_text, parse_cgroup
 
 DATA = Path(__file__).parent / "data" / "cgroups"
@@ -97,3 +98,12 @@ def test_own_pid_namespace_shows_no_wrong_process(tmp_path: Path) -> None:
     procs = sample.devices[0].processes
     assert [(p.user, p.command, p.foreign_pid) for p in procs] == [(None, None, True)] * 2
     assert sample.reason == PID_NAMESPACE_NOTE and "--pid=host" in sample.reason and "hostPID" in sample.reason
+
+
+def test_a_fleet_host_sends_its_owners(tmp_path: Path) -> None:
+    """The fleet's compact line keeps them, so the fleet knows who owns a remote host's processes."""
+    root = _machine(tmp_path, 4105, "slurm-v2-task")
+    gpu = Owners(root).attribute(_sample(4105))
+    host = HostSample("h", 1.0, (1.0,), None, 1, 2, 0, 0, 0.0)
+    sent = stream_doc(Snapshot(gpu, host), fields="fleet")["processes"][0]
+    assert sent["slurm_job"] == "4242" and "pod" not in sent  # a key without a value is left out
