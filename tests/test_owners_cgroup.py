@@ -6,6 +6,9 @@ cgroupfs drivers (Docker, containerd and CRI-O runtimes, a guaranteed and a stat
 
 from __future__ import annotations
 
+import os
+import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from gpumon.core.fleet.stream import stream_doc
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample, HostSample, Snapshot
 from gpumon.core.owners import PID_NAMESPACE_NOTE, CgroupOwner, Owners, owner_text, parse_cgroup
+from gpumon.core.signals import send_signal
 
 DATA = Path(__file__).parent / "data" / "cgroups"
 C1 = "0f4ce2a1b8d74c3e9a62f4b8e0c1d2a3b4c5d6e7f8091a2b3c4d5e6f7a8b9c0d"
@@ -98,6 +102,8 @@ def test_own_pid_namespace_shows_no_wrong_process(tmp_path: Path) -> None:
     procs = sample.devices[0].processes
     assert [(p.user, p.command, p.foreign_pid) for p in procs] == [(None, None, True)] * 2
     assert sample.reason == PID_NAMESPACE_NOTE and "--pid=host" in sample.reason and "hostPID" in sample.reason
+    outcome = send_signal(replace(procs[0], pid=os.getpid()), signal.SIGCONT)  # here, this PID is pytest's
+    assert not outcome.ok and "the host's" in outcome.message
 
 
 def test_a_fleet_host_sends_its_owners(tmp_path: Path) -> None:
