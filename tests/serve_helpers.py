@@ -32,10 +32,11 @@ def start_serve(home: Path, *args: str, cwd: Path | None = None) -> tuple[subpro
     return proc, line.split()[2]
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[Any], timeout: float = 20) -> None:
+    """Terminate a process we started, killed after ``timeout`` s."""
     proc.terminate()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

@@ -153,7 +153,10 @@ def test_metrics_are_prefixed_in_base_units_with_stable_labels(tmp_path: Path) -
         assert all(0.0 <= s.value <= 1.0 for s in util)
         assert families["gpumon_gpu_sm_clock_hertz"].samples[0].value > 1e8  # hertz, not MHz
         procs = families["gpumon_process_gpu_memory_bytes"].samples
-        assert procs and all(set(s.labels) == {"host", "gpu", "pid", "user", "run"} for s in procs)
+        assert procs and all(
+            set(s.labels) == {"host", "gpu", "pid", "user", "run", "container", "pod", "namespace", "slurm_job"}
+            for s in procs
+        )
         # the same numbers as the API
         state = json.loads(get(url + "api/state")[2])
         assert state["hosts"][0]["gpus"][0]["mem_total"] == families["gpumon_gpu_memory_total_bytes"].samples[0].value

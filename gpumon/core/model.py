@@ -25,6 +25,15 @@ class GpuProcess:
     create_time: float | None = None  # guards signals against PID reuse
     simulated: bool = False
     parents: tuple[tuple[int, str], ...] = ()  # (pid, command) of its parent, grandparent... (init left out)
+    # who owns it beyond its user (core/owners.py): None where nothing says
+    container_id: str | None = None  # the full id from its cgroup path
+    container_runtime: str | None = None  # "docker" | "containerd" | "cri-o" | "podman"; None where unknown
+    container_name: str | None = None  # from the runtime's socket or the kubelet's log links
+    pod_uid: str | None = None
+    pod: str | None = None
+    namespace: str | None = None  # the pod's Kubernetes namespace
+    slurm_job: str | None = None
+    foreign_pid: bool = False  # the host's PID seen from a PID namespace of our own: names no process here
 
 
 @dataclass(frozen=True, slots=True)

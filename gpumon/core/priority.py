@@ -37,6 +37,8 @@ def _target(proc: GpuProcess) -> psutil.Process | str:
     """The live process ``proc`` names, or why there is none (simulated, exited, its PID reused since listed)."""
     if proc.simulated:
         return f"PID {proc.pid} is simulated: there is no process to renice"
+    if proc.foreign_pid:
+        return f"PID {proc.pid} is the host's, not this PID namespace's: not reniced"
     try:
         target = psutil.Process(proc.pid)
         if proc.create_time is not None and target.create_time() != proc.create_time:

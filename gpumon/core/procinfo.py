@@ -17,7 +17,9 @@ def _command(proc: psutil.Process) -> str | None:
 
 class ProcessInfoCache:
     """NVML gives PIDs only. In a container they are host PIDs that psutil cannot
-    see: those read as N/A rather than as an error.
+    see: those read as N/A rather than as an error. In a PID namespace of our own
+    a host PID may name another process here: core/owners.py then blanks what
+    this read and says to run with --pid=host.
 
     Each sample reads /proc/PID/stat once (parent and start time, a fifth of what
     psutil costs); user, command and the parent chain are read again only when

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpumon.core.format import elide, gib_pair, num, percent, size
 from gpumon.core.model import Snapshot
+from gpumon.core.owners import owner_text
 
 
 def snapshot_text(snap: Snapshot, width: int = 100) -> str:
@@ -31,8 +32,10 @@ def snapshot_text(snap: Snapshot, width: int = 100) -> str:
         elif d.processes:
             lines.append(f"      {'PID':>8}  {'USER':10} {'GPU MEM':>10} {'SM%':>4}  COMMAND")
             for p in sorted(d.processes, key=lambda p: -(p.used_memory or 0)):
+                owner = owner_text(p)
+                command = f"[{owner}] {p.command or 'N/A'}" if owner else p.command  # its pod, container or job
                 lines.append(
                     f"      {p.pid:>8}  {elide(p.user, 10):10} {size(p.used_memory):>10} {num(p.sm_util):>4}"
-                    f"  {elide(p.command, max(10, width - 44))}"
+                    f"  {elide(command, max(10, width - 44))}"
                 )
     return "\n".join(lines)

@@ -19,6 +19,8 @@ class SignalOutcome:
 def send_signal(proc: GpuProcess, sig: int) -> SignalOutcome:
     if proc.simulated:
         return SignalOutcome(False, f"PID {proc.pid} is simulated: nothing to send {signal.Signals(sig).name} to")
+    if proc.foreign_pid:  # another namespace's PID: here it may be some other process
+        return SignalOutcome(False, f"PID {proc.pid} is the host's, not this PID namespace's: not signalled")
     return signal_pid(proc.pid, sig, proc.create_time, proc.user)
 
 

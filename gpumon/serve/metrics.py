@@ -24,7 +24,7 @@ from gpumon import __version__
 from gpumon.serve.view import View
 
 GPU_LABELS = ["host", "gpu", "uuid", "name"]
-PROC_LABELS = ["host", "gpu", "pid", "user", "run"]
+PROC_LABELS = ["host", "gpu", "pid", "user", "run", "container", "pod", "namespace", "slurm_job"]
 RUN_LABELS = ["host", "run", "kind"]
 RANK_LABELS = ["host", "run", "kind", "rank"]
 MAX_AGE_S = 30.0  # a view older than this (the poll thread stuck) makes gpumon_up 0
@@ -173,6 +173,11 @@ def _gpus(view: View) -> Iterator[Metric]:
     yield from (family for family, _, _ in families)
 
 
+def _container_label(proc: dict[str, Any]) -> str:
+    """Its name where the runtime said it, else the short id (12 characters, as ``docker ps``); '' for none."""
+    return str(proc.get("container_name") or (proc.get("container_id") or "")[:12])
+
+
 def _processes(view: View) -> Iterator[Metric]:
     memory = GaugeMetricFamily(
         "gpumon_process_gpu_memory_bytes", "GPU memory a process holds, bytes.", labels=PROC_LABELS
@@ -188,6 +193,10 @@ def _processes(view: View) -> Iterator[Metric]:
                 str(proc["pid"]),
                 str(proc.get("user") or ""),
                 str(proc.get("run") or ""),
+                _container_label(proc),
+                str(proc.get("pod") or ""),
+                str(proc.get("namespace") or ""),
+                str(proc.get("slurm_job") or ""),
             ]
             if proc.get("used_memory") is not None:
                 memory.add_metric(labels, float(proc["used_memory"]))

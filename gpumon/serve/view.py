@@ -7,7 +7,23 @@ from typing import Any
 
 from gpumon.serve.runs_view import StepHistogram
 
-PROCESS_KEYS = ("gpu_index", "pid", "user", "used_memory", "sm_util", "kind", "simulated")  # never the command
+# never the command; its owners (core/owners.py) as the JSON has them
+PROCESS_KEYS = (
+    "gpu_index",
+    "pid",
+    "user",
+    "used_memory",
+    "sm_util",
+    "kind",
+    "simulated",
+    "container_id",
+    "container_runtime",
+    "container_name",
+    "pod_uid",
+    "pod",
+    "namespace",
+    "slurm_job",
+)
 
 
 @dataclass(frozen=True)

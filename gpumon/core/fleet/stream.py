@@ -23,7 +23,10 @@ _DEVICE_KEYS = (
     "index", "name", "state", "reason", "gpu_util", "mem_used", "mem_total", "mem_percent",
     "temperature", "power_draw", "power_limit", "processes_reason",
 )  # fmt: skip
-_PROCESS_KEYS = ("gpu_index", "pid", "used_memory", "sm_util", "user", "command", "create_time", "simulated")
+_PROCESS_KEYS = (
+    "gpu_index", "pid", "used_memory", "sm_util", "user", "command", "create_time", "simulated",
+    "container_id", "container_runtime", "container_name", "pod_uid", "pod", "namespace", "slurm_job",
+)  # fmt: skip
 _HOST_KEYS = ("hostname", "cpu_percent", "load", "mem_used", "mem_total")
 
 

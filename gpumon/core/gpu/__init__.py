@@ -36,7 +36,33 @@ class NoGpuSource:
         pass
 
 
+class OwnedSource:
+    """A source whose processes carry their owners (container, pod, Slurm job: core/owners.py); the rest of the
+    source (``prime``, ``count``) as it is."""
+
+    def __init__(self, inner: GpuSource) -> None:
+        from gpumon.core.owners import Owners
+
+        self.inner = inner
+        self.name = inner.name
+        self.owners = Owners()
+
+    def sample(self) -> GpuSample:
+        return self.owners.attribute(self.inner.sample())
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
 def open_gpu_source(simulate: int | None = None, seed: int = 0) -> GpuSource:
+    """The first source that answers, its processes with their owners."""
+    return OwnedSource(_open_source(simulate, seed))
+
+
+def _open_source(simulate: int | None, seed: int) -> GpuSource:
     import os
 
     if simulate or os.environ.get("GPUMON_SIMULATE_STATE"):  # the state file: GPUs a test drives (simulated.py)

@@ -1,8 +1,9 @@
 """The GPU process table, updated by diff so the cursor and scroll stay put.
 
 COMMAND takes the width the other columns leave (cut with "…" only when it is
-longer); too narrow for every column, RUN, SM% and USER go in that order and
-the title names them. ``/`` filters by words, ``p`` shows each process under
+longer); too narrow for every column, OWNER, RUN, SM% and USER go in that order and
+the title names them. OWNER (a process's pod, container or Slurm job: core/owners.py) shows only while
+some process listed has one. ``/`` filters by words, ``p`` shows each process under
 its parents (process_tree.py)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from textual.widgets import DataTable
 
 from gpumon.core.format import NA, elide, num, size
 from gpumon.core.model import GpuDevice, GpuProcess
+from gpumon.core.owners import owner_text
 from gpumon.tui.widgets.keyed_table import Column, RowTable, SortCell, fit_columns, hidden_note, title_room
 from gpumon.tui.widgets.process_tree import TreeRow, tree_rows
 from gpumon.tui.widgets.render import short_run_id
@@ -26,13 +28,14 @@ COLUMNS: tuple[Column, ...] = (
     ("gpu", "GPU", 3),
     ("pid", "PID", 8),
     ("user", "USER", 10),
+    ("owner", "OWNER", 24),
     ("mem", "GPU MEM", 10),
     ("sm", "SM%", 4),
     ("run", "RUN", 11),
     ("command", "COMMAND", 10_000),  # the room left
 )
-DROP = ("run", "sm", "user")  # left out in this order when the terminal is too narrow for every column
-SORT_KEYS = ("mem", "sm", "pid", "user", "gpu", "command", "run")
+DROP = ("owner", "run", "sm", "user")  # left out in this order when the terminal is too narrow for every column
+SORT_KEYS = ("mem", "sm", "pid", "user", "owner", "gpu", "command", "run")
 _NUMERIC = {"gpu", "pid", "mem", "sm"}
 
 
@@ -44,10 +47,12 @@ def _cells(
     p: GpuProcess, command_width: int, run: str | None = None, label: str = "", prefix: str = ""
 ) -> dict[str, SortCell]:
     user = p.user or NA
+    owner = owner_text(p)
     return {
         "gpu": SortCell(p.gpu_index, _right(str(p.gpu_index))),
         "pid": SortCell(p.pid, _right(str(p.pid))),
         "user": SortCell(user, Text(elide(user, 10), style="dim" if p.user is None else "")),
+        "owner": SortCell(owner, Text(elide(owner, 24))),
         "mem": SortCell(p.used_memory if p.used_memory is not None else -1, _right(size(p.used_memory))),
         "sm": SortCell(p.sm_util if p.sm_util is not None else -1, _right(num(p.sm_util))),
         "run": SortCell(
@@ -66,6 +71,7 @@ def _parent_cells(row: TreeRow, command_width: int) -> dict[str, SortCell]:
         "gpu": blank,
         "pid": SortCell(row.pid, _right(str(row.pid), "dim")),
         "user": blank,
+        "owner": blank,
         "mem": blank,
         "sm": blank,
         "run": blank,
@@ -85,8 +91,10 @@ def _run_label(run: str | None, rank: int | None, idle: bool = False) -> str:
 
 
 def matches(p: GpuProcess, words: list[str]) -> bool:
-    """Every word in the process's PID, user or command (case-insensitive)."""
-    text = f"{p.pid} {p.user or ''} {p.command or ''}".lower()
+    """Every word in the process's PID, user, owner (pod, namespace, container name or id, Slurm job) or command
+    (case-insensitive)."""
+    owners = (p.pod, p.namespace, p.container_name, p.container_id, p.container_runtime, p.slurm_job)
+    text = f"{p.pid} {p.user or ''} {owner_text(p)} {' '.join(filter(None, owners))} {p.command or ''}".lower()
     return all(word in text for word in words)
 
 
@@ -111,10 +119,12 @@ class ProcessTable(RowTable):
         self.border_title = "processes"
 
     # -- columns ---------------------------------------------------------------
-    def _fit(self) -> None:
-        """Columns for the current width; a change rebuilds the table (a resize, never a tick)."""
+    def _fit(self, owners: bool = False) -> None:
+        """Columns for the current width (OWNER while ``owners``); a change rebuilds the table (a resize, or the
+        first process with an owner, never a plain tick)."""
         room = (self.content_size.width or 80) - self.styles.scrollbar_size_vertical
-        columns, hidden = fit_columns(COLUMNS, room, "command", COMMAND_MIN, DROP)
+        wanted = COLUMNS if owners else tuple(c for c in COLUMNS if c[0] != "owner")
+        columns, hidden = fit_columns(wanted, room, "command", COMMAND_MIN, DROP)
         if columns == self.column_set:
             return
         selected = self.selected_key()
@@ -148,10 +158,10 @@ class ProcessTable(RowTable):
         run_pids, ranks = run_pids or {}, ranks or {}
         self._last = (devices, gpu_index, run_pids, ranks)
         self._reselect = None
-        self._fit()
+        scoped = [p for d in devices if self.show_all or d.index == gpu_index for p in d.processes]
+        self._fit(any(p.container_id or p.pod_uid or p.slurm_job for p in scoped))
         self.gpu_index = gpu_index
         words = self.filter_text.lower().split()
-        scoped = [p for d in devices if self.show_all or d.index == gpu_index for p in d.processes]
         wanted = {f"{p.gpu_index}:{p.pid}": p for p in scoped if matches(p, words)}
         labels = {key: _run_label(run_pids.get(p.pid), ranks.get(p.pid), p.pid in idle) for key, p in wanted.items()}
         if self.tree_mode:

@@ -11,7 +11,7 @@ from gpumon.tui.widgets.process_table import ProcessTable
 
 
 class SearchBox(Input):
-    """F3: the first process whose PID, user or command has the words is selected as you type."""
+    """F3: the first process whose PID, user, owner or command has the words is selected as you type."""
 
     BINDINGS = [
         Binding("enter", "next", "next match", tooltip="select the next process that matches (F3 too)"),
@@ -19,7 +19,7 @@ class SearchBox(Input):
     ]
 
     def __init__(self) -> None:
-        super().__init__(placeholder="words of the PID, user or command", id="process-search")
+        super().__init__(placeholder="words of the PID, user, owner or command", id="process-search")
         self.border_title = "search (F3)"
 
     def action_next(self) -> None:
@@ -32,7 +32,7 @@ class SearchBox(Input):
 
 
 class FilterBox(Input):
-    """F4 or /: only the processes whose PID, user or command has the words, as you type."""
+    """F4 or /: only the processes whose PID, user, owner or command has the words, as you type."""
 
     BINDINGS = [
         Binding("enter", "done", "keep filter", tooltip="close the box and keep the filter (the title shows it)"),
@@ -41,7 +41,7 @@ class FilterBox(Input):
 
     def __init__(self) -> None:
         super().__init__(
-            placeholder="words of the PID, user or command",
+            placeholder="words of the PID, user, owner or command",
             id="process-filter",
             select_on_focus=False,  # the filter shown again: typing adds words
         )

@@ -92,14 +92,14 @@ class GpusView(Boxes, ProcessActions, View, Vertical):
             "search",
             show=False,
             id="process_search",
-            tooltip="find a process by words of its PID, user or command as you type; F3 again: the next one",
+            tooltip="find a process by words of its PID, user, owner or command as you type; F3 again: the next one",
         ),
         Binding(
             "slash,f4",
             "filter",
             "filter",
             id="process_filter",
-            tooltip="filter the processes by words of their PID, user or command, as you type",
+            tooltip="filter the processes by words of their PID, user, owner or command, as you type",
         ),
         Binding(
             "p,f5",
