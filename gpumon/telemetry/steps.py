@@ -21,8 +21,8 @@ from typing import Any
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks
-from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.census_trigger import CensusTrigger
+from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
 from gpumon.telemetry.gpu_watch import CatchUp

@@ -216,7 +216,7 @@ def diagnose(
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)
         pace = 1 / per_step if per_step else None
-        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace))
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace, record.id))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
     dropped = output_dropped(record.status)

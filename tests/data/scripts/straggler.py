@@ -34,14 +34,12 @@ class Samples(Dataset):
 
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-step = 0
-for batch in DataLoader(Samples(), batch_size=8):
+for step, batch in enumerate(DataLoader(Samples(), batch_size=8), 1):
     time.sleep(args.work_ms / 1000)
     loss = model(batch).pow(2).mean()
     opt.zero_grad()
     loss.backward()
     opt.step()
-    step += 1
     done = torch.tensor([int(step >= args.steps and (not args.hold or Path(args.hold).exists()))])
     dist.all_reduce(done, op=dist.ReduceOp.MIN)
     if done.item():
