@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
-from gpumon.core.runs.reading.lanes import FLAG, Lane
+from gpumon.core.runs.reading.lanes import FLAG, Lane, ms
 
 AFTER_S = 60.0  # seconds below FLAG before a rank is named (the issue's "for a minute")
 
@@ -61,7 +61,7 @@ class Straggler:
         wait = max((lane.wait_s for lane in self.lanes if lane.rank in self.waiting), default=0.0)
         inside = "in every all-reduce" if coll < wait / 2 else "in its collectives"  # DDP's backward, else the script's
         text = (
-            f"rank {self.rank} is the straggler: {_ms(self.surplus_s)} a step more of its own work; "
+            f"rank {self.rank} is the straggler: {ms(self.surplus_s)} a step more of its own work; "
             f"{others} {verb} for it {inside} (score {self.lane.score:.2f})"
         )
         return f"{text}; {self.cause_text}" if self.cause_text else text
@@ -91,7 +91,7 @@ def _cause(telemetry: Any, lane: Lane, lanes: tuple[Lane, ...], surplus: float) 
         settings = ", ".join(f"{k}={loader[k]}" for k in ("num_workers", "batch_size") if k in loader)
         where = f"; its dataset's __getitem__ at {loader['getitem']}" if loader.get("getitem") else ""
         return "data", (
-            f"likely cause: its data wait, {_ms(lane.data_s)} a step against {_ms(min(data))} on the others"
+            f"likely cause: its data wait, {ms(lane.data_s)} a step against {ms(min(data))} on the others"
             + (f" (DataLoader {settings})" if settings else "")
             + where
         )
@@ -122,7 +122,7 @@ def straggler_advice(found: Straggler, run_id: str) -> list[Advice]:
         Advice(
             "straggler",
             f"find what rank {found.rank} does more than the others",
-            f"its own work takes {_ms(found.surplus_s)} a step more than the fastest rank's, and every rank waits "
+            f"its own work takes {ms(found.surplus_s)} a step more than the fastest rank's, and every rank waits "
             "for it; its data wait and GPU look like the others'",
             f"compare its shard of the data and its batch shapes with the others'; look for another process on its "
             f"CPUs or GPU (gpumon's GPU view, top); gpumon doctor {run_id} again once fixed",
@@ -136,7 +136,3 @@ def _ranks_words(ranks: tuple[int, ...]) -> str:
     if len(names) == 1:
         return f"rank {names[0]}"
     return f"ranks {', '.join(names[:-1])} and {names[-1]}"
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"

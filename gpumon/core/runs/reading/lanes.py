@@ -161,3 +161,8 @@ class Lanes:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def ms(seconds: float) -> str:
+    """ "41 ms" a step; "12.3 s" past ten seconds."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
