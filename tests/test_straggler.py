@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -115,6 +116,15 @@ async def test_the_slow_rank_of_four_is_named_with_its_cause_scored_in_json_metr
     # the straggler's fixes are its loader's (its own data wait), and its input-bound wait is said once, as the cause
     assert [a["key"] for a in diagnosis["advice"]][:2] == ["num_workers", "decode"], diagnosis["advice"]
     assert not any(s["kind"] == "input_bound" for s in diagnosis["slow"]), diagnosis["slow"]
+    # on a machine with fewer CPUs than ranks oversubscription is true too: both are said, the larger cost first
+    text = gpumon("doctor", run_id).stdout
+    section = text.split("what slows it, the larger cost first:\n")[1].split("\n\n")[0].splitlines()
+    assert [line.strip() for line in section[: len(diagnosis["slow"])]] == [s["text"] for s in diagnosis["slow"]]
+    costs = [s["cost"] for s in diagnosis["slow"]]
+    assert costs == sorted(costs, reverse=True), diagnosis["slow"]
+    if (os.cpu_count() or 1) < 4:
+        assert any(s["kind"] == "oversubscribed" for s in diagnosis["slow"]), diagnosis["slow"]
+    assert [line.split(":")[0].strip() for line in section[len(diagnosis["slow"]) :]] == [f"rank {r}" for r in range(4)]
 
     # the Runs detail: a lane per rank, own work and wait; the slow rank's is all its own work
     monkeypatch.setenv("GPUMON_HOME", str(gpumon.home))

@@ -56,6 +56,7 @@ class Diagnosis:
     restarts: tuple[Restart, ...] = ()  # torchrun's failed attempts, oldest first (attempts.py)
     attempt: int = 1  # the attempt running now (or the last), from 1
     max_restarts: int = 0  # the run's --max-restarts
+    lanes: tuple[dict[str, Any], ...] = ()  # each rank's own work and wait a step, its score (lanes.py)
 
     @property
     def worst(self) -> LeakState | None:
@@ -146,6 +147,7 @@ class Diagnosis:
             "quiet": self.quiet or None,
             "attempt": self.attempt,
             "restarts": [r.to_dict() for r in self.restarts],
+            "lanes": list(self.lanes),
         }
 
 
@@ -248,6 +250,7 @@ def diagnose(
         restarts=restarts,
         attempt=telemetry.attempts.current,
         max_restarts=record.spec.max_restarts,
+        lanes=tuple(lane.to_dict() for lane in telemetry.lanes.lanes()),
     )
 
 

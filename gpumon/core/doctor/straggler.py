@@ -136,3 +136,15 @@ def _ranks_words(ranks: tuple[int, ...]) -> str:
     if len(names) == 1:
         return f"rank {names[0]}"
     return f"ranks {', '.join(names[:-1])} and {names[-1]}"
+
+
+def slow_lines(slow: Any, lanes: Any) -> list[str]:
+    """The doctor's section where a straggler is named: every slow finding, the larger cost first (a straggler on
+    an oversubscribed host: both), then each rank's own work and wait a step. [] without a straggler."""
+    if not any(found.kind == "straggler" for found in slow):
+        return []
+    lines = [found.text for found in slow]
+    for lane in lanes:
+        own, wait = ms(lane["own_s"]), ms(lane["wait_s"])
+        lines.append(f"rank {lane['rank']}: own work {own} a step, waits {wait}, score {lane['score']:.2f}")
+    return lines
