@@ -72,9 +72,13 @@ def _doctor(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
     return json.loads(gpumon("doctor", run_id, "--json").stdout)
 
 
-def _ranks(gpumon: Gpumon, run_id: str) -> list[dict[str, Any]]:
+def _doc(gpumon: Gpumon, run_id: str) -> dict[str, Any]:
     (doc,) = [d for d in json.loads(gpumon("runs", "--json", run_id).stdout)["runs"] if d["id"] == run_id]
-    return list(doc["ranks"])
+    return dict(doc)
+
+
+def _ranks(gpumon: Gpumon, run_id: str) -> list[dict[str, Any]]:
+    return list(_doc(gpumon, run_id)["ranks"])
 
 
 def _scores_in_metrics(url: str, run_id: str) -> dict[str, float]:
@@ -98,6 +102,9 @@ async def test_the_slow_rank_of_four_is_named_with_its_cause_scored_in_json_metr
             r"all-reduce \(score 0\.\d\d\); likely cause: its data wait, \d+ ms a step",
             straggler["text"],
         ), straggler["text"]
+        # the alert, raised once by the supervisor, with the doctor's first fix
+        alerts = wait_until(lambda: [a for a in _doc(gpumon, run_id)["alerts"] if " is the straggler: " in a], 30)
+        assert alerts and alerts[0].startswith("rank 2 is the straggler") and ". Fix: load batches in" in alerts[0]
         ranks = {r["rank"]: r for r in _ranks(gpumon, run_id)}
         assert ranks[2]["score"] < 0.7 <= min(ranks[r]["score"] for r in (0, 1, 3)), ranks
         assert ranks[2]["own_s"] > max(ranks[r]["own_s"] for r in (0, 1, 3))  # its own work is the longest...
