@@ -162,3 +162,16 @@ def test_four_ranks_at_the_same_pace_have_no_straggler(gpumon: Gpumon, tmp_path:
     finally:
         hold.touch()
     gpumon.wait_ended(run_id)
+
+
+def test_a_rank_that_computes_more_is_named_with_that_cause(gpumon: Gpumon, tmp_path: Path) -> None:
+    run_id, hold = _launch(gpumon, tmp_path, "--slow-rank", "1", "--slow-ms", "40", "--slow-in", "compute")
+    try:
+        named = wait_until(lambda: [s for s in _doctor(gpumon, run_id)["slow"] if s["kind"] == "straggler"], 180)
+        assert named and named[0]["rank"] == 1, _doctor(gpumon, run_id)
+        assert "; likely cause: it computes more: its process used " in named[0]["text"], named[0]["text"]
+        advice = [a["key"] for a in _doctor(gpumon, run_id)["advice"]]
+        assert "straggler_compute" in advice and "num_workers" not in advice, advice
+    finally:
+        hold.touch()
+    gpumon.wait_ended(run_id)

@@ -39,12 +39,20 @@ class Clock:
         self.seq: dict[str, int] = {}  # group name -> collectives this process called in it
         self.started: dict[str, Any] | None = None  # the last collective entered
         self.finished: dict[str, Any] | None = None  # the last one that returned
+        self.cpu = time.process_time()  # this process's CPU seconds at the last take_cpu
 
     def take(self) -> tuple[float, float]:
         """(backward, collective) seconds since the last take."""
         taken = (self.backward_s, self.collective_s)
         self.backward_s = self.collective_s = 0.0
         return taken
+
+    def take_cpu(self) -> float:
+        """CPU seconds this process used (all its threads) since the last take: a slow rank that computes more,
+        or one that gets less of a CPU than its own work needs (the doctor's likely cause)."""
+        now = time.process_time()
+        spent, self.cpu = now - self.cpu, now
+        return spent
 
 
 def _nbytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:

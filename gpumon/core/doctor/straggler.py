@@ -42,7 +42,7 @@ class Straggler:
     lanes: tuple[Lane, ...]
     surplus_s: float  # its own work a step beyond the fastest rank's
     waiting: tuple[int, ...]  # the ranks that wait for it (their wait covers at least half its surplus)
-    cause: str  # "data", "gpu" or ""
+    cause: str  # "data", "compute", "cpu_share", "gpu" or ""
     cause_text: str  # "likely cause: its data wait, 41 ms a step against 0 ms on the others"
 
     @property
@@ -98,6 +98,22 @@ def _cause(telemetry: Any, lane: Lane, lanes: tuple[Lane, ...], surplus: float) 
             + (f" (DataLoader {settings})" if settings else "")
             + where
         )
+    shares = [share for other in others if (share := _cpu_share(other)) is not None]
+    mine = _cpu_share(lane)
+    if mine is not None and shares and lane.cpu_s is not None:
+        # what the host gives a rank's work of a CPU (oversubscribed: less): the yardstick for both rules below
+        usual = sorted(shares)[len(shares) // 2]
+        cpus = min(other.cpu_s for other in others if other.cpu_s is not None)
+        if lane.cpu_s - cpus >= 0.5 * usual * surplus:  # its surplus is spent computing, at the host's usual share
+            return "compute", (
+                f"likely cause: it computes more: its process used {ms(lane.cpu_s)} of CPU a step against "
+                f"{ms(cpus)} on the others (a larger batch or shard, or work only it does)"
+            )
+        if mine < 0.5 * usual:  # it got a CPU far less of its working time than the others did
+            return "cpu_share", (
+                f"likely cause: its own work ran on a CPU only {mine:.0%} of its time (the others: {usual:.0%}): it "
+                "waits for a core (other processes on its CPUs) or for I/O outside the DataLoader"
+            )
     gpus = {rank: feed.gpu for rank, feed in telemetry.feeding.ranks.items() if feed.gpu is not None}
     own = gpus.get(lane.rank)
     peers = [gpus[other.rank][1] for other in others if other.rank in gpus]
@@ -109,8 +125,34 @@ def _cause(telemetry: Any, lane: Lane, lanes: tuple[Lane, ...], surplus: float) 
     return "", ""
 
 
+def _cpu_share(lane: Lane) -> float | None:
+    """The share of its own work outside the DataLoader that the rank's process ran on a CPU (at most 1)."""
+    working = lane.own_s - (lane.data_s or 0.0)
+    return min(1.0, lane.cpu_s / working) if lane.cpu_s is not None and working > 0 else None
+
+
 def straggler_advice(found: Straggler, run_id: str) -> list[Advice]:
     """What to look at when gpumon sees no cause of its own (a data cause gets the DataLoader's fixes, slow.py)."""
+    if found.cause == "compute":
+        return [
+            Advice(
+                "straggler_compute",
+                f"give rank {found.rank} the same work as the others",
+                found.cause_text.removeprefix("likely cause: "),
+                "split the data evenly (DistributedSampler, drop_last=True; equal sequence lengths per rank, e.g. "
+                "bucketing), and move logging, evaluation or checkpoint work off the hot loop or spread it over ranks",
+            )
+        ]
+    if found.cause == "cpu_share":
+        return [
+            Advice(
+                "straggler_cpu",
+                f"give rank {found.rank} a CPU of its own",
+                found.cause_text.removeprefix("likely cause: "),
+                "look for other processes on its CPUs (top, gpumon's GPU view) and pin the ranks apart "
+                "(taskset, numactl, or fewer ranks or threads per host: OMP_NUM_THREADS)",
+            )
+        ]
     if found.cause == "gpu":
         return [
             Advice(

@@ -38,27 +38,30 @@ class Lane:
     coll_s: float  # the part of wait_s inside the collectives the script calls (the rest: in DDP's backward)
     data_s: float | None  # its DataLoader wait (inside own_s)
     score: float  # min(own) / own_s
+    cpu_s: float | None = None  # its process's CPU seconds a step (every thread): computing, against waiting
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "score": round(self.score, 3), "own_s": round(self.own_s, 6),
                 "wait_s": round(self.wait_s, 6), "coll_s": round(self.coll_s, 6), "step_s": round(self.step_s, 6),
-                "data_s": None if self.data_s is None else round(self.data_s, 6)}  # fmt: skip
+                "data_s": None if self.data_s is None else round(self.data_s, 6),
+                "cpu_s": None if self.cpu_s is None else round(self.cpu_s, 6)}  # fmt: skip
 
 
 @dataclass
 class RankClock:
-    # [second, elapsed, backward, collectives, data wait, steps] per second of the rank's step events
+    # [second, elapsed, backward, collectives, data wait, steps, CPU] per second of the rank's step events
     recent: deque[list[float]] = field(default_factory=lambda: deque(maxlen=WINDOW_S))
     last: tuple[int, float] | None = None  # (step, time) of the previous step event
     per_step: deque[float] = field(default_factory=lambda: deque(maxlen=31))
     data: bool = False  # it reported a DataLoader wait
+    cpu: bool = False  # it reported its CPU time
 
-    def sums(self) -> tuple[float, float, float, float, float] | None:
-        """(elapsed, backward, collectives, data, steps) over the window; None: too few steps yet."""
-        totals = [sum(bucket[i] for bucket in self.recent) for i in range(1, 6)]
+    def sums(self) -> tuple[float, float, float, float, float, float] | None:
+        """(elapsed, backward, collectives, data, steps, CPU) over the window; None: too few steps yet."""
+        totals = [sum(bucket[i] for bucket in self.recent) for i in range(1, 7)]
         if totals[4] < MIN_STEPS or totals[0] < MIN_SPAN_S:
             return None
-        return totals[0], totals[1], totals[2], totals[3], totals[4]
+        return totals[0], totals[1], totals[2], totals[3], totals[4], totals[5]
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Lanes:
     low_since: dict[int, float] = field(default_factory=dict)  # rank -> when its score fell below FLAG
     judged: float | None = None  # the event time of the latest judgement (once a second)
     saved: tuple[Lane, ...] = ()  # what a summary said, until the window fills again
+    tried: float | None = None  # the event time of the latest look (not saved)
 
     def step(self, rank: int, event: dict[str, Any], step: int) -> None:
         t = event.get("t")
@@ -83,20 +87,25 @@ class Lanes:
         clock.per_step.append(elapsed / steps)
         if usual is not None and elapsed / steps > PAUSE_FACTOR * usual:
             return  # a pause (a checkpoint, an evaluation, a stop): nobody's own work nor wait
-        wait = _number(event.get("wait"))
+        wait, cpu = _number(event.get("wait")), _number(event.get("cpu"))
         clock.data = clock.data or wait is not None
+        clock.cpu = clock.cpu or cpu is not None
         second = float(int(t))
         if not clock.recent or clock.recent[-1][0] != second:
-            clock.recent.append([second, 0.0, 0.0, 0.0, 0.0, 0.0])
-        added = (elapsed, (bw or 0.0) * steps, (coll or 0.0) * steps, (wait or 0.0) * steps, float(steps))
+            clock.recent.append([second, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        added = (elapsed, (bw or 0.0) * steps, (coll or 0.0) * steps, (wait or 0.0) * steps, float(steps),
+                 (cpu or 0.0) * steps)  # fmt: skip
         for i, value in enumerate(added, 1):
             clock.recent[-1][i] += value
-        if self.judged is None or t - self.judged >= 1.0:
+        if self.tried is None or t - self.tried >= 1.0:  # once a second, whatever the step rate
+            self.tried = float(t)
             self._judge(float(t))
 
     def _judge(self, now: float) -> None:
-        self.judged = now
         lanes = self._measure()
+        if not lanes:
+            return  # not measured (yet): a reader that resumed from a summary keeps what the summary judged
+        self.judged = now
         for lane in lanes:
             if lane.score < FLAG:
                 self.low_since.setdefault(lane.rank, now)
@@ -104,23 +113,26 @@ class Lanes:
                 self.low_since.pop(lane.rank, None)
         for rank in [r for r in self.low_since if all(lane.rank != r for lane in lanes)]:
             del self.low_since[rank]  # not measured now: not known slow
-        if lanes:
-            self.saved = ()
+        self.saved = ()
 
     def _measure(self) -> tuple[Lane, ...]:
         sums = {rank: s for rank, clock in self.clocks.items() if (s := clock.sums()) is not None}
         sums = {rank: s for rank, s in sums.items() if s[1] or s[2]}  # the ranks that timed backward or collectives
         if len(sums) < 2:
             return ()
-        per = {rank: (e / n, b / n, c / n, d / n) for rank, (e, b, c, d, n) in sums.items()}
-        fastest_bw = min(b for _, b, _, _ in per.values())
+        per = {rank: (e / n, b / n, c / n, d / n, u / n) for rank, (e, b, c, d, n, u) in sums.items()}
+        fastest_bw = min(values[1] for values in per.values())
         raw = {}
-        for rank, (step_s, bw, coll, data) in per.items():
+        for rank, (step_s, bw, coll, data, cpu) in per.items():
             wait = min(step_s, coll + bw - fastest_bw)
-            known = data if self.clocks[rank].data else None
-            raw[rank] = (step_s, max(step_s - wait, 1e-9), wait, min(coll, wait), known)
-        best = min(own for _, own, _, _, _ in raw.values())
-        return tuple(Lane(r, *values, best / values[1]) for r, values in sorted(raw.items()))
+            clock = self.clocks[rank]
+            raw[rank] = (step_s, max(step_s - wait, 1e-9), wait, min(coll, wait), data if clock.data else None,
+                         cpu if clock.cpu else None)  # fmt: skip
+        best = min(values[1] for values in raw.values())
+        return tuple(
+            Lane(r, step_s, own, wait, coll, data, best / own, cpu)
+            for r, (step_s, own, wait, coll, data, cpu) in sorted(raw.items())
+        )
 
     def lanes(self) -> tuple[Lane, ...]:
         """Every measured rank's lane, lowest rank first; () with fewer than two ranks that time collectives."""
@@ -153,7 +165,8 @@ class Lanes:
             if isinstance(item, dict) and type(item.get("rank")) is int:
                 saved.append(
                     Lane(item["rank"], float(item["step_s"]), float(item["own_s"]), float(item["wait_s"]),
-                         float(item.get("coll_s") or 0.0), _number(item.get("data_s")), float(item["score"]))
+                         float(item.get("coll_s") or 0.0), _number(item.get("data_s")), float(item["score"]),
+                         _number(item.get("cpu_s")))
                 )  # fmt: skip
         out.saved = tuple(saved)
         return out
