@@ -131,44 +131,40 @@ def _cpu_share(lane: Lane) -> float | None:
     return min(1.0, lane.cpu_s / working) if lane.cpu_s is not None and working > 0 else None
 
 
+# A cause gpumon saw -> (the advice's key, its title for rank {rank}, the change)
+_FIXES = {
+    "compute": (
+        "straggler_compute",
+        "give rank {rank} the same work as the others",
+        "split the data evenly (DistributedSampler, drop_last=True; equal sequence lengths per rank, e.g. "
+        "bucketing), and move logging, evaluation or checkpoint work off the hot loop or spread it over ranks",
+    ),
+    "cpu_share": (
+        "straggler_cpu",
+        "give rank {rank} a CPU of its own",
+        "look for other processes on its CPUs (top, gpumon's GPU view) and pin the ranks apart "
+        "(taskset, numactl, or fewer ranks or threads per host: OMP_NUM_THREADS)",
+    ),
+    "gpu": (
+        "straggler_gpu",
+        "check rank {rank}'s GPU",
+        "nvidia-smi -q -d CLOCK,TEMPERATURE,PERFORMANCE on that GPU (clocks held down: power or thermal "
+        "throttling); move the run off it, or give it cooling",
+    ),
+}
+
+
 def straggler_advice(found: Straggler, run_id: str) -> list[Advice]:
-    """What to look at when gpumon sees no cause of its own (a data cause gets the DataLoader's fixes, slow.py)."""
-    if found.cause == "compute":
-        return [
-            Advice(
-                "straggler_compute",
-                f"give rank {found.rank} the same work as the others",
-                found.cause_text.removeprefix("likely cause: "),
-                "split the data evenly (DistributedSampler, drop_last=True; equal sequence lengths per rank, e.g. "
-                "bucketing), and move logging, evaluation or checkpoint work off the hot loop or spread it over ranks",
-            )
-        ]
-    if found.cause == "cpu_share":
-        return [
-            Advice(
-                "straggler_cpu",
-                f"give rank {found.rank} a CPU of its own",
-                found.cause_text.removeprefix("likely cause: "),
-                "look for other processes on its CPUs (top, gpumon's GPU view) and pin the ranks apart "
-                "(taskset, numactl, or fewer ranks or threads per host: OMP_NUM_THREADS)",
-            )
-        ]
-    if found.cause == "gpu":
-        return [
-            Advice(
-                "straggler_gpu",
-                f"check rank {found.rank}'s GPU",
-                found.cause_text.removeprefix("likely cause: "),
-                "nvidia-smi -q -d CLOCK,TEMPERATURE,PERFORMANCE on that GPU (clocks held down: power or thermal "
-                "throttling); move the run off it, or give it cooling",
-            )
-        ]
+    """The fix for the cause gpumon saw, else what to look at (a data cause gets the DataLoader's fixes, slow.py)."""
+    if found.cause in _FIXES:
+        key, title, change = _FIXES[found.cause]
+        return [Advice(key, title.format(rank=found.rank), found.cause_text.removeprefix("likely cause: "), change)]
     return [
         Advice(
             "straggler",
             f"find what rank {found.rank} does more than the others",
             f"its own work takes {ms(found.surplus_s)} a step more than the fastest rank's, and every rank waits "
-            "for it; its data wait and GPU look like the others'",
+            "for it; its data wait, CPU time and GPU look like the others'",
             f"compare its shard of the data and its batch shapes with the others'; look for another process on its "
             f"CPUs or GPU (gpumon's GPU view, top); gpumon doctor {run_id} again once fixed",
         )
