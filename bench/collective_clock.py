@@ -7,8 +7,9 @@ One process. The wrapper alone: ``collectives._timed`` around a function that do
 one-rank gloo group (the collective itself is cheap, so its time does not hide the wrapper's): ``dist.all_reduce``
 as torch has it and as the hook wraps it, alternated run by run. Each figure is the fastest of ``--repeats`` runs
 of ``--calls`` calls (the least disturbed by other processes on a shared machine). The backward timing is the two
-perf_counter reads and an addition that autohooks.py adds around ``torch.autograd.backward``. A step's cost: one
-backward and ``--per-step`` collectives (a DDP loop that all-reduces its loss and a stop flag: 2).
+perf_counter reads and an addition that autohooks.py adds around ``torch.autograd.backward``; the CPU time is
+the step event's ``cpu`` (one ``process_time`` read). A step's cost: one backward, one CPU read and ``--per-step``
+collectives (a DDP loop that all-reduces its loss and a stop flag: 2).
 
 Usage: python bench/collective_clock.py [--calls 20000] [--repeats 5] [--per-step 2]
 """
@@ -53,6 +54,15 @@ def backward_timing(calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def cpu_timing(calls: int) -> float:
+    """Seconds the step event's CPU time costs (Clock.take_cpu: one process_time read), once per step event."""
+    clock = collectives.Clock()
+    start = time.perf_counter()
+    for _ in range(calls):
+        clock.take_cpu()
+    return (time.perf_counter() - start) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=20000)
@@ -77,7 +87,8 @@ def main() -> None:
         dist.destroy_process_group()
     wrapper = max(0.0, wrapped - bare)
     backward = backward_timing(args.calls)
-    step = wrapper * args.per_step + backward
+    cpu = cpu_timing(args.calls)
+    step = wrapper * args.per_step + backward + cpu
     print(
         json.dumps(
             {
@@ -85,6 +96,7 @@ def main() -> None:
                 "all_reduce_us": round(without * 1e6, 2),
                 "all_reduce_hooked_us": round(with_hook * 1e6, 2),
                 "backward_timing_us": round(backward * 1e6, 3),
+                "cpu_time_us": round(cpu * 1e6, 3),
                 "per_step_us": round(step * 1e6, 2),
                 "share_of_10ms_step": f"{step / STEP_S:.3%}",
             },
