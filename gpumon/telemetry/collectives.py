@@ -11,7 +11,7 @@ the collectives for it. Two clocks, both read around calls the script already ma
 
 Each collective called also leaves its description (op, its number in its group, bytes, group, the caller's
 file:line) as the rank's last one started and finished: what a hang verdict reads. Two ``perf_counter`` reads and
-a frame's file and line a call: about 3 µs (bench/collective_clock.py, docs/benchmarks.md).
+a frame's file and line a call: a few µs (bench/collective_clock.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
