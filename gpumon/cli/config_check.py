@@ -16,7 +16,7 @@ from gpumon.core.alerts.settings import KEYS as ALERT_KEYS
 # table -> the keys gpumon reads there
 TABLES: dict[str, tuple[str, ...]] = {
     "alerts": ALERT_KEYS,
-    "runs": ("log_cap", "stall_after", "stall_steps", "stall_pause_after"),
+    "runs": ("log_cap", "stall_after", "stall_steps", "stall_pause_after", "straggler_after"),
     "queue": ("settle", "backfill", "interval"),
     "slurm": ("nodes", "gpus_per_node", "partition", "time", "account", "sbatch_args", "gpumon"),
     "fleet": ("hosts", "ssh", "gpumon"),
@@ -72,6 +72,10 @@ def _values(path: Path, data: dict[str, object]) -> str | None:
         return str(err)
     _rule, problem = load_rule(path)
     if problem and problem.startswith(("[runs]", str(path))):  # not GPUMON_STALL_AFTER's: no file's mistake
+        return problem
+    from gpumon.core.doctor.straggler import straggler_after
+
+    if (problem := straggler_after(path)[1]) is not None:
         return problem
     queue = data.get("queue", {})
     assert isinstance(queue, dict)

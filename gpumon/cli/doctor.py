@@ -107,6 +107,11 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         for rank, state in diagnosis.leaks.items():
             current = f", now {size(state.current)}" if state.current is not None else ""
             lines.append(f"  rank {rank}: {state.describe()}{current}")
+    from gpumon.core.doctor.straggler import slow_lines
+
+    if slowness := slow_lines(diagnosis.slow, diagnosis.lanes):
+        lines.append("\nwhat slows it, the larger cost first:")
+        lines += [f"  {line}" for line in slowness]
     if diagnosis.loss is not None:
         lines.append(f"\nloss: {diagnosis.loss.text}")
         lines += [f"  {label}: {said}" for label, said in diagnosis.loss.details()]

@@ -236,6 +236,14 @@ def _runs(view: View) -> Iterator[Metric]:
         "1 when gpumon's leak detector says the rank's memory fills before the run's end, else 0.",
         labels=RANK_LABELS,
     )
+    lanes = [
+        GaugeMetricFamily(name, text, labels=RANK_LABELS)
+        for name, text in (
+            ("gpumon_run_rank_straggler_score", "The fastest rank's own work a step over this rank's (1: as fast)."),
+            ("gpumon_run_rank_own_seconds", "A rank's own work a step (data, compute, optimizer), seconds."),
+            ("gpumon_run_rank_wait_seconds", "A rank's wait a step for its peers (collectives, backward), seconds."),
+        )
+    ]
     for host in view.hosts:
         for run in host.runs:
             if not run.get("live"):
@@ -262,10 +270,13 @@ def _runs(view: View) -> Iterator[Metric]:
                         family.add_metric(rl, value)
                 if rank.get("memory_leak") is not None:
                     leak.add_metric(rl, 1.0 if rank["memory_leak"] else 0.0)
+                for family, key in zip(lanes, ("score", "own_s", "wait_s"), strict=True):
+                    if (value := _num(rank.get(key))) is not None:
+                        family.add_metric(rl, value)
     yield from _stuck(view)
     yield from (info, steps, nonfinite, restarts, hist)
     yield from (family for family, _ in gauges)
-    yield from (rank_step, rank_mem, growth, leak)
+    yield from (rank_step, rank_mem, growth, leak, *lanes)
 
 
 def _stuck(view: View) -> Iterator[Metric]:

@@ -13,6 +13,7 @@ from typing import Any
 from gpumon.core.runs.reading.progress import ROW_FIELDS
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import USE_FIELDS
+from gpumon.core.runs.record.listing import lane_fields
 
 #: Seconds per step: the buckets of ``gpumon_run_step_seconds``.
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -60,6 +61,7 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
     """One run's numbers. ``extra``: what the monitor's live fold adds (last step time, NaN count, headline)."""
     spec = summary.record.spec
     ranks = []
+    lanes = {lane["rank"]: lane for lane in summary.lanes}
     for row in summary.ranks:
         leak = summary.leaks.get(row.rank)
         ranks.append(
@@ -72,6 +74,7 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
                 "growth_bytes_per_step": leak.slope if leak is not None and leak.samples else None,
                 "memory_state": leak.state if leak is not None else None,
                 "memory_leak": leak.alarm if leak is not None else None,  # the detector's: fills before the end
+                **lane_fields(lanes.get(row.rank)),  # score, own_s, wait_s (lanes.py)
             }
         )
     doc: dict[str, Any] = {

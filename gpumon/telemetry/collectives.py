@@ -11,7 +11,7 @@ the collectives for it. Two clocks, both read around calls the script already ma
 
 Each collective called also leaves its description (op, its number in its group, bytes, group, the caller's
 file:line) as the rank's last one started and finished: what a hang verdict reads. Two ``perf_counter`` reads and
-a frame's file and line a call: about a microsecond (bench/collective_clock.py).
+a frame's file and line a call: a few µs (bench/collective_clock.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -45,11 +45,20 @@ class Clock:
         self.finished: dict[str, Any] | None = None  # the last one that returned
         self.ledger: Ledger | None = None  # the same two, where the supervisor reads them (coll_ledger.py)
 
+        self.cpu = time.process_time()  # this process's CPU seconds at the last take_cpu
+
     def take(self) -> tuple[float, float]:
         """(backward, collective) seconds since the last take."""
         taken = (self.backward_s, self.collective_s)
         self.backward_s = self.collective_s = 0.0
         return taken
+
+    def take_cpu(self) -> float:
+        """CPU seconds this process used (all its threads) since the last take: a slow rank that computes more,
+        or one that gets less of a CPU than its own work needs (the doctor's likely cause)."""
+        now = time.process_time()
+        spent, self.cpu = now - self.cpu, now
+        return spent
 
 
 def _nbytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:

@@ -110,6 +110,7 @@ class StepRecorder:
         self.first_alive: Any = None  # a weakref to that optimizer: once it is gone, the next one counts
         self.step = 0
         self.clock.take()  # a forked child's time is its own
+        self.clock.take_cpu()
         self.clock.seq.clear()
         self.last: float | None = None  # the first step's time includes start-up: no dt
         self.recorded = 0  # the step of the last step event
@@ -314,8 +315,10 @@ class StepRecorder:
             w.write("threads", **threads)
         extra: dict[str, Any] = {}
         backward_s, collective_s = self.clock.take()
+        cpu_s = self.clock.take_cpu()
         if backward_s or collective_s:  # where the step's time went: own work or waiting (collectives.py)
             extra["bw"], extra["coll"] = round(backward_s / steps, 6), round(collective_s / steps, 6)
+            extra["cpu"] = round(cpu_s / steps, 6)
         waited = feed.take_wait()
         if waited is not None:
             extra["wait"] = round(waited / steps, 6)

@@ -6,6 +6,7 @@ for a shell that could not run it): its reason is whatever the script printed la
 
 from __future__ import annotations
 
+import os
 import re
 
 from gpumon.core.doctor.failures import Failure
@@ -37,6 +38,11 @@ REASON_LINES = 3  # the last lines a script printed, shown as its reason
 # _step_signal: Terminating StepId=5.0", "slurmstepd-node1: error: *** STEP 5.0 ON node1 CANCELLED AT ..."): they
 # say how the step ended, never why the script did, so they are no script's last line.
 _SLURM = re.compile(r"^\s*(?:srun|salloc|sbatch|slurmstepd(?:-[\w.-]+)?)(?:\[\d+\])?: ")
+# gpumon's own package: its hooks wrap the script's calls (telemetry/collectives.py's wrapper of dist.all_reduce),
+# so their frames sit between the script's line and torch's in a traceback. Never the user's line. A traceback
+# from another host names its own install: its telemetry folder is told by name.
+_OURS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_OURS_ELSEWHERE = f"{os.sep}gpumon{os.sep}telemetry{os.sep}"
 
 
 def worker(text: str) -> Failure | None:
@@ -88,12 +94,18 @@ def _last_exception_line(trace: str) -> str:
 
 
 def user_frame(trace: str) -> tuple[str, str | None]:
-    """The last frame outside torch's own files ("dataset.py:11 in __getitem__") and an index its line shows."""
+    """The last frame outside torch's and gpumon's own files ("dataset.py:11 in __getitem__") and an index its
+    line shows."""
     frames = list(re.finditer(r'File "([^"]+)", line (\d+), in (\S+)\n(.*)', trace))
-    user = [f for f in frames if "/torch/" not in f.group(1)]
+    user = [f for f in frames if not _library(f.group(1))]
     if not user:
         return "", None
     frame = user[-1]
     where = f"{frame.group(1).rsplit('/', 1)[-1]}:{frame.group(2)} in {frame.group(3)}"
     index = _INDEX.search(frame.group(4)) or _INDEX.search(trace[frame.end() :])
     return where, index.group(1) if index else None
+
+
+def _library(path: str) -> bool:
+    """torch's or gpumon's own file: not the line the user wrote."""
+    return "/torch/" in path or path.startswith(_OURS) or _OURS_ELSEWHERE in path

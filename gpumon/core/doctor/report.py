@@ -60,6 +60,8 @@ class Diagnosis:
     collective: dict[str, Any] | None = None  # a failed run's mismatched collective (stuck.py), as a stall's
     collectives: tuple[str, ...] = ()  # then each rank's last collective started and finished
 
+    lanes: tuple[dict[str, Any], ...] = ()  # each rank's own work and wait a step, its score (lanes.py)
+
     @property
     def worst(self) -> LeakState | None:
         """The rank whose memory grows fastest among those that warn, then those that grow, else any rank."""
@@ -168,6 +170,7 @@ class Diagnosis:
             "restarts": [r.to_dict() for r in self.restarts],
             "collective": self.collective,
             "collectives": list(self.collectives),
+            "lanes": list(self.lanes),
         }
 
 
@@ -238,7 +241,7 @@ def diagnose(
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)
         pace = 1 / per_step if per_step else None
-        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace))
+        found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace, record.id))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
     dropped = output_dropped(record.status)
@@ -276,6 +279,7 @@ def diagnose(
         max_restarts=record.spec.max_restarts,
         collective=odd,
         collectives=tuple(judged.get("collectives") or ()) if odd else (),
+        lanes=tuple(lane.to_dict() for lane in telemetry.lanes.lanes()),
     )
 
 

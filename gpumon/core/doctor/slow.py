@@ -10,11 +10,12 @@ fixes first: keep the workers, and where they start by spawn, what each start re
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.doctor.gpu_slow import gpu_advice, gpu_findings
+from gpumon.core.doctor.straggler import find_straggler, straggler_advice
 from gpumon.core.runs.reading.feeding import suggested_workers
 from gpumon.core.runs.reading.progress import rate_text
 
@@ -26,7 +27,7 @@ GPU_KINDS = ("sync", "host_bound", "tf32_off", "small_batch", "pageable_copy", "
 
 @dataclass(frozen=True)
 class Slowness:
-    kind: str  # "input_bound", "epoch_start", "oversubscribed"; on a GPU (gpu_slow.py): GPU_KINDS
+    kind: str  # "input_bound", "epoch_start", "oversubscribed", "straggler" (straggler.py); on a GPU: GPU_KINDS
     rank: int | None
     text: str  # "input-bound: 74% of each step waits for data (DataLoader num_workers=0, batch 16)"
     cost: float = 0.5  # the share of the run's time it costs (ranks the findings; 0.5 where not measured)
@@ -61,8 +62,13 @@ def epoch_edge(telemetry: Any, rank: int | None) -> tuple[float, float] | None:
 def slow_findings(telemetry: Any) -> list[Slowness]:
     """What makes the run slow, worst first; empty for a run that keeps its CPUs and GPUs fed."""
     out: list[Slowness] = []
+    straggler = find_straggler(telemetry) if hasattr(telemetry, "lanes") else None
+    if straggler is not None:
+        out.append(Slowness("straggler", straggler.rank, straggler.text(), straggler.cost))
     found = telemetry.feeding.input_bound()
-    if found is not None:
+    if found is not None and straggler is not None and straggler.cause == "data" and found[0] == straggler.rank:
+        pass  # the straggler's own data wait: said as its cause, and its fixes are the loader's (slow_advice)
+    elif found is not None:
         rank, share, loader = found
         feed = telemetry.feeding.ranks.get(rank)
         gpu = feed.gpu if feed is not None else None
@@ -97,16 +103,23 @@ def slow_findings(telemetry: Any) -> list[Slowness]:
         )
     if hasattr(telemetry, "use"):  # the GPU-side findings (gpu_slow.py), ranked with these by their cost
         out += gpu_findings(telemetry, Slowness)
-        out.sort(key=lambda found: -found.cost)
+    out.sort(key=lambda found: -found.cost)  # the larger cost first: a straggler and oversubscription may both hold
     return out
 
 
-def slow_advice(finding: Slowness, telemetry: Any, ranks: int, pace: float | None = None) -> list[Advice]:
+def slow_advice(
+    finding: Slowness, telemetry: Any, ranks: int, pace: float | None = None, run_id: str = "RUN"
+) -> list[Advice]:
     """The fixes for ``finding``, best first. ``pace``: the run's steps a second (what the row shows)."""
     if finding.kind == "oversubscribed":
         return _thread_advice(telemetry, ranks)
     if finding.kind in GPU_KINDS:
         return gpu_advice(finding.kind, finding.text, telemetry)
+    if finding.kind == "straggler":
+        straggler = find_straggler(telemetry)
+        if straggler is None or straggler.cause != "data":
+            return straggler_advice(straggler, run_id) if straggler is not None else []
+        finding = replace(finding, kind="input_bound")  # its own data wait makes it slow: the loader's fixes
     feed = telemetry.feeding.ranks.get(finding.rank)
     loader: dict[str, Any] = (feed.loader if feed is not None else None) or {}
     share = feed.share() if feed is not None else None

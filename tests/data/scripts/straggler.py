@@ -1,5 +1,6 @@
 """A gloo DDP job where one rank is slow to get its batches: --slow-rank R sleeps --slow-ms more per batch in its
-dataset's __getitem__ (a slow disk, a busy decoder). Every rank sleeps --work-ms of its own a step besides. Runs
+dataset's __getitem__ (a slow disk, a busy decoder); with --slow-in compute it computes that long in its loop
+instead (a larger shard). Every rank sleeps --work-ms of its own a step besides. Runs
 --steps steps, or until --hold FILE exists."""
 
 import argparse
@@ -16,6 +17,7 @@ parser.add_argument("--slow-rank", type=int, default=2)
 parser.add_argument("--slow-ms", type=float, default=40)
 parser.add_argument("--work-ms", type=float, default=5)
 parser.add_argument("--hold", default="")
+parser.add_argument("--slow-in", choices=("data", "compute"), default="data")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -27,21 +29,23 @@ class Samples(Dataset):
         return 1_000_000
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        if rank == args.slow_rank:
+        if rank == args.slow_rank and args.slow_in == "data":
             time.sleep(args.slow_ms / 1000 / 8)  # 8 samples a batch
         return torch.randn(64)
 
 
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 1)))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-step = 0
-for batch in DataLoader(Samples(), batch_size=8):
+for step, batch in enumerate(DataLoader(Samples(), batch_size=8), 1):
     time.sleep(args.work_ms / 1000)
+    if rank == args.slow_rank and args.slow_in == "compute":
+        until = time.process_time() + args.slow_ms / 1000  # its own CPU time: the same work however crowded the CPUs
+        while time.process_time() < until:
+            pass
     loss = model(batch).pow(2).mean()
     opt.zero_grad()
     loss.backward()
     opt.step()
-    step += 1
     done = torch.tensor([int(step >= args.steps and (not args.hold or Path(args.hold).exists()))])
     dist.all_reduce(done, op=dist.ReduceOp.MIN)
     if done.item():

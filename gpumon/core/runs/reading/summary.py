@@ -60,6 +60,7 @@ class RunSummary:
     use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
     attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
+    lanes: tuple[dict[str, Any], ...] = ()  # per rank: score, own_s, wait_s... (lanes.py Lane.to_dict)
 
     @property
     def leak(self) -> LeakState | None:
@@ -132,6 +133,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "ranks": [row.to_dict() for row in summary.ranks],
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),
+        "lanes": list(summary.lanes),
     }
 
 
@@ -172,6 +174,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             ranks=rows_from(row.get("ranks")),
             attempt=int(row.get("attempt") or 1),
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
+            lanes=tuple(r for r in row.get("lanes") or () if isinstance(r, dict)),
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -215,6 +218,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         ranks=rank_rows(tele),
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
+        lanes=tuple(lane.to_dict() for lane in tele.lanes.lanes()),
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
 

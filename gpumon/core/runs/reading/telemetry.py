@@ -24,6 +24,7 @@ from typing import Any
 from gpumon.core.events import EventReader
 from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
+from gpumon.core.runs.reading.lanes import Lanes
 from gpumon.core.runs.reading.progress import Progress
 from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
 from gpumon.core.runs.reading.series import Pace, Series
@@ -72,6 +73,7 @@ class RunTelemetry:
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
+    lanes: Lanes = field(default_factory=Lanes)  # each rank's own work against its wait in collectives (lanes.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
     _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
@@ -187,6 +189,7 @@ class RunTelemetry:
             "feeding": self.feeding.to_state(),
             "use": self.use.to_state(),
             "attempts": self.attempts.to_state(),
+            "lanes": self.lanes.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -218,6 +221,7 @@ class RunTelemetry:
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.use = GpuUse.from_state(state.get("use"))
         self.attempts = Attempts.from_state(state.get("attempts"))
+        self.lanes = Lanes.from_state(state.get("lanes"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -354,6 +358,7 @@ class RunTelemetry:
         if self.watch is not None:
             self.watch.step(rank, dev, mem.capacity, step, used if used is not None else second, heap)
         self.feeding.step(rank, event, step)
+        self.lanes.step(rank, event, step)
         for key in ("lr", "grad_norm", "loss_scale"):  # read from the optimizer, clip_grad_norm_, the GradScaler
             if (value := number(event.get(key))) is not None:
                 self.latest.setdefault(rank, {})[key] = value

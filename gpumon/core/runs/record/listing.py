@@ -20,7 +20,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     the total steps and their source, throughput and memory, its alerts; a live run's pids."""
     doc = summary.record.to_dict()
     doc["nproc"] = proc_count(summary.record, summary.ranks)  # a script's own ranks (mp.spawn) count too
-    doc["ranks"] = [row.to_dict() for row in summary.ranks]  # rank, pid, step, host, started
+    doc["ranks"] = rank_docs(summary)  # rank, pid, step, host, started; score, own_s, wait_s (lanes.py)
     loss, rate = json_value(summary.loss), json_value(summary.samples_per_s)  # NaN/inf as "nan"/"inf"/"-inf"
     doc.update(step=summary.step, loss=loss, loss_source=summary.loss_source, samples_per_s=rate)
     doc.update(memory_bytes=summary.memory)
@@ -43,6 +43,17 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     if summary.record.live:  # which GPU processes belong to the run (a remote host's RUN column)
         doc["pids"] = [pid for pid, _ in summary.record.processes()]
     return doc
+
+
+def rank_docs(summary: RunSummary) -> list[dict[str, Any]]:
+    """Each rank's row with its lane: ``score`` (1.0 as fast as the fastest), ``own_s`` and ``wait_s`` a step;
+    None where not measured (one rank, or no backward or collective timed)."""
+    lanes = {lane["rank"]: lane for lane in summary.lanes}
+    return [{**row.to_dict(), **lane_fields(lanes.get(row.rank))} for row in summary.ranks]
+
+
+def lane_fields(lane: dict[str, Any] | None) -> dict[str, Any]:
+    return {key: (lane or {}).get(key) for key in ("score", "own_s", "wait_s")}
 
 
 def recent(summaries: Sequence[RunSummary], ended: int | None) -> list[RunSummary]:

@@ -72,15 +72,26 @@ def fix_words(advice: Any) -> str:
     return f"{advice.title}: {advice.change}" if advice.change else str(advice.title)
 
 
-def input_alert(fold: Any) -> str | None:
-    """ "input-bound: 74% of each step waits for data (...)" the first time the run waits on its DataLoader;
-    None after its alert was raised (by this supervisor or an earlier one)."""
-    from gpumon.core.doctor.slow import slow_findings
+# How an alert of each slow kind is told among the run's alerts: once per run, by this supervisor or an earlier one
+_SAID = {
+    "input_bound": lambda text: text.startswith("input-bound"),
+    "straggler": lambda text: " is the straggler: " in text,
+}
 
-    found = [f.text for f in slow_findings(fold) if f.kind == "input_bound"]
-    if not found or any(a.startswith("input-bound") for a in fold.alerts):
+
+def slow_alert(fold: Any, kind: str) -> tuple[str, dict[str, str]] | None:
+    """The doctor's finding of ``kind`` ("input_bound": "input-bound: 74% of each step waits for data (...)";
+    "straggler": "rank 2 is the straggler: ...") and its first fix, the first time the run shows it; None after
+    its alert was raised."""
+    from gpumon.core.doctor.slow import slow_advice, slow_findings
+
+    found = [f for f in slow_findings(fold) if f.kind == kind]
+    if not found or any(_SAID[kind](a) for a in fold.alerts):
         return None
-    return found[0]
+    if kind != "straggler":
+        return found[0].text, {}
+    advice = slow_advice(found[0], fold, max(1, len(fold.feeding.ranks)), None, fold.run_dir.name)
+    return found[0].text, ({"fix": fix_words(advice[0])} if advice else {})
 
 
 def failure_line(run_dir: Path, error: dict[str, Any] | None, exceptions: list[dict[str, Any]]) -> str:

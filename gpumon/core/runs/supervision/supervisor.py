@@ -30,7 +30,7 @@ from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.telemetry import RunTelemetry, save_summary
 from gpumon.core.runs.record import cgroup
 from gpumon.core.runs.record.store import read_json, write_json
-from gpumon.core.runs.supervision.alerts import input_alert, loss_alert, loss_fix, raise_alert, restart_alert
+from gpumon.core.runs.supervision.alerts import loss_alert, loss_fix, raise_alert, restart_alert, slow_alert
 from gpumon.core.runs.supervision.census_ask import CensusAsk
 from gpumon.core.runs.supervision.end_alerts import end_alert
 from gpumon.core.runs.supervision.ending import DELETED, compress, end_fields, index_run, retry_after_oom
@@ -71,7 +71,7 @@ class Supervisor(Tracking):
         self.census_ask = CensusAsk()  # when memory grows; wider apart when a census saw nothing grow (census_ask.py)
         self.leak_alert = LeakAlert(census=self.census)  # sent once, with the census's cause (leak_alert.py)
         self.loss_alerted = False
-        self.input_alerted = False
+        self.slow_alerted: set[str] = set()  # the slow kinds alerted: once per run, the doctor keeps saying them
         self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
         self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
         # torchrun's line naming the worker that failed first (a killed rank says nothing itself): worker_exits.py
@@ -238,10 +238,12 @@ class Supervisor(Tracking):
         if restart is not None:  # torchrun started the ranks again: said at once, with what failed
             raised = True
             self.alert(restart, "restart")
-        slow = None if self.input_alerted else input_alert(self.fold)
-        if slow is not None:
-            self.input_alerted = raised = True  # once per run: the doctor keeps saying it
-            self.alert(slow, "input_bound")
+        for kind in ("input_bound", "straggler"):
+            slow = None if kind in self.slow_alerted else slow_alert(self.fold, kind)
+            if slow is not None:
+                self.slow_alerted.add(kind)
+                raised = True
+                self.alert(slow[0], kind, **slow[1])
         if self.census:  # before the alert: it waits for a census asked for
             self.census_ask.ask(self.run_dir, states, self.fold.census, self.events)
         leak = self.leak_alert.due(states, self.fold, final, self.census_ask.pending(self.fold.census))

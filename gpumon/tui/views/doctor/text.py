@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpumon.core.doctor.report import Diagnosis
+from gpumon.core.doctor.straggler import slow_lines
 from gpumon.core.format import size
 from gpumon.core.runs.record.store import RunRecord
 from gpumon.tui.plain import PlainText
@@ -48,6 +49,10 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
             text.append(f"\n  rank {rank}: ")
             text.append(state.describe(), style=leak_style(state))
             text.append(current, style="dim")
+    if slowness := slow_lines(diagnosis.slow, diagnosis.lanes):
+        section("what slows it, the larger cost first")
+        for i, line in enumerate(slowness):
+            text.append(f"\n  {line}", style="yellow" if i < len(diagnosis.slow) else "")
     if diagnosis.loss is not None:
         section("loss")
         text.append(f"\n  {diagnosis.loss.text}", style="bold red" if nan else "yellow")

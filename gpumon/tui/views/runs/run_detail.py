@@ -20,6 +20,7 @@ from gpumon.core.runs.reading.use import rate_text as use_rate
 from gpumon.core.runs.record.values import is_nonfinite
 from gpumon.core.visible import visible
 from gpumon.tui.views.runs.log_parts import empty_log
+from gpumon.tui.views.runs.rank_lanes import lanes_text
 from gpumon.tui.views.runs.reading import LAUNCHER, LOG_LINES
 from gpumon.tui.views.runs.remote import HostNote, RemoteRun, remote_info
 from gpumon.tui.views.runs.run_command import RunCommand
@@ -77,6 +78,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append_text(bar)
     if len(summary.ranks) > 1:  # each rank's step: a rank that falls behind or stops shows here
         line.append(f"\n{ranks_line(summary)}", style="dim")
+    if (lanes := lanes_text(summary.lanes)) is not None:  # each rank's own work and wait: the slow rank's lane
+        line.append("\n").append_text(lanes)
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
         line.append(f"\n{visible(summary.slurm)}", style="cyan")
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
