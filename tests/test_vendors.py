@@ -162,3 +162,14 @@ def test_open_gpu_source_picks_every_vendor_present(monkeypatch: pytest.MonkeyPa
     on_amd = {p.pid: p.gpu_index for p in sample.devices[2].processes}
     assert on_amd == {7777: 2}
     assert all(p.simulated for d in sample.devices for p in d.processes)  # a recording's PIDs are never signalled
+
+
+def test_rocm_torch_finds_the_amd_cards_and_mfu_knows_their_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpumon.core.gpu import visible_gpu_count
+    from gpumon.core.gpu.peaks import dense_peaks
+
+    monkeypatch.setenv("GPUMON_SYS_ROOT", str(TREES / "mi300x"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpu_count() == 8  # the launch form's DDP ranks on a ROCm machine (no NVML)
+    peaks = dense_peaks("AMD Instinct MI300X")  # torch.cuda.get_device_name() on ROCm
+    assert peaks is not None and peaks["bf16"] == 1307.4e12 and "tf32" not in peaks

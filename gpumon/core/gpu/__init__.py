@@ -101,7 +101,8 @@ def sys_files(source: GpuSource) -> Any:
 
 
 def visible_gpu_count() -> int:
-    """GPUs a new CUDA process would see: CUDA_VISIBLE_DEVICES if set, else NVML's count (0 without NVML)."""
+    """GPUs a new CUDA (or ROCm) process would see: CUDA_VISIBLE_DEVICES if set, else NVML's count, else the
+    amdgpu cards' (0 without either)."""
     import os
 
     masked = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -115,5 +116,8 @@ def visible_gpu_count() -> int:
             return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - any NVML failure means no GPU to launch on
-        return 0
+    except Exception:  # noqa: BLE001 - any NVML failure means no NVIDIA GPU to launch on
+        pass
+    from gpumon.core.gpu.amd import AmdSource
+
+    return len(AmdSource().cards)  # ROCm torch's "cuda" devices are the amdgpu cards (HIP reads CUDA_VISIBLE_DEVICES)
