@@ -77,7 +77,18 @@ class IntelSource:
             if util is not None:
                 busy.append(util)
             user, command = drm.owner(f, c.pid)
-            procs.append(GpuProcess(index, c.pid, used, util, "compute", user, command, simulated=replayed()))
+            procs.append(
+                GpuProcess(
+                    gpu_index=index,
+                    pid=c.pid,
+                    used_memory=used,
+                    sm_util=util,
+                    kind="compute",
+                    user=user,
+                    command=command,
+                    simulated=replayed(),  # a recording's PIDs are not this machine's: never signalled
+                )
+            )
         hw = drm.hwmon(f, f"{cdir}/device")
         cap = f.integer(f"{hw}/power1_max") if hw else None
         total = _vram_total(f, cdir) if card.driver == "xe" else None
