@@ -173,3 +173,26 @@ def test_rocm_torch_finds_the_amd_cards_and_mfu_knows_their_peaks(monkeypatch: p
     assert visible_gpu_count() == 8  # the launch form's DDP ranks on a ROCm machine (no NVML)
     peaks = dense_peaks("AMD Instinct MI300X")  # torch.cuda.get_device_name() on ROCm
     assert peaks is not None and peaks["bf16"] == 1307.4e12 and "tf32" not in peaks
+
+
+# amdsmi 7.0.2 from PyPI on a machine without ROCm (measured here): two lines on stdout, then KeyError
+AMDSMI_WITHOUT_ROCM = """
+print("/opt/rocm/lib/libamd_smi.so: cannot open shared object file: No such file or directory")
+print("Unable to find libamd_smi.so library try installing amd-smi-lib from your package manager")
+raise KeyError("libamd_smi.so")
+"""
+
+
+def test_amdsmi_without_rocm_is_passed_over_silently(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from gpumon.core.gpu.amd import _amdsmi
+
+    (tmp_path / "amdsmi.py").write_text(AMDSMI_WITHOUT_ROCM)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert _amdsmi() is None
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("amdsmi", None)
+    assert capsys.readouterr().out == ""  # `snapshot --json` stays JSON

@@ -9,6 +9,8 @@ library loads, adds the power that sysfs lacks (an MI300X's hwmon has none).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
 from collections.abc import Callable
 from typing import Any
@@ -219,10 +221,13 @@ class _AmdSmi:
 
 
 def _amdsmi() -> _AmdSmi | None:
+    # amdsmi 7.0.2 without ROCm prints two lines to stdout, then raises KeyError: neither may reach
+    # `snapshot --json`'s output or the terminal the app draws on
     try:
-        import amdsmi  # type: ignore[import-not-found,unused-ignore]
+        with contextlib.redirect_stdout(io.StringIO()):
+            import amdsmi  # type: ignore[import-not-found,unused-ignore]
 
-        amdsmi.amdsmi_init()
+            amdsmi.amdsmi_init()
     except Exception:  # noqa: BLE001 - without libamd_smi.so the package's own import raises KeyError
         return None
     return _AmdSmi(amdsmi)
