@@ -18,7 +18,7 @@ from typing import Any
 from gpumon.core.gpu import drm
 from gpumon.core.gpu.gpm import GPM_FIELDS
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
-from gpumon.core.sysroot import SysFiles, replayed
+from gpumon.core.sysroot import SysFiles
 
 #: PCI device id -> name, for cards without a product_name file (common ones; else "AMD GPU 0x74a1")
 NAMES = {
@@ -51,7 +51,7 @@ class AmdSource:
         self.clock = clock  # engine counters and energy are rates over this clock's time
         self.cards = drm.cards(self.files, ("amdgpu",))
         self._rates = drm.EngineRates()
-        self._smi = None if replayed() else _amdsmi()  # a recording's power is in its files or nowhere
+        self._smi = None if self.files.replayed else _amdsmi()  # a recording's power is in its files or nowhere
 
     def sample(self) -> GpuSample:
         clients = drm.clients(self.files, ("amdgpu",))
@@ -123,7 +123,7 @@ class AmdSource:
                     kind="compute" if c.engines.get("compute") else "graphics",
                     user=user,
                     command=command,
-                    simulated=replayed(),  # a recording's PIDs are not this machine's: never signalled
+                    simulated=self.files.replayed,  # a recording's PIDs are not this machine's: never signalled
                 )
             )
         return tuple(sorted(out, key=lambda p: p.pid))

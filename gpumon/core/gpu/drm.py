@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpumon.core.sysroot import SysFiles, replayed
+from gpumon.core.sysroot import SysFiles
 
 _UNITS = {"": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 
@@ -160,7 +160,7 @@ def owner(files: SysFiles, pid: int) -> tuple[str | None, str | None]:
 
 def user_name(files: SysFiles, uid: int) -> str:
     """This machine's name for ``uid``; a recording's names come from its own etc/passwd, else the number."""
-    if replayed():  # this machine's passwd would name another machine's users
+    if files.replayed:  # this machine's passwd would name another machine's users
         for line in (files.text("/etc/passwd") or "").splitlines():
             parts = line.split(":")
             if len(parts) > 2 and parts[2] == str(uid):

@@ -16,7 +16,7 @@ from typing import Any
 from gpumon.core.gpu import drm
 from gpumon.core.gpu.gpm import GPM_FIELDS
 from gpumon.core.model import GpuDevice, GpuProcess, GpuSample
-from gpumon.core.sysroot import SysFiles, replayed
+from gpumon.core.sysroot import SysFiles
 
 NAMES = {
     "56A0": "Intel Arc A770",
@@ -86,7 +86,7 @@ class IntelSource:
                     kind="compute",
                     user=user,
                     command=command,
-                    simulated=replayed(),  # a recording's PIDs are not this machine's: never signalled
+                    simulated=self.files.replayed,  # a recording's PIDs are not this machine's: never signalled
                 )
             )
         hw = drm.hwmon(f, f"{cdir}/device")
