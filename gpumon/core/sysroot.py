@@ -47,6 +47,13 @@ class SysFiles:
         except (ValueError, IndexError):
             return None
 
+    def readlink(self, path: str) -> str | None:
+        """Where a link points, or None (absent, or a recording: links are not recorded)."""
+        try:
+            return os.readlink(self.path(path))
+        except OSError:
+            return None
+
     def listdir(self, path: str) -> list[str]:
         try:
             return sorted(os.listdir(self.path(path)))

@@ -74,6 +74,9 @@ def clients(files: SysFiles, drivers: tuple[str, ...]) -> list[Client]:
             continue
         base = f"/proc/{pid_name}/fdinfo"
         for fd in files.listdir(base):
+            target = files.readlink(f"/proc/{pid_name}/fd/{fd}")
+            if target is not None and not target.startswith("/dev/dri/"):
+                continue  # a file, socket or pipe: one readlink instead of reading its fdinfo
             text = files.text(f"{base}/{fd}")
             if not text or "drm-driver" not in text:
                 continue
