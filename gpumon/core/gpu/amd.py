@@ -120,7 +120,7 @@ class AmdSource:
                     pid=c.pid,
                     used_memory=vram,
                     sm_util=self._rates.busy(c, ENGINES, self.clock()),
-                    kind="compute" if c.engines.get("compute") else "graphics",
+                    kind=_kind(c),
                     user=user,
                     command=command,
                     simulated=self.files.replayed,  # a recording's PIDs are not this machine's: never signalled
@@ -145,6 +145,11 @@ _WHAT = {
     "mem_clock": "a current memory clock (pp_dpm_mclk)",
     "ecc_errors": "ECC errors (ras/umc_err_count)",
 }
+
+
+def _kind(c: drm.Client) -> str:
+    """Graphics where only the gfx engine ran; else compute (a ROCm process's user-mode queues count no time)."""
+    return "graphics" if c.engines.get("gfx") and not c.engines.get("compute") else "compute"
 
 
 def current_clock(text: str | None) -> int | None:
