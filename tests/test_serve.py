@@ -147,7 +147,7 @@ def test_metrics_are_prefixed_in_base_units_with_stable_labels(tmp_path: Path) -
         assert families["gpumon_up"].samples[0].value == 1.0
         used = families["gpumon_gpu_memory_used_bytes"].samples
         assert len(used) == 3 and {s.labels["gpu"] for s in used} == {"0", "1", "2"}
-        assert all(set(s.labels) == {"host", "gpu", "uuid", "name"} for s in used)
+        assert all(set(s.labels) == {"host", "gpu", "uuid", "name", "vendor"} for s in used)
         assert all(s.value > 2**30 for s in used)  # bytes, not MiB
         util = families["gpumon_gpu_utilization_ratio"].samples
         assert all(0.0 <= s.value <= 1.0 for s in util)

@@ -43,6 +43,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     finally:
         source.close()
     snap = Snapshot(gpu=gpu, host=host.sample())
+    if getattr(args, "record", None):
+        _record(source, args.record)
     if args.json:
         print(json.dumps(snap.to_dict(), indent=2))
     else:
@@ -50,6 +52,20 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
         print(snapshot_text(snap, width=shutil.get_terminal_size((100, 24)).columns))
     return 0
+
+
+def _record(source: Any, dest: str) -> None:
+    """Copy the files the readers used (``GPUMON_SYS_ROOT=DEST`` replays them), saying where and how many."""
+    from gpumon.core.gpu import sys_files
+
+    files = sys_files(source)
+    if files is None:
+        print(
+            "gpumon: no /sys or /proc file was read: no AMD or Intel GPU here (NVML is not recorded)", file=sys.stderr
+        )
+        return
+    count = files.record(dest)
+    print(f"gpumon: recorded {count} files under {dest}: replay with GPUMON_SYS_ROOT={dest}", file=sys.stderr)
 
 
 def _watch(args: argparse.Namespace) -> int:

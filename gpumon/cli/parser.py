@@ -163,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --watch: also the runs (live ones and the newest N ended), sent when they change",
     )
+    snap.add_argument(
+        "--record",
+        metavar="DIR",
+        help="also copy the /sys and /proc files the AMD and Intel readers used into DIR (GPUMON_SYS_ROOT=DIR replays)",
+    )
     for module in (launch, runs, queue, tune, doctor, signals, alerts):  # the order of `gpumon --help`
         module.add_commands(sub, _Parser(add_help=False))
     fleet.add_commands(sub, _source_options(in_command=True))  # --simulate/--seed: `local`'s or Ray nodes' GPUs

@@ -56,6 +56,9 @@ class GpuDevice:
     pstate: int | None = None  # 0 (max performance) .. 15
     ecc_errors: int | None = None  # volatile uncorrected
     mig_mode: bool | None = None
+    vendor: str = "nvidia"  # "nvidia" | "amd" | "intel": which reader gave it (docs/gpu.md)
+    gtt_used: int | None = None  # bytes; AMD's GTT: system memory the GPU maps (None elsewhere)
+    gtt_total: int | None = None
     # NVML GPM (Hopper+, core/gpu/gpm.py), 0..1 over the last sampling interval; None with ``na[...]``'s reason
     sm_active: float | None = None  # share of SMs busy (cycle-based: what utilisation's "any kernel" is not)
     sm_occupancy: float | None = None  # resident warps over the maximum
@@ -74,7 +77,7 @@ class GpuDevice:
 
 @dataclass(frozen=True, slots=True)
 class GpuSample:
-    source: str  # "nvml" | "nvidia-smi" | "simulated" | "none"
+    source: str  # "nvml" | "nvidia-smi" | "amdgpu" | "intel" | "simulated" | "none", or several joined by "+"
     devices: tuple[GpuDevice, ...]
     time: float
     reason: str | None = None  # why no (or not every) GPU is shown
@@ -82,7 +85,7 @@ class GpuSample:
 
     @property
     def simulated(self) -> bool:
-        return self.source == "simulated"
+        return "simulated" in self.source.split("+")  # "simulated+amdgpu": simulated GPUs beside a recording
 
 
 @dataclass(frozen=True, slots=True)

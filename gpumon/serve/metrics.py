@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gpumon import __version__
 from gpumon.serve.view import View
 
-GPU_LABELS = ["host", "gpu", "uuid", "name"]
+GPU_LABELS = ["host", "gpu", "uuid", "name", "vendor"]
 PROC_LABELS = ["host", "gpu", "pid", "user", "run", "container", "pod", "namespace", "slurm_job"]
 RUN_LABELS = ["host", "run", "kind"]
 RANK_LABELS = ["host", "run", "kind", "rank"]
@@ -162,6 +162,7 @@ def _gpus(view: View) -> Iterator[Metric]:
             held[proc["gpu_index"]] = held.get(proc["gpu_index"], 0) + 1
         for dev in host.devices:
             labels = [host.name, str(dev.get("index")), str(dev.get("uuid") or ""), str(dev.get("name") or "")]
+            labels.append(str(dev.get("vendor") or "nvidia"))  # a host on an older gpumon: NVIDIA's only
             ok.add_metric(labels, 1.0 if dev.get("state", "ok") == "ok" else 0.0)
             procs.add_metric(labels, float(held.get(dev.get("index", -1), 0)))
             for family, key, conv in families:

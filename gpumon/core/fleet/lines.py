@@ -15,7 +15,7 @@ from typing import Any
 from gpumon.core.fleet.model import FleetState, HostState, gpu_idle
 from gpumon.core.visible import visible
 
-_VENDOR = ("NVIDIA", "GeForce", "Tesla", "Quadro", "Simulated")
+_VENDOR = ("NVIDIA", "GeForce", "Tesla", "Quadro", "Simulated", "AMD", "Instinct", "Radeon", "Intel", "Data", "Center")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,8 @@ class HostLines:
 
 
 def short_gpu_name(name: str | None) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB'; 'NVIDIA GeForce RTX 4090' -> 'RTX 4090'."""
+    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB'; 'NVIDIA GeForce RTX 4090' -> 'RTX 4090'; 'AMD Instinct MI300X' ->
+    'MI300X'; 'Intel Data Center GPU Flex 170' -> 'GPU Flex'."""
     words = [w for w in (name or "").split() if w not in _VENDOR]
     return " ".join(words[:2]) or "N/A"
 

@@ -21,7 +21,7 @@ FIELDS = ("full", "fleet")
 COMMAND_CHARS = 120
 _DEVICE_KEYS = (
     "index", "name", "state", "reason", "gpu_util", "mem_used", "mem_total", "mem_percent",
-    "temperature", "power_draw", "power_limit", "processes_reason",
+    "temperature", "power_draw", "power_limit", "processes_reason", "vendor",
 )  # fmt: skip
 _PROCESS_KEYS = (
     "gpu_index", "pid", "used_memory", "sm_util", "user", "command", "create_time", "simulated",

@@ -1,14 +1,15 @@
 """GPU sources behind one small interface.
 
-``open_gpu_source`` picks, in order: the simulated source (only when asked),
-NVML, nvidia-smi through GPUtil, and finally a source that reports no GPU and
-says why. No source ever raises out of ``sample``.
+``open_gpu_source`` picks, for NVIDIA, in order: the simulated source (only when asked),
+NVML, nvidia-smi through GPUtil, or a source that reports no GPU and says why; beside it
+every other vendor present (AMD's amdgpu, Intel's i915/xe, read from the kernel's files), all
+combined into one source. No source ever raises out of ``sample``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpumon.core.model import GpuSample
 
@@ -65,11 +66,27 @@ def open_gpu_source(simulate: int | None = None, seed: int = 0) -> GpuSource:
 def _open_source(simulate: int | None, seed: int) -> GpuSource:
     import os
 
+    from gpumon.core.sysroot import ROOT_ENV
+
     if simulate or os.environ.get("GPUMON_SIMULATE_STATE"):  # the state file: GPUs a test drives (simulated.py)
         from gpumon.core.gpu.simulated import SimulatedSource
 
-        return SimulatedSource(simulate or 0, seed=seed)
+        nvidia: GpuSource = SimulatedSource(simulate or 0, seed=seed)
+        # simulated GPUs stand alone, unless a recorded tree is named to sit beside them
+        others = _other_vendors() if os.environ.get(ROOT_ENV) else []
+    else:
+        others = _other_vendors()
+        nvidia = _nvidia()
+        if others and isinstance(nvidia, NoGpuSource):
+            nvidia = others.pop(0)  # no NVIDIA GPU: that is no reason to show on an AMD or Intel machine
+    if not others:
+        return nvidia
+    from gpumon.core.gpu.combined import CombinedSource
 
+    return CombinedSource([nvidia, *others])
+
+
+def _nvidia() -> GpuSource:
     from gpumon.core.gpu.nvml import NvmlSource, NvmlUnavailable
 
     try:
@@ -85,8 +102,33 @@ def _open_source(simulate: int | None, seed: int) -> GpuSource:
         return NoGpuSource(f"{nvml_reason}; {exc}")
 
 
+def _other_vendors() -> list[GpuSource]:
+    """AMD and Intel sources for the cards present under the sysroot (none: an empty list)."""
+    from gpumon.core.gpu.amd import AmdSource
+    from gpumon.core.gpu.intel import IntelSource
+    from gpumon.core.sysroot import SysFiles
+
+    files = SysFiles()  # one reader for all: ``snapshot --record`` copies what any of them read
+    found: list[GpuSource] = []
+    for kind in (AmdSource, IntelSource):
+        source = kind(files)
+        if source.cards:
+            found.append(source)
+    return found
+
+
+def sys_files(source: GpuSource) -> Any:
+    """The SysFiles a source (or a combined one's parts) read, or None: what ``snapshot --record`` copies."""
+    for part in getattr(source, "sources", [source]):
+        files = getattr(part, "files", None)
+        if files is not None:
+            return files
+    return None
+
+
 def visible_gpu_count() -> int:
-    """GPUs a new CUDA process would see: CUDA_VISIBLE_DEVICES if set, else NVML's count (0 without NVML)."""
+    """GPUs a new CUDA (or ROCm) process would see: CUDA_VISIBLE_DEVICES if set, else NVML's count, else the
+    amdgpu cards' (0 without either)."""
     import os
 
     masked = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -100,5 +142,8 @@ def visible_gpu_count() -> int:
             return int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - any NVML failure means no GPU to launch on
-        return 0
+    except Exception:  # noqa: BLE001 - any NVML failure means no NVIDIA GPU to launch on
+        pass
+    from gpumon.core.gpu.amd import AmdSource
+
+    return len(AmdSource().cards)  # ROCm torch's "cuda" devices are the amdgpu cards (HIP reads CUDA_VISIBLE_DEVICES)

@@ -17,6 +17,10 @@ with TF32 off). Sources (read 2026-11):
 - L40S: datasheet: FP32 91.6, TF32 183 (366*), BF16/FP16 362.05 (733*), FP8 733 (1466*).
 - V100 SXM2 / PCIe: datasheet: FP32 15.7 / 14, tensor (FP16) 125 / 112; no BF16, TF32 or FP8.
 - T4: datasheet: FP32 8.1, FP16 (mixed precision) 65.
+- AMD Instinct (ROCm torch names the device "AMD Instinct MI300X"): amd.com's product pages, dense figures
+  (the sparse ones are twice): MI300X and MI325X matrix FP32 163.4, BF16/FP16 1307.4, FP8 2614.9; MI250X
+  matrix FP32 95.7, BF16/FP16 383; MI210 matrix FP32 45.3, BF16/FP16 181. Their TF32 is left out: PyTorch's
+  ``allow_tf32`` does not switch it on ROCm, so the doctor's TF32 rule stays NVIDIA's.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ _TABLE: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
     (("v100", "pcie"), {"fp32": 14, "fp16": 112}),
     (("v100",), {"fp32": 15.7, "fp16": 125}),
     (("t4",), {"fp32": 8.1, "fp16": 65}),
+    (("mi300x",), {"fp32": 163.4, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}),
+    (("mi325x",), {"fp32": 163.4, "bf16": 1307.4, "fp16": 1307.4, "fp8": 2614.9}),
+    (("mi250x",), {"fp32": 95.7, "bf16": 383, "fp16": 383}),
+    (("mi210",), {"fp32": 45.3, "bf16": 181, "fp16": 181}),
 )
 
 

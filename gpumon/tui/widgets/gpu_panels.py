@@ -226,11 +226,13 @@ class GpuPanel(LinePanel):
         parts: list[tuple[str, str]] = [
             (num(d.temperature, "°C"), level_style(d.temperature, 80, 90)),
             (f"{num(d.power_draw)}/{num(d.power_limit, ' W')}", level_style(power_pct, 90, 98)),
-            (f"SM {num(d.sm_clock)} MHz", ""),
+            (f"{_CLOCK.get(d.vendor, 'SM')} {num(d.sm_clock)} MHz", ""),
             (f"MEM {num(d.mem_clock)} MHz", ""),
             (f"P{d.pstate}" if d.pstate is not None else "P N/A", ""),
             (f"fan {percent(d.fan)}", "dim" if d.fan is None else ""),
         ]
+        if d.vendor != "nvidia":  # P-states are NVIDIA's: no "P N/A" on every other card
+            del parts[4]
         if d.ecc_errors:
             parts.append((f"ECC {d.ecc_errors}", "bold red"))
         if d.mig_mode:
@@ -238,6 +240,9 @@ class GpuPanel(LinePanel):
         procs = (d.processes_reason and "procs N/A") or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
         parts.append((procs, "dim"))
         return fit_parts(parts, width)
+
+
+_CLOCK = {"amd": "GFX", "intel": "GT"}  # the shader clock's name by vendor (NVIDIA's SM)
 
 
 def gpm_line(d: GpuDevice, width: int = 200) -> Line | None:

@@ -211,7 +211,8 @@ class GpusView(Boxes, ProcessActions, View, Vertical):
             gpus.mount(Static(no_gpu_text(snapshot.gpu.reason), id="no-gpu"))
             self.selected = None
             return
-        panels = [GpuPanel(d.index, snapshot.gpu.simulated) for d in snapshot.gpu.devices]
+        # beside a recorded AMD or Intel tree only the NVIDIA panels are the simulated ones
+        panels = [GpuPanel(d.index, snapshot.gpu.simulated and d.vendor == "nvidia") for d in snapshot.gpu.devices]
         for panel in panels:
             panel.compact = self.has_class("-compact")
         gpus.mount_all(panels)
