@@ -60,6 +60,7 @@ class RunSummary:
     use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
     attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
+    reported: dict[str, Any] | None = None  # the latest ray.train.report of the lowest rank: source, step, metrics
 
     @property
     def leak(self) -> LeakState | None:
@@ -132,6 +133,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "ranks": [row.to_dict() for row in summary.ranks],
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),
+        "reported": summary.reported,
     }
 
 
@@ -172,6 +174,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             ranks=rows_from(row.get("ranks")),
             attempt=int(row.get("attempt") or 1),
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
+            reported=row.get("reported") if isinstance(row.get("reported"), dict) else None,
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -215,6 +218,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         ranks=rank_rows(tele),
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
+        reported=tele.reported,
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
 

@@ -27,7 +27,7 @@ from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.progress import Progress
 from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
 from gpumon.core.runs.reading.series import Pace, Series
-from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
+from gpumon.core.runs.reading.sources import REPORTED, loss_key, number, rank_of, source_of
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.reading.use import GpuUse
 from gpumon.core.runs.record.values import NonFinite
@@ -72,6 +72,7 @@ class RunTelemetry:
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
+    reports: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> latest ray.train.report
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -172,6 +173,7 @@ class RunTelemetry:
             "feeding": self.feeding.to_state(),
             "use": self.use.to_state(),
             "attempts": self.attempts.to_state(),
+            "reports": {str(r): v for r, v in self.reports.items()},
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -203,6 +205,7 @@ class RunTelemetry:
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.use = GpuUse.from_state(state.get("use"))
         self.attempts = Attempts.from_state(state.get("attempts"))
+        self.reports = {int(r): dict(v) for r, v in (state.get("reports") or {}).items() if isinstance(v, dict)}
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -271,6 +274,8 @@ class RunTelemetry:
         for key, value in metrics.items():
             if (known := number(value)) is not None and key != "loss":
                 latest[key] = known  # NaN and infinities are values too
+        if source in REPORTED:  # what the script reported, whole, as its trainer keeps it
+            self.reports[rank] = {"source": source, "step": step, "metrics": dict(metrics)}
         key = loss_key(metrics)
         loss = number(metrics.get(key)) if key is not None else None
         if loss is not None:
@@ -290,6 +295,12 @@ class RunTelemetry:
             self.nonfinite.add(step, loss)
         if step is not None and math.isfinite(loss):  # the curve: finite points only
             self.losses.setdefault(rank, Series()).add(step, loss)
+
+    @property
+    def reported(self) -> dict[str, Any] | None:
+        """The latest report of the lowest rank that reports (``ray.train.report``: rank 0's is the one Ray
+        Train keeps in its result): ``{"source", "step", "metrics"}``."""
+        return self.reports[min(self.reports)] if self.reports else None
 
     @property
     def loss_source(self) -> str | None:

@@ -14,6 +14,7 @@ from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.reading.progress import eta_text, quiet_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
+from gpumon.core.runs.reading.sources import reported_words
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.reading.use import rate_text as use_rate
@@ -36,6 +37,7 @@ LOSS_FROM = {
     "tensorboard": "TensorBoard scalars",
     "wandb": "wandb.log",
     "mlflow": "MLflow metrics",
+    "ray.train": "ray.train.report",
     "backward": "the tensor backward() started from",
 }
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
@@ -77,6 +79,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append_text(bar)
     if len(summary.ranks) > 1:  # each rank's step: a rank that falls behind or stops shows here
         line.append(f"\n{ranks_line(summary)}", style="dim")
+    if reported := reported_words(summary.reported):  # the script's names: plain text, never markup
+        line.append(f"\n{visible(reported)}")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
         line.append(f"\n{visible(summary.slurm)}", style="cyan")
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
