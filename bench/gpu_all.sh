@@ -10,7 +10,8 @@
 #    would spoil the MFU figure);
 # 2. bench/gpu_check.py: every panel field against nvidia-smi, SM activity (GPM) beside
 #    `nvidia-smi dmon --gpm-metrics` in the same second, sampling and hook costs, leak latency;
-# 3. the older GPU tests (tests/test_gpu.py, tests/test_gpu_runs.py) with the time left.
+# 3. the older GPU tests (tests/test_gpu.py, tests/test_gpu_runs.py) and issue 51's stuck collective under NCCL
+#    (tests/test_gpu_stuck.py, 2 GPUs) with the time left.
 # Each part has its own time limit; what each printed is in $OUT/*.log, the lines for docs/gpu.md in
 # $OUT/for-docs-gpu.md. Without a GPU each part says why and the script exits 2.
 set -u
@@ -53,7 +54,8 @@ PYTEST=("$PY" -m pytest -m gpu -n 0 -s -rA -p no:cacheprovider --durations=0)
 part issue37 $(( $(left) * 60 / 100 )) "${PYTEST[@]}" --junitxml="$OUT/issue37.xml" \
   tests/test_gpu_use.py tests/test_gpu_issue37.py
 part gpu_check $(( $(left) * 55 / 100 )) "$PY" bench/gpu_check.py --idle-seconds 5
-part older $(( $(left) - 5 )) "${PYTEST[@]}" --junitxml="$OUT/older.xml" tests/test_gpu.py tests/test_gpu_runs.py
+part older $(( $(left) - 5 )) "${PYTEST[@]}" --junitxml="$OUT/older.xml" tests/test_gpu.py tests/test_gpu_runs.py \
+  tests/test_gpu_stuck.py  # issue 51: the stuck collective under NCCL (skips with fewer than 2 GPUs)
 
 {
   echo "## GPU check $(date -u +%F) ($(head -2 "$OUT/env.txt" | tail -1))"

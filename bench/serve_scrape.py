@@ -12,6 +12,8 @@ numbers, and every run's step, loss, pace and histogram, each poll):
   view each ``--interval`` and renders it (the GIL shared with it, as in serve): wall per scrape, median and
   95th percentile, and the process's CPU per scrape (the client's urllib included: an upper bound);
 - /api/events: the state document's encoding, every 2 s for every viewer (each run with a 300-point curve);
+- /page/events (and GET /): the page's view rendered from it, each GPU's day of history drawn (3 charts of 1,440
+  points) and each run's curve;
 - memory: the GPU ring (core of /api/history) filled with 24 h at 1 s for 8 GPUs, by tracemalloc.
 
     python bench/serve_scrape.py [--runs 100] [--gpus 8] [--ranks 2] [--scrapes 300] [--polls 30]
@@ -109,7 +111,7 @@ def _cpu_each(views: list[View], fn: Any) -> list[float]:
 
 class _State:  # what the server reads of ServeState: the latest view, the ring, and who hears of new views
     def __init__(self, view: View) -> None:
-        self.view, self.ring = view, GpuRing()
+        self.view, self.ring, self.interval = view, GpuRing(), 1.0
         self.listeners: list[Any] = []
 
     def publish(self, view: View) -> None:
@@ -151,6 +153,18 @@ def main() -> None:
     encode = _cpu_each(busy, lambda v: dumps(state_doc(v)))
     size = len(dumps(state_doc(busy[-1])))
     print(f"/api/events' encoding, every 2 s while someone watches: {_stats(encode)} CPU, {size} bytes an event")
+
+    from gpumon.serve.events import text_event
+    from gpumon.serve.page import render_view
+
+    day = GpuRing()  # each GPU's full day: 1,440 minute points drawn in each of its 3 charts
+    day_devices = [{"index": i, "gpu_util": 50.0, "mem_used": 2**34, "power_draw": 300.0} for i in range(args.gpus)]
+    for t in range(0, 86400, 60):
+        day.add("bench", day_devices, 1.8e9 + t)
+    page = _cpu_each(busy, lambda v: text_event(render_view(v, day.points)))
+    size = len(text_event(render_view(busy[-1], day.points)))
+    print(f"/page/events' rendering (the page's view, = GET /), every 2 s while a page watches: {_stats(page)} CPU, "
+          f"{size} bytes an event")  # fmt: skip
 
     from gpumon.serve.http import make_server
 

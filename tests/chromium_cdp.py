@@ -63,17 +63,23 @@ class Chromium:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return dict(reply.get("result") or {})
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, javascript: bool = True) -> None:
+        """Load ``url`` in a new tab; ``javascript=False``: as a browser with JavaScript turned off (the page's
+        scripts never run; ``dom`` and ``evaluate`` still read it)."""
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self._session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        if not javascript:
+            self.call("Emulation.setScriptExecutionDisabled", {"value": True})
         self.call("Page.navigate", {"url": url})
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (DevTools' own: it runs with the page's scripts off)."""
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        return result.get("result", {}).get("value")
 
     def dom(self) -> str:
         """The page's DOM as it is now."""
-        result = self.call(
-            "Runtime.evaluate", {"expression": "document.documentElement.outerHTML", "returnByValue": True}
-        )
-        return str(result.get("result", {}).get("value") or "")
+        return str(self.evaluate("document.documentElement.outerHTML") or "")
 
     def close(self) -> None:
         with contextlib.suppress(OSError, TimeoutError, EOFError, RuntimeError):

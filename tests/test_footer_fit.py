@@ -17,6 +17,7 @@ from textual.widgets import Footer
 
 from gpumon.tui.textual_private.footer import FooterKey
 from gpumon.tui.views.fleet.host_screen import HostScreen
+from gpumon.tui.views.gpus.settings import SettingsScreen
 from gpumon.tui.views.runs.compare import CompareScreen
 from gpumon.tui.views.runs.launch_form import LaunchForm
 from gpumon.tui.views.runs.log_screen import LogScreen
@@ -176,4 +177,7 @@ async def test_every_screen_shows_its_footer_keys_whole(width: int, tmp_path: Pa
         await pilot.press("g", "f6")
         await check(ChoiceScreen, "F6 in the GPUs view")
         await leave(ChoiceScreen, "escape")
+        await pilot.press("f2")
+        await check(SettingsScreen, "F2 in the GPUs view")
+        await leave(SettingsScreen, "escape")
     assert checked == screens_in_the_app(), "a screen no test opens: add it above"

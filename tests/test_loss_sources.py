@@ -190,7 +190,7 @@ def test_a_ray_train_report_is_kept_whole_through_the_summary_the_index_and_the_
     tele.apply(metrics(8, {"epoch": 0.0, "train_loss": 2.25, "[red]acc": 0.51}, "ray.train"))
     tele.apply(metrics(9, {"loss": 1.0}, "backward"))  # a step after the report: the report is still the loss
     # rank 0's report, as Ray Train's result keeps it; its train_loss outranks the backward root
-    assert tele.reported == {
+    assert tele.reports.latest == {
         "source": "ray.train",
         "step": 8,
         "metrics": {"epoch": 0.0, "train_loss": 2.25, "[red]acc": 0.51},
@@ -201,7 +201,7 @@ def test_a_ray_train_report_is_kept_whole_through_the_summary_the_index_and_the_
     again.update(events=False)
     record = RunRecord(id="r1", dir=tmp_path, spec=RunSpec(kind="script", program="x.py"), status={})
     back = from_row(tmp_path, json.loads(json.dumps(to_row(summarise(record, again)))))
-    assert back is not None and back.reported == tele.reported
+    assert back is not None and back.reported == tele.reports.latest
     shown = info_text(back).plain  # the script's names as text, never markup
     assert "ray.train.report at step 8: epoch 0 · train_loss 2.25 · [red]acc 0.51" in shown
     assert "loss from ray.train.report" in shown

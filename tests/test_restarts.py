@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Gpumon, wait_until
@@ -81,18 +82,53 @@ def test_a_torchrun_restart_is_told_in_the_row_the_alert_metrics_json_and_the_do
     assert f"{failed_at - resumed_at} steps redone" in text and "no problem seen" not in text, text
 
 
-def test_a_rank_killed_in_the_first_attempt_is_named_not_the_rank_that_lost_its_peer(
-    gpumon: Gpumon, tmp_path: Path
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [(["--kill"], "was killed by SIGKILL (exit -9)"), (["--exit", "3"], "exited with code 3")],
+    ids=["sigkill", "sys.exit(3)"],
+)
+def test_a_rank_killed_or_exiting_in_the_first_attempt_is_named_from_torchruns_log_not_its_peer(
+    gpumon: Gpumon, tmp_path: Path, how: list[str], said: str
 ) -> None:
-    """Rank 1 is SIGKILLed (no exception of its own); rank 0 then raises gloo's "Connection closed by peer": the
-    restart names rank 1, killed, not rank 0's symptom."""
+    """Rank 1 is SIGKILLed, or calls sys.exit(3): no exception of its own. Rank 0 then raises gloo's "Connection
+    closed by peer", or is SIGTERMed by torchrun first and says nothing at all. torchrun's own log line names rank
+    1's pid and exit code: the restart, its alert and the doctor name rank 1 and how it ended."""
     launched = gpumon(
         "launch", "script", str(SCRIPT), "--nproc", "2", "--max-restarts", "1", "--json",
-        "--", "--kill", "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
+        "--", *how, "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
     )  # fmt: skip
     run_id = json.loads(launched.stdout)["id"]
     gpumon.wait_ended(run_id)
     (doc,) = [d for d in json.loads(gpumon("runs", "--json").stdout)["runs"] if d["id"] == run_id]
     (told,) = doc["restarts"]
-    assert told["rank"] == 1 and told["what"].startswith("ended without an exception or an exit (killed by a signal?)")
+    assert (told["rank"], told["what"]) == (1, said), told
     assert doc["status"] == "finished" and told["redone"] is not None
+    alerts = (gpumon.home / "runs" / run_id / "alerts.jsonl").read_text().splitlines()
+    (alert,) = [a["text"] for a in map(json.loads, alerts) if a.get("kind") == "restart"]
+    assert alert.startswith(f"restart: attempt 2 of 2 started after rank 1 {said} in attempt 1, after "), alert
+    assert f"rank 1 {said}" in json.loads(gpumon("doctor", run_id, "--json").stdout)["headline"]
+
+
+LINE = (
+    b"E1206 19:46:36.789000 4248 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
+    b"local_rank: 1 (pid: 4252) of binary: /usr/bin/python3\n"
+)
+
+
+def test_torchruns_line_is_read_once_as_the_log_grows_even_behind_a_flood(tmp_path: Path) -> None:
+    """The supervisor follows launcher.log from its offset: a line half written is read when it ends, never twice,
+    and a flood before it is caught up a bounded chunk a poll."""
+    from gpumon.core.events import EventReader, EventWriter
+    from gpumon.core.runs.supervision.worker_exits import POLL_BYTES, WorkerExits
+
+    (tmp_path / "logs").mkdir()
+    log, events = tmp_path / "logs" / "launcher.log", EventWriter(tmp_path, "launcher")
+    follow = WorkerExits(tmp_path)
+    log.write_bytes(b"x" * 100 + b"\n" + (b"y" * 99 + b"\n") * (3 * POLL_BYTES // 100) + LINE[:60])
+    assert follow.poll(events) == 0 and follow.offset == POLL_BYTES  # one bounded chunk a poll
+    assert [follow.poll(events) for _ in range(3)] == [0, 0, 0]
+    with log.open("ab") as f:
+        f.write(LINE[60:] + b"[default0]:a rank's own words: failed (exitcode: 1)\n")
+    assert follow.poll(events) == 1 and follow.poll(events) == 0
+    (exit,) = [e for e in EventReader(tmp_path).poll() if e["type"] == "worker_exit"]
+    assert (exit["worker_pid"], exit["local_rank"], exit["exitcode"], exit["signal"]) == (4252, 1, -9, "SIGKILL")

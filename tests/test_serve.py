@@ -3,11 +3,17 @@ GET/HEAD only, framing headers, and /metrics' names, units and labels, on a real
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -68,13 +74,67 @@ def test_requests_need_the_token_and_nothing_writes(tmp_path: Path) -> None:
         code, headers, body = get(url, auth, method="HEAD")
         assert code == 200 and body == b""
         assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
-        # a browser's first visit: ?token= once, then the cookie (HttpOnly, SameSite=Strict)
-        code, headers, _ = get(url + f"?token={TOKEN}")
+        # a browser's first visit: ?token= once, then the cookie (HttpOnly, SameSite=Strict), and a redirect to
+        # the same page without the token: it leaves the address bar and the browser's history
+        code, headers, _ = _no_redirect(url + f"?token={TOKEN}&x=1")
         cookie = headers["Set-Cookie"]
-        assert code == 200 and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert code == 303 and headers["Location"] == "/?x=1" and TOKEN not in headers["Location"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        code, _, page = get(url + "?x=1", {"Cookie": cookie.split(";")[0]})
+        assert code == 200 and b'class="gpu"' in page and TOKEN.encode() not in page
         assert get(url + "api/state", {"Cookie": cookie.split(";")[0]})[0] == 200
     finally:
         stop(proc)
+
+
+def _no_redirect(url: str) -> tuple[int, Any, bytes]:
+    """One GET whose redirect is the answer, not followed."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    conn.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+    resp = conn.getresponse()
+    return resp.status, resp.headers, resp.read()
+
+
+def test_a_bind_to_every_address_prints_addresses_one_can_open(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    proc, url = start_serve(tmp_path / "home", "--simulate", "1", "--bind", "0.0.0.0", "--token-file", str(token))
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []  # serve's next line, read on a thread: a serve that prints none fails, not hangs
+        reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(30)
+        also = lines[0] if lines else ""
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        assert url == f"http://127.0.0.1:{port}/" and "0.0.0.0" not in also
+        assert also.startswith("gpumon serve: also ")
+        name = socket.gethostname()
+        with contextlib.suppress(OSError):  # the machine's name, where it resolves
+            socket.getaddrinfo(name, None, socket.AF_INET)
+            assert f"http://{name}:{port}/" in also.split()
+        for shown in [url, *also.split()[3:]]:  # each one opens
+            assert get(shown + "metrics", {"Authorization": f"Bearer {TOKEN}"})[0] == 200, shown
+    finally:
+        stop(proc)
+
+
+def test_a_port_already_taken_says_so_and_how_to_choose_another(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home")}
+        done = subprocess.run(
+            [sys.executable, "-m", "gpumon", "serve", "--simulate", "1", "--port", str(port)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {port}" in lines[0] and "taken" in lines[0], done.stderr
+    assert "--port N" in lines[0] and "--port 0" in lines[0]
 
 
 def test_metrics_are_prefixed_in_base_units_with_stable_labels(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -
             browser.open(url)
             shown = f'data-run="{run_id}"'
             dom = wait_until(
-                lambda: (lambda d: d if shown in d and 'class="gpu-history"' in d else None)(browser.dom()), 120
+                lambda: (lambda d: d if shown in d and 'data-feed="events"' in d else None)(browser.dom()), 120
             )
         finally:
             browser.close()
@@ -64,8 +64,10 @@ def test_chromium_shows_a_zero_code_run_its_loss_and_its_alert(tmp_path: Path) -
         box = dom[dom.index(f'data-run="{run_id}"') :]
         box = box[: box.index('<div class="run"', 1)] if '<div class="run"' in box[1:] else box
         assert 'data-state="failed"' in box
-        loss = re.search(r"loss ([-+0-9.e]+) ", box)
-        assert loss and math.isclose(float(loss.group(1)), run["loss"], rel_tol=1e-3, abs_tol=1e-4), box[:1500]
+        loss = re.search(r"loss ([-+0-9.e]+) ", box)  # 3 significant digits, as everywhere
+        assert loss and math.isclose(float(loss.group(1)), run["loss"], rel_tol=5e-3, abs_tol=1e-4), box[
+            :1500
+        ]  # 3 digits
         points = re.search(r'data-points="(\d+)"', box)
         assert points and int(points.group(1)) == len(run["loss_series"]) >= 2  # the curve drawn
         assert "doctor: " in box and "lost its shard" in alert["text"]

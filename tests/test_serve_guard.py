@@ -44,6 +44,7 @@ def test_requests_addressed_to_another_name_or_to_none_are_refused(tmp_path: Pat
         # A page of another site may not read the event stream, even when addressed by a local name.
         events = get(url + "api/events", {"Origin": "http://evil.example"})
         assert events[0] == 403
+        assert get(url + "page/events", {"Origin": "http://evil.example"})[0] == 403  # the page's stream too
     finally:
         stop(proc)
 

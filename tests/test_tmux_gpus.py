@@ -22,7 +22,7 @@ def test_compact_mode_shows_eight_gpus_at_80x24_and_slash_filters(tmux: Tmux) ->
     assert all(re.search(rf" {i} Simulated H100.*°C .* W", screen) for i in range(8))
     assert "Traceback" not in screen
     tmux.keys("a", "/")
-    tmux.wait_for("filter processes")
+    tmux.wait_for("filter (F4 /)")  # the box, labelled on its border
     tmux.keys("alice", "Enter")
     screen = tmux.wait_for("filter 'alice'")
     rows = [line for line in screen.splitlines() if re.search(r"\b50000\d\d\b", line)]

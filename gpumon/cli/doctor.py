@@ -133,8 +133,14 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         lines += [f"  {line}" for line in failure.shown_evidence]
         if failure.detail:
             lines.append(f"  {failure.detail}")
-        if failure.kind == "unknown":
+        if failure.kind == "unknown" and not diagnosis.collectives:
             lines.append(f"  (not a known pattern: the whole error is in gpumon logs {record.id})")
+    if diagnosis.collectives:
+        lines.append("\ncollectives (each rank's last started and finished):")
+        lines += [f"  {line}" for line in diagnosis.collectives]
+    dumps = record.dir / "fr"
+    if any(dumps.glob("rank_*")):  # NCCL's dumps at its timeout (launcher.py turned the recorder on)
+        lines.append(f"\nFlight Recorder dumps: python -m torch.distributed.flight_recorder.fr_trace {dumps} -p rank_")
     if diagnosis.advice:
         lines.append("\nwhat to change, best first:")
         for n, advice in enumerate(diagnosis.advice, 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +77,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server = make_server(state, args.bind, args.port, token, tuple(args.allow_host))
     except OSError as err:
         sampler.gpu.close()
-        return fail(f"cannot listen on {args.bind}:{args.port}: {err.strerror or str(err)}")
-    host, port = str(server.server_address[0]), int(server.server_address[1])
-    shown = f"[{host}]" if ":" in host else host
+        return fail(_listen_problem(args.bind, args.port, err))
+    from gpumon.serve.guard import open_urls
+
+    first, *more = open_urls(args.bind, int(server.server_address[1]))  # never 0.0.0.0: no browser opens it
     state.start()
     state.polled.wait(30)  # the first view is ready before serve says where it listens
-    print(f"gpumon serve: http://{shown}:{port}/  (metrics: /metrics, JSON: /api/)", flush=True)
+    print(f"gpumon serve: {first}  (metrics: /metrics, JSON: /api/)", flush=True)
+    if more:
+        print(f"gpumon serve: also {' '.join(more)}", flush=True)
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
@@ -90,6 +94,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.server_close()
         state.stop()
     return 0
+
+
+def _listen_problem(bind: str, port: int, err: OSError) -> str:
+    if err.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {bind} is taken (another gpumon serve?): choose another with --port N, "
+            "or --port 0 for any free port"
+        )
+    if err.errno == errno.EACCES and 0 < port < 1024:
+        return f"port {port} needs root (below 1024): choose another with --port N, or --port 0 for any free port"
+    return f"cannot listen on {bind}:{port}: {err.strerror or str(err)}"
 
 
 def _fleet(args: argparse.Namespace) -> Any:

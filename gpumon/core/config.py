@@ -16,7 +16,7 @@ BINDING_IDS = (
     "quit", "help", "gpu_prev", "gpu_next", "gpu_up", "gpu_down", "sort", "reverse", "all_gpus",
     "sort_prev", "sort_next", "process_filter", "process_tree", "compact", "trial_sort_prev", "trial_sort_next",
     "process_search", "sort_menu", "kill_menu", "run_kill_menu",
-    "terminate", "kill", "interrupt", *(f"gpu_{i}" for i in range(10)),
+    "terminate", "kill", "interrupt", "nice_down", "nice_up", "setup", *(f"gpu_{i}" for i in range(10)),
     "view_gpus", "view_runs", "new_run", "stop_run", "kill_run", "log_next", "log_prev", "run_filter",
     "clone_run",
     "view_trials", "trial_sort", "trial_reverse", "trial_filter", "experiment_next", "experiment_prev",

@@ -74,3 +74,33 @@ def loss(item: float | None) -> str:
         return str(item)
     text = f"{item + 0.0:#.3g}"  # -0.0 + 0.0 is 0.0; every other value is itself
     return text[:-1] if text.endswith(".") else text
+
+
+def loss_fit(item: float | None, width: int) -> str:
+    """``loss`` in at most ``width`` characters: fewer significant digits where its 3 do not fit ("-1.2e-100"),
+    so that a column of losses keeps one width whatever the values."""
+    text = loss(item)
+    for digits in (2, 1):
+        if len(text) <= width or item is None or not math.isfinite(item):
+            break
+        text = f"{item + 0.0:.{digits}g}"
+    return text
+
+
+_SCALES = ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
+
+
+def count_fit(value: float, width: int) -> str:
+    """A count (a step, samples a second) in at most ``width`` characters: whole where it fits ("1234567"), else
+    in thousands, millions... (at most 3 digits before the point) with the decimals that fit, cut, never rounded
+    up ("1.99M": a step not reached is never shown). Longer than ``width`` only past 999T."""
+    text = f"{value:.0f}"
+    if len(text) <= width:
+        return text
+    scale, suffix = next(((s, x) for s, x in _SCALES if abs(value) / s < 1000), _SCALES[-1])
+    for decimals in (2, 1, 0):
+        cut = math.floor(abs(value) / scale * 10**decimals) / 10**decimals
+        text = f"{'-' if value < 0 else ''}{cut:.{decimals}f}{suffix}"
+        if len(text) <= width:
+            break
+    return text

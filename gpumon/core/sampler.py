@@ -46,6 +46,7 @@ class Sampler:
         self.latest: Snapshot | None = None
         self.error: str | None = None  # the last tick's failure, if it failed
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the interval changed (or stop): the wait between samples ends
         self._thread: threading.Thread | None = None
         self._first = threading.Event()
 
@@ -70,6 +71,15 @@ class Sampler:
             self.on_sample(snap)
         return snap
 
+    def set_interval(self, seconds: float) -> None:
+        """Sample every ``seconds`` from now on (the settings screen, live): the next sample comes ``seconds`` after
+        the last one, not after the old wait (10 s to 1 s takes effect at once). The history keeps its length in
+        samples."""
+        if seconds < MIN_INTERVAL:
+            raise ValueError(f"interval must be at least {MIN_INTERVAL} s")
+        self.interval = seconds
+        self._wake.set()
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="gpumon-sampler", daemon=True)
@@ -82,6 +92,7 @@ class Sampler:
     def _run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
+            took = next_at
             try:
                 self.sample_once()
             except Exception as err:  # noqa: BLE001 - keep sampling; the next tick may succeed
@@ -91,10 +102,14 @@ class Sampler:
             if delay < 0:  # fell behind (slow NVML): skip missed ticks, do not burst
                 next_at = time.monotonic()
                 delay = 0
-            self._stop.wait(delay)
+            while self._wake.wait(delay) and not self._stop.is_set():  # a new interval: counted from the last tick
+                self._wake.clear()
+                next_at = took + self.interval
+                delay = max(0.0, next_at - time.monotonic())
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None

@@ -76,6 +76,7 @@ def _row(row: dict[str, Any], host: str) -> dict[str, Any]:
         ],
         "loss_series": None,  # the fleet's rows carry no series: the host's own serve has them
         "headline": "",
+        "headline_level": "none",
     }
     doc.update({key: metric_value(row.get(key)) for key in _ROW_NUMBERS})
     return doc

@@ -20,19 +20,45 @@ MAX_CONNECTIONS = 48  # open connections at once; past them a new one gets 503 a
 IDLE_TIMEOUT_S = 20.0  # a connection that sends no request (or half of one) for this long is closed
 
 
-def _machine_names() -> set[str]:
-    """This machine's host names and the addresses of its interfaces (for a bind to all of them)."""
-    names = {socket.gethostname().lower()}
-    with contextlib.suppress(OSError):
-        names.add(socket.getfqdn().lower())
+def _interfaces() -> list[tuple[int, str]]:
+    """(family, address) of this machine's interfaces, IPv4 and IPv6, without an IPv6 scope."""
+    out = []
     with contextlib.suppress(Exception):  # psutil is a dependency; an odd interface table is no reason to fail
         import psutil
 
         for addresses in psutil.net_if_addrs().values():
             for address in addresses:
                 if address.family in (socket.AF_INET, socket.AF_INET6):
-                    names.add(address.address.split("%")[0].lower())
-    return names
+                    out.append((int(address.family), address.address.split("%")[0].lower()))
+    return out
+
+
+def _machine_names() -> set[str]:
+    """This machine's host names and the addresses of its interfaces (for a bind to all of them)."""
+    names = {socket.gethostname().lower()}
+    with contextlib.suppress(OSError):
+        names.add(socket.getfqdn().lower())
+    return names | {address for _, address in _interfaces()}
+
+
+def open_urls(bind: str, port: int) -> list[str]:
+    """The URLs one can open for a server bound to ``bind``: the address itself, or for all of them (0.0.0.0,
+    ``::``) the loopback first, then this machine's name (where it resolves) and its interfaces' addresses of that
+    family (an IPv6 link-local one left out: it needs a scope a URL seldom carries)."""
+    bound = bind.strip("[]")
+    if bound not in WILDCARDS:
+        hosts = [bound]
+    else:
+        v6 = ":" in bound
+        family = socket.AF_INET6 if v6 else socket.AF_INET
+        found = [a for f, a in _interfaces() if f == family and not a.startswith(("127.", "::1", "fe80:"))]
+        name = socket.gethostname()
+        try:  # the name only where it resolves here: a URL that opens nothing is no help
+            socket.getaddrinfo(name, None, family)
+        except OSError:
+            name = ""
+        hosts = ["::1" if v6 else "127.0.0.1", *([name] if name else []), *dict.fromkeys(found)]
+    return [f"http://[{h}]:{port}/" if ":" in h else f"http://{h}:{port}/" for h in hosts]
 
 
 def allowed_hosts(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:

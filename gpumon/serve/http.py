@@ -1,10 +1,12 @@
 """The HTTP side: GET/HEAD only, a token for any bind beyond localhost, headers that stop framing.
 
-Routes: ``/`` the page (``page.html``, one file, no CDN), ``/metrics`` (Prometheus), ``/api/...`` (JSON),
-``/api/events`` (the page's state as server-sent events, events.py).
+Routes: ``/`` the page (``page.html`` with the view rendered in, page.py; one file, no CDN), ``/page/view`` (the
+view alone) and ``/page/events`` (it as server-sent events), ``/metrics`` (Prometheus), ``/api/...`` (JSON),
+``/api/events`` (``/api/state`` as server-sent events, events.py).
 The token is read once from a file that only its owner may read (0600), and compared in constant time
 (``hmac.compare_digest``); it may come as ``Authorization: Bearer T``, or, for a browser, as ``?token=T``
-once (then a SameSite=Strict, HttpOnly cookie). Nothing served carries a webhook URL, an environment or a
+once (then a SameSite=Strict, HttpOnly cookie, and the page redirects to its URL without it, so the token leaves the
+address bar and the browser's history). Nothing served carries a webhook URL, an environment or a
 command line. Every request reads the latest view: no request waits on a GPU or a run's files.
 """
 
@@ -22,21 +24,24 @@ import threading
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from prometheus_client import exposition
 
 from gpumon.serve.api import dumps, route
-from gpumon.serve.events import WRITE_TIMEOUT_S, Events, TooMany
+from gpumon.serve.events import WRITE_TIMEOUT_S, Events, TooMany, json_event, text_event
 from gpumon.serve.exposition import Exposition
 from gpumon.serve.guard import IDLE_TIMEOUT_S, MAX_CONNECTIONS, allowed_hosts, host_problem, origin_problem
+from gpumon.serve.page import SLOT, render_view, template
 from gpumon.serve.state import ServeState
+from gpumon.serve.view import View
 
 LOCAL = ("127.0.0.1", "localhost", "::1")
 COOKIE = "gpumon_token"
+PAGES = ("/", "/index.html")
+STREAMS = {"/api/events": "json", "/page/events": "html"}  # path -> the kind of event it streams
 # The classic text format every Prometheus 2.x reads (newer clients announce 1.0.0 for the same bytes)
 CONTENT_TYPE = getattr(exposition, "CONTENT_TYPE_PLAIN_0_0_4", exposition.CONTENT_TYPE_LATEST)
 
@@ -78,16 +83,18 @@ def bind_problem(bind: str, token_file: Path | None) -> str | None:
     return None
 
 
-def _page() -> tuple[bytes, str]:
-    """The page, and its Content-Security-Policy: its one inline script allowed by hash, nothing from elsewhere."""
-    html = resources.files("gpumon.serve").joinpath("page.html").read_bytes()
-    scripts = re.findall(rb"<script>(.*?)</script>", html, re.S)
-    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'" for s in scripts)
+def _page() -> tuple[tuple[str, str], str]:
+    """The page around its view's slot, and its Content-Security-Policy: its one inline script allowed by hash,
+    nothing from elsewhere."""
+    html = template()
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" for s in scripts)
     csp = (
         f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; connect-src 'self'; "
         "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     )
-    return html, csp
+    before, after = html.split(SLOT)
+    return (before, after), csp
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -98,7 +105,7 @@ class Handler(BaseHTTPRequestHandler):
     token: str | None
     allowed: frozenset[str]  # the names a request's Host may carry (guard.py)
     timeout = IDLE_TIMEOUT_S  # socketserver's: a connection silent this long is closed
-    page: tuple[bytes, str]
+    page: tuple[tuple[str, str], str]
     metrics: Callable[[], bytes]
     events: Events
 
@@ -147,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
         host = self.headers.get("Host")
         refused = host_problem(host, self.allowed)  # DNS rebinding: a request not addressed to serve
         code = 421  # Misdirected Request
-        if refused is None and url.path == "/api/events":
+        if refused is None and url.path in STREAMS:
             refused, code = origin_problem(self.headers.get("Origin"), host), 403  # another site's page
         if refused is not None:
             self.close_connection = True
@@ -167,21 +174,33 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if "token" in query:  # a browser's first visit: the cookie carries it from now on
                 extra["Set-Cookie"] = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                if url.path in PAGES:  # and the token leaves the address bar and the history: the same page without
+                    rest = urlencode([(k, v) for k, vs in query.items() if k != "token" for v in vs])
+                    extra["Location"] = url.path + (f"?{rest}" if rest else "")
+                    self._send(303, b"", "text/plain; charset=utf-8", extra, head)
+                    return
         path = url.path
         if path == "/metrics":
             self._send(200, self.metrics(), CONTENT_TYPE, extra, head)
-        elif path == "/api/events":
-            self._stream(extra, head)
+        elif path in STREAMS:
+            self._stream(extra, head, STREAMS[path])
+        elif path == "/page/view":
+            self._send(200, self._view().encode(), "text/html; charset=utf-8", extra, head)
         elif path == "/api" or path.startswith("/api/"):
             code, doc = route(self.state, path, query)
             self._send(code, dumps(doc), "application/json", extra, head)
-        elif path in ("/", "/index.html"):
-            html, csp = self.page
+        elif path in PAGES:
+            (before, after), csp = self.page
+            html = (before + self._view() + after).encode()
             self._send(200, html, "text/html; charset=utf-8", {**extra, "Content-Security-Policy": csp}, head)
         else:
             self._send(404, b"not found: / (the page), /metrics, /api/\n", "text/plain; charset=utf-8", extra, head)
 
-    def _stream(self, extra: dict[str, str], head: bool) -> None:
+    def _view(self) -> str:
+        """The latest view rendered (page.py): the first paint holds the state, with or without JavaScript."""
+        return render_view(self.state.view, self.state.ring.points)
+
+    def _stream(self, extra: dict[str, str], head: bool, kind: str) -> None:
         """Server-sent events until the viewer goes: the connection is its own thread's, and closes after."""
         self.close_connection = True
         stream = {**extra, "Connection": "close", "X-Accel-Buffering": "no"}  # no proxy holds the events back
@@ -199,9 +218,10 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             self.connection.settimeout(WRITE_TIMEOUT_S)  # a viewer that takes no bytes frees its slot
-            self.events.stream(lambda: self.state.view, write)
+            self.events.stream(lambda: self.state.view, write, kind)
         except TooMany:
-            self._send(503, b"too many event streams: poll /api/state\n", "text/plain; charset=utf-8", extra)
+            poll = b"/api/state" if kind == "json" else b"/page/view"
+            self._send(503, b"too many event streams: poll " + poll + b"\n", "text/plain; charset=utf-8", extra)
         except OSError:
             pass  # the viewer went
 
@@ -294,9 +314,13 @@ def make_server(
 ) -> Server:
     """The server, bound (raises OSError when the port is taken); ``serve_forever`` runs it. ``allow_hosts``:
     names beyond localhost and the bound address that requests may be addressed to (guard.py)."""
-    expo, events = Exposition(poll_s=state.interval), Events()
+
+    def html_event(view: View) -> bytes:
+        return text_event(render_view(view, state.ring.points))
+
+    expo, events = Exposition(poll_s=state.interval), Events(kinds={"json": json_event, "html": html_event})
     state.listeners.append(expo.on_view)  # rendered in the poll thread, before the view is published
-    state.listeners.append(events.on_view)  # encoded every 2 s for every event stream
+    state.listeners.append(events.on_view)  # encoded every 2 s for every event stream (each kind watched)
 
     def metrics() -> bytes:
         return expo.body(state.view)

@@ -253,9 +253,45 @@ def _runs(view: View) -> Iterator[Metric]:
                         family.add_metric(rl, value)
                 if rank.get("memory_leak") is not None:
                     leak.add_metric(rl, 1.0 if rank["memory_leak"] else 0.0)
+    yield from _stuck(view)
     yield from (info, steps, nonfinite, restarts, hist)
     yield from (family for family, _ in gauges)
     yield from (rank_step, rank_mem, growth, leak)
+
+
+def _stuck(view: View) -> Iterator[Metric]:
+    """A stalled run's stuck collective (core/doctor/stuck.py) and each rank's last collective."""
+    stuck = GaugeMetricFamily(
+        "gpumon_run_stuck_collective",
+        "1 while the run is stalled in a collective gpumon names: its verdict, op, number, odd ranks and line.",
+        labels=[*RUN_LABELS, "verdict", "op", "seq", "ranks", "where"],
+    )
+    seqs = {
+        state: GaugeMetricFamily(
+            f"gpumon_run_rank_collective_{state}_seq",
+            f"While stalled: the number (in its process group) of the rank's last collective {state}.",
+            labels=[*RANK_LABELS, "group", "op"],
+        )
+        for state in ("started", "finished")
+    }
+    for host in view.hosts:
+        for run in host.runs:
+            stall = run.get("stall")
+            if not run.get("live") or not isinstance(stall, dict):
+                continue
+            labels = [run.get("host") or host.name, run["id"], str(run.get("kind") or "")]
+            odd = stall.get("collective")
+            if isinstance(odd, dict):
+                ranks = ",".join(str(r) for r in odd.get("ranks") or ())
+                said = [str(odd.get(k, "")) for k in ("kind", "op", "seq")]
+                stuck.add_metric([*labels, *said, ranks, str(odd.get("where", ""))], 1.0)
+            for rank, last in (stall.get("last_collectives") or {}).items():
+                for state, family in seqs.items():
+                    record = last.get(state)
+                    if isinstance(record, dict):
+                        where = [str(record.get("group", "")), str(record.get("op", ""))]
+                        family.add_metric([*labels, str(rank), *where], float(record.get("seq", 0)))
+    yield from (stuck, *seqs.values())
 
 
 def registry(source: Callable[[], View]) -> CollectorRegistry:

@@ -44,7 +44,7 @@ class ServeState:
         self.ring = GpuRing()
         self.view = View(time=time.time())
         self._steps: dict[str, StepHistogram] = {}
-        self._headlines: dict[str, tuple[float, str, tuple[bool, bool, int]]] = {}
+        self._headlines: dict[str, tuple[float, tuple[str, str], tuple[bool, bool, int]]] = {}
         self._ended_series: dict[str, list[list[float]]] = {}
         self._alert_ids: set[str] = set()
         self._alert_counts: dict[tuple[str, str], int] = {}
@@ -135,7 +135,9 @@ class ServeState:
         )
 
     def _run_doc(self, summary: RunSummary, host: str, now: float) -> dict[str, Any]:
-        extra: dict[str, Any] = {"nonfinite": None, "headline": self._headline(summary, now)}  # last_step_t: the row's
+        headline, level = self._headline(summary, now)
+        # last_step_t: the row's; headline_level: "bad", "warn", "ok" or "none" (Diagnosis.severity)
+        extra: dict[str, Any] = {"nonfinite": None, "headline": headline, "headline_level": level}
         if summary.record.live:
             self._steps.setdefault(summary.id, StepHistogram()).see(summary.step, now)
             tele = self.monitor.live_telemetry(summary.id)
@@ -152,7 +154,7 @@ class ServeState:
         doc["loss_series"] = self._ended_series[summary.id]
         return doc
 
-    def _headline(self, summary: RunSummary, now: float) -> str:
+    def _headline(self, summary: RunSummary, now: float) -> tuple[str, str]:
         """The doctor's headline, as ``gpumon doctor`` says it: a live run's every ``HEADLINE_EVERY_S`` (from the
         monitor's fold), and again at once when what the doctor can say changes: the run's first step, its end
         (an ended run's verdict is worked out once more from its files: a leak found in its last seconds), a new
@@ -166,11 +168,12 @@ class ServeState:
 
         try:
             tele = self.monitor.live_telemetry(summary.id) if summary.record.live else None
-            text = diagnose(summary.record, telemetry=tele).headline()
+            found = diagnose(summary.record, telemetry=tele)
+            said = (found.headline(), found.severity())
         except Exception as err:  # noqa: BLE001 - a run the doctor cannot read still shows
-            text = f"the doctor could not read this run: {type(err).__name__}"
-        self._headlines[summary.id] = (now, text, moment)
-        return text
+            said = (f"the doctor could not read this run: {type(err).__name__}", "warn")
+        self._headlines[summary.id] = (now, said, moment)
+        return said
 
     def _alerts(self, host: str) -> tuple[dict[str, Any], ...]:
         entries = []

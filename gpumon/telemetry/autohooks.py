@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -21,7 +22,7 @@ from typing import Any
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.core.safefs import open_own, private_dirs
-from gpumon.telemetry import frameworks, phases, ranks, stacks
+from gpumon.telemetry import collectives, frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
@@ -122,6 +123,7 @@ def _on_torch(torch: ModuleType) -> None:
     hook_clip(torch, recorder.clipped)
     phases.hook(torch)  # eval and checkpoint pauses: the stall rule waits longer through them
     ranks.hook_group(torch, recorder.group)
+    collectives.hook(torch, recorder.clock)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True
         telemetry.event("torch", version=getattr(torch, "__version__", "?"))
@@ -133,8 +135,12 @@ def _count_backward(torch: ModuleType, recorder: StepRecorder) -> None:
     instead (``Tensor.backward`` calls ``torch.autograd.backward``)."""
     original = torch.autograd.backward
 
+    clock = recorder.clock
+
     def backward(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
         result = original(*args, **kwargs)
+        clock.backward_s += time.perf_counter() - start  # DDP waits for its peers in here (collectives.py)
         recorder.backward(args, kwargs)
         return result
 

@@ -22,6 +22,7 @@ from gpumon import telemetry
 from gpumon.core.events import EventWriter
 from gpumon.telemetry import ranks, ray_workers
 from gpumon.telemetry.census_trigger import CensusTrigger
+from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
 from gpumon.telemetry.gpu_watch import CatchUp
@@ -91,6 +92,7 @@ class StepRecorder:
         self.page = os.sysconf("SC_PAGE_SIZE")
         self.statm: int | None = None
         self.told_torch = False  # the `torch` event is in this process's file
+        self.clock = Clock()  # seconds in backward() and collectives (collectives.py): the wrappers hold it
         self._start(STARTED_NS)
         atexit.register(self.flush)
         telemetry.count_steps(self.count, self.flush)
@@ -107,6 +109,8 @@ class StepRecorder:
         self.first: int | None = None
         self.first_alive: Any = None  # a weakref to that optimizer: once it is gone, the next one counts
         self.step = 0
+        self.clock.take()  # a forked child's time is its own
+        self.clock.seq.clear()
         self.last: float | None = None  # the first step's time includes start-up: no dt
         self.recorded = 0  # the step of the last step event
         self.backwards = 0
@@ -309,6 +313,9 @@ class StepRecorder:
         if (threads := feed.thread_change(self.torch)) is not None:
             w.write("threads", **threads)
         extra: dict[str, Any] = {}
+        backward_s, collective_s = self.clock.take()
+        if backward_s or collective_s:  # where the step's time went: own work or waiting (collectives.py)
+            extra["bw"], extra["coll"] = round(backward_s / steps, 6), round(collective_s / steps, 6)
         waited = feed.take_wait()
         if waited is not None:
             extra["wait"] = round(waited / steps, 6)

@@ -13,7 +13,7 @@ from gpumon.tui.keys import clashes
 from gpumon.tui.views import VIEWS
 
 FOOTNOTE = """\
-Signals (T, K, I), stop and kill ask first. Values that cannot be read show N/A.
+Signals (T, K, I), renice (F7, F8), stop and kill ask first. Values that cannot be read show N/A.
 With --readonly, no signal is ever sent, no run or trial is started or stopped and no census is asked for.
 Remap any key in ~/.config/gpumon/keymap.toml: [keymap] then binding_id = "key" (ids: README, Keys)."""
 

@@ -53,7 +53,10 @@ class _Beat:
                 self._changed.notify_all()
 
     def on_beat(self, due: float, interval: float) -> float:
-        """The grid's moment nearest ``due``, never less than half an interval before it."""
+        """The grid's moment nearest ``due``, never less than half an interval before it; a reader faster than the
+        beat (the Runs view on a live run) keeps its own pace: the grid would stretch its gaps to a beat."""
+        if interval < BEAT_S:
+            return due
         step = round((due - self._origin) / BEAT_S) * BEAT_S
         return max(self._origin + step, due - interval / 2)
 
@@ -77,8 +80,10 @@ class _Beat:
                     self._thread = None
                     return
                 now = time.monotonic()
-                first = min(self._due.values())
-                late = FRAME_LATE_S if now - self._frame_at < BEAT_S + FRAME_LATE_S else 0.0
+                soonest = min(self._due, key=self._due.__getitem__)
+                first = self._due[soonest]
+                framed = now - self._frame_at < BEAT_S + FRAME_LATE_S and soonest.interval >= BEAT_S
+                late = FRAME_LATE_S if framed else 0.0  # a faster reader waits for no frame (on_beat)
                 if first > now + self._ahead and first + late > now:
                     self._changed.wait(first + late - now)
                     continue
@@ -137,6 +142,13 @@ class Reader(Generic[Ask, Got]):
         """Read now with what was last asked, and hand the answer on even if unchanged."""
         self._last = _NOTHING
         self._now()
+
+    def pace(self, interval: float) -> None:
+        """Read every ``interval`` s from now on (the next read moved to the new pace)."""
+        if interval != self.interval:
+            self.interval = interval
+            if self._started and not self._stopped:
+                _BEAT.add(self, self._next_at())
 
     def stop(self) -> None:
         self._stopped = True

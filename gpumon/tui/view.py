@@ -54,7 +54,7 @@ SIGNALS_OFF = "signals are off"
 #: The bindings (by id) whose actions --readonly refuses: they leave the footer, and pressed they still say why.
 READONLY_OFF = frozenset(
     {
-        "terminate", "kill", "interrupt",  # GPUs: signals
+        "terminate", "kill", "interrupt", "nice_down", "nice_up",  # GPUs: signals, renice
         "remote_terminate", "remote_kill",  # a fleet host's screen: signals through ssh
         "new_run", "clone_run", "stop_run", "kill_run",  # Runs: launch, stop
         "stop_trial", "stop_experiment",  # Trials

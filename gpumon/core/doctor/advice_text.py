@@ -112,6 +112,12 @@ TEXT: dict[str, tuple[str, str]] = {
     "diverged": ("Make every rank run the same collectives in the same order",
                  "no collective inside `if rank == 0:`; the same code path on every rank (conditional layers, "
                  "find_unused_parameters)"),
+    "collective_mismatch": ("Make {ranks} call the same collective as the others ({where})",
+                            "every rank runs the same collectives in the same order: no collective under `if rank "
+                            "== ...:` or in a branch only some ranks take"),
+    "size_mismatch": ("Give every rank the same size in {op} ({where})",
+                      "the same shape on every rank: pad the last shard to the others' length, or exchange the "
+                      "sizes first (all_gather_object) and pad to the largest"),
     "loader_timeout": ("Make a stuck DataLoader worker raise instead of hanging the run",
                        "DataLoader(..., timeout=120): the rank raises 'DataLoader timed out' after 120 s; to see the "
                        "stuck sample, num_workers=0 runs __getitem__ in the main process"),

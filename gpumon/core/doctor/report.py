@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.doctor import stuck
 from gpumon.core.doctor.advice import advise
 from gpumon.core.doctor.advice_types import Advice, Context
 from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
@@ -23,7 +24,7 @@ from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.restarts import restart_advice, restart_headline, restarts_of
 from gpumon.core.doctor.slow import Slowness, slow_advice, slow_findings
-from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
+from gpumon.core.doctor.stall_text import collective_advice, stall_advice, stall_headline, stall_of
 from gpumon.core.placement.places import of_record
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.attempts import Restart
@@ -56,6 +57,8 @@ class Diagnosis:
     restarts: tuple[Restart, ...] = ()  # torchrun's failed attempts, oldest first (attempts.py)
     attempt: int = 1  # the attempt running now (or the last), from 1
     max_restarts: int = 0  # the run's --max-restarts
+    collective: dict[str, Any] | None = None  # a failed run's mismatched collective (stuck.py), as a stall's
+    collectives: tuple[str, ...] = ()  # then each rank's last collective started and finished
 
     @property
     def worst(self) -> LeakState | None:
@@ -75,6 +78,8 @@ class Diagnosis:
         if self.failure is not None and self.failure.kind == "host_oom" and self.causes:
             named = max(self.causes, key=lambda c: c.bytes)
             return f"{self.failure.title}; the last census named {named.title}: {named.evidence}"
+        if self.failure is not None and self.collective is not None:  # gloo aborts on a size mismatch
+            return f"{self.collective['headline']}; the run failed: {self.failure.title}"
         if self.failure is not None and self.failure.kind not in ("killed", "stopped"):
             return self.failure.title
         if self.loss is not None and self.loss.kind == "nonfinite":
@@ -105,6 +110,21 @@ class Diagnosis:
             "no memory samples: no process of the run stepped a torch.optim optimizer nor ran backward() "
             f"(gpumon's steps){seen}"
         )
+
+    def severity(self) -> str:
+        """How the headline reads: "bad" (a failure, a NaN loss, a leak), "warn" (a stall going on, memory that
+        grows, a diverging loss, a slow run, lost output), "ok" (memory watched, no problem seen), "none" (nothing
+        to judge yet). The page's colour for it: only warnings amber, failures red."""
+        worst = self.worst
+        failed = self.failure is not None and self.failure.kind != "stopped"  # stopped: the user ended it
+        nan = self.loss is not None and self.loss.kind == "nonfinite"
+        if failed or nan or (worst is not None and worst.warning and worst.state == "leak"):
+            return "bad"
+        if (self.stalled and self.stall is not None) or (worst is not None and (worst.warning or worst.grows)):
+            return "warn"
+        if self.loss is not None or self.slow or self.dropped:
+            return "warn"
+        return "ok" if self.leaks else "none"
 
     def _trend(self, worst: LeakState) -> str:
         if worst.cause:  # what a census named first (what to fix), then how fast and how far it grows
@@ -146,6 +166,8 @@ class Diagnosis:
             "quiet": self.quiet or None,
             "attempt": self.attempt,
             "restarts": [r.to_dict() for r in self.restarts],
+            "collective": self.collective,
+            "collectives": list(self.collectives),
         }
 
 
@@ -225,6 +247,10 @@ def diagnose(
     restarts = restarts_of(telemetry)
     if restarts and failure is None:  # a failed attempt's fixes (a failure at the end has its own, above)
         advice = (*restart_advice(restarts, record.spec.full_args, record.id), *advice)
+    judged = stuck.judge(record.dir, telemetry.pids) if failure is not None and world > 1 else {}
+    odd = judged.get("collective") if (judged.get("collective") or {}).get("kind") != "missing" else None
+    if odd:  # the ranks' last collectives disagree: that is what to fix, not the peer's broken connection
+        advice = (*(a for _, a in collective_advice(odd)), *advice)
     if stall is not None and stalled and failure is None:  # a run stuck now: what unsticks it comes first, even
         advice = (*stall_advice(stall, record.id), *advice)  # before a slow run's fixes (it is not slow: it stopped)
     return Diagnosis(
@@ -248,6 +274,8 @@ def diagnose(
         restarts=restarts,
         attempt=telemetry.attempts.current,
         max_restarts=record.spec.max_restarts,
+        collective=odd,
+        collectives=tuple(judged.get("collectives") or ()) if odd else (),
     )
 
 

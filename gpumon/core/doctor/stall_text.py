@@ -44,6 +44,8 @@ def stall_section(stall: dict[str, Any], going_on: bool, run_dir: Path, now: flo
     if isinstance(usual, int | float):
         first += f" (usual step {usual:.3g} s)"
     out = [first, *(str(line) for line in stall.get("where") or ())]
+    if stall.get("collectives"):  # each rank's last collective started and finished (collective_ledger.py)
+        out += ["collectives:", *(f"  {line}" for line in stall["collectives"])]
     if stall.get("rule"):
         out.append(f"rule: {stall['rule']}")
     if stall.get("stacks"):
@@ -60,6 +62,7 @@ def stall_advice(stall: dict[str, Any], run_id: str = "") -> list[Advice]:
     if stopped:
         pids = " ".join(line.split("(pid ", 1)[1].split(")", 1)[0] for line in stopped if "(pid " in line)
         found.append(item(100, "resume_rank", "; ".join(stopped), pids=pids))
+    found += collective_advice(stall.get("collective"))
     if stall.get("verdict") == "diverged":  # one rank never reached the others' collective, or they differ
         why = str(stall.get("headline") or "; ".join(where))
         blame = ", ".join(str(rank) for rank in stall.get("blame") or ())
@@ -69,3 +72,16 @@ def stall_advice(stall: dict[str, Any], run_id: str = "") -> list[Advice]:
     if stuck:
         found.append(item(80, "loader_timeout", "; ".join(stuck)))
     return [advice for _, advice in sorted(found, key=lambda scored: -scored[0])]
+
+
+def collective_advice(odd: Any) -> list[tuple[int, Advice]]:
+    """The fix for a collective mismatch or a size mismatch (``core/doctor/stuck.py``'s verdict); the rank that
+    never arrived has the stack's advice."""
+    if not isinstance(odd, dict) or odd.get("kind") not in ("mismatch", "size_mismatch"):
+        return []
+    ranks = ", ".join(str(r) for r in odd.get("ranks") or ())
+    where = str(odd.get("where") or "?")
+    name = f"rank {ranks}" if len(odd.get("ranks") or ()) == 1 else f"ranks {ranks}"
+    if odd["kind"] == "mismatch":
+        return [item(95, "collective_mismatch", str(odd["headline"]), ranks=name, where=where)]
+    return [item(95, "size_mismatch", str(odd["headline"]), op=odd.get("op", "?"), where=where)]

@@ -20,23 +20,59 @@ from gpumon.tui.widgets.render import bar_pieces, level_style, spark_chars
 __all__ = ["GpuPanel", "HostPanel", "LinePanel", "compact_line", "gpm_line", "text_strip"]
 
 _LABEL = 5
-_VALUE = 19
+_VALUE = 19  # a meter's value column, at least: wider where a panel's values need it (fit_value)
+_BAR_MIN = 8
 
 
-def _history_width(width: int) -> int:
-    return max(0, width - _LABEL - _bar_width(width) - _VALUE - 2)
+def _history_width(width: int, value: int = _VALUE) -> int:
+    return max(0, width - _LABEL - _bar_width(width, value) - value - 2)
 
 
-def _bar_width(width: int) -> int:
-    return max(8, min(30, (width - _LABEL - _VALUE - 2) // 2))
+def _bar_width(width: int, value: int = _VALUE) -> int:
+    return max(_BAR_MIN, min(30, (width - _LABEL - value - 2) // 2))
 
 
-def _meter(label: str, pct: float | None, value: str, history: list[float], width: int, style: str) -> Line:
-    """One line: label, bar, value, then a sparkline in the room that is left."""
+def value_width(values: list[str], width: int) -> int:
+    """The value column of a panel's meters: as wide as its widest value (all its bars line up), within what the
+    panel's width leaves beside the least bar."""
+    return max(1, min(max([_VALUE, *map(len, values)]), width - _LABEL - _BAR_MIN - 2))
+
+
+def whole_words(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, cut only between words: the words that do not fit are left out whole
+    ("38% load 13.53 12.87", never "38% load 13.53 12."); a first word too long is elided."""
+    if len(text) <= width:
+        return text
+    words = text.split(" ")
+    while len(words) > 1 and len(" ".join(words)) > width:
+        words.pop()
+    kept = " ".join(words).rstrip()
+    return kept if len(kept) <= width else elide(kept, width)
+
+
+def _meter(
+    label: str, pct: float | None, value: str, history: list[float], width: int, style: str, room: int = _VALUE
+) -> Line:
+    """One line: label, bar, value (in ``room`` columns, whole words), then a sparkline in the room that is left."""
     line = Line(label.ljust(_LABEL), style="bold")
-    line.extend(bar_pieces(pct, _bar_width(width), style))
-    line.append(" " + value.ljust(_VALUE)[:_VALUE] + " ")
-    return line.append(spark_chars(history, _history_width(width)), style)
+    line.extend(bar_pieces(pct, _bar_width(width, room), style))
+    line.append(" " + whole_words(value, room).ljust(room) + " ")
+    return line.append(spark_chars(history, _history_width(width, room)), style)
+
+
+def fit_parts(parts: list[tuple[str, str]], width: int, gap: str = "  ") -> Line:
+    """The parts that fit ``width`` whole, in order, ``gap`` between them; the first part that does not fit ends
+    the line (a vitals line at a narrow width loses its last figures, never half of one)."""
+    line, used = Line(), 0
+    for label, style in parts:
+        need = len(label) + (len(gap) if used else 0)
+        if used + need > width:
+            break
+        if used:
+            line.append(gap)
+        line.append(label, style=style)
+        used += need
+    return line
 
 
 class LinePanel(Coalesced, KeptStyle, Widget):
@@ -120,8 +156,14 @@ class GpuPanel(LinePanel):
         self.compact = False  # one line: index, name, util and memory bars, temperature, power
         self._title = f"GPU {index}"
         self.border_title = self._title
-        if simulated:
-            self.border_subtitle = "SIMULATED"
+        self.simulated = simulated
+        self.hint: str | None = None  # the GPUs the list hides, on the last panel in sight (gpus/gpu_list.py)
+        self.border_subtitle = "SIMULATED" if simulated else ""
+
+    def set_hint(self, hint: str | None) -> None:
+        if hint != self.hint:
+            self.hint = hint
+            self.border_subtitle = " · ".join(p for p in (hint, "SIMULATED" if self.simulated else None) if p)
 
     def show(self, device: GpuDevice, util_history: list[float], mem_history: list[float]) -> None:
         self.device = device
@@ -171,12 +213,15 @@ class GpuPanel(LinePanel):
             return [compact_line(d, width, self.warning)]
         mem_value = f"{percent(d.mem_percent):>4} {gib_pair(d.mem_used, d.mem_total)}"
         mem_style = level_style(d.mem_percent, 80, 95)
-        lines = [_meter("UTIL", d.gpu_util, percent(d.gpu_util).rjust(4), self.util_history, width, "cyan")]
-        if (gpm := gpm_line(d)) is not None:
+        util_value = percent(d.gpu_util).rjust(4)
+        room = value_width([util_value, mem_value], width)
+        lines = [_meter("UTIL", d.gpu_util, util_value, self.util_history, width, "cyan", room)]
+        if (gpm := gpm_line(d, width)) is not None:
             lines.append(gpm)
-        return [*lines, _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style), self._vitals(d)]
+        mem = _meter("MEM", d.mem_percent, mem_value, self.mem_history, width, mem_style, room)
+        return [*lines, mem, self._vitals(d, width)]
 
-    def _vitals(self, d: GpuDevice) -> Line:
+    def _vitals(self, d: GpuDevice, width: int) -> Line:
         power_pct = None if d.power_draw is None or not d.power_limit else 100 * d.power_draw / d.power_limit
         parts: list[tuple[str, str]] = [
             (num(d.temperature, "°C"), level_style(d.temperature, 80, 90)),
@@ -192,26 +237,26 @@ class GpuPanel(LinePanel):
             parts.append(("MIG", "magenta"))
         procs = (d.processes_reason and "procs N/A") or f"{len(d.processes)} proc{'s' if len(d.processes) != 1 else ''}"
         parts.append((procs, "dim"))
-        text = Line()
-        for i, (label, style) in enumerate(parts):
-            if i:
-                text.append("  ")
-            text.append(label, style=style)
-        return text
+        return fit_parts(parts, width)
 
 
-def gpm_line(d: GpuDevice) -> Line | None:
+def gpm_line(d: GpuDevice, width: int = 200) -> Line | None:
     """ "SM active 42%  occupancy 21%  tensor 30%  DRAM 18%" (NVML GPM, Hopper and later: how much of the GPU
     the kernels use, where UTIL is only the time any kernel ran); None where GPM gives nothing."""
     values: list[tuple[str, float | None]] = [("SM active", d.sm_active), ("occupancy", d.sm_occupancy)]
     values += [("tensor", d.tensor_active), ("DRAM", d.dram_active)]
     if all(v is None for _, v in values):
         return None
-    text = Line()
-    for i, (label, value) in enumerate(values):
-        text.append("  " if i else "")
+    text, used = Line(), 0
+    for label, value in values:
+        figure = NA if value is None else f"{value * 100:.0f}%"
+        need = len(label) + 1 + len(figure) + (2 if used else 0)
+        if used + need > width:  # whole figures only
+            break
+        text.append("  " if used else "")
         text.append(f"{label} ", style="dim")
-        text.append(NA if value is None else f"{value * 100:.0f}%", style="dim" if value is None else "cyan")
+        text.append(figure, style="dim" if value is None else "cyan")
+        used += need
     return text
 
 
@@ -266,15 +311,18 @@ class HostPanel(LinePanel):
         if h is None:
             return [Line("sampling…", style="dim")]
         load = " ".join(f"{v:.2f}" for v in h.load) if h.load else NA
-        cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"
+        cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"  # the 15-minute load goes first where room is short
         mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
+        room = value_width([cpu_value, mem_value], width)
         cores = Line(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
-        room = max(0, width - _LABEL - 4 - 28)
-        cores.append(spark_chars(list(h.per_cpu)[:room], min(room, len(h.per_cpu))), "cyan")
+        spark = max(0, width - _LABEL - 4 - 28)
+        cores.append(spark_chars(list(h.per_cpu)[:spark], min(spark, len(h.per_cpu))), "cyan")
         swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total else None
-        cores.append(f"  swap {gib_pair(h.swap_used, h.swap_total)}", style=level_style(swap_pct, 20, 60))
+        swap = f"  swap {gib_pair(h.swap_used, h.swap_total)}"
+        if len(cores.plain) + len(swap) <= width:  # whole, or not at all
+            cores.append(swap, style=level_style(swap_pct, 20, 60))
         return [
-            _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan"),
-            _meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95)),
+            _meter("CPU", h.cpu_percent, cpu_value, self.cpu_history, width, "cyan", room),
+            _meter("MEM", h.mem_percent, mem_value, self.mem_history, width, level_style(h.mem_percent, 80, 95), room),
             cores,
         ]

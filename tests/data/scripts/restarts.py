@@ -1,11 +1,13 @@
 """A 2-rank gloo DDP job for torchrun --max-restarts: in the first attempt rank 1 raises "corrupt record in shard
-7" after --fail-at steps; the restarted attempt resumes from the last checkpoint (every --every steps) and, with
---hold FILE, keeps stepping until FILE exists. Rank 0 shows a tqdm bar over the whole job (initial = the resumed
-step), and prints what it did: "failed at step N", "resumed at step N"."""
+7" after --fail-at steps (with --kill it SIGKILLs itself instead; with --exit N it calls sys.exit(N)); the
+restarted attempt resumes from the last checkpoint (every --every steps) and, with --hold FILE, keeps stepping
+until FILE exists. Rank 0 shows a tqdm bar over the whole job (initial = the resumed step), and prints what it
+did: "failed at step N", "resumed at step N"."""
 
 import argparse
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ parser.add_argument("--ckpt", default="ckpt.txt")
 parser.add_argument("--hold", default="")
 parser.add_argument("--step-ms", type=float, default=20)
 parser.add_argument("--kill", action="store_true", help="rank 1 is SIGKILLed (no exception) instead of raising")
+parser.add_argument("--exit", type=int, default=0, help="rank 1 calls sys.exit(EXIT) instead of raising")
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -57,6 +60,8 @@ while going():
         print(f"failed at step {step}", flush=True)
         if args.kill:
             os.kill(os.getpid(), signal.SIGKILL)
+        if args.exit:
+            sys.exit(args.exit)
         raise RuntimeError("corrupt record in shard 7")
     time.sleep(args.step_ms / 1000)
 bar.close()

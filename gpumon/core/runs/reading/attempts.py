@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PACED = 512  # (t, step) points kept per attempt
+WAITING = 8  # worker_exit events held until their pid's proc_start is folded (a rank that died at its start)
 KEEP = 16  # attempts kept in a summary (the newest): torchrun's restarts are few; a flapping job keeps its last
 
 
@@ -40,6 +41,7 @@ class Attempt:
     ranks: list[int] = field(default_factory=list)  # the ranks that started in it
     exited: list[int] = field(default_factory=list)  # the ranks that reached their exit (phase "exit")
     raised: list[int] = field(default_factory=list)  # the ranks that raised
+    exit: dict[str, Any] | None = None  # torchrun's first failed worker: rank, exitcode, signal, t (worker_exit)
     last_t: float = 0.0  # its latest event
 
     @property
@@ -83,13 +85,19 @@ class Restart:
 class Attempts:
     attempts: dict[int, Attempt] = field(default_factory=dict)
     pids: dict[int, int] = field(default_factory=dict)  # pid -> attempt number (its later events are of it)
+    rank_of: dict[int, int] = field(default_factory=dict)  # pid -> its rank (a worker_exit names a pid)
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # worker_exit events whose pid is not known yet
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         t = event.get("t")
         pid = event.get("pid")
         if not isinstance(t, int | float) or type(pid) is not int:
             return
+        if kind == "worker_exit":  # the supervisor's: its pid is its own, the worker's is worker_pid
+            self._exit(event)
+            return
         if kind == "proc_start":
+            self.rank_of[pid] = rank
             number = event.get("restart")
             number = number if type(number) is int and number >= 0 else 0
             self.pids[pid] = number
@@ -99,6 +107,10 @@ class Attempts:
                 self._trim()
             if rank not in attempt.ranks:
                 attempt.ranks.append(rank)
+            if any(e.get("worker_pid") == pid for e in self.waiting):
+                for held in [e for e in self.waiting if e.get("worker_pid") == pid]:
+                    self.waiting.remove(held)
+                    self._exit(held)
         number = self.pids.get(pid)
         attempt = self.attempts.get(number) if number is not None else None
         if attempt is None:
@@ -141,11 +153,28 @@ class Attempts:
         elif kind == "phase" and event.get("phase") == "exit" and rank not in attempt.exited:
             attempt.exited.append(rank)
 
+    def _exit(self, event: dict[str, Any]) -> None:
+        """torchrun's first failed worker of an attempt (the first said stands: an adopter may read the line again)."""
+        pid, code = event.get("worker_pid"), event.get("exitcode")
+        if type(pid) is not int or type(code) is not int:
+            return
+        number = self.pids.get(pid)
+        if number is None:  # its proc_start is not folded yet (files are read one after another)
+            self.waiting = [*self.waiting, event][-WAITING:]
+            return
+        attempt = self.attempts.get(number)
+        if attempt is not None and attempt.exit is None:
+            at = event.get("at")
+            when = at if isinstance(at, int | float) else event["t"]
+            sig = event.get("signal")
+            attempt.exit = {"rank": self.rank_of[pid], "exitcode": code, "signal": sig, "t": float(when)}
+
     def _trim(self) -> None:
         while len(self.attempts) > KEEP:
             gone = min(self.attempts)
             del self.attempts[gone]
             self.pids = {pid: n for pid, n in self.pids.items() if n != gone}
+            self.rank_of = {pid: r for pid, r in self.rank_of.items() if pid in self.pids}
 
     @property
     def restarts(self) -> int:
@@ -166,7 +195,12 @@ class Attempts:
         return out
 
     def to_state(self) -> dict[str, Any]:
-        return {"list": [asdict(a) for a in self.attempts.values()], "pids": {str(p): n for p, n in self.pids.items()}}
+        return {
+            "list": [asdict(a) for a in self.attempts.values()],
+            "pids": {str(p): n for p, n in self.pids.items()},
+            "rank_of": {str(p): r for p, r in self.rank_of.items()},
+            "waiting": self.waiting,
+        }
 
     @classmethod
     def from_state(cls, state: Any) -> Attempts:
@@ -174,6 +208,8 @@ class Attempts:
         if not isinstance(state, dict):
             return found
         found.pids = {int(p): int(n) for p, n in (state.get("pids") or {}).items()}
+        found.rank_of = {int(p): int(r) for p, r in (state.get("rank_of") or {}).items()}
+        found.waiting = [e for e in state.get("waiting") or () if isinstance(e, dict)][-WAITING:]
         for item in state.get("list") or ():
             try:
                 attempt = Attempt(**item)
@@ -186,14 +222,22 @@ class Attempts:
 def _restart(failed: Attempt, then: Attempt | None) -> Restart:
     from gpumon.core.doctor.ended import peer_lost
 
-    failure = failed.failure
+    failure, ended = failed.failure, failed.exit
     silent = sorted(set(failed.ranks) - set(failed.exited) - set(failed.raised))  # gone without a word: killed
-    if failure is not None and peer_lost(failure["message"]) and silent:
-        failure = None  # the others only lost it: the silent rank is the cause
+    symptom = failure is not None and peer_lost(failure["message"])
+    if ended is not None and (failure is None or (symptom and ended["rank"] not in failed.raised)):
+        failure = None  # torchrun names a rank that raised nothing (killed, sys.exit): before the peers' symptoms
+    elif symptom and silent:
+        failure = ended = None  # the others only lost it: the silent rank is the cause
+    else:
+        ended = None  # an exception says more than its exit code
     if failure is not None:
         said = f"{failure['exc_type']}: {failure['message']}" if failure["message"] else failure["exc_type"]
         what = f"raised {said}"
         when, rank, where = float(failure["t"]), failure["rank"], str(failure["where"])
+    elif ended is not None:  # torchrun's own log: which worker failed first, and how
+        rank, what, where = ended["rank"], exit_words(ended["exitcode"], ended["signal"]), ""
+        when = float(ended["t"])  # torchrun's log time (it polls every 0.1 s), else when the supervisor read it
     else:  # no rank raised: one was killed (a signal leaves no exception) or exited with an error code
         rank = silent[0] if len(silent) == 1 else None
         what = "ended without an exception or an exit (killed by a signal?): torchrun's log in launcher.log says how"
@@ -221,6 +265,11 @@ def _restart(failed: Attempt, then: Attempt | None) -> Restart:
         lost_s=None if lost is None else max(0.0, lost),
         lost_so_far=so_far,
     )
+
+
+def exit_words(exitcode: int, signal: str | None) -> str:
+    """ "was killed by SIGKILL (exit -9)" or "exited with code 3": how torchrun saw a worker end."""
+    return f"was killed by {signal} (exit {exitcode})" if signal else f"exited with code {exitcode}"
 
 
 def restart_line(r: Restart) -> str:

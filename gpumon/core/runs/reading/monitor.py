@@ -28,11 +28,13 @@ if TYPE_CHECKING:  # loaded with the first run not ended: a list of ended runs i
 class RunsMonitor:
     """``refresh()`` once a second; ``summary(run_id)`` for one run with its series (the detail)."""
 
-    def __init__(self, store: RunStore | None = None, adopt: bool = False) -> None:
+    def __init__(self, store: RunStore | None = None, adopt: bool = False, follow: bool = False) -> None:
         """``adopt``: give a run whose supervisor died a new one (not in --readonly), and write the end of
-        a run whose supervisor died with its processes."""
+        a run whose supervisor died with its processes. ``follow``: fold a supervised run's new events here too,
+        so that its step is the one its log shows (the supervisor saves its summary every 2 s)."""
         self.store = store or RunStore()
         self.adopt = adopt
+        self.follow = follow
         self._adopted: set[str] = set()
         self.index = RunIndex(self.store.root)
         self._summaries: dict[str, RunSummary] = {}
@@ -108,8 +110,9 @@ class RunsMonitor:
         if self.adopt and not ended and not supervised and record.status.get("state") != "queued":
             record = self._take_over(record)
             ended = record.status.get("state") in END_STATES
-        # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap).
-        changed = tele.update(events=not tele.final and not supervised)
+        # A supervised run: its supervisor folds the events; reading its summary is enough (and cheap), unless
+        # the reader follows: then its new events are folded from where the summary stopped, each once.
+        changed = tele.update(events=not tele.final and (self.follow or not supervised))
         old = self._summaries.get(run_id)
         if changed or fresh or old is None or old.record.status != record.status:
             summary = summarise(record, tele, watch.update(tele, ended=not record.live))

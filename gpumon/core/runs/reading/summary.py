@@ -218,7 +218,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         ranks=rank_rows(tele),
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
-        reported=tele.reported,
+        reported=tele.reports.latest,
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
 

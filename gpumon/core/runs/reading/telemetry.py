@@ -5,12 +5,12 @@ the latest step, loss, samples/s, the loss curve, exceptions and notes. Series
 are downsampled (``series.py``: min/max/last buckets), so a week-long run costs
 the same memory as an hour.
 
-Two ways to fill it. The run's supervisor folds every event as it arrives and
-saves the result as ``summary.json`` (``save_summary``) every second or two and
-once more at the end. Readers start from that summary and never read the raw
-events the summary already covers: an ended run costs one small file whatever
-its length. Without a summary (an older run, or events written by hand) the
-reader folds the raw events itself, once, from where it stopped.
+The run's supervisor folds every event as it arrives and saves the result as ``summary.json`` (``save_summary``)
+every second or two and at the end. Readers start from that summary and never read the raw events the summary
+already covers: an ended run costs one small file whatever its length. Without a summary (an older run, or events
+written by hand) the reader folds the raw events itself, once, from where it stopped. A reader that must be as
+current as the run's log (the app's Runs table) follows a live run's events on from the summary it started from; a
+later summary then only brings the supervisor's leak verdicts (the events hold the rest), until the final one.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from gpumon.core.events import EventReader
 from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.progress import Progress
-from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
+from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory, largest_rss, peak_memory
+from gpumon.core.runs.reading.reports import Reports
 from gpumon.core.runs.reading.series import Pace, Series
-from gpumon.core.runs.reading.sources import REPORTED, loss_key, number, rank_of, source_of
+from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.reading.use import GpuUse
 from gpumon.core.runs.record.values import NonFinite
@@ -72,9 +73,10 @@ class RunTelemetry:
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
-    reports: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> latest ray.train.report
+    reports: Reports = field(default_factory=Reports)  # each rank's latest ray.train.report (reports.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
+    _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
 
     @property
     def paces(self) -> dict[int, Pace]:
@@ -90,22 +92,16 @@ class RunTelemetry:
         return sum(self.rates.values()) if self.rates else None
 
     def peak_memory(self) -> tuple[int | None, str]:
-        """The largest latest per-rank memory and what it measures ("cuda" or "heap")."""
-        latest = [(m.used.last, m.device) for m in self.memory.values() if m.used.last is not None]
-        if not latest:
-            return None, ""
-        value, device = max(latest, key=lambda x: x[0] or 0)
-        return int(value or 0), "heap" if device == "cpu" else device
+        return peak_memory(self.memory)
 
     def rss(self) -> int | None:
-        """The largest latest resident set of the CPU ranks (what top shows beside the live heap)."""
-        values = [m.reserved.last for m in self.memory.values() if m.device == "cpu" and m.reserved.last is not None]
-        return int(max(values)) if values else None
+        return largest_rss(self.memory)
 
     def update(self, events: bool = True) -> int:
         """Read what is new (a newer summary, then the events after it); returns how many arrived.
 
-        ``events=False``: the summary alone, for readers that let the supervisor fold (the app).
+        ``events=False``: the summary alone, for readers that let the supervisor fold (``gpumon runs``): up to
+        its save interval behind the run. Once events are read, they are followed from where the fold stopped.
         """
         if self.final:
             return 0
@@ -114,6 +110,7 @@ class RunTelemetry:
             return changed
         if self._reader is None:
             self._reader = EventReader(self.run_dir)
+        self._following = True
         new = 0
         for event in self._reader.each():  # chunk by chunk: a run never summarised costs bounded memory
             self.apply(event)
@@ -132,12 +129,24 @@ class RunTelemetry:
             return 0
         if not isinstance(state, dict) or state.get("format") != SUMMARY_FORMAT:
             return 0
+        if self._following and not state.get("final"):
+            return self._verdicts(state, stamp)
         try:
             self._restore(state)
         except (KeyError, TypeError, ValueError):
             return 0  # a summary we cannot read: the events still can be
         self._stamp = stamp
         return max(1, self.events)
+
+    def _verdicts(self, state: dict[str, Any], stamp: tuple[int, int]) -> int:
+        """A newer summary of a run whose events this fold follows: they hold all it says but the supervisor's
+        leak verdicts. Restoring it would take the fold back to where it stopped and read its events again."""
+        self._stamp = stamp
+        leaks = state.get("leaks")
+        if not isinstance(leaks, dict) or leaks == self.recorded_leaks:
+            return 0
+        self.recorded_leaks = dict(leaks)
+        return 1
 
     def to_state(self, final: bool = False) -> dict[str, Any]:
         """Everything the views and the doctor need, and where in each event file it stops."""
@@ -173,7 +182,7 @@ class RunTelemetry:
             "feeding": self.feeding.to_state(),
             "use": self.use.to_state(),
             "attempts": self.attempts.to_state(),
-            "reports": {str(r): v for r, v in self.reports.items()},
+            "reports": self.reports.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -205,7 +214,7 @@ class RunTelemetry:
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.use = GpuUse.from_state(state.get("use"))
         self.attempts = Attempts.from_state(state.get("attempts"))
-        self.reports = {int(r): dict(v) for r, v in (state.get("reports") or {}).items() if isinstance(v, dict)}
+        self.reports = Reports.from_state(state.get("reports"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -216,6 +225,7 @@ class RunTelemetry:
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
         self.attempts.fold(kind, event, rank)
+        self.reports.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":
@@ -274,8 +284,6 @@ class RunTelemetry:
         for key, value in metrics.items():
             if (known := number(value)) is not None and key != "loss":
                 latest[key] = known  # NaN and infinities are values too
-        if source in REPORTED:  # what the script reported, whole, as its trainer keeps it
-            self.reports[rank] = {"source": source, "step": step, "metrics": dict(metrics)}
         key = loss_key(metrics)
         loss = number(metrics.get(key)) if key is not None else None
         if loss is not None:
@@ -295,12 +303,6 @@ class RunTelemetry:
             self.nonfinite.add(step, loss)
         if step is not None and math.isfinite(loss):  # the curve: finite points only
             self.losses.setdefault(rank, Series()).add(step, loss)
-
-    @property
-    def reported(self) -> dict[str, Any] | None:
-        """The latest report of the lowest rank that reports (``ray.train.report``: rank 0's is the one Ray
-        Train keeps in its result): ``{"source", "step", "metrics"}``."""
-        return self.reports[min(self.reports)] if self.reports else None
 
     @property
     def loss_source(self) -> str | None:

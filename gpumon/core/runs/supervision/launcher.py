@@ -78,6 +78,7 @@ def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
     callbacks = [c for c in os.environ.get(TUNE_CALLBACKS_ENV, "").split(",") if c.strip()]
     if TUNE_CALLBACK not in callbacks:
         env[TUNE_CALLBACKS_ENV] = ",".join([*callbacks, TUNE_CALLBACK])
+    env.update(flight_recorder(run_dir, {**os.environ, **env}))
     if spec.uses_torchrun:
         env["GPUMON_TORCHRUN"] = "1"
         env["GPUMON_RANK_LOGS"] = "1"
@@ -85,6 +86,25 @@ def build_env(spec: RunSpec, run_id: str, run_dir: Path) -> dict[str, str]:
         if spec.max_restarts > 0:
             env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"  # gloo restarts hang without it (torch 2.13)
     return env
+
+
+FR_DIR = "fr"
+FR_ENTRIES = "2000"  # the Flight Recorder's ring: its memory is bounded by it (bench/collective_ledger.py)
+
+
+def flight_recorder(run_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """PyTorch's Flight Recorder on in the ranks: each rank's last collectives, dumped as ``fr/rank_<rank>`` in
+    the run's folder (what ``fr_trace`` reads) when NCCL times out (``TORCH_NCCL_DUMP_ON_TIMEOUT``, with each
+    one's duration: set only where a GPU may be visible). A variable the user set stays theirs. Gloo has no
+    dump on timeout: there the verdict comes from gpumon's own ledger (``core/collective_ledger.py``)."""
+    wanted = {"TORCH_FR_BUFFER_SIZE": FR_ENTRIES, "TORCH_FR_DUMP_TEMP_FILE": str(run_dir / FR_DIR / "rank_")}
+    with contextlib.suppress(OSError):  # torch writes its dumps there and makes no folder (fr_trace reads it whole)
+        os.makedirs(run_dir / FR_DIR, mode=0o700, exist_ok=True)
+    if env.get("CUDA_VISIBLE_DEVICES") != "":
+        wanted.update(TORCH_NCCL_DUMP_ON_TIMEOUT="1", TORCH_NCCL_ENABLE_TIMING="1")
+    if "TORCH_NCCL_TRACE_BUFFER_SIZE" in env:  # its older name: the user's
+        wanted.pop("TORCH_FR_BUFFER_SIZE")
+    return {key: value for key, value in wanted.items() if key not in env}
 
 
 def other_node_commands(spec: RunSpec, run_id: str) -> list[list[str]]:

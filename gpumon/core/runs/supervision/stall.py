@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import psutil
 
 from gpumon.core.alerts.text import clip
-from gpumon.core.doctor import hang
+from gpumon.core.doctor import hang, stuck
 from gpumon.core.doctor.stall_text import stall_advice
 from gpumon.core.events import EventWriter
 from gpumon.core.format import duration
@@ -220,7 +220,11 @@ class StallWatch:
             "blame": hang.blamed(places),  # the ranks the others wait for
             "stacks": f"stacks/stall-{self.seq}.txt",
             "seq": self.seq,
+            **stuck.judge(owner.run_dir, {pid: rank for rank, pid in {**ended, **pids}.items()}, _waits(places)),
         }
+        odd = stall.get("collective")
+        if odd:  # each rank's last collective names the collective and the odd rank out: that is the headline
+            stall.update(headline=odd["headline"], blame=odd["ranks"])
         owner.events.write("stall", **stall)
         fields: dict[str, Any] = {"stall": stall}
         if owner.status.get("state") == "running":
@@ -229,7 +233,7 @@ class StallWatch:
         idle = f"no step for {duration(now - self.since)}" if overdue else "a rank is stopped"
         at = f" at step {step}" if step is not None else ""
         fix = stall_advice(stall)  # the doctor's first fix joins the alert whole
-        said = clip(f"stalled{at}: {idle}; {head or '; '.join(where)}", 400)  # at a word, never inside one
+        said = clip(f"stalled{at}: {idle}; {odd['alert'] if odd else head or '; '.join(where)}", 400)  # at a word
         owner.alert(said, "stalled", **({"fix": fix_words(fix[0])} if fix else {}))
 
     def _end(self, owner: Owner, now: float) -> None:
@@ -243,6 +247,11 @@ class StallWatch:
         if owner.status.get("state") == "stalled":
             fields["state"] = "running"
         owner.save(**fields)
+
+
+def _waits(places: list[hang.RankWhere]) -> dict[int, str]:
+    """rank -> "waits in next_batch at data.py:88 (time.sleep)", for the ranks whose stack came back."""
+    return {p.rank: p.text.removeprefix(f"rank {p.rank} ") for p in places if p.status == "waits" and p.text}
 
 
 def _rank_pids(fold: RunTelemetry, known: dict[int, float]) -> tuple[dict[int, int], dict[int, int]]:

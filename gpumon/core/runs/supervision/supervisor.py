@@ -42,6 +42,7 @@ from gpumon.core.runs.supervision.reserve import reserve, write_end
 from gpumon.core.runs.supervision.runner import Runner, become_subreaper
 from gpumon.core.runs.supervision.stall import StallWatch, tidy
 from gpumon.core.runs.supervision.tracking import Tracking
+from gpumon.core.runs.supervision.worker_exits import WorkerExits
 from gpumon.core.safefs import open_own
 
 END_PATIENCE_S = 24 * 3600.0  # how long a supervisor waits for disk space to write its run's end
@@ -73,6 +74,8 @@ class Supervisor(Tracking):
         self.input_alerted = False
         self.gpus = GpuIdleCheck()  # ranks holding GPU memory on an idle GPU (gpu_idle.py)
         self.stalls = StallWatch()  # ranks that stop stepping: state stalled, their stacks, one alert (stall.py)
+        # torchrun's line naming the worker that failed first (a killed rank says nothing itself): worker_exits.py
+        self.exits = WorkerExits(run_dir) if self.command.get("env", {}).get("GPUMON_TORCHRUN") else None
         self.summary_error: str | None = None
         self.dropped: dict[str, list[int]] = {}  # log name -> [bytes lost to a full disk, of them unsaid]
         self.unsaved: str | None = None  # why status.json could not be written (ENOSPC); retried
@@ -218,6 +221,8 @@ class Supervisor(Tracking):
         """Fold the new events, ask for a census when memory grows (census_ask.py), raise what alarms, save
         summary.json."""
         try:
+            if self.exits is not None:  # before the fold: a restart's alert names the rank torchrun named
+                self.exits.poll(self.events)
             changed = self.fold.update()
             states = self.watch.update(self.fold)  # judged against the run's expected end (doctor/horizon.py)
         except OSError as err:  # a full disk: training goes on; the summary catches up when it can

@@ -1,40 +1,35 @@
 """The GPUs view (the monitor): the host panel, a panel per GPU and the process table.
 
 Fed by the app: each sample (``sample``) and each change of the runs' pid
-map (``runs_changed``). Signals go to the selected process on keys that mean
-nothing else anywhere: T SIGTERM, K SIGKILL, I SIGINT, each confirmed.
+map (``runs_changed``). What it does to the selected process (signals, nice) is in
+process_actions.py, its search and filter boxes in boxes.py.
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterable, Mapping
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.css.query import NoMatches
-from textual.events import Key, Resize
-from textual.widgets import Input, Static
+from textual.events import Resize
+from textual.widgets import Static
 
 from gpumon.core.doctor.leak import LeakState
 from gpumon.core.format import size
 from gpumon.core.gpu.idle import HeldIdle
 from gpumon.core.history import History
 from gpumon.core.model import GpuDevice, Snapshot
-from gpumon.core.signals import send_signal
-from gpumon.tui.view import SIGNALS_OFF, AppContext, Command, View
+from gpumon.tui.view import AppContext, Command, View
+from gpumon.tui.views.gpus.boxes import Boxes, FilterBox, SearchBox
 from gpumon.tui.views.gpus.gpu_list import GpuList, no_gpu_text
+from gpumon.tui.views.gpus.process_actions import ProcessActions
+from gpumon.tui.views.gpus.settings import Panels, SettingsScreen, gpus_settings
 from gpumon.tui.widgets.gpu_panels import GpuPanel, HostPanel
 from gpumon.tui.widgets.process_table import SORT_KEYS, ProcessTable
 from gpumon.tui.widgets.render import short_run_id
-from gpumon.tui.widgets.screens import ChoiceScreen, ask_signal
-
-# htop's F9 list, the signals a person sends to a training process, by number as htop shows them
-KILL_MENU = [
-    (sig.name, f"{int(sig):>2} {sig.name}")
-    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP, signal.SIGSTOP, signal.SIGCONT)
-] + [(s.name, f"{int(s):>2} {s.name}") for s in (signal.SIGUSR1, signal.SIGUSR2)]
+from gpumon.tui.widgets.screens import ChoiceScreen
 
 
 def gpu_warning(
@@ -55,7 +50,7 @@ def gpu_warning(
     return state.state, f"▲ run {short_run_id(run_id)}: memory {what} +{size(state.slope)}/it"
 
 
-class GpusView(View, Vertical):
+class GpusView(Boxes, ProcessActions, View, Vertical):
     NAME = "gpus"
     TITLE = "GPUs"
     KEYS = "g,alt+g"
@@ -118,6 +113,11 @@ class GpusView(View, Vertical):
         Binding(
             "f9", "kill_menu", "kill", show=False, id="kill_menu", tooltip="pick a signal for the selected process"
         ),
+        Binding("f2", "setup", "setup", show=False, id="setup", tooltip="settings: the refresh interval, the panels"),
+        Binding(
+            "f7", "nice(-1)", "nice -", show=False, id="nice_down", tooltip="nice the process down (higher priority)"
+        ),
+        Binding("f8", "nice(1)", "nice +", show=False, id="nice_up", tooltip="nice value up (lower priority)"),
         Binding("c", "compact", "compact", show=False, id="compact", tooltip="one line per GPU (on/off)"),
         Binding("T", "signal('SIGTERM')", "SIGTERM", id="terminate", tooltip="send SIGTERM to the selected process"),
         Binding("K", "signal('SIGKILL')", "SIGKILL", id="kill", tooltip="send SIGKILL to the selected process"),
@@ -133,8 +133,8 @@ class GpusView(View, Vertical):
         self._pending: Snapshot | None = None
 
     def on_mount(self) -> None:
-        self.query_one("#process-filter").display = False
-        self.query_one("#process-search").display = False
+        self.query_one(FilterBox).display = False
+        self.query_one(SearchBox).display = False
         self.shown()
 
     def on_resize(self, event: Resize) -> None:
@@ -155,14 +155,8 @@ class GpusView(View, Vertical):
     def compose(self) -> ComposeResult:
         yield HostPanel()
         yield GpuList(id="gpus")
-        yield Input(
-            placeholder="filter processes: words of the PID, user or command (as you type; escape clears)",
-            id="process-filter",
-            select_on_focus=False,  # the filter shown again: typing adds words
-        )
-        yield Input(
-            placeholder="search: words of the PID, user or command (F3: next; escape ends)", id="process-search"
-        )
+        yield FilterBox()
+        yield SearchBox()
         yield ProcessTable()
 
     # -- the feeds ---------------------------------------------------------------
@@ -224,6 +218,7 @@ class GpusView(View, Vertical):
         if self.selected not in self._indexes:
             self.selected = self._indexes[0]
         self._mark_selected()
+        gpus.call_after_refresh(gpus.say_hidden)
 
     def _mark_selected(self) -> None:
         for panel in self.query(GpuPanel):
@@ -271,61 +266,6 @@ class GpusView(View, Vertical):
     def action_sort_step(self, step: int) -> None:
         self.query_one(ProcessTable).step_sort(step)
 
-    def action_filter(self) -> None:
-        box = self.query_one("#process-filter", Input)
-        box.value = self.query_one(ProcessTable).filter_text
-        box.display = True
-        box.focus()
-        box.cursor_position = len(box.value)
-
-    def action_search(self) -> None:
-        box = self.query_one("#process-search", Input)
-        if box.display and box.value.strip():  # F3 again, as in htop: the next match
-            self._find(box.value, after=True)
-            return
-        box.display = True
-        box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:  # both boxes act as you type, as in htop
-        event.stop()
-        if event.input.id == "process-filter":
-            self.query_one(ProcessTable).set_filter(event.value)
-        elif event.input.id == "process-search" and event.value.strip():
-            self._find(event.value, after=False)
-
-    def _find(self, text: str, after: bool) -> None:
-        box = self.query_one("#process-search", Input)
-        found = self.query_one(ProcessTable).find(text.lower().split(), after)
-        box.set_class(not found, "-no-match")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        if event.input.id == "process-search":
-            self._find(event.value, after=True)
-            return
-        self._set_filter(event.value)
-
-    def on_key(self, event: Key) -> None:
-        if event.key != "escape":
-            return
-        box = self.query_one("#process-filter", Input)
-        search = self.query_one("#process-search", Input)
-        if box.has_focus:
-            event.stop()
-            box.value = ""
-            self._set_filter("")
-        elif search.has_focus:
-            event.stop()
-            search.value = ""
-            search.display = False
-            self.query_one(ProcessTable).focus()
-
-    def _set_filter(self, text: str) -> None:
-        table = self.query_one(ProcessTable)
-        table.set_filter(text)
-        self.query_one("#process-filter").display = False  # the table's title shows the filter
-        table.focus()
-
     def action_sort_menu(self) -> None:
         table = self.query_one(ProcessTable)
         choices = [(key, key) for key in SORT_KEYS]
@@ -335,19 +275,6 @@ class GpusView(View, Vertical):
                 table.sort_by(key)
 
         self.app.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), picked)
-
-    def action_kill_menu(self) -> None:
-        if self.refused(SIGNALS_OFF):
-            return
-        if self.query_one(ProcessTable).selected() is None:
-            self.action_signal("SIGTERM")  # says why nothing can be signalled
-            return
-
-        def picked(name: str | None) -> None:
-            if name is not None:
-                self.action_signal(name)
-
-        self.app.push_screen(ChoiceScreen("Send signal", KILL_MENU, "SIGTERM"), picked)
 
     def action_tree(self) -> None:
         self.query_one(ProcessTable).toggle_tree()
@@ -361,31 +288,22 @@ class GpusView(View, Vertical):
         self.query_one(GpuList).border_title = "GPUs" if compact else None
         self._mark_selected()
 
+    def action_setup(self) -> None:
+        """F2, htop's Setup: the settings in effect, where each comes from; the interval and the panels change live."""
+        table, app = self.query_one(ProcessTable), self.app
+        panels = Panels(table, lambda: self.has_class("-compact"), self.action_compact, self.action_toggle_all)
+        sampler = app.sampler  # type: ignore[attr-defined]
+        app.push_screen(SettingsScreen(gpus_settings(panels, sampler, self.context.readonly, app.keymap)))  # type: ignore[attr-defined]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While a box has the focus, the footer shows its own keys (what enter and escape do there), not the view's
+        (typed, they go into the box); F3 stays: in the search box it finds the next match."""
+        return action == "search" or not self._box_focused()
+
     def action_toggle_all(self) -> None:
         table = self.query_one(ProcessTable)
         table.show_all = not table.show_all
         self._show_processes()
-
-    def action_signal(self, name: str) -> None:
-        if self.refused(SIGNALS_OFF):
-            return
-        table = self.query_one(ProcessTable)
-        proc = table.selected()
-        if proc is None:
-            parent = table.tree_mode and table.selected_key() is not None  # a parent row of the tree
-            what = "Signals go to GPU processes: select one, not a parent" if parent else "Select a process first"
-            self.notify(f"{what} (tab to the process table)", severity="warning", markup=False)
-            return
-        sig = signal.Signals[name]
-        if proc.simulated:  # never signalled: say so now, not after a question whose answer changes nothing
-            self.notify(send_signal(proc, sig).message, severity="warning", timeout=6, markup=False)
-            return
-
-        def send() -> None:
-            outcome = send_signal(proc, sig)
-            self.notify(outcome.message, severity="information" if outcome.ok else "error", timeout=6, markup=False)
-
-        ask_signal(self.app, proc, name, send)
 
     def commands(self) -> Iterable[Command]:
         yield Command(

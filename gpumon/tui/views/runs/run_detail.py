@@ -89,6 +89,8 @@ def info_text(summary: RunSummary | None) -> Text:
     stall = record.status.get("stall")
     if isinstance(stall, dict) and summary.state == "stalled":  # where each rank waits: the script's words, plain
         line.append(f"\n{visible(stall_headline(stall))}", style="yellow")
+        for said in stall.get("collectives") or ():  # each rank's last collective (core/doctor/stuck.py)
+            line.append(f"\n  {visible(str(said))}", style="dim")
     error = error_text(summary)
     if error is not None:
         line.append("\n")

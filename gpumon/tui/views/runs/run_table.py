@@ -8,12 +8,12 @@ comes first and other hosts' runs are rows too, keyed "HOST:RUN" (remote.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from rich.text import Text
 
-from gpumon.core.format import duration, elide, size
-from gpumon.core.format import loss as loss_value
+from gpumon.core.format import count_fit, duration, elide, loss_fit, size
 from gpumon.core.runs.reading.progress import progress_text, quiet_short, rate_text
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
@@ -31,7 +31,8 @@ KIND_WIDTH = max(len(kind) for kind in KINDS)  # "model-parallel" whole
 STATUS_WIDTH = len("unsupervised")  # the longest state
 PROGRESS_WIDTH = len("37% 23h59m")  # progress and ETA (progress.py)
 SPEED_WIDTH = len("12.3 it/s")  # the rate: it/s, or s/it when a step takes more than a second
-LOSS_WIDTH = len("-2.32e-06")  # the longest loss format.loss writes (3 significant digits)
+LOSS_WIDTH = len("-2.32e-06")  # the longest loss format.loss writes (3 significant digits): LOSS always has it,
+# so that the columns never move as the loss goes from 12.3 to 0.000123 to nan (issue 50); longer ones are fitted
 DROP = ("rate", "speed", "progress")  # what a narrower terminal leaves out next, in order (named in the title)
 PROGRAM_MIN = 10  # PROGRAM takes the room left, at least this (longer labels end in "…")
 WIDE: Columns = (
@@ -66,6 +67,8 @@ HOST: Columns = (("host", "HOST", 10),)
 Row = RunSummary | RemoteRun | HostNote
 
 
+Widths = Mapping[str, int]
+WIDE_WIDTHS: Widths = MappingProxyType({key: width for key, _, width in WIDE})  # STEP, SAMPLES/S fit theirs
 MFU: Columns = (("mfu", "MFU", 5),)  # after SAMPLES/S once a run counted its FLOPs (core/runs/reading/use.py)
 
 
@@ -80,15 +83,15 @@ def fit_for(
     hosts: bool = False,
     kind_width: int = KIND_WIDTH,
     status_width: int = STATUS_WIDTH,
-    loss_width: int = LOSS_WIDTH,
     mfu: bool = False,
 ) -> tuple[Columns, tuple[str, ...]]:
     """The richest column set that fits ``width`` terminal columns (cell padding, border, scrollbar), and the
     headers it leaves out; ``hosts``: a HOST column first (the app watches a fleet). KIND and STATUS are as wide
-    as the longest value shown (``kind_width``, ``status_width``), LOSS too (``loss_width``): never cut, and no
-    wider than needed. ``mfu``: a run counted its FLOPs, so an MFU column (the first to go where room lacks)."""
+    as the longest value shown (``kind_width``, ``status_width``): never cut, and no wider than needed. The
+    numbers' columns have fixed widths, their values fitted (count_fit, loss_fit). ``mfu``: a run counted its
+    FLOPs, so an MFU column (the first to go where room lacks)."""
     first = HOST if hosts else ()
-    sized = {"kind": kind_width, "status": status_width, "loss": loss_width}
+    sized = {"kind": kind_width, "status": status_width}
     room = width - 3
     add: Callable[[Columns], Columns] = _with_mfu if mfu else (lambda columns: columns)
     first_drop: tuple[str, ...] = ("mfu",) if mfu else ()
@@ -118,20 +121,18 @@ def any_mfu(items: list[Row]) -> bool:
     return False
 
 
-def value_widths(items: list[Row]) -> tuple[int, int, int]:
-    """The widths of KIND, STATUS and LOSS for these rows: their longest kind, state and loss as format.loss
-    writes it (at least 8, "pipeline", "finished"; a host's note is laid over these cells too)."""
-    kinds, states, losses = [8], [8], [len("LOSS")]
+def value_widths(items: list[Row]) -> tuple[int, int]:
+    """The widths of KIND and STATUS for these rows: their longest kind and state (at least 8, "pipeline",
+    "finished"; a host's note is laid over these cells too)."""
+    kinds, states = [8], [8]
     for item in items:
         if isinstance(item, RunSummary):
             kinds.append(len(item.record.spec.kind))
             states.append(len(item.state_label))
-            losses.append(len(loss_value(item.loss)))
         elif isinstance(item, RemoteRun):
             kinds.append(len(str(item.row.get("kind") or "")))
             states.append(len(item.state))
-            losses.append(len(loss_value(metric_value(item.row.get("loss")))))
-    return min(max(kinds), KIND_WIDTH), max(states), max(losses)
+    return min(max(kinds), KIND_WIDTH), max(states)
 
 
 def growth_marker(slope: float, width: int = MEMORY_WIDTH) -> str:
@@ -157,8 +158,8 @@ def loss_key(loss: float | None) -> float:
 
 
 def loss_text(loss: float | None) -> Text:
-    """The loss, right-aligned; nan/inf in the warning style (a span: update-by-diff compares spans)."""
-    return Text.assemble((loss_value(loss), NONFINITE_STYLE if is_nonfinite(loss) else ""), justify="right")
+    """The loss, right-aligned, fitted to LOSS; nan/inf in the warning style (a span: update-by-diff compares spans)."""
+    return Text.assemble((loss_fit(loss, LOSS_WIDTH), NONFINITE_STYLE if is_nonfinite(loss) else ""), justify="right")
 
 
 def right(value: str, style: str = "") -> Text:
@@ -177,9 +178,10 @@ def common_cells(
     loss: float | None,
     rate: float | None,
     progress: tuple[float | None, float | None, float | None] = (None, None, None),
+    wide: Widths = WIDE_WIDTHS,
 ) -> dict[str, SortCell]:
     """The cells a run of this machine and one of another host show alike; ``progress``: (progress 0..1,
-    ETA seconds, seconds per step)."""
+    ETA seconds, seconds per step); ``wide``: the columns' widths (STEP and SAMPLES/S fit theirs)."""
     done, eta, per_step = progress
     return {
         "progress": SortCell(-1.0 if done is None else done, right(progress_text(done, eta))),
@@ -187,13 +189,13 @@ def common_cells(
         "kind": SortCell(kind, Text(kind)),
         "status": SortCell(state, Text(state, style=STATE_STYLE.get(state.split()[0] if state else "", ""))),
         "elapsed": SortCell(elapsed or 0.0, right(duration(elapsed) if elapsed is not None else "")),
-        "step": SortCell(step or -1, right("" if step is None else str(step))),
+        "step": SortCell(step or -1, right("" if step is None else count_fit(step, wide["step"]))),
         "loss": SortCell(loss_key(loss), loss_text(loss)),
-        "rate": SortCell(rate, right("" if rate is None else f"{rate:.0f}")),
+        "rate": SortCell(rate, right("" if rate is None else count_fit(rate, wide["rate"]))),
     }
 
 
-def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCell]:
+def run_cells(s: RunSummary, id_width: int, host: str = "", wide: Widths = WIDE_WIDTHS) -> dict[str, SortCell]:
     record = s.record
     leak = s.leak
     warn = leak_style(leak) or ("yellow" if s.warnings and record.live else "")  # slow: the doctor says why
@@ -205,7 +207,7 @@ def run_cells(s: RunSummary, id_width: int, host: str = "") -> dict[str, SortCel
     cells = {
         # a span, not Text(style=): Text equality ignores its base style, and update-by-diff compares cells
         "id": SortCell((record.created, s.id), Text.assemble((shown_id(s.id, id_width), warn))),
-        **common_cells(record.spec.kind, s.state_label, record.elapsed(), s.step, s.loss, s.samples_per_s, shown),
+        **common_cells(record.spec.kind, s.state_label, record.elapsed(), s.step, s.loss, s.samples_per_s, shown, wide),
         "memory": SortCell(s.memory or -1, memory),
         "mfu": mfu_cell(s.use.get("mfu")),
         "program": SortCell(program_label(record.spec), Text(program_label(record.spec))),
@@ -222,7 +224,7 @@ def quiet_status(cells: dict[str, SortCell], state: str, quiet_s: float | None, 
     return cells
 
 
-def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
+def remote_cells(run: RemoteRun, id_width: int, wide: Widths = WIDE_WIDTHS) -> dict[str, SortCell]:
     """A row of another host's ``gpumon runs --json``: the same columns, from its fields."""
     row = run.row
 
@@ -235,7 +237,7 @@ def remote_cells(run: RemoteRun, id_width: int) -> dict[str, SortCell]:
     cells = {
         "id": SortCell((started, run.id), Text(visible(shown_id(run.id, id_width)))),
         **common_cells(kind, visible(run.state), run.elapsed(), None if step is None else int(step),
-                       num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s"))),
+                       num("loss"), num("samples_per_s"), (num("progress"), num("eta_s"), num("step_time_s")), wide),
         "memory": SortCell(memory or -1, right("" if memory is None else size(int(memory)))),
         "mfu": mfu_cell(num("mfu")),
         "program": SortCell(run.program(), Text(visible(run.program()))),  # another host's words
@@ -268,11 +270,12 @@ def mfu_cell(mfu: float | None) -> SortCell:
 
 
 def row_cells(item: Row, columns: Columns, id_width: int, local: str) -> dict[str, SortCell]:
+    wide = {**WIDE_WIDTHS, **{key: width for key, _, width in columns}}  # a column left out: its cells unseen
     if isinstance(item, RemoteRun):
-        return remote_cells(item, id_width)
+        return remote_cells(item, id_width, wide)
     if isinstance(item, HostNote):
         return note_cells(item, columns)
-    return run_cells(item, id_width, local)
+    return run_cells(item, id_width, local, wide)
 
 
 MARK = "● "  # a run marked for comparison (space), as htop's tagged processes

@@ -1,10 +1,9 @@
 """The Runs view: the run list (run_table.py) over the selected run's detail (run_detail.py).
 
-The feeds' reader thread (tui/reader.py, shared with the Alerts view) reads the state dir every second, shown or not
-(``RunsMonitor.refresh``, the pid map, the selected log) and posts one ``RunsRefreshed``
-when what it read changed, which the app also hands on as the runs feed; the event loop
-never touches run files. Launch and stop
-run in thread workers too; both ask first (n opens the form; T stop, K kill).
+The feeds' reader thread (tui/reader.py, shared with the Alerts view) reads the state dir every second, shown or not,
+and 4 times a second while it shows a live run (``RunsMonitor.refresh``, the pid map, the selected log); it posts one
+``RunsRefreshed`` when what it read changed, which the app also hands on as the runs feed; the event loop never
+touches run files. Launch and stop run in thread workers too; both ask first (n opens the form; T stop, K kill).
 With a fleet, other hosts' runs are rows too, read and acted on through ssh (remote.py).
 """
 
@@ -27,6 +26,7 @@ from gpumon.tui.view import AppContext, Command, View
 from gpumon.tui.views.runs.compare import MIN_RUNS, ComparedRuns, CompareScreen, Comparison
 from gpumon.tui.views.runs.feed import ASK, Ask, Read, RunsFeed
 from gpumon.tui.views.runs.launching import Launching
+from gpumon.tui.views.runs.live_pace import REFRESH_S, LivePace
 from gpumon.tui.views.runs.log_parts import StreamedLog
 from gpumon.tui.views.runs.log_screen import LogScreen
 from gpumon.tui.views.runs.newest import NewRuns
@@ -39,11 +39,10 @@ from gpumon.tui.views.runs.run_table import RunTable
 from gpumon.tui.widgets.log_view import LogView
 from gpumon.tui.widgets.screens import ChoiceScreen
 
-REFRESH_S = 1.0
 PAGE = 500  # rows in the table at most: the newest that match the filter
 
 
-class RunsView(Launching, Queueing, View, Vertical):
+class RunsView(Launching, Queueing, LivePace, View, Vertical):
     """The list over the detail. Owns the runs worker, which also feeds the GPU view's RUN column."""
 
     NAME = "runs"
@@ -113,6 +112,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.comparison = Comparison()  # the runs marked (space) and compared (c)
         self.log_scale = False  # the loss charts' y axis is log10 (y)
         self.new_runs = NewRuns()
+        self._start_pace()  # live_pace.py
 
     def compose(self) -> ComposeResult:
         yield RunTable()
@@ -136,6 +136,7 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.remote.follow_log(self.selected_id)  # hidden: none
 
     def hidden(self) -> None:
+        self._pace()
         self.poll()  # no log read for nobody
 
     def _post(self, read: Read) -> None:
@@ -168,6 +169,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             self._listed = message.summaries
             self.summaries = {s.id: s for s in message.summaries}
             self._live = sum(1 for s in message.summaries if s.record.live)
+            self._pace()
             self._select_new(self.new_runs.appeared(message.summaries))
         if not self.display and self._built:
             self._stale = True  # hidden: drawn when shown again (showing), not every second for nobody
@@ -185,7 +187,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             # the choice stays the one asked for: a DDP run's launcher.log is there before rank0.log, and the
             # fallback to it must not stick (the pane would stay on torchrun's banner once rank 0 writes)
             self.log_choices = tail.choices
-            self.query_one(RunDetail).show_log(tail)
+            self.tail_read(tail)
 
     def showing(self) -> None:
         if self._stale and self._listed is not None:  # the rows as last read (within a second), in the key's frame
@@ -193,6 +195,7 @@ class RunsView(Launching, Queueing, View, Vertical):
             self._show(self._listed)
 
     def shown(self) -> None:
+        self._pace()
         self.poll()
 
     def _select_new(self, run_id: str | None) -> None:
@@ -238,12 +241,12 @@ class RunsView(Launching, Queueing, View, Vertical):
         self.context.selected_host = None
         if run_id != self.selected_id:
             self.selected_id = self.context.selected_run = run_id
-            self.log_choice, self.log_choices = 0, ()
+            self.log_choice, self.log_choices, self._tail = 0, (), None
             detail.show(self._with_series(run_id))
             detail.show_log(None)
             self.poll()
         else:
-            detail.show(self._with_series(run_id))
+            self.detail_read()  # live_pace.py: a live run's once a second
 
     def _with_series(self, run_id: str | None) -> RunSummary | None:
         """The run for the detail: with its series once the worker read them (an ended run's come apart)."""
