@@ -360,6 +360,7 @@ _SERIAL = {
     "test_slurm.py", "test_slurm_fleet.py", "test_ray_fleet.py", "test_tune.py", "test_tune_search.py",
     "test_tune_launch.py", "test_shipped_searches.py", "test_tmux.py", "test_tmux_fleet.py", "test_tmux_gpus.py",
     "test_tmux_queue.py", "test_tmux_runs.py", "test_tmux_typeahead.py", "test_stalls.py", "test_quick_escape.py",
+    "test_ray_train.py",
 }  # fmt: skip
 
 

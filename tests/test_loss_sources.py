@@ -178,3 +178,30 @@ def test_a_loss_of_negative_zero_reads_0_not_minus_0(gpumon: Gpumon, tmp_path: P
     assert row["status"] == "finished" and row["step"] == 5 and row["loss"] == 0, row
     [line] = [line for line in gpumon("runs").stdout.splitlines() if line.startswith(run_id)]
     assert " 0.00 " in line and "-0.00" not in line, line
+
+
+def test_a_ray_train_report_is_kept_whole_through_the_summary_the_index_and_the_detail(tmp_path: Path) -> None:
+    from gpumon.tui.views.runs.run_detail import info_text
+
+    tele = RunTelemetry(tmp_path)
+    tele.apply(metrics(8, {"loss": 3.0}, "backward", src="rank1"))
+    tele.apply(metrics(8, {"train_loss": 2.5, "[red]acc": 0.5}, "ray.train", src="rank1"))
+    tele.apply(metrics(8, {"loss": 4.0}, "backward"))
+    tele.apply(metrics(8, {"epoch": 0.0, "train_loss": 2.25, "[red]acc": 0.51}, "ray.train"))
+    tele.apply(metrics(9, {"loss": 1.0}, "backward"))  # a step after the report: the report is still the loss
+    # rank 0's report, as Ray Train's result keeps it; its train_loss outranks the backward root
+    assert tele.reports.latest == {
+        "source": "ray.train",
+        "step": 8,
+        "metrics": {"epoch": 0.0, "train_loss": 2.25, "[red]acc": 0.51},
+    }
+    assert (tele.metrics["loss"], tele.loss_source) == (2.25, "ray.train")
+    save_summary(tele)
+    again = RunTelemetry(tmp_path)
+    again.update(events=False)
+    record = RunRecord(id="r1", dir=tmp_path, spec=RunSpec(kind="script", program="x.py"), status={})
+    back = from_row(tmp_path, json.loads(json.dumps(to_row(summarise(record, again)))))
+    assert back is not None and back.reported == tele.reports.latest
+    shown = info_text(back).plain  # the script's names as text, never markup
+    assert "ray.train.report at step 8: epoch 0 · train_loss 2.25 · [red]acc 0.51" in shown
+    assert "loss from ray.train.report" in shown

@@ -102,6 +102,7 @@ def run_doc(summary: RunSummary, host: str, extra: dict[str, Any], series: bool)
         "exception": summary.exception,
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),  # each failed attempt (attempts.py Restart)
+        "reported": summary.reported,  # the latest ray.train.report (rank 0's)
         "ranks": ranks,
         "stall": summary.record.status.get("stall"),  # while stalled: where each rank waits, its last collective
         **extra,

@@ -29,6 +29,7 @@ _configured: tuple[str, str] | None = None
 _loss_logged: int | None = None  # the pid whose script reported its own loss
 _limit: MetricsLimit | None = None
 _steps: Callable[[], int] | None = None  # the step hook's count in this process (steps.py), once torch is in
+_flush_steps: Callable[[], None] | None = None  # records the step hook's last step now (steps.py)
 
 
 def rank() -> int:
@@ -114,11 +115,19 @@ def plan(steps: int, done: int = 0) -> None:
         w.write("plan", steps=steps, done=done if type(done) is int and done > 0 else 0)
 
 
-def count_steps(counter: Callable[[], int]) -> None:
+def count_steps(counter: Callable[[], int], flush: Callable[[], None] | None = None) -> None:
     """The step hook's count of this process's optimizer steps (steps.py): framework hooks write it beside their
-    own count, so a reader sees whether that count moves one for one with the steps (its unit)."""
-    global _steps
-    _steps = counter
+    own count, so a reader sees whether that count moves one for one with the steps (its unit). ``flush``
+    records the last step now, where the rate limit held it back."""
+    global _steps, _flush_steps
+    _steps, _flush_steps = counter, flush
+
+
+def flush_steps() -> None:
+    """Record this process's last step now: a framework whose workers end without running ``atexit`` (Ray
+    Train's) calls it at each report, so the run's step count ends exact."""
+    if _flush_steps is not None:
+        _flush_steps()
 
 
 def steps_taken() -> int | None:

@@ -44,7 +44,6 @@ class Clock:
         self.started: dict[str, Any] | None = None  # the last collective entered
         self.finished: dict[str, Any] | None = None  # the last one that returned
         self.ledger: Ledger | None = None  # the same two, where the supervisor reads them (coll_ledger.py)
-
         self.cpu = time.process_time()  # this process's CPU seconds at the last take_cpu
 
     def take(self) -> tuple[float, float]:

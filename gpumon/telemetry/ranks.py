@@ -2,9 +2,9 @@
 
 Every Python process of a run has the bootstrap's hooks, but only one that steps (or calls
 ``telemetry.log``) opens an event file; DataLoader workers and launchers never do. Its
-rank is, in this order: its process group's rank (``torch.distributed.get_rank()``),
-``RANK``, ``LOCAL_RANK``, or else the lowest index of the run never claimed. Each rank is
-claimed in ``<run dir>/ranks/<N>`` (a file holding the pid, created with ``O_EXCL``): a
+rank is, in this order: its process group's rank (``torch.distributed.get_rank()``), a Ray
+Train worker's world rank, ``RANK``, ``LOCAL_RANK``, or else the lowest index of the run never
+claimed. Each rank is claimed in ``<run dir>/ranks/<N>`` (a file holding the pid, created with ``O_EXCL``): a
 number held by another live process is never taken twice, so a child that inherited its
 parent's ``RANK`` gets a free index instead; a dead holder's ``RANK`` is taken over (a restart). Nothing here
 imports torch: ``torch.distributed`` is read from ``sys.modules``.
@@ -24,6 +24,7 @@ from typing import Any
 
 from gpumon.core.events import EventWriter
 from gpumon.core.safefs import private_dirs, write_atomic
+from gpumon.telemetry import ray_workers
 from gpumon.telemetry.limits import read_limits
 
 CLAIMS_DIR = "ranks"
@@ -59,8 +60,7 @@ def decided() -> Identity | None:
 def decide(run_dir: str | None) -> Identity:
     global _identity
     pid = os.getpid()
-    group = _group()
-    rank, origin = (group[0], "group") if group is not None else (_env_int("RANK", "LOCAL_RANK"), "env")
+    rank, origin = _named()
     if run_dir is None:  # outside a run (or a configured writer): nothing to claim, nothing kept
         return Identity(rank if rank is not None else 0, origin, pid)
     claims = Path(run_dir) / CLAIMS_DIR
@@ -73,6 +73,17 @@ def decide(run_dir: str | None) -> Identity:
         rank, origin = _claim_free(claims, start), "index"
     _identity = Identity(rank, origin, pid, run_dir)
     return _identity
+
+
+def _named() -> tuple[int | None, str]:
+    """The rank this process is given, and by whom: its process group, Ray Train, else RANK or LOCAL_RANK."""
+    group = _group()
+    if group is not None:
+        return group[0], "group"
+    ray = ray_workers.train_rank()
+    if ray is not None:  # a Ray Train worker without a torch process group (yet)
+        return ray[0], "ray"
+    return _env_int("RANK", "LOCAL_RANK"), "env"
 
 
 def recheck(run_dir: str | None) -> bool:
@@ -116,11 +127,13 @@ def announce(w: EventWriter) -> None:
     """The first event of a rank's file: who it is and how it was started."""
     ident = decided() or decide(None)
     group = _group()
+    ray = ray_workers.train_rank()
+    local = ray[2] if ray is not None else ident.rank
     fields: dict[str, object] = {
         "rank": ident.rank,
         "rank_from": ident.origin,
-        "local_rank": _env_int("LOCAL_RANK") if "LOCAL_RANK" in os.environ else ident.rank,
-        "world_size": group[1] if group is not None else (_env_int("WORLD_SIZE") or 1),
+        "local_rank": _env_int("LOCAL_RANK") if "LOCAL_RANK" in os.environ else local,
+        "world_size": group[1] if group is not None else (ray[1] if ray else _env_int("WORLD_SIZE") or 1),
         "restart": _env_int("TORCHELASTIC_RESTART_COUNT") or 0,
         "host": os.uname().nodename,
         "argv": sys.argv,
@@ -134,8 +147,11 @@ def announce(w: EventWriter) -> None:
 
 
 def how_started() -> str:
-    """``torchelastic`` (torchrun, accelerate launch), ``multiprocessing spawn|fork|forkserver``, ``fork``
-    (os.fork), or ``exec`` (the run's command or a subprocess): from what this process already knows."""
+    """``torchelastic`` (torchrun, accelerate launch), ``ray train`` (a Ray Train worker), ``multiprocessing
+    spawn|fork|forkserver``, ``fork`` (os.fork), or ``exec`` (the run's command or a subprocess): from what
+    this process already knows."""
+    if ray_workers.train_rank() is not None:
+        return "ray train"
     forked = os.getpid() != FORKED_FROM
     mp = sys.modules.get("multiprocessing")
     parent = None
@@ -149,16 +165,6 @@ def how_started() -> str:
     if forked:
         return "fork"
     return "torchelastic" if "TORCHELASTIC_RUN_ID" in os.environ else "exec"
-
-
-def ray_worker() -> bool:
-    """A Ray worker (a Tune trial, a Ray Train worker): the Tune callback reports its trials, so it is no
-    rank of the run however it trains. A Ray driver that trains itself is one."""
-    worker = sys.modules.get("ray._private.worker")
-    try:
-        return worker is not None and worker.global_worker.mode == worker.WORKER_MODE
-    except Exception:  # noqa: BLE001 - another Ray: count it as a rank
-        return False
 
 
 def _group() -> tuple[int, int] | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import ranks
+from gpumon.telemetry import ranks, ray_workers
 from gpumon.telemetry.census_trigger import CensusTrigger
 from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.feeding import Feed, optimizer_lr
@@ -95,7 +95,7 @@ class StepRecorder:
         self.clock = Clock()  # seconds in backward() and collectives (collectives.py): the wrappers hold it
         self._start(STARTED_NS)
         atexit.register(self.flush)
-        telemetry.count_steps(self.count)
+        telemetry.count_steps(self.count, self.flush)
 
     def count(self) -> int:
         """This process's optimizer steps (a forked child that has not stepped yet: none)."""
@@ -105,7 +105,7 @@ class StepRecorder:
         """This process's own state (again in a forked child: its steps are its own)."""
         self.pid = os.getpid()
         self.joined = False  # this process has reported as a rank
-        self.quiet = False  # a process that steps but is no rank of the run (a Ray worker)
+        self.quiet = False  # a process that steps but is no rank of the run (a Tune trial)
         self.first: int | None = None
         self.first_alive: Any = None  # a weakref to that optimizer: once it is gone, the next one counts
         self.step = 0
@@ -144,7 +144,7 @@ class StepRecorder:
             self._start(time.time_ns())
             self.told_torch = False
         self.joined = True
-        self.quiet = ranks.ray_worker()
+        self.quiet = ray_workers.quiet(telemetry.run_dir())
         if self.quiet:
             return
         w = telemetry.writer()

@@ -59,7 +59,6 @@ class Diagnosis:
     max_restarts: int = 0  # the run's --max-restarts
     collective: dict[str, Any] | None = None  # a failed run's mismatched collective (stuck.py), as a stall's
     collectives: tuple[str, ...] = ()  # then each rank's last collective started and finished
-
     lanes: tuple[dict[str, Any], ...] = ()  # each rank's own work and wait a step, its score (lanes.py)
 
     @property

@@ -24,6 +24,8 @@ HOOKS = {
     "tensorboardX.writer": "tensorboard",
     "wandb.sdk.wandb_run": "wandb",
     "mlflow.tracking.client": "mlflow",
+    "ray.train.v2._internal.execution.context": "raytrain",
+    "ray.train._internal.session": "raytrain",
 }
 
 

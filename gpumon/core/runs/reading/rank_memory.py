@@ -65,3 +65,18 @@ class RankMemory:
         memory.peak, memory.capacity = state.get("peak"), state.get("capacity")
         memory.left = [(int(s), int(b)) for s, b in state.get("left") or ()]
         return memory
+
+
+def peak_memory(memory: dict[int, RankMemory]) -> tuple[int | None, str]:
+    """The largest latest per-rank memory and what it measures ("cuda" or "heap")."""
+    latest = [(m.used.last, m.device) for m in memory.values() if m.used.last is not None]
+    if not latest:
+        return None, ""
+    value, device = max(latest, key=lambda x: x[0] or 0)
+    return int(value or 0), "heap" if device == "cpu" else device
+
+
+def largest_rss(memory: dict[int, RankMemory]) -> int | None:
+    """The largest latest resident set of the CPU ranks (what top shows beside the live heap)."""
+    values = [m.reserved.last for m in memory.values() if m.device == "cpu" and m.reserved.last is not None]
+    return int(max(values)) if values else None

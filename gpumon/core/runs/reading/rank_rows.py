@@ -85,6 +85,7 @@ STARTED = {
     "fork": "forked by the script",
     "multiprocessing forkserver": "started by the script's forkserver",
     "torchelastic": "started by the script's launcher",
+    "ray train": "Ray Train's workers, whose output Ray sends to the script's",
 }
 
 

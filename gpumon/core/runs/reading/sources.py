@@ -13,12 +13,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpumon.core.format import value as fmt_value
 from gpumon.core.runs.record.values import metric_value
 
 # Best first. Frameworks rank among themselves in this order (a Lightning run with its TensorBoard
 # logger reports both: Lightning's names are the ones the script chose).
-SOURCES = ("telemetry", "hf", "lightning", "tensorboard", "wandb", "mlflow", "tqdm", "backward")
+SOURCES = ("telemetry", "hf", "lightning", "tensorboard", "wandb", "mlflow", "ray.train", "tqdm", "backward")
 RANK = {source: i for i, source in enumerate(SOURCES)}
+REPORTED = frozenset({"ray.train"})  # sources whose latest report a run shows whole (a Ray Train result's metrics)
 NOT_TRAINING = {"val", "valid", "validation", "eval", "test", "epoch", "avg", "mean", "total"}
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
@@ -57,3 +59,18 @@ def finite_or_text(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
     return str(value)
+
+
+REPORT_CALL = {"ray.train": "ray.train.report"}
+
+
+def reported_words(reported: Mapping[str, Any] | None) -> str:
+    """ "ray.train.report at step 24: epoch 2 · train_loss 10.51 · accuracy 0.52": a trainer's latest report, its
+    names as the script wrote them (shown as text, never markup), values as the Trials view shows Tune's."""
+    if not reported or not isinstance(metrics := reported.get("metrics"), Mapping) or not metrics:
+        return ""
+    source = str(reported.get("source") or "")
+    step = reported.get("step")
+    at = f" at step {step:,}" if isinstance(step, int) and not isinstance(step, bool) else ""
+    items = " · ".join(f"{name} {fmt_value(number(v) if number(v) is not None else v)}" for name, v in metrics.items())
+    return f"{REPORT_CALL.get(source, source)}{at}: {items}"

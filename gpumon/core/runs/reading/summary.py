@@ -61,6 +61,7 @@ class RunSummary:
     attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
     lanes: tuple[dict[str, Any], ...] = ()  # per rank: score, own_s, wait_s... (lanes.py Lane.to_dict)
+    reported: dict[str, Any] | None = None  # the latest ray.train.report of the lowest rank: source, step, metrics
 
     @property
     def leak(self) -> LeakState | None:
@@ -134,6 +135,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),
         "lanes": list(summary.lanes),
+        "reported": summary.reported,
     }
 
 
@@ -175,6 +177,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             attempt=int(row.get("attempt") or 1),
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
             lanes=tuple(r for r in row.get("lanes") or () if isinstance(r, dict)),
+            reported=row.get("reported") if isinstance(row.get("reported"), dict) else None,
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -219,6 +222,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
         lanes=tuple(lane.to_dict() for lane in tele.lanes.lanes()),
+        reported=tele.reports.latest,
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
 

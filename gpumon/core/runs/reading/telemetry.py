@@ -26,7 +26,8 @@ from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.lanes import Lanes
 from gpumon.core.runs.reading.progress import Progress
-from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
+from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory, largest_rss, peak_memory
+from gpumon.core.runs.reading.reports import Reports
 from gpumon.core.runs.reading.series import Pace, Series
 from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
@@ -38,6 +39,10 @@ SUMMARY = "summary.json"
 SUMMARY_FORMAT = 1
 KEEP = 20  # exceptions and notes kept in a summary (the newest)
 KEEP_CENSUS = 8  # census events kept in a summary: a request of up to 4 looks (census_trigger.py) of two ranks
+
+
+# Parts of the fold that keep their own state, saved in the summary under these names (to_state/from_state each)
+PARTS: dict[str, Any] = {"feeding": Feeding, "use": GpuUse, "attempts": Attempts, "lanes": Lanes, "reports": Reports}
 
 
 @dataclass
@@ -74,6 +79,7 @@ class RunTelemetry:
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
     lanes: Lanes = field(default_factory=Lanes)  # each rank's own work against its wait in collectives (lanes.py)
+    reports: Reports = field(default_factory=Reports)  # each rank's latest ray.train.report (reports.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
     _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
@@ -92,17 +98,10 @@ class RunTelemetry:
         return sum(self.rates.values()) if self.rates else None
 
     def peak_memory(self) -> tuple[int | None, str]:
-        """The largest latest per-rank memory and what it measures ("cuda" or "heap")."""
-        latest = [(m.used.last, m.device) for m in self.memory.values() if m.used.last is not None]
-        if not latest:
-            return None, ""
-        value, device = max(latest, key=lambda x: x[0] or 0)
-        return int(value or 0), "heap" if device == "cpu" else device
+        return peak_memory(self.memory)
 
     def rss(self) -> int | None:
-        """The largest latest resident set of the CPU ranks (what top shows beside the live heap)."""
-        values = [m.reserved.last for m in self.memory.values() if m.device == "cpu" and m.reserved.last is not None]
-        return int(max(values)) if values else None
+        return largest_rss(self.memory)
 
     def update(self, events: bool = True) -> int:
         """Read what is new (a newer summary, then the events after it); returns how many arrived.
@@ -186,10 +185,7 @@ class RunTelemetry:
             "nonfinite": self.nonfinite.to_state(),
             "limits": {str(r): v for r, v in self.limits.items()},
             "starts": {str(r): v for r, v in self.starts.items()},
-            "feeding": self.feeding.to_state(),
-            "use": self.use.to_state(),
-            "attempts": self.attempts.to_state(),
-            "lanes": self.lanes.to_state(),
+            **{name: getattr(self, name).to_state() for name in PARTS},
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -218,10 +214,8 @@ class RunTelemetry:
         self.nonfinite = NonFinite.from_state(state.get("nonfinite"))
         self.limits = {int(r): dict(v) for r, v in (state.get("limits") or {}).items() if isinstance(v, dict)}
         self.starts = {int(r): dict(v) for r, v in (state.get("starts") or {}).items() if isinstance(v, dict)}
-        self.feeding = Feeding.from_state(state.get("feeding"))
-        self.use = GpuUse.from_state(state.get("use"))
-        self.attempts = Attempts.from_state(state.get("attempts"))
-        self.lanes = Lanes.from_state(state.get("lanes"))
+        for name, part in PARTS.items():  # an older summary without a part: that part starts empty
+            setattr(self, name, part.from_state(state.get(name)))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -232,6 +226,7 @@ class RunTelemetry:
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
         self.attempts.fold(kind, event, rank)
+        self.reports.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":

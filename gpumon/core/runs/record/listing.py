@@ -33,6 +33,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["warnings"] = list(summary.warnings)  # "input-bound: 74% of each step waits for data (...)"
     doc["attempt"] = summary.attempt  # torchrun's attempt, from 1; each failed one in restarts (attempts.py)
     doc["restarts"] = list(summary.restarts)
+    doc["reported"] = summary.reported  # the latest ray.train.report: {"source", "step", "metrics"} (rank 0's)
     # Its place's fields: slurm_job_id, slurm_state, slurm_reason on every row; a queued run's queue_position,
     # queue_reason (placement/places.py)
     doc.update(row_fields(summary.record))

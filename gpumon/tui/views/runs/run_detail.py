@@ -14,6 +14,7 @@ from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.reading.progress import eta_text, quiet_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
+from gpumon.core.runs.reading.sources import reported_words
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.reading.use import rate_text as use_rate
@@ -37,6 +38,7 @@ LOSS_FROM = {
     "tensorboard": "TensorBoard scalars",
     "wandb": "wandb.log",
     "mlflow": "MLflow metrics",
+    "ray.train": "ray.train.report",
     "backward": "the tensor backward() started from",
 }
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
@@ -74,12 +76,13 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f" · {summary.skipped} bad event line(s) skipped", style="yellow")
     bar = time_bar(summary.use.get("time_split"))
     if bar is not None:  # where the step's time goes (issue 37): measured shares, the rest left blank
-        line.append("\n")
-        line.append_text(bar)
+        line.append("\n").append_text(bar)
     if len(summary.ranks) > 1:  # each rank's step: a rank that falls behind or stops shows here
         line.append(f"\n{ranks_line(summary)}", style="dim")
     if (lanes := lanes_text(summary.lanes)) is not None:  # each rank's own work and wait: the slow rank's lane
         line.append("\n").append_text(lanes)
+    if reported := reported_words(summary.reported):  # the script's names: plain text, never markup
+        line.append(f"\n{visible(reported)}")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
         line.append(f"\n{visible(summary.slurm)}", style="cyan")
     if summary.queue is not None and summary.state == "queued":  # why it waits, in words (core/queue/plan.py)
@@ -92,8 +95,7 @@ def info_text(summary: RunSummary | None) -> Text:
             line.append(f"\n  {visible(str(said))}", style="dim")
     error = error_text(summary)
     if error is not None:
-        line.append("\n")
-        line.append_text(error)
+        line.append("\n").append_text(error)
     for note in summary.notes[-2:]:
         line.append(f"\n• {visible(note)}", style="dim")
     return line
