@@ -19,6 +19,7 @@ from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
 from gpumon.core.doctor.divergence import LossProblem, loss_advice, loss_problem
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
+from gpumon.core.doctor.goodput import ledger_findings
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.restarts import restart_advice, restart_headline, restarts_of
@@ -27,6 +28,7 @@ from gpumon.core.doctor.stall_text import stall_advice, stall_headline, stall_of
 from gpumon.core.placement.places import of_record
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.attempts import Restart
+from gpumon.core.runs.reading.summary import run_ledger
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.spec import TORCHRUN_KINDS
 from gpumon.core.runs.record.store import RunRecord
@@ -211,7 +213,8 @@ def diagnose(
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")
         advice = advice + found if known else found + advice
-    slow = tuple(slow_findings(telemetry))
+    # Where the wall time went (ledger.py) after what slows the steps themselves: those name a cause inside them.
+    slow = (*slow_findings(telemetry), *ledger_findings(run_ledger(record, telemetry), Slowness))
     per_step, quiet = pace_now(record, telemetry)  # the row's: a live run's taken now, so a quiet falls
     if slow and (failure is None or failure.kind in ("killed", "stopped")):  # a slow run's fixes, not a dead one's
         ranks = max(1, len(telemetry.feeding.ranks), world)

@@ -60,6 +60,7 @@ class RunSummary:
     use: dict[str, Any] = field(default_factory=dict)  # mfu, tokens_per_s, flops_per_step... (use.py USE_FIELDS)
     attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
+    ledger: dict[str, float] = field(default_factory=dict)  # part -> seconds of the wall time, and "wall" (ledger.py)
 
     @property
     def leak(self) -> LeakState | None:
@@ -132,6 +133,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "ranks": [row.to_dict() for row in summary.ranks],
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),
+        "ledger": summary.ledger,
     }
 
 
@@ -172,6 +174,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             ranks=rows_from(row.get("ranks")),
             attempt=int(row.get("attempt") or 1),
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
+            ledger={str(k): float(v) for k, v in (row.get("ledger") or {}).items()},
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -215,8 +218,16 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         ranks=rank_rows(tele),
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
+        ledger=run_ledger(record, tele),
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
+
+
+def run_ledger(record: RunRecord, tele: RunTelemetry) -> dict[str, float]:
+    """Where the run's wall time went so far (ledger.py): to its end, or now while it lives."""
+    ended = record.status.get("state") in END_STATES or not record.live
+    until = record.ended if ended and record.ended is not None else time.time()
+    return tele.ledger.seconds(record.started, until, ended, tele.attempts.restarts_told())
 
 
 def paced(record: RunRecord, tele: RunTelemetry, kept: dict[str, Any]) -> dict[str, Any]:

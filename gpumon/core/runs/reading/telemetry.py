@@ -24,6 +24,7 @@ from typing import Any
 from gpumon.core.events import EventReader
 from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
+from gpumon.core.runs.reading.ledger import Ledger
 from gpumon.core.runs.reading.progress import Progress
 from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory
 from gpumon.core.runs.reading.series import Pace, Series
@@ -72,6 +73,7 @@ class RunTelemetry:
     feeding: Feeding = field(default_factory=Feeding)  # DataLoader wait, loaders, threads per rank (feeding.py)
     use: GpuUse = field(default_factory=GpuUse)  # FLOPs per step per rank, device names: MFU (use.py)
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
+    ledger: Ledger = field(default_factory=Ledger)  # where the wall time went: start-up, saves, evaluation (ledger.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
 
@@ -172,6 +174,7 @@ class RunTelemetry:
             "feeding": self.feeding.to_state(),
             "use": self.use.to_state(),
             "attempts": self.attempts.to_state(),
+            "ledger": self.ledger.to_state(),
         }
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -203,6 +206,7 @@ class RunTelemetry:
         self.feeding = Feeding.from_state(state.get("feeding"))
         self.use = GpuUse.from_state(state.get("use"))
         self.attempts = Attempts.from_state(state.get("attempts"))
+        self.ledger = Ledger.from_state(state.get("ledger"))
         self.final = bool(state.get("final"))
         self._reader = EventReader(self.run_dir)
         self._reader.resume(state.get("offsets") or {}, int(state.get("skipped", 0)))
@@ -213,6 +217,8 @@ class RunTelemetry:
         rank = _rank(event)
         self.progress.fold(kind, event, rank)
         self.attempts.fold(kind, event, rank)
+        if kind in ("step", "phase", "stall", "stall_end", "proc_start"):
+            self.ledger.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":

@@ -1,0 +1,74 @@
+"""Issue 52, the time: every run's wall time split into start-up, steps, checkpoint saves, evaluation, stalls,
+restarts and the end, from the hooks a script gets on its own imports (no code). A real run that starts up slowly,
+saves with torch.save and evaluates under torch.no_grad() times each part itself: the ledger in ``gpumon runs --json``
+agrees with it, and the doctor says the part that took the run's time, with its fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_ended
+
+SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
+Gpumon = Callable[..., CompletedProcess[str]]
+PARTS = ("startup", "steps", "checkpoint", "eval", "stall", "restart", "end")
+
+
+@pytest.fixture(scope="module")
+def ledger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, str, dict[str, Any], dict[str, float]]:
+    """The ended run of ledger_run.py: (gpumon, its id, its ``runs --json`` row, the script's own times)."""
+    pytest.importorskip("torch")
+    from tests.conftest import Gpumon as Cli
+
+    gpumon = Cli(tmp_path_factory.mktemp("ledger"))
+    done = gpumon("launch", "script", str(SCRIPTS / "ledger_run.py"))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    wait_ended(gpumon.home, run_id, timeout=180)
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] == "finished", row
+    log = gpumon("logs", run_id, "--lines", "400").stdout
+    own = json.loads(re.search(r"OWN_LEDGER=(\{.*\})", log).group(1))  # type: ignore[union-attr]
+    return gpumon, run_id, row, own
+
+
+def test_the_ledger_splits_the_wall_time_into_the_parts_the_script_timed_itself(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    _, _, row, own = ledger_run
+    ledger = row["ledger"]
+    wall = ledger["wall"]
+    assert wall == pytest.approx(row["ended"] - row["started"], abs=0.01), (ledger, row)
+    assert sum(ledger[part] for part in PARTS) == pytest.approx(wall, rel=0.02), ledger
+    for part in ("startup", "steps", "checkpoint", "eval"):  # each within a third of the script's own clock
+        assert abs(ledger[part] - own[part]) <= own[part] / 3, (part, ledger, own)
+    assert own["startup"] >= 6.0 and own["checkpoint"] >= 4.5 and own["eval"] >= 2.0, own  # 3 saves, 2 evaluations
+    assert (ledger["saves"], ledger["evals"]) == (3, 2), ledger
+    assert ledger["stall"] == 0 and ledger["restart"] == 0, ledger
+    assert ledger["end"] >= 1.5, ledger  # it writes its results for 1.5 s after the last step, then exits
+    assert row["goodput"] == pytest.approx(ledger["steps"] / wall, abs=0.001), row
+
+
+def test_the_doctor_says_which_part_took_the_run_s_time_with_its_fix(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    gpumon, run_id, row, _ = ledger_run
+    ledger = row["ledger"]
+    doctor = json.loads(gpumon("doctor", run_id, "--json").stdout)
+    share = ledger["startup"] / ledger["wall"]
+    line = f"{share:.0%} of this run was start-up ({ledger['startup']:.1f} s before the first step)"
+    assert doctor["headline"] == line, (doctor["headline"], ledger)
+    keys = [advice["key"] for advice in doctor["advice"]]
+    assert keys[0] == "startup", keys
+    assert "cache" in doctor["advice"][0]["title"] and "-X importtime" in doctor["advice"][0]["change"]
+    if ledger["checkpoint"] / ledger["wall"] >= 0.2:  # 4.5 s of about 21 s: said with its count and cost
+        [found] = [s["text"] for s in doctor["slow"] if s["kind"] == "checkpoint"]
+        assert "of this run was saving checkpoints (3 saves, 1.5 s each)" in found, found
+        assert "async_checkpoint" in keys and "async_save" in json.dumps(doctor["advice"])
