@@ -72,3 +72,19 @@ def test_the_doctor_says_which_part_took_the_run_s_time_with_its_fix(
         [found] = [s["text"] for s in doctor["slow"] if s["kind"] == "checkpoint"]
         assert "of this run was saving checkpoints (3 saves, 1.5 s each)" in found, found
         assert "async_checkpoint" in keys and "async_save" in json.dumps(doctor["advice"])
+
+
+def test_the_runs_detail_shows_goodput_and_the_parts_that_took_the_time(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    from gpumon.core.runs.reading.summary import read_one
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.tui.views.runs.run_detail import info_text
+
+    gpumon, run_id, row, _ = ledger_run
+    record = RunStore(gpumon.home).load(gpumon.home / "runs" / run_id)
+    assert record is not None
+    text = " ".join(info_text(read_one(record)).plain.split())
+    ledger = row["ledger"]
+    startup = ledger["startup"] / ledger["wall"]
+    assert f" · GOODPUT {row['goodput']:.0%} (start-up {startup:.0%}" in text, text  # the largest part first

@@ -143,11 +143,13 @@ def goodput(ledger: dict[str, float]) -> float | None:
     return min(1.0, ledger.get("steps", 0.0) / wall) if wall > 0 else None
 
 
-def ledger_words(ledger: dict[str, float]) -> str:
-    """ "goodput 41% · start-up 37% · checkpoint saves 18% · evaluation 4%" (parts over 0.5%, largest first)."""
+def goodput_words(ledger: dict[str, float], large: float = 0.2) -> str:
+    """ "GOODPUT 41% (start-up 37%, checkpoint saves 22%)": the parts other than steps that take ``large`` or more,
+    largest first; "" before the ledger has any time."""
     share = goodput(ledger)
     if share is None:
         return ""
     wall = ledger["wall"]
     parts = sorted(((ledger.get(k, 0.0) / wall, k) for k in PARTS if k != "steps"), reverse=True)
-    return " · ".join([f"goodput {share:.0%}"] + [f"{NAMES[k]} {s:.0%}" for s, k in parts if s >= 0.005])
+    big = ", ".join(f"{NAMES[k]} {s:.0%}" for s, k in parts if s >= large)
+    return f"GOODPUT {share:.0%}" + (f" ({big})" if big else "")
