@@ -88,3 +88,17 @@ def test_the_runs_detail_shows_goodput_and_the_parts_that_took_the_time(
     ledger = row["ledger"]
     startup = ledger["startup"] / ledger["wall"]
     assert f" · GOODPUT {row['goodput']:.0%} (start-up {startup:.0%}" in text, text  # the largest part first
+
+
+def test_checkpoints_saved_by_torch_distributed_checkpoint_and_safetensors_are_counted_once_each(
+    gpumon: Any,
+) -> None:
+    pytest.importorskip("safetensors")
+    done = gpumon("launch", "script", str(SCRIPTS / "ledger_saves.py"))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    wait_ended(gpumon.home, run_id, timeout=180)
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] == "finished" and "SAVED=2" in gpumon("logs", run_id, "--lines", "50").stdout, row
+    ledger = row["ledger"]
+    assert ledger["saves"] == 2 and ledger["checkpoint"] > 0, ledger  # dcp.save's own writes inside it: one save
