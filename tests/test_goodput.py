@@ -68,8 +68,12 @@ def test_the_doctor_says_which_part_took_the_run_s_time_with_its_fix(
     keys = [advice["key"] for advice in doctor["advice"]]
     assert keys[0] == "startup", keys
     assert "cache" in doctor["advice"][0]["title"] and "-X importtime" in doctor["advice"][0]["change"]
-    if ledger["checkpoint"] / ledger["wall"] >= 0.2:  # 4.5 s of about 21 s: said with its count and cost
-        [found] = [s["text"] for s in doctor["slow"] if s["kind"] == "checkpoint"]
+    text = gpumon("doctor", run_id).stdout
+    assert f"time: GOODPUT {row['goodput']:.0%} of " in text, text
+    assert f"checkpoint saves {ledger['checkpoint']:.1f} s (3)" in text, text
+    assert f"evaluation {ledger['eval']:.1f} s (2)" in text, text
+    if ledger["checkpoint"] / ledger["wall"] >= 0.2 and ledger["checkpoint"] >= 5:  # said with its count and cost
+        [found] = [s["text"] for s in doctor["time"] if s["kind"] == "checkpoint"]
         assert "of this run was saving checkpoints (3 saves, 1.5 s each)" in found, found
         assert "async_checkpoint" in keys and "async_save" in json.dumps(doctor["advice"])
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpumon.core.doctor.advice_types import Advice
-from gpumon.core.doctor.goodput import LEDGER_KINDS, ledger_advice
 from gpumon.core.doctor.gpu_slow import gpu_advice, gpu_findings
 from gpumon.core.runs.reading.feeding import suggested_workers
 from gpumon.core.runs.reading.progress import rate_text
@@ -27,7 +26,7 @@ GPU_KINDS = ("sync", "host_bound", "tf32_off", "small_batch", "pageable_copy", "
 
 @dataclass(frozen=True)
 class Slowness:
-    kind: str  # "input_bound", "epoch_start", "oversubscribed"; on a GPU (gpu_slow.py): GPU_KINDS; goodput.py's
+    kind: str  # "input_bound", "epoch_start", "oversubscribed"; on a GPU (gpu_slow.py): GPU_KINDS
     rank: int | None
     text: str  # "input-bound: 74% of each step waits for data (DataLoader num_workers=0, batch 16)"
     cost: float = 0.5  # the share of the run's time it costs (ranks the findings; 0.5 where not measured)
@@ -108,8 +107,6 @@ def slow_advice(finding: Slowness, telemetry: Any, ranks: int, pace: float | Non
         return _thread_advice(telemetry, ranks)
     if finding.kind in GPU_KINDS:
         return gpu_advice(finding.kind, finding.text, telemetry)
-    if finding.kind in LEDGER_KINDS:
-        return ledger_advice(finding.kind, finding.text)
     feed = telemetry.feeding.ranks.get(finding.rank)
     loader: dict[str, Any] = (feed.loader if feed is not None else None) or {}
     share = feed.share() if feed is not None else None

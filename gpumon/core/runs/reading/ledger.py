@@ -153,3 +153,18 @@ def goodput_words(ledger: dict[str, float], large: float = 0.2) -> str:
     parts = sorted(((ledger.get(k, 0.0) / wall, k) for k in PARTS if k != "steps"), reverse=True)
     big = ", ".join(f"{NAMES[k]} {s:.0%}" for s, k in parts if s >= large)
     return f"GOODPUT {share:.0%}" + (f" ({big})" if big else "")
+
+
+def ledger_line(ledger: dict[str, float]) -> str:
+    """ "GOODPUT 41% of 3m05s: steps 76.0 s, start-up 68.5 s, checkpoint saves 33.3 s (3), evaluation 7.4 s (2)" (the
+    parts with time, largest first after the steps)."""
+    from gpumon.core.format import duration
+
+    share = goodput(ledger)
+    if share is None:
+        return ""
+    counts = {"checkpoint": ledger.get("saves"), "eval": ledger.get("evals")}
+    parts = [("steps", ledger.get("steps", 0.0))]
+    parts += sorted(((k, ledger.get(k, 0.0)) for k in PARTS if k != "steps"), key=lambda p: -p[1])
+    words = [f"{NAMES[k]} {v:.1f} s" + (f" ({counts[k]:.0f})" if counts.get(k) else "") for k, v in parts if v >= 0.05]
+    return f"GOODPUT {share:.0%} of {duration(ledger['wall'])}: " + ", ".join(words)
