@@ -44,12 +44,13 @@ class _State:
     step_s: float | None = None  # the latest recorded step's seconds (steps.py sets it)
 
 
-state = _State()
+_state = _State()
+state = _state  # the same object, public: steps.py sets its step_s
 
 
 def changes() -> int:
     """How many times a model's mode changed (train/eval) in this process so far."""
-    return state.changes
+    return _state.changes
 
 
 def _emit(phase: str, **fields: Any) -> None:
@@ -80,17 +81,17 @@ def hook(module: ModuleType) -> None:
     def train(self: Any, mode: bool = True) -> Any:
         # Only an outermost call that changes the module's mode counts: HF calls model.train() every step, and
         # Lightning restores train mode by setting ``training`` itself (no call: the next eval() is a change).
-        outer = state.depth == 0
+        outer = _state.depth == 0
         changed = outer and _differs(self, bool(mode))
-        state.depth += 1
+        _state.depth += 1
         try:
             return original_train(self, mode)
         finally:
-            state.depth -= 1
+            _state.depth -= 1
             if outer and changed:
-                state.changes += 1
-                state.mode = "train" if mode else "eval"
-                _emit(state.mode)
+                _state.changes += 1
+                _state.mode = "train" if mode else "eval"
+                _emit(_state.mode)
 
     module_cls.train = train
     wrap_save(torch, "save", "torch.save")
@@ -116,16 +117,16 @@ def wrap_save(owner: Any, name: str, how: str) -> None:
 
     @functools.wraps(original)
     def save(*args: Any, **kwargs: Any) -> Any:
-        outer = state.saving == 0
-        state.saving += 1
+        outer = _state.saving == 0
+        _state.saving += 1
         if outer:
             _emit("save", how=how)
         try:
             return original(*args, **kwargs)
         finally:
-            state.saving -= 1
+            _state.saving -= 1
             if outer:
-                _emit(state.mode or "train", after="save")  # back to what it was doing
+                _emit(_state.mode or "train", after="save")  # back to what it was doing
 
     save._gpumon_save = True  # type: ignore[attr-defined]
     setattr(owner, name, save)
@@ -159,8 +160,8 @@ def _watch_grad_off(cls: Any) -> None:
             _off.depth = max(0, _off.depth - 1)
             if _off.depth == 0:
                 lasted = time.time() - _off.since
-                step = state.step_s
-                if lasted >= EVAL_MIN_S and step is not None and lasted >= 2 * step and state.mode != "eval":
+                step = _state.step_s
+                if lasted >= EVAL_MIN_S and step is not None and lasted >= 2 * step and _state.mode != "eval":
                     _emit("eval", since=round(_off.since, 6), how="no_grad")
 
     cls.__enter__, cls.__exit__ = __enter__, __exit__
