@@ -106,3 +106,36 @@ def test_checkpoints_saved_by_torch_distributed_checkpoint_and_safetensors_are_c
     assert row["status"] == "finished" and "SAVED=2" in gpumon("logs", run_id, "--lines", "50").stdout, row
     ledger = row["ledger"]
     assert ledger["saves"] == 2 and ledger["checkpoint"] > 0, ledger  # dcp.save's own writes inside it: one save
+
+
+def test_a_recorded_rank_s_saves_evaluations_stall_and_restart_each_go_to_their_part() -> None:
+    """The fold alone, on a rank's events as the hooks and the supervisor write them: the parts sum to the wall."""
+    from types import SimpleNamespace
+
+    from gpumon.core.runs.reading.ledger import Ledger
+
+    ledger = Ledger()
+    events = [
+        ("proc_start", 100.0, {}),
+        ("step", 110.0, {"step": 1}),  # start-up: 99 -> 110
+        ("step", 120.0, {"step": 50}),
+        ("phase", 120.0, {"phase": "save", "how": "torch.save"}),
+        ("phase", 123.0, {"phase": "train", "after": "save"}),  # a 3 s save
+        ("phase", 130.0, {"phase": "eval"}),
+        ("step", 132.0, {"step": 80}),  # a 2 s evaluation (model.eval(), ended by the next step)
+        ("phase", 135.0, {"phase": "eval", "since": 134.0, "how": "no_grad"}),  # a 1 s no-grad one
+        ("stall", 141.0, {"since": 140.0}),
+        ("stall_end", 150.0, {"lasted_s": 10.0}),
+        ("step", 160.0, {"step": 200}),
+        ("phase", 161.0, {"phase": "exit"}),
+    ]
+    for kind, t, fields in events:
+        ledger.fold(kind, {"type": kind, "t": t, **fields}, 0)
+    restart = SimpleNamespace(lost_s=5.0, gap_s=4.0)
+    parts = ledger.seconds(99.0, 165.0, True, [restart])
+    assert parts["startup"] == 11.0 and parts["checkpoint"] == 3.0 and parts["eval"] == 3.0, parts
+    assert parts["stall"] == 10.0 and parts["restart"] == 5.0 and parts["end"] == 5.0, parts  # after the last step
+    assert (parts["saves"], parts["evals"]) == (1, 2), parts
+    assert sum(parts[p] for p in PARTS) == pytest.approx(parts["wall"]) == 66.0, parts
+    live = Ledger.from_state(ledger.to_state()).seconds(99.0, 165.0, False, [])  # live: no end yet, kept as steps
+    assert live["end"] == 0.0 and live["steps"] == parts["steps"] + 5.0 + 5.0, live
