@@ -195,6 +195,8 @@ def test_every_metric_is_documented_and_every_documented_metric_is_served() -> N
         "loss": 0.5, "samples_per_s": 1.0, "tokens_per_s": 2.0, "mfu": 0.3, "step_time_s": 0.1,
         "median_step_s": 0.1, "data_wait": 0.2, "memory_bytes": 10, "progress": 0.5, "total_steps": 6,
         "eta_s": 3.0, "last_step_t": 1.0, "nonfinite": 0,
+        "ledger": {"startup": 9.0, "steps": 12.0, "checkpoint": 4.5, "eval": 2.0, "stall": 0.0, "restart": 0.0,
+                   "end": 1.5, "wall": 29.0, "saves": 3, "evals": 2},
         "ranks": [{"rank": 0, "pid": 1, "step": 3, "host": "h", "memory_bytes": 10, "growth_bytes_per_step": 1.0,
                    "memory_leak": False}],
     }  # fmt: skip
@@ -207,7 +209,11 @@ def test_every_metric_is_documented_and_every_documented_metric_is_served() -> N
     hist.see(1, 0.0)
     hist.see(3, 1.0)
     view = View(time=__import__("time").time(), hosts=(host,), alert_counts={("h", "failed"): 1}, steps={"r1": hist})
-    served = {m.name + ("_total" if m.type == "counter" else "") for m in registry(lambda: view).collect()}
+    families = list(registry(lambda: view).collect())
+    served = {m.name + ("_total" if m.type == "counter" else "") for m in families}
+    [seconds] = [m for m in families if m.name == "gpumon_run_seconds"]  # the run's ledger, one sample a part
+    parts = {s.labels["part"]: s.value for s in seconds.samples if s.name == "gpumon_run_seconds_total"}
+    assert parts == {k: v for k, v in run["ledger"].items() if k not in ("wall", "saves", "evals")}, parts
     served = {"gpumon_build_info" if n == "gpumon_build" else n for n in served}
     doc = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
     import re

@@ -89,6 +89,10 @@ def render(diagnosis: Any, record: Any) -> list[str]:
 
         quiet = f": {diagnosis.quiet}" if diagnosis.quiet else ", over the last 2 minutes"
         lines.append(f"  pace: {rate_text(diagnosis.step_time_s)} by the wall clock{quiet}")
+    if diagnosis.ledger.get("wall"):  # where the wall time went (core/runs/reading/ledger.py)
+        from gpumon.core.runs.reading.ledger import ledger_line
+
+        lines.append(f"  time: {ledger_line(diagnosis.ledger)}")
     note = disk_note(record.dir.parent.parent, {record.id: None} if record.live else {})
     if note:
         lines.append(f"  {note}")

@@ -21,6 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gpumon import __version__
+from gpumon.core.runs.reading.ledger import PARTS
 from gpumon.serve.view import View
 
 GPU_LABELS = ["host", "gpu", "uuid", "name", "vendor"]
@@ -215,6 +216,12 @@ def _runs(view: View) -> Iterator[Metric]:
     restarts = CounterMetricFamily(
         "gpumon_run_restarts", "Times torchrun started the run's ranks again after a failure.", labels=RUN_LABELS
     )
+    seconds = CounterMetricFamily(
+        "gpumon_run_seconds",
+        "Seconds of the run's wall time by part (core/runs/reading/ledger.py): startup, steps, checkpoint, eval, "
+        "stall, restart, end. steps over their sum is the run's goodput.",
+        labels=[*RUN_LABELS, "part"],
+    )
     hist = HistogramMetricFamily(
         "gpumon_run_step_seconds",
         "Seconds per step between serve's polls (about 1 s): each poll's n steps observe dt/n, n times.",
@@ -256,6 +263,9 @@ def _runs(view: View) -> Iterator[Metric]:
             if run.get("nonfinite") is not None:
                 nonfinite.add_metric(labels, float(run["nonfinite"]))
             restarts.add_metric(labels, float(len(run.get("restarts") or ())))
+            ledger = run.get("ledger") or {}
+            for part in PARTS if ledger.get("wall") else ():
+                seconds.add_metric([*labels, part], float(ledger.get(part) or 0.0))
             for family, key in gauges:
                 value = _num(run.get(key))
                 if value is not None:
@@ -275,7 +285,7 @@ def _runs(view: View) -> Iterator[Metric]:
                     if (value := _num(rank.get(key))) is not None:
                         family.add_metric(rl, value)
     yield from _stuck(view)
-    yield from (info, steps, nonfinite, restarts, hist)
+    yield from (info, steps, nonfinite, restarts, seconds, hist)
     yield from (family for family, _ in gauges)
     yield from (rank_step, rank_mem, growth, leak, *lanes)
 

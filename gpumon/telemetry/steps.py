@@ -20,7 +20,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import ranks, ray_workers
+from gpumon.telemetry import phases, ranks, ray_workers
 from gpumon.telemetry.census_trigger import CensusTrigger
 from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.feeding import Feed, optimizer_lr
@@ -264,6 +264,8 @@ class StepRecorder:
         self.recorded = self.step
         dt = None if self.last is None else (now - self.last) / max(1, steps)  # per step, whatever was skipped
         self.last = now
+        if dt is not None:
+            phases.state.step_s = dt  # a no-grad stretch twice as long is an evaluation (phases.py)
         extra = self._optimizer_values(w, max(1, steps), dt is None)
         if self.census is not None and (left := self.census.take_left()):
             extra["census_left"] = left  # in this sample's heap, left by the census after the last one: gpumon's

@@ -20,6 +20,7 @@ from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
 from gpumon.core.doctor.divergence import LossProblem, loss_advice, loss_problem
 from gpumon.core.doctor.evidence import run_failure
 from gpumon.core.doctor.failures import Failure
+from gpumon.core.doctor.goodput import ledger_advice, ledger_findings
 from gpumon.core.doctor.leak import LeakState, LeakWatch
 from gpumon.core.doctor.leak_advice import leak_advice
 from gpumon.core.doctor.restarts import restart_advice, restart_headline, restarts_of
@@ -28,6 +29,7 @@ from gpumon.core.doctor.stall_text import collective_advice, stall_advice, stall
 from gpumon.core.placement.places import of_record
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR
 from gpumon.core.runs.reading.attempts import Restart
+from gpumon.core.runs.reading.summary import run_ledger
 from gpumon.core.runs.reading.telemetry import RunTelemetry
 from gpumon.core.runs.record.spec import TORCHRUN_KINDS
 from gpumon.core.runs.record.store import RunRecord
@@ -55,6 +57,8 @@ class Diagnosis:
     unreadable: str = ""  # why this user cannot read the run's files (another user's run): not "no step"
     quiet: str = ""  # "no step for 1m28s": a live run that stopped stepping (its pace has fallen with it)
     restarts: tuple[Restart, ...] = ()  # torchrun's failed attempts, oldest first (attempts.py)
+    time: tuple[Slowness, ...] = ()  # a part of the wall time other than steps that is large (goodput.py)
+    ledger: dict[str, float] = field(default_factory=dict)  # where the wall time went, seconds (ledger.py)
     attempt: int = 1  # the attempt running now (or the last), from 1
     max_restarts: int = 0  # the run's --max-restarts
     collective: dict[str, Any] | None = None  # a failed run's mismatched collective (stuck.py), as a stall's
@@ -100,6 +104,8 @@ class Diagnosis:
             return self._trend(worst)
         if self.dropped:  # a quiet run whose output was lost: not "no problem seen"
             return dropped_text(self.dropped)
+        if self.time:  # where the wall time went: after anything that names a cause
+            return self.time[0].text
         if self.leaks:
             return "no problem seen"
         if self.unreadable:
@@ -170,6 +176,8 @@ class Diagnosis:
             "collective": self.collective,
             "collectives": list(self.collectives),
             "lanes": list(self.lanes),
+            "time": [asdict(found) for found in self.time],
+            "ledger": self.ledger,
         }
 
 
@@ -243,6 +251,10 @@ def diagnose(
         found = tuple(a for finding in slow for a in slow_advice(finding, telemetry, ranks, pace, record.id))
         warned = loss is not None or any(s.warning for s in leaks.values())
         advice = advice + found if warned else found + advice
+    ledger = run_ledger(record, telemetry)
+    time_found = tuple(ledger_findings(ledger, Slowness))  # where the wall time went (goodput.py)
+    if time_found and (failure is None or failure.kind in ("killed", "stopped")):
+        advice = (*advice, *(a for found in time_found for a in ledger_advice(found.kind, found.text)))
     dropped = output_dropped(record.status)
     if dropped:
         advice = (*advice, drop_advice(record, dropped))
@@ -274,6 +286,8 @@ def diagnose(
         unreadable=files_unreadable(record.dir),
         quiet=quiet,
         restarts=restarts,
+        time=time_found,
+        ledger=ledger,
         attempt=telemetry.attempts.current,
         max_restarts=record.spec.max_restarts,
         collective=odd,

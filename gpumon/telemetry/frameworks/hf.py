@@ -6,6 +6,7 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from gpumon.telemetry import phases
 from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
 
 SOURCE = "hf"
@@ -29,6 +30,8 @@ def hook(module: ModuleType) -> None:
 
     init._gpumon = True  # type: ignore[attr-defined]
     trainer_cls.__init__ = init
+    if callable(getattr(trainer_cls, "_save_checkpoint", None)):  # its checkpoints' time (phases.py)
+        phases.wrap_save(trainer_cls, "_save_checkpoint", "hf")
 
 
 def new_callback() -> Any:

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon import telemetry
+from gpumon.telemetry import phases
 from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, guarded, numbers
 
 SOURCE = "lightning"
@@ -44,6 +45,8 @@ def hook(module: ModuleType) -> None:
 
     init._gpumon = True  # type: ignore[attr-defined]
     trainer_cls.__init__ = init
+    if callable(getattr(trainer_cls, "save_checkpoint", None)):  # its checkpoints' time (phases.py)
+        phases.wrap_save(trainer_cls, "save_checkpoint", "lightning")
 
 
 def plain_bar(trainer: Any, given: Any, base: str) -> None:

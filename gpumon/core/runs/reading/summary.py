@@ -62,6 +62,7 @@ class RunSummary:
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
     lanes: tuple[dict[str, Any], ...] = ()  # per rank: score, own_s, wait_s... (lanes.py Lane.to_dict)
     reported: dict[str, Any] | None = None  # the latest ray.train.report of the lowest rank: source, step, metrics
+    ledger: dict[str, float] = field(default_factory=dict)  # part -> seconds of the wall time, and "wall" (ledger.py)
 
     @property
     def leak(self) -> LeakState | None:
@@ -136,6 +137,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "restarts": list(summary.restarts),
         "lanes": list(summary.lanes),
         "reported": summary.reported,
+        "ledger": summary.ledger,
     }
 
 
@@ -178,6 +180,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
             lanes=tuple(r for r in row.get("lanes") or () if isinstance(r, dict)),
             reported=row.get("reported") if isinstance(row.get("reported"), dict) else None,
+            ledger={str(k): float(v) for k, v in (row.get("ledger") or {}).items()},
             **_progress(row),
         )
     except (KeyError, TypeError, ValueError):
@@ -223,8 +226,16 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
         lanes=tuple(lane.to_dict() for lane in tele.lanes.lanes()),
         reported=tele.reports.latest,
+        ledger=run_ledger(record, tele),
         **paced(record, tele, {"time_split": time_split(tele)}),
     )
+
+
+def run_ledger(record: RunRecord, tele: RunTelemetry) -> dict[str, float]:
+    """Where the run's wall time went so far (ledger.py): to its end, or now while it lives."""
+    ended = record.status.get("state") in END_STATES or not record.live
+    until = record.ended if ended and record.ended is not None else time.time()
+    return tele.ledger.seconds(record.started, until, ended, tele.attempts.restarts_told())
 
 
 def paced(record: RunRecord, tele: RunTelemetry, kept: dict[str, Any]) -> dict[str, Any]:

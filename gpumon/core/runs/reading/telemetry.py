@@ -25,6 +25,7 @@ from gpumon.core.events import EventReader
 from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.lanes import Lanes
+from gpumon.core.runs.reading.ledger import Ledger
 from gpumon.core.runs.reading.progress import Progress
 from gpumon.core.runs.reading.rank_memory import MemoryWatch, RankMemory, largest_rss, peak_memory
 from gpumon.core.runs.reading.reports import Reports
@@ -42,7 +43,9 @@ KEEP_CENSUS = 8  # census events kept in a summary: a request of up to 4 looks (
 
 
 # Parts of the fold that keep their own state, saved in the summary under these names (to_state/from_state each)
-PARTS: dict[str, Any] = {"feeding": Feeding, "use": GpuUse, "attempts": Attempts, "lanes": Lanes, "reports": Reports}
+PARTS: dict[str, Any] = {
+    "feeding": Feeding, "use": GpuUse, "attempts": Attempts, "lanes": Lanes, "reports": Reports, "ledger": Ledger,
+}  # fmt: skip
 
 
 @dataclass
@@ -80,6 +83,7 @@ class RunTelemetry:
     attempts: Attempts = field(default_factory=Attempts)  # torchrun's restarts: each attempt's failure (attempts.py)
     lanes: Lanes = field(default_factory=Lanes)  # each rank's own work against its wait in collectives (lanes.py)
     reports: Reports = field(default_factory=Reports)  # each rank's latest ray.train.report (reports.py)
+    ledger: Ledger = field(default_factory=Ledger)  # where the wall time went: start-up, saves, evaluation (ledger.py)
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
     _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
@@ -224,9 +228,8 @@ class RunTelemetry:
         self.events += 1
         kind = event["type"]
         rank = _rank(event)
-        self.progress.fold(kind, event, rank)
-        self.attempts.fold(kind, event, rank)
-        self.reports.fold(kind, event, rank)
+        for part in (self.progress, self.attempts, self.reports, self.ledger):  # each takes the kinds it knows
+            part.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
         if kind == "metrics":
@@ -264,8 +267,7 @@ class RunTelemetry:
         elif kind == "plan" and type(event.get("steps")) is int and event["steps"] > 0:
             self.plans[rank] = event["steps"]
         elif kind in TUNE_EVENTS:
-            if self.tune is None:
-                self.tune = Experiment()
+            self.tune = self.tune if self.tune is not None else Experiment()
             self.tune.apply(event)
 
     def _metrics(self, event: dict[str, Any], rank: int) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpumon.core.placement.places import row_fields
+from gpumon.core.runs.reading.ledger import goodput
 from gpumon.core.runs.reading.progress import ROW_FIELDS
 from gpumon.core.runs.reading.rank_rows import proc_count
 from gpumon.core.runs.reading.summary import RunSummary
@@ -34,6 +35,8 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc["attempt"] = summary.attempt  # torchrun's attempt, from 1; each failed one in restarts (attempts.py)
     doc["restarts"] = list(summary.restarts)
     doc["reported"] = summary.reported  # the latest ray.train.report: {"source", "step", "metrics"} (rank 0's)
+    doc["ledger"] = summary.ledger  # seconds of the wall time per part, and "wall" (core/runs/reading/ledger.py)
+    doc["goodput"] = goodput(summary.ledger)  # steps over wall, 0..1
     # Its place's fields: slurm_job_id, slurm_state, slurm_reason on every row; a queued run's queue_position,
     # queue_reason (placement/places.py)
     doc.update(row_fields(summary.record))

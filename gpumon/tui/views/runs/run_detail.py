@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from gpumon.core.doctor.stall_text import stall_headline
 from gpumon.core.format import duration, loss, size
+from gpumon.core.runs.reading.ledger import goodput_words
 from gpumon.core.runs.reading.progress import eta_text, quiet_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
 from gpumon.core.runs.reading.sources import reported_words
@@ -70,6 +71,8 @@ def info_text(summary: RunSummary | None) -> Text:
         if summary.rss is not None:
             line.append(f", RSS {size(summary.rss)}")
     line.append_text(progress_info(summary))
+    if goodput := goodput_words(summary.ledger):  # where the wall time went (issue 52: ledger.py)
+        line.append(f" · {goodput}")
     if summary.loss_source and summary.loss_source != "telemetry":  # telemetry.log: the script's own call
         line.append(f" · loss from {LOSS_FROM.get(summary.loss_source, summary.loss_source)}")
     if summary.skipped:

@@ -1,0 +1,170 @@
+"""Where a run's wall time went (issue 52): start-up, steps, checkpoint saves, evaluation, stalls, restarts, the end.
+
+Folded as the events arrive and kept in the summary (a few numbers per rank), never from the history again:
+
+- ``startup``: the run's start (its supervisor's) to the first step of its lowest rank;
+- ``checkpoint`` and ``eval``: the rank's ``phase`` pauses after its first step (telemetry/phases.py): a save from its
+  ``save`` to the phase it went back to; an evaluation from ``eval`` to its next step or ``train`` (a no-grad stretch
+  says its ``since`` when it ends);
+- ``stall``: the supervisor's stalls (``stall_end``'s ``lasted_s``; one going on, until now);
+- ``restart``: torchrun's restarts, each from its failure until the next attempt was back where it failed
+  (attempts.py: ``lost_s``, else ``gap_s``);
+- ``end``: an ended run's time after its last step (or pause);
+- ``steps``: the rest, the time the model trained: the data wait and the host's share are inside it (time_split.py).
+
+The parts sum to the wall time (``steps`` is what the others leave). GOODPUT is ``steps`` over the wall, as Google's
+goodput work has it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PARTS = ("startup", "steps", "checkpoint", "eval", "stall", "restart", "end")
+PAUSES = {"save": "checkpoint", "eval": "eval"}  # a phase -> the part its time goes to
+NAMES = {
+    "startup": "start-up",
+    "steps": "steps",
+    "checkpoint": "checkpoint saves",
+    "eval": "evaluation",
+    "stall": "stalls",
+    "restart": "restarts",
+    "end": "the end",
+}
+
+
+@dataclass
+class RankTime:
+    first_t: float | None = None  # its first step
+    mark_t: float = 0.0  # its latest step or pause's end
+    open: str | None = None  # the part of a pause going on ("checkpoint", "eval")
+    open_t: float = 0.0
+    checkpoint: float = 0.0
+    eval: float = 0.0
+    saves: int = 0  # checkpoint saves seen (after the first step)
+    evals: int = 0  # evaluations seen
+
+    def close(self, t: float) -> None:
+        if self.open is not None:
+            setattr(self, self.open, getattr(self, self.open) + max(0.0, t - self.open_t))
+            self.open = None
+            self.mark_t = max(self.mark_t, t)
+
+
+@dataclass
+class Ledger:
+    ranks: dict[int, RankTime] = field(default_factory=dict)
+    stall_s: float = 0.0  # the stalls that ended
+    stall_since: float | None = None  # a stall going on: from its last step
+
+    def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
+        t = event.get("t")
+        if not isinstance(t, int | float):
+            return
+        if kind == "stall":
+            since = event.get("since")
+            self.stall_since = float(since) if isinstance(since, int | float) else float(t)
+        elif kind == "stall_end":
+            lasted = event.get("lasted_s")
+            self.stall_s += float(lasted) if isinstance(lasted, int | float) else 0.0
+            self.stall_since = None
+        elif kind == "step":
+            stepped = self.ranks.setdefault(rank, RankTime())
+            stepped.close(t)
+            if stepped.first_t is None:
+                stepped.first_t = float(t)
+            stepped.mark_t = max(stepped.mark_t, float(t))
+        elif kind == "proc_start" and rank in self.ranks:
+            self.ranks[rank].open = None  # a new process of the rank (a restart): a pause of the old one ended with it
+        elif kind == "phase" and (r := self.ranks.get(rank)) is not None and r.first_t is not None:
+            r.close(t)
+            phase, since = event.get("phase"), event.get("since")
+            if phase == "eval" and isinstance(since, int | float):  # a no-grad stretch that just ended
+                r.eval += max(0.0, t - max(float(since), r.mark_t))
+                r.mark_t = max(r.mark_t, float(t))
+                r.evals += 1
+            elif phase in PAUSES:
+                r.open, r.open_t = PAUSES[str(phase)], float(t)
+                if not event.get("after"):  # not the phase a save went back to
+                    r.saves, r.evals = r.saves + (phase == "save"), r.evals + (phase == "eval")
+
+    def seconds(self, started: float | None, until: float, ended: bool, restarts: list[Any]) -> dict[str, float]:
+        """Each part's seconds and the ``wall``, from ``started`` to ``until`` (the run's end, or now); {} without a
+        start."""
+        if started is None:
+            return {}
+        wall = max(0.0, until - started)
+        out = dict.fromkeys(PARTS, 0.0)
+        stepped = [rank for rank, r in self.ranks.items() if r.first_t is not None]
+        if not stepped:
+            out["startup"] = wall
+            return {**out, "wall": wall}
+        r = self.ranks[min(stepped)]
+        if r.first_t is None or not started - 60 <= r.first_t <= until + 1:
+            return {}  # its steps are not within the run's start and end (events written by hand, a skewed clock)
+        out["startup"] = max(0.0, (r.first_t or started) - started)
+        out["checkpoint"], out["eval"] = r.checkpoint, r.eval
+        if r.open is not None:
+            out[r.open] += max(0.0, until - r.open_t)
+        out["stall"] = self.stall_s + (max(0.0, until - self.stall_since) if self.stall_since is not None else 0.0)
+        out["restart"] = sum((float(x.lost_s if x.lost_s is not None else x.gap_s or 0.0) for x in restarts), 0.0)
+        if ended and r.open is None and self.stall_since is None:
+            out["end"] = max(0.0, until - r.mark_t)
+        out["steps"] = max(0.0, wall - sum(v for k, v in out.items() if k != "steps"))
+        return {k: round(v, 3) for k, v in {**out, "wall": wall, "saves": r.saves, "evals": r.evals}.items()}
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "ranks": {str(rank): asdict(r) for rank, r in self.ranks.items()},
+            "stall_s": self.stall_s,
+            "stall_since": self.stall_since,
+        }
+
+    @classmethod
+    def from_state(cls, state: Any) -> Ledger:
+        found = cls()
+        if not isinstance(state, dict):
+            return found
+        for rank, item in (state.get("ranks") or {}).items():
+            try:
+                found.ranks[int(rank)] = RankTime(**item)
+            except (TypeError, ValueError):
+                continue  # a field this version does not know: that rank is left out, never the summary
+        found.stall_s = float(state.get("stall_s") or 0.0)
+        since = state.get("stall_since")
+        found.stall_since = float(since) if isinstance(since, int | float) else None
+        return found
+
+
+def goodput(ledger: dict[str, float]) -> float | None:
+    """The share of the wall time spent in steps (0-1); None before the ledger has any time."""
+    wall = ledger.get("wall") or 0.0
+    return min(1.0, ledger.get("steps", 0.0) / wall) if wall > 0 else None
+
+
+def goodput_words(ledger: dict[str, float], large: float = 0.2) -> str:
+    """ "GOODPUT 41% (start-up 37%, checkpoint saves 22%)": the parts other than steps that take ``large`` or more,
+    largest first; "" before the ledger has any time."""
+    share = goodput(ledger)
+    if share is None:
+        return ""
+    wall = ledger["wall"]
+    parts = sorted(((ledger.get(k, 0.0) / wall, k) for k in PARTS if k != "steps"), reverse=True)
+    big = ", ".join(f"{NAMES[k]} {s:.0%}" for s, k in parts if s >= large)
+    return f"GOODPUT {share:.0%}" + (f" ({big})" if big else "")
+
+
+def ledger_line(ledger: dict[str, float]) -> str:
+    """ "GOODPUT 41% of 3m05s: steps 76.0 s, start-up 68.5 s, checkpoint saves 33.3 s (3), evaluation 7.4 s (2)" (the
+    parts with time, largest first after the steps)."""
+    from gpumon.core.format import duration
+
+    share = goodput(ledger)
+    if share is None:
+        return ""
+    counts = {"checkpoint": ledger.get("saves"), "eval": ledger.get("evals")}
+    parts = [("steps", ledger.get("steps", 0.0))]
+    parts += sorted(((k, ledger.get(k, 0.0)) for k in PARTS if k != "steps"), key=lambda p: -p[1])
+    words = [f"{NAMES[k]} {v:.1f} s" + (f" ({counts[k]:.0f})" if counts.get(k) else "") for k, v in parts if v >= 0.05]
+    return f"GOODPUT {share:.0%} of {duration(ledger['wall'])}: " + ", ".join(words)

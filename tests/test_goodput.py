@@ -1,0 +1,141 @@
+"""Issue 52, the time: every run's wall time split into start-up, steps, checkpoint saves, evaluation, stalls,
+restarts and the end, from the hooks a script gets on its own imports (no code). A real run that starts up slowly,
+saves with torch.save and evaluates under torch.no_grad() times each part itself: the ledger in ``gpumon runs --json``
+agrees with it, and the doctor says the part that took the run's time, with its fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_ended
+
+SCRIPTS = Path(__file__).resolve().parent / "data" / "scripts"
+Gpumon = Callable[..., CompletedProcess[str]]
+PARTS = ("startup", "steps", "checkpoint", "eval", "stall", "restart", "end")
+
+
+@pytest.fixture(scope="module")
+def ledger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, str, dict[str, Any], dict[str, float]]:
+    """The ended run of ledger_run.py: (gpumon, its id, its ``runs --json`` row, the script's own times)."""
+    pytest.importorskip("torch")
+    from tests.conftest import Gpumon as Cli
+
+    gpumon = Cli(tmp_path_factory.mktemp("ledger"))
+    done = gpumon("launch", "script", str(SCRIPTS / "ledger_run.py"))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    wait_ended(gpumon.home, run_id, timeout=180)
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] == "finished", row
+    log = gpumon("logs", run_id, "--lines", "400").stdout
+    own = json.loads(re.search(r"OWN_LEDGER=(\{.*\})", log).group(1))  # type: ignore[union-attr]
+    return gpumon, run_id, row, own
+
+
+def test_the_ledger_splits_the_wall_time_into_the_parts_the_script_timed_itself(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    _, _, row, own = ledger_run
+    ledger = row["ledger"]
+    wall = ledger["wall"]
+    assert wall == pytest.approx(row["ended"] - row["started"], abs=0.01), (ledger, row)
+    assert sum(ledger[part] for part in PARTS) == pytest.approx(wall, rel=0.02), ledger
+    for part in ("startup", "steps", "checkpoint", "eval"):  # each within a third of the script's own clock
+        assert abs(ledger[part] - own[part]) <= own[part] / 3, (part, ledger, own)
+    assert own["startup"] >= 6.0 and own["checkpoint"] >= 4.5 and own["eval"] >= 2.0, own  # 3 saves, 2 evaluations
+    assert (ledger["saves"], ledger["evals"]) == (3, 2), ledger
+    assert ledger["stall"] == 0 and ledger["restart"] == 0, ledger
+    assert ledger["end"] >= 1.5, ledger  # it writes its results for 1.5 s after the last step, then exits
+    assert row["goodput"] == pytest.approx(ledger["steps"] / wall, abs=0.001), row
+
+
+def test_the_doctor_says_which_part_took_the_run_s_time_with_its_fix(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    gpumon, run_id, row, _ = ledger_run
+    ledger = row["ledger"]
+    doctor = json.loads(gpumon("doctor", run_id, "--json").stdout)
+    share = ledger["startup"] / ledger["wall"]
+    line = f"{share:.0%} of this run was start-up ({ledger['startup']:.1f} s before the first step)"
+    assert doctor["headline"] == line, (doctor["headline"], ledger)
+    keys = [advice["key"] for advice in doctor["advice"]]
+    assert keys[0] == "startup", keys
+    assert "cache" in doctor["advice"][0]["title"] and "-X importtime" in doctor["advice"][0]["change"]
+    text = gpumon("doctor", run_id).stdout
+    assert f"time: GOODPUT {row['goodput']:.0%} of " in text, text
+    assert f"checkpoint saves {ledger['checkpoint']:.1f} s (3)" in text, text
+    assert f"evaluation {ledger['eval']:.1f} s (2)" in text, text
+    if ledger["checkpoint"] / ledger["wall"] >= 0.2 and ledger["checkpoint"] >= 5:  # said with its count and cost
+        [found] = [s["text"] for s in doctor["time"] if s["kind"] == "checkpoint"]
+        assert "of this run was saving checkpoints (3 saves, 1.5 s each)" in found, found
+        assert "async_checkpoint" in keys and "async_save" in json.dumps(doctor["advice"])
+
+
+def test_the_runs_detail_shows_goodput_and_the_parts_that_took_the_time(
+    ledger_run: tuple[Any, str, dict[str, Any], dict[str, float]],
+) -> None:
+    from gpumon.core.runs.reading.summary import read_one
+    from gpumon.core.runs.record.store import RunStore
+    from gpumon.tui.views.runs.run_detail import info_text
+
+    gpumon, run_id, row, _ = ledger_run
+    record = RunStore(gpumon.home).load(gpumon.home / "runs" / run_id)
+    assert record is not None
+    text = " ".join(info_text(read_one(record)).plain.split())
+    ledger = row["ledger"]
+    startup = ledger["startup"] / ledger["wall"]
+    assert f" · GOODPUT {row['goodput']:.0%} (start-up {startup:.0%}" in text, text  # the largest part first
+
+
+def test_checkpoints_saved_by_torch_distributed_checkpoint_and_safetensors_are_counted_once_each(
+    gpumon: Any,
+) -> None:
+    pytest.importorskip("safetensors")
+    done = gpumon("launch", "script", str(SCRIPTS / "ledger_saves.py"))
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    wait_ended(gpumon.home, run_id, timeout=180)
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    assert row["status"] == "finished" and "SAVED=2" in gpumon("logs", run_id, "--lines", "50").stdout, row
+    ledger = row["ledger"]
+    assert ledger["saves"] == 2 and ledger["checkpoint"] > 0, ledger  # dcp.save's own writes inside it: one save
+
+
+def test_a_recorded_rank_s_saves_evaluations_stall_and_restart_each_go_to_their_part() -> None:
+    """The fold alone, on a rank's events as the hooks and the supervisor write them: the parts sum to the wall."""
+    from types import SimpleNamespace
+
+    from gpumon.core.runs.reading.ledger import Ledger
+
+    ledger = Ledger()
+    events = [
+        ("proc_start", 100.0, {}),
+        ("step", 110.0, {"step": 1}),  # start-up: 99 -> 110
+        ("step", 120.0, {"step": 50}),
+        ("phase", 120.0, {"phase": "save", "how": "torch.save"}),
+        ("phase", 123.0, {"phase": "train", "after": "save"}),  # a 3 s save
+        ("phase", 130.0, {"phase": "eval"}),
+        ("step", 132.0, {"step": 80}),  # a 2 s evaluation (model.eval(), ended by the next step)
+        ("phase", 135.0, {"phase": "eval", "since": 134.0, "how": "no_grad"}),  # a 1 s no-grad one
+        ("stall", 141.0, {"since": 140.0}),
+        ("stall_end", 150.0, {"lasted_s": 10.0}),
+        ("step", 160.0, {"step": 200}),
+        ("phase", 161.0, {"phase": "exit"}),
+    ]
+    for kind, t, fields in events:
+        ledger.fold(kind, {"type": kind, "t": t, **fields}, 0)
+    restart = SimpleNamespace(lost_s=5.0, gap_s=4.0)
+    parts = ledger.seconds(99.0, 165.0, True, [restart])
+    assert parts["startup"] == 11.0 and parts["checkpoint"] == 3.0 and parts["eval"] == 3.0, parts
+    assert parts["stall"] == 10.0 and parts["restart"] == 5.0 and parts["end"] == 5.0, parts  # after the last step
+    assert (parts["saves"], parts["evals"]) == (1, 2), parts
+    assert sum(parts[p] for p in PARTS) == pytest.approx(parts["wall"]) == 66.0, parts
+    live = Ledger.from_state(ledger.to_state()).seconds(99.0, 165.0, False, [])  # live: no end yet, kept as steps
+    assert live["end"] == 0.0 and live["steps"] == parts["steps"] + 5.0 + 5.0, live
