@@ -22,9 +22,11 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from gpumon.core.protocol import CONTROL_DIR, PYMEM_FLAG, PYMEM_STEPS
+from gpumon.telemetry import cuda_history
 from gpumon.telemetry.pymem_holder import NOT_USERS, find_holder
 from gpumon.telemetry.request_file import RequestFile
 
@@ -41,9 +43,11 @@ _GPUMON = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 class PyMemTrigger:
     """Owned by the step hook: ``at_step`` costs one comparison per step while idle."""
 
-    def __init__(self, run_dir: str, since_ns: int, rank: Callable[[], int]) -> None:
+    def __init__(self, run_dir: str, since_ns: int, rank: Callable[[], int], torch: ModuleType | None = None) -> None:
+        self.run_dir = run_dir
         self.path = os.path.join(run_dir, CONTROL_DIR, PYMEM_FLAG)
         self.rank = rank
+        self.torch = torch  # on a CUDA rank the window records the allocator's history too (cuda_history.py)
         self.requests = RequestFile(self.path, since_ns)  # requests older than this process are not ours
         self.window: dict[str, Any] | None = None  # the window open: request, steps, start step and time
         self.timer: threading.Timer | None = None
@@ -64,7 +68,8 @@ class PyMemTrigger:
             self.timer = threading.Timer(MAX_ON_S, _stop)
             self.timer.daemon = True
             self.timer.start()
-        self.window = {"window": request, "steps": steps, "on": step, "own": not mine, "first": None}
+        cuda = self.torch is not None and cuda_history.start(self.torch)
+        self.window = {"window": request, "steps": steps, "on": step, "own": not mine, "first": None, "cuda": cuda}
 
     def _go_on(self, step: int, write: Callable[..., None]) -> None:
         w = self.window
@@ -76,6 +81,7 @@ class PyMemTrigger:
         if w["first"] is None:  # one step after tracing began: what the step itself allocates is made once
             started = time.perf_counter()
             w["first"] = _snapshot()
+            w["cuda_first"] = cuda_history.snapshot(self.torch) if w["cuda"] and self.torch is not None else None
             w["step"], w["t"], w["ms"] = step, time.monotonic(), (time.perf_counter() - started) * 1e3
             return
         if step - w["step"] < w["steps"] and time.monotonic() - w["t"] < WINDOW_S:
@@ -83,6 +89,8 @@ class PyMemTrigger:
         started = time.perf_counter()
         try:
             fields = grown(w["first"], _snapshot(), step - w["step"])
+            if w.get("cuda_first") is not None and self.torch is not None:
+                fields.update(self._cuda(w["cuda_first"], step - w["step"]))
         except Exception as err:  # noqa: BLE001 - a window must never break training
             fields = {"error": f"{type(err).__name__}: {err}"}
         w["first"] = None
@@ -91,7 +99,17 @@ class PyMemTrigger:
         write("pymem", window=w["window"], step=w["step"], to=step, seconds=round(time.monotonic() - w["t"], 2),
               frames=FRAMES, ms=round(took, 1), **fields)  # fmt: skip
 
+    def _cuda(self, first: dict[str, Any], steps: int) -> dict[str, Any]:
+        """The GPU side of the window: the growing allocation stacks, and the snapshot kept with the run."""
+        second = cuda_history.snapshot(self.torch) if self.torch is not None else None
+        if second is None:
+            return {}
+        kept = cuda_history.keep(second, self.run_dir, self.rank())
+        return {"cuda_lines": cuda_history.grown(first, second, steps, _user_file), "cuda_snapshot": kept}
+
     def _close(self) -> None:
+        if self.window is not None and self.window.get("cuda") and self.torch is not None:
+            cuda_history.stop(self.torch)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None

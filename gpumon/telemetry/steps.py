@@ -133,7 +133,7 @@ class StepRecorder:
             self.statm = None
         run_dir = telemetry.run_dir()
         self.census = CensusTrigger(run_dir, self.torch, since_ns, self._heap) if run_dir else None
-        self.pymem = PyMemTrigger(run_dir, since_ns, telemetry.rank) if run_dir else None
+        self.pymem = PyMemTrigger(run_dir, since_ns, telemetry.rank, self.torch) if run_dir else None
 
     def _join(self) -> None:
         """This process steps: it is a rank from now on (its event file opens with ``proc_start``)."""

@@ -22,12 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.doctor.cause import Cause
-from gpumon.core.doctor.python_growth import PYTHON_FIX, python_causes
+from gpumon.core.doctor.python_growth import CUDA_FIX, PYTHON_FIX, python_causes
 from gpumon.core.events import EventReader
 from gpumon.core.format import size
 from gpumon.core.protocol import KEPT_STEPS, census_group
 
-KINDS = ("eval_no_grad", "loss_graph", "graph_kept", "outputs_list", "growing_tensors", "python_objects")
+KINDS = (
+    "eval_no_grad",
+    "loss_graph",
+    "graph_kept",
+    "outputs_list",
+    "growing_tensors",
+    "python_objects",
+    "cuda_allocations",
+)
 NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 nodes of a small MLP
 MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
 MIN_NODES = 20
@@ -61,6 +69,7 @@ ADVICE = {
     "keep off the device (`.detach().cpu()`), or `del` it when done",
     "growing_tensors": "find who keeps them: these shapes are created each step and never dropped",
     "python_objects": PYTHON_FIX,
+    "cuda_allocations": CUDA_FIX,
 }
 
 

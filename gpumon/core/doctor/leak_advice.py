@@ -58,7 +58,7 @@ def leak_advice(
     """
     named = [c for c in causes if c.kind in ADVICE]
     # What a census named is advice whether or not the memory trend warns yet.
-    by = {"python_objects": "tracemalloc"}  # the rank's tracemalloc window, not its tensor census
+    by = {"python_objects": "tracemalloc", "cuda_allocations": "PyTorch's memory history"}  # a window, not the census
     out = [Advice(f"leak_{c.kind}", f"{c.title} (named by {by.get(c.kind, 'the census')})", c.evidence, c.advice)
            for c in named]  # fmt: skip
     growing = [s for s in leaks.values() if s.grows]

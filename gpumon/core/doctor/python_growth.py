@@ -14,6 +14,11 @@ from gpumon.core.doctor.cause import Cause
 from gpumon.core.format import size
 
 KIND = "python_objects"
+CUDA_KIND = "cuda_allocations"
+CUDA_FIX = (
+    "find what keeps the tensors that line makes (a list, a dict, an attribute): drop them when done (`del`), or "
+    "keep numbers (`.item()`) or a copy on the host (`.detach().cpu()`)"
+)
 PYTHON_FIX = (
     "bound what keeps them: a cache with a limit (`functools.lru_cache(maxsize=N)`), or clear the list once its "
     "items are used"
@@ -26,7 +31,28 @@ def python_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Cause]]
     for event in events:
         if event.get("type") == "pymem" and not event.get("error"):
             latest[_rank(event)] = event
-    return {rank: [_cause(event, line, rank) for line in event.get("lines") or ()] for rank, event in latest.items()}
+    return {
+        rank: [
+            *(_cause(event, line, rank) for line in event.get("lines") or ()),
+            *(_cuda_cause(event, line, rank) for line in event.get("cuda_lines") or ()),
+        ]
+        for rank, event in latest.items()
+    }
+
+
+def _cuda_cause(event: Mapping[str, Any], line: Mapping[str, Any], rank: int) -> Cause:
+    """A line whose CUDA blocks grew in PyTorch's memory history (telemetry/cuda_history.py)."""
+    at = f"{line.get('file')}:{line.get('line')}" + (f" ({line['function']})" if line.get("function") else "")
+    steps = max(1, int(event.get("to") or 0) - int(event.get("step") or 0))
+    kept = event.get("cuda_snapshot")
+    evidence = (
+        f"PyTorch's memory history over {steps} steps: +{size(int(line.get('bytes') or 0))} in {line.get('count')} "
+        f"CUDA blocks allocated at {at} and still allocated, {size(int(line.get('per_step') or 0))} a step"
+        + (f"; the snapshot is kept in the run's folder, {kept} (open it in PyTorch's memory_viz)" if kept else "")
+    )
+    count, grew = int(line.get("count") or 0), int(line.get("bytes") or 0)
+    title = f"{at} allocates GPU memory that stays"
+    return Cause(CUDA_KIND, title, CUDA_FIX, evidence, rank=rank, steps=steps, count=count, bytes=grew)
 
 
 def _cause(event: Mapping[str, Any], line: Mapping[str, Any], rank: int) -> Cause:

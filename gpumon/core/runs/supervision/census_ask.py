@@ -57,11 +57,12 @@ class CensusAsk:
         return DEFAULT_GAP * WIDER**self.asked
 
     def python_ranks_due(self, states: Mapping[int, LeakState], census: list[dict[str, Any]]) -> set[int]:
-        """The ranks to ask for a tracemalloc window now: their host memory grows and their census named nothing."""
+        """The ranks to ask for a window now: their memory grows and their census named nothing (a CUDA rank's
+        window records the allocator's history as well: GPU memory that no tensor the census saw holds)."""
         if self.python is not None or self.request is None:
             return set()
         named = name_causes(census)
-        return {r for r, s in states.items() if s.grows and s.memory != "gpu" and named.get(r) == []}
+        return {r for r, s in states.items() if s.grows and named.get(r) == []}
 
     def pending(self, census: list[dict[str, Any]]) -> bool:
         """A request made and not back from any rank yet (the leak alert waits for it)."""
@@ -82,7 +83,7 @@ class CensusAsk:
             with contextlib.suppress(OSError):
                 self.python, self.python_ranks = request_pymem(run_dir, python), frozenset(python)
                 ranks = ", ".join(str(r) for r in sorted(python))
-                notes.write("note", text=f"the tensor census saw nothing grow while host memory grows: asked rank "
+                notes.write("note", text=f"the tensor census saw nothing grow while memory grows: asked rank "
                                          f"{ranks} for a tracemalloc window (the script's Python objects)")  # fmt: skip
         gap = self.gap(states, census)
         if gap is None:
