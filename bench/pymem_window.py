@@ -7,7 +7,7 @@ hook drives it: a request, tracemalloc on, a snapshot one step later, a second `
 Reported: the median step outside the window and inside it (ratio), the pauses at the two snapshots (the
 event's ``ms``: snapshots, compare and the holder search), the window's wall time, and what it named.
 
-Usage: python bench/pymem_window.py [--objects 0,2000] [--steps 20] [--warm 200]
+Usage: python bench/pymem_window.py [--objects 0,2000] [--frames 1,8] [--steps 20] [--warm 200]
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ CHILD = r"""
 import json, statistics, sys, tempfile, time
 import torch
 from gpumon.core.protocol import request_pymem
+from gpumon.telemetry import pymem
 from gpumon.telemetry.pymem import PyMemTrigger
 
 objects, window, warm = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+pymem.FRAMES = int(sys.argv[4])
 torch.set_num_threads(1)
 model = torch.nn.Linear(256, 256)
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -65,17 +67,19 @@ def main() -> None:
     parser.add_argument("--objects", default="0,2000")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warm", type=int, default=200)
+    parser.add_argument("--frames", default="8", help="tracemalloc frames (gpumon's: 8)")
     args = parser.parse_args()
     print(f"# {platform.machine()} {platform.python_version()}, window {args.steps} steps, warm-up {args.warm}")
-    print("| Python objects a step | step outside | step inside | ratio | pauses (both snapshots) | window | named |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| Python objects a step | frames | step outside | step inside | ratio | pauses | window | named |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     child = Path(tempfile.mkdtemp()) / "train.py"  # a file: tracemalloc names the script's lines by file
     child.write_text(CHILD)
-    for objects in (int(n) for n in args.objects.split(",")):
-        out = subprocess.run([sys.executable, str(child), str(objects), str(args.steps), str(args.warm)],
+    runs = [(int(n), int(f)) for n in args.objects.split(",") for f in args.frames.split(",")]
+    for objects, frames in runs:
+        out = subprocess.run([sys.executable, str(child), str(objects), str(args.steps), str(args.warm), str(frames)],
                              capture_output=True, text=True, check=True)  # fmt: skip
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {objects:,} dicts | {r['outside_us']:.0f} µs | {r['inside_us']:.0f} µs | "
+        print(f"| {objects:,} dicts | {frames} | {r['outside_us']:.0f} µs | {r['inside_us']:.0f} µs | "
               f"{r['inside_us'] / r['outside_us']:.2f}x | {r['pause_ms']} ms | {r['seconds']} s | "
               f"{r['named']} `{r['holder']}` ({r['event_bytes']} B event) |")  # fmt: skip
 
