@@ -41,3 +41,21 @@ def test_a_window_on_a_cuda_rank_names_the_line_whose_blocks_grow_and_keeps_the_
     causes = name_causes(written)[0]
     assert any(c.kind == "cuda_allocations" and f":{line}" in c.title for c in causes), causes
     torch.cuda.memory._record_memory_history(enabled=None)  # (stopped already: a second stop is harmless)
+
+
+def test_a_cuda_out_of_memory_keeps_the_allocators_snapshot_with_its_largest_blocks(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from gpumon.telemetry import cuda_history
+
+    held = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")  # the largest block at the OOM
+    written: list[dict] = []
+    assert cuda_history.watch_oom(
+        torch, str(tmp_path), lambda: 0, lambda kind, **f: written.append({"type": kind, **f})
+    )
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(2**50, dtype=torch.uint8, device="cuda")  # more than any GPU has
+    assert len(written) == 1 and written[0]["type"] == "oom_snapshot", written
+    assert written[0]["largest"][0]["size"] >= held.numel(), written
+    assert "segments" in pickle.loads((tmp_path / written[0]["snapshot"]).read_bytes())

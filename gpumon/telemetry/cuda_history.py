@@ -79,12 +79,12 @@ def _live(snap: Mapping[str, Any], user: Callable[[str], bool]) -> dict[tuple[st
     return out
 
 
-def keep(snap: Mapping[str, Any], run_dir: str, rank: int) -> str | None:
+def keep(snap: Mapping[str, Any], run_dir: str, rank: int, name: str = "rank") -> str | None:
     """Save the snapshot with the run for memory_viz (bounded); its path relative to the run, or None."""
     data = pickle.dumps(dict(snap))
     if len(data) > KEEP_BYTES:
         return None
-    relative = os.path.join("pymem", f"rank{rank}.pickle")
+    relative = os.path.join("pymem", f"{name}{rank}.pickle")
     try:
         os.makedirs(os.path.join(run_dir, "pymem"), mode=0o700, exist_ok=True)
         with open(os.path.join(run_dir, relative), "wb") as fh:
@@ -92,3 +92,42 @@ def keep(snap: Mapping[str, Any], run_dir: str, rank: int) -> str | None:
     except OSError:
         return None
     return relative
+
+
+def watch_oom(torch: ModuleType, run_dir: str, rank: Callable[[], int], write: Callable[..., None]) -> bool:
+    """At a CUDA out-of-memory, before the error is raised: the allocator's snapshot kept with the run
+    (``pymem/oom<N>.pickle``) and an ``oom_snapshot`` event with its largest blocks. Once a process (the observer
+    may be called several times for one OOM). False where the private hook is missing."""
+    taken: list[bool] = []
+
+    def observer(device: int, alloc: int, device_alloc: int, device_free: int) -> None:
+        if taken:
+            return
+        taken.append(True)
+        try:
+            snap = snapshot(torch)
+            if snap is None:
+                return
+            kept = keep(snap, run_dir, rank(), name="oom")
+            write("oom_snapshot", dev=f"cuda:{device}", tried=int(alloc), free=int(device_free), snapshot=kept,
+                  largest=largest(snap))  # fmt: skip
+        except Exception:  # noqa: BLE001 - the OOM itself is what the script will see
+            return
+
+    try:
+        torch._C._cuda_attach_out_of_memory_observer(observer)
+    except Exception:  # noqa: BLE001 - private API
+        return False
+    return True
+
+
+def largest(snap: Mapping[str, Any], top: int = 5) -> list[dict[str, Any]]:
+    """The biggest blocks allocated, each with the first frame recorded for it (when history was on)."""
+    blocks = [b for seg in snap.get("segments") or () for b in seg.get("blocks") or ()
+              if b.get("state") == "active_allocated"]  # fmt: skip
+    out = []
+    for block in sorted(blocks, key=lambda b: int(b.get("size") or 0), reverse=True)[:top]:
+        frame = next(iter(block.get("frames") or ()), None)
+        where = {"file": os.path.basename(str(frame.get("filename"))), "line": frame.get("line")} if frame else {}
+        out.append({"size": int(block.get("size") or 0), **where})
+    return out

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import ranks
+from gpumon.telemetry import cuda_history, ranks
 from gpumon.telemetry.census_trigger import CensusTrigger
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
@@ -346,6 +346,8 @@ class StepRecorder:
         try:
             props = self.torch.cuda.get_device_properties(index)
             w.write("device", dev=f"cuda:{index}", name=str(props.name), total=int(props.total_memory))
+            if (run_dir := telemetry.run_dir()) and not self.devices_seen - {index}:  # once: the first device
+                cuda_history.watch_oom(self.torch, run_dir, telemetry.rank, w.write)  # the snapshot at an OOM
         except Exception as err:  # noqa: BLE001 - telemetry never stops training
             w.write("device", dev=f"cuda:{index}", error=f"{type(err).__name__}: {err}")
 
