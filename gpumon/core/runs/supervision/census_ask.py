@@ -57,12 +57,14 @@ class CensusAsk:
         return DEFAULT_GAP * WIDER**self.asked
 
     def python_ranks_due(self, states: Mapping[int, LeakState], census: list[dict[str, Any]]) -> set[int]:
-        """The ranks to ask for a window now: their memory grows and their census named nothing (a CUDA rank's
+        """The ranks to ask for a window now: their memory warns and their census named nothing (a CUDA rank's
         window records the allocator's history as well: GPU memory that no tensor the census saw holds)."""
         if self.python is not None or self.request is None:
             return set()
         named = name_causes(census)
-        return {r for r, s in states.items() if s.grows and named.get(r) == []}
+        # Only memory that fills before the run ends: a window slows the rank's Python allocations
+        # (bench/pymem_window.py), which a healthy run whose memory creeps (the Flight Recorder) should never pay.
+        return {r for r, s in states.items() if s.warning and named.get(r) == []}
 
     def pending(self, census: list[dict[str, Any]]) -> bool:
         """A request made and not back from any rank yet (the leak alert waits for it)."""
