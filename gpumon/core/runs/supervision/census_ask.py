@@ -7,6 +7,11 @@ came back naming nothing on every rank that answered while memory still grows, t
 each gap ``WIDER`` times the last: 20, 80, 320, 1,280 steps. Two looks at least one period apart always hold
 a stair between them, for any period up to 1,280 steps. At most ``TRIES`` requests a run, each a few looks
 at step boundaries: the training never waits for them.
+
+A census that named nothing on a rank whose memory warns (it fills before the run ends) also starts, once a run,
+a window in that rank (``request_pymem``, telemetry/pymem.py): tracemalloc, and on CUDA PyTorch's memory history.
+What grows may be the script's Python objects (a cache that never evicts): the window names the line that
+allocates them and the dict or list that keeps them. The leak alert waits for it as for a census.
 """
 
 from __future__ import annotations
