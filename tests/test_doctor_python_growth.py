@@ -88,3 +88,31 @@ def test_the_window_stops_tracing_and_leaves_a_tracing_script_alone(tmp_path: Pa
         assert tracemalloc.is_tracing()
     finally:
         tracemalloc.stop()
+
+
+def test_a_list_that_keeps_every_batchs_records_is_told_to_clear_or_use_a_bounded_deque(tmp_path: Path) -> None:
+    from gpumon.core.protocol import request_pymem
+    from gpumon.telemetry.pymem import PyMemTrigger
+
+    written: list[dict] = []
+    records: list[bytes] = [b""] * 10
+    trigger = PyMemTrigger(str(tmp_path), time.time_ns() - 10**9, lambda: 0)
+    request_pymem(tmp_path, [0], steps=4)
+    for step in range(1, 8):
+        records.append(bytes(100_000) + bytes([step]))  # each batch's records, never dropped
+        trigger.at_step(step, float(step), lambda kind, **f: written.append({"type": kind, "src": "rank0", **f}))
+    cause = name_causes(written)[0][0]
+    assert cause.holder == f"`records` in {Path(__file__).name}", cause
+    assert "`records.clear()`" in cause.advice and "collections.deque(maxlen=N)" in cause.advice, cause
+
+
+def test_a_window_that_saw_no_line_grow_points_below_python_not_back_to_tracemalloc() -> None:
+    from gpumon.core.doctor.leak_advice import leak_advice
+    from gpumon.core.doctor.leak_state import LeakState
+
+    host = LeakState("leak", slope=262144.0, strength=0.9, runs_out_at=90_000, samples=300, step=300)
+    window = {"type": "pymem", "src": "rank0", "window": 1, "step": 200, "to": 220, "lines": [], "ms": 40.0}
+    advice = leak_advice({0: host}, (), censused=(160, 180), window=window)
+    assert advice[0].key == "leak_not_tensors", advice
+    assert "tracemalloc over steps 200 to 220 saw no line of the script grow" in advice[0].why, advice[0]
+    assert "MALLOC_ARENA_MAX" in advice[0].change and "tracemalloc.start()" not in advice[0].change, advice[0]
