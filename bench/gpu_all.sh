@@ -6,7 +6,8 @@
 # 1. issue 37's GPU proof first (tests/test_gpu_use.py, tests/test_gpu_issue37.py: MFU vs analytic and
 #    torch.utils.benchmark, SM activity busy vs trickle, TF32 off, .item()/print(loss) named at their line,
 #    pageable copies, input-bound on CUDA with its time split, no sync from the hooks in a plain loop, Lightning
-#    and the HF Trainer, the queued --gpu-mem run, the idle-held alert), one test at a time (-n 0: a shared GPU
+#    and the HF Trainer, the queued --gpu-mem run, the idle-held alert; issue 52's memory history window,
+#    tests/test_gpu_pymem.py), one test at a time (-n 0: a shared GPU
 #    would spoil the MFU figure);
 # 2. bench/gpu_check.py: every panel field against nvidia-smi, SM activity (GPM) beside
 #    `nvidia-smi dmon --gpm-metrics` in the same second, sampling and hook costs, leak latency;
@@ -34,7 +35,7 @@ left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 } | tee "$OUT/env.txt"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   echo "gpu_all: torch sees no CUDA GPU here: nothing to check (pytest -m gpu skips with the reason)" | tee -a "$OUT/env.txt"
-  "$PY" -m pytest -m gpu -n 0 -q -rs tests/test_gpu_use.py tests/test_gpu_issue37.py 2>&1 | tail -20 | tee "$OUT/skipped.log"
+  "$PY" -m pytest -m gpu -n 0 -q -rs tests/test_gpu_use.py tests/test_gpu_issue37.py tests/test_gpu_pymem.py 2>&1 | tail -20 | tee "$OUT/skipped.log"
   exit 2
 fi
 
@@ -52,7 +53,7 @@ part() {  # part NAME SECONDS CMD...: runs CMD with its limit, its output in $OU
 
 PYTEST=("$PY" -m pytest -m gpu -n 0 -s -rA -p no:cacheprovider --durations=0)
 part issue37 $(( $(left) * 60 / 100 )) "${PYTEST[@]}" --junitxml="$OUT/issue37.xml" \
-  tests/test_gpu_use.py tests/test_gpu_issue37.py
+  tests/test_gpu_use.py tests/test_gpu_issue37.py tests/test_gpu_pymem.py
 part gpu_check $(( $(left) * 55 / 100 )) "$PY" bench/gpu_check.py --idle-seconds 5
 part older $(( $(left) - 5 )) "${PYTEST[@]}" --junitxml="$OUT/older.xml" tests/test_gpu.py tests/test_gpu_runs.py \
   tests/test_gpu_stuck.py  # issue 51: the stuck collective under NCCL (skips with fewer than 2 GPUs)

@@ -6,7 +6,8 @@ imports the other. docs/events.md describes the events; this module the rest of 
 
 - ``control/`` in the run directory holds requests, as files (no socket, no signal a script could lack a
   handler for): ``census`` asks every rank for a census (its mtime is the request's id, its text the gap
-  in steps), ``stop`` and ``stop-trials`` ask a search to stop (runs/supervision/control.py).
+  in steps), ``pymem`` asks ranks for a tracemalloc window (its text: the steps, then the ranks), ``stop``
+  and ``stop-trials`` ask a search to stop (runs/supervision/control.py).
 - ``stacks/<pid>.txt`` is a process's open ``faulthandler`` file: its existence says the process answers
   ``STACK_SIGNAL`` with every thread's stack; ``<pid>.taken`` says the script took that signal back.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from gpumon.core.safefs import write_atomic
 CONTROL_DIR = "control"
 CENSUS_FLAG = "census"
 DEFAULT_GAP = 20  # steps between the two censuses of a request
+PYMEM_FLAG = "pymem"  # a tracemalloc window's request (telemetry/pymem.py)
+PYMEM_STEPS = 20  # steps between its two snapshots
 KEPT_STEPS = 3  # a graph reaching further back than this many steps' nodes was kept (by the rank and the doctor)
 
 STACKS_DIR = "stacks"
@@ -48,6 +51,14 @@ def request_census(run_dir: str | os.PathLike[str], gap: int = DEFAULT_GAP) -> i
     folder = control_dir(run_dir)
     write_atomic(folder / CENSUS_FLAG, f"{max(1, int(gap))}\n".encode())  # a new inode and mtime: a new request
     return (folder / CENSUS_FLAG).stat().st_mtime_ns
+
+
+def request_pymem(run_dir: str | os.PathLike[str], ranks: Iterable[int] = (), steps: int = PYMEM_STEPS) -> int:
+    """Ask ``ranks`` (none: every rank) for a tracemalloc window of ``steps`` steps; returns its id (mtime ns)."""
+    folder = control_dir(run_dir)
+    words = " ".join(str(int(w)) for w in (max(1, int(steps)), *sorted(set(ranks))))
+    write_atomic(folder / PYMEM_FLAG, f"{words}\n".encode())
+    return (folder / PYMEM_FLAG).stat().st_mtime_ns
 
 
 def stack_path(run_dir: str, pid: int) -> str:

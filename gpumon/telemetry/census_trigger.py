@@ -22,8 +22,8 @@ from typing import Any
 
 from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, DEFAULT_GAP, KEPT_STEPS, census_group
 from gpumon.telemetry.census import MIN_HELD, take_census
+from gpumon.telemetry.request_file import RequestFile
 
-CHECK_EVERY_S = 0.25
 MAX_LOOKS = 4  # looks per request: the first pair and up to two more after a release
 
 
@@ -37,8 +37,7 @@ class CensusTrigger:
         self.torch = torch
         self.heap = heap  # the live heap's bytes (glibc's mallinfo2), to say what a look leaves in it
         self.left = 0  # bytes the looks since the last step event left in the heap (``take_left``)
-        self.served = since_ns  # requests older than this process are not ours
-        self.next_check = 0.0
+        self.requests = RequestFile(self.path, since_ns)  # requests older than this process are not ours
         # The look due: (request, requested gap, its seq, the step it is due at, the look before it).
         self.due: tuple[int, int, int, int, Mapping[str, Any] | None] | None = None
 
@@ -47,17 +46,10 @@ class CensusTrigger:
             if step >= self.due[3]:
                 self._look(write, step)
             return
-        if now < self.next_check <= now + CHECK_EVERY_S:  # (a clock set back still checks)
+        request = self.requests.new(now)
+        if request is None:
             return
-        self.next_check = now + CHECK_EVERY_S
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            return
-        if stat.st_mtime_ns <= self.served:
-            return
-        self.served = stat.st_mtime_ns
-        self.due = (stat.st_mtime_ns, _read_gap(self.path), 1, step, None)
+        self.due = (request, _read_gap(self.path), 1, step, None)
         self._look(write, step)
 
     def _look(self, write: Callable[..., None], step: int) -> None:

@@ -20,13 +20,14 @@ from typing import Any
 
 from gpumon import telemetry
 from gpumon.core.events import EventWriter
-from gpumon.telemetry import phases, ranks, ray_workers
+from gpumon.telemetry import cuda_history, phases, ranks, ray_workers
 from gpumon.telemetry.census_trigger import CensusTrigger
 from gpumon.telemetry.collectives import Clock
 from gpumon.telemetry.feeding import Feed, optimizer_lr
 from gpumon.telemetry.flops import FlopCount
 from gpumon.telemetry.gpu_watch import CatchUp
 from gpumon.telemetry.loss import BackwardLoss, metrics_line
+from gpumon.telemetry.pymem import PyMemTrigger
 
 STEP_EVERY_ENV = "GPUMON_STEP_EVERY"  # record every Nth step (default 1)
 STEP_RATE_ENV = "GPUMON_STEP_RATE"  # record at most this many steps a second (default 200; 0: no limit)
@@ -137,6 +138,7 @@ class StepRecorder:
             self.statm = None
         run_dir = telemetry.run_dir()
         self.census = CensusTrigger(run_dir, self.torch, since_ns, self._heap) if run_dir else None
+        self.pymem = PyMemTrigger(run_dir, since_ns, telemetry.rank, self.torch) if run_dir else None
 
     def _join(self) -> None:
         """This process steps: it is a rank from now on (its event file opens with ``proc_start``)."""
@@ -304,6 +306,8 @@ class StepRecorder:
             self.held = loss
         if self.census is not None:
             self.census.at_step(self.step, now, w.write)
+        if self.pymem is not None:
+            self.pymem.at_step(self.step, now, w.write)
 
     def _optimizer_values(self, w: EventWriter, steps: int, first: bool = False) -> dict[str, Any]:
         """The step event's ``wait`` (DataLoader seconds per step; ``epoch_wait``: the part at epochs' edges,
@@ -354,6 +358,8 @@ class StepRecorder:
         try:
             props = self.torch.cuda.get_device_properties(index)
             w.write("device", dev=f"cuda:{index}", name=str(props.name), total=int(props.total_memory))
+            if (run_dir := telemetry.run_dir()) and not self.devices_seen - {index}:  # once: the first device
+                cuda_history.watch_oom(self.torch, run_dir, telemetry.rank, w.write)  # the snapshot at an OOM
         except Exception as err:  # noqa: BLE001 - telemetry never stops training
             w.write("device", dev=f"cuda:{index}", error=f"{type(err).__name__}: {err}")
 

@@ -17,16 +17,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from gpumon.core.doctor.cause import Cause
+from gpumon.core.doctor.python_growth import CUDA_FIX, PYTHON_FIX, python_causes
 from gpumon.core.events import EventReader
 from gpumon.core.format import size
 from gpumon.core.protocol import KEPT_STEPS, census_group
 
-KINDS = ("eval_no_grad", "loss_graph", "graph_kept", "outputs_list", "growing_tensors")
+KINDS = (
+    "eval_no_grad",
+    "loss_graph",
+    "graph_kept",
+    "outputs_list",
+    "growing_tensors",
+    "python_objects",
+    "cuda_allocations",
+)
 NODE_BYTES = 700  # heap per kept graph node, measured: +5.6 KB per step for 8 nodes of a small MLP
 MIN_COUNT = 3  # fewer new tensors is the batch-to-batch churn of a healthy loop
 MIN_NODES = 20
@@ -59,28 +68,9 @@ ADVICE = {
     "outputs_list": "reduce each batch to numbers as you go (`.item()`, a running sum), move what you must "
     "keep off the device (`.detach().cpu()`), or `del` it when done",
     "growing_tensors": "find who keeps them: these shapes are created each step and never dropped",
+    "python_objects": PYTHON_FIX,
+    "cuda_allocations": CUDA_FIX,
 }
-
-
-@dataclass(frozen=True)
-class Cause:
-    kind: str  # one of KINDS
-    title: str
-    advice: str
-    evidence: str  # what the censuses saw: counts, shapes, sizes
-    rank: int = 0
-    steps: int = 0  # between the two censuses
-    count: int = 0  # tensors gained
-    bytes: int = 0  # storage and saved-tensor bytes gained (graph nodes estimated for loss_graph)
-    nodes: int = 0  # graph nodes gained
-    holder: str = ""  # who keeps it, e.g. "`running_loss` in train.py:90 (train_epoch)"; "" if not found
-
-    @property
-    def bytes_per_step(self) -> float:
-        return self.bytes / self.steps if self.steps else 0.0
-
-    def describe(self) -> str:
-        return f"{self.title}: {self.evidence}. Fix: {self.advice}."
 
 
 def advice_for(kind: str, holder: Mapping[str, Any] | None = None) -> str:
@@ -280,8 +270,14 @@ def census_pairs(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[Mapping
 
 
 def name_causes(events: Iterable[Mapping[str, Any]]) -> dict[int, list[Cause]]:
-    """Per rank with a complete census pair, its causes (an empty list: a census found nothing growing)."""
-    return {rank: found for rank, (_, _, found) in _choices(events).items()}
+    """Per rank with a complete census pair, its causes (an empty list: a census found nothing growing); where the
+    census named nothing, the lines a tracemalloc window saw grow (``pymem`` events, python_growth.py)."""
+    events = list(events)
+    named = {rank: found for rank, (_, _, found) in _choices(events).items()}
+    for rank, found in python_causes(events).items():
+        if found and not named.get(rank):
+            named[rank] = found
+    return named
 
 
 def read_census_events(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -10,6 +10,9 @@ else to look (and, under torch.distributed, the Flight Recorder's ring of recent
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from gpumon.core.doctor.advice_types import Advice
 from gpumon.core.doctor.causes import ADVICE, Cause
 from gpumon.core.doctor.leak import LeakState
@@ -35,6 +38,10 @@ NOT_TENSORS = (
     "a cache), a C extension, or the allocator's free lists. tracemalloc finds Python's: "
     "`tracemalloc.start()`, then compare two `tracemalloc.take_snapshot()`s a few hundred steps apart"
 )
+NOT_PYTHON = (
+    "look below Python: a C extension's own allocations, memory torch keeps outside tensors, or glibc's arenas "
+    "holding freed memory (try `MALLOC_ARENA_MAX=2`, or `MALLOC_TRIM_THRESHOLD_`)"
+)
 FLIGHT_RECORDER = (
     "nothing to fix if the growth stops: torch.distributed's Flight Recorder keeps a record of each of the "
     "last TORCH_FR_BUFFER_SIZE collectives (default 2,000), with its stack, and stops growing once full. "
@@ -49,16 +56,20 @@ def leak_advice(
     censused: tuple[int, int] | None = None,
     distributed: bool = False,
     run_id: str = "",
+    window: Mapping[str, Any] | None = None,
 ) -> list[Advice]:
     """The causes a census named, then what else to look at for the worst growth among ``leaks``.
 
     ``censused``: the steps of the latest census pair; when it named nothing the tensor suspects are out.
     ``distributed``: the run uses torch.distributed (its collectives' Flight Recorder is then a suspect).
     ``run_id``: the run the advised command names.
+    ``window``: the latest tracemalloc window (a ``pymem`` event); one that named no line rules Python's objects out.
     """
     named = [c for c in causes if c.kind in ADVICE]
     # What a census named is advice whether or not the memory trend warns yet.
-    out = [Advice(f"leak_{c.kind}", f"{c.title} (named by the census)", c.evidence, c.advice) for c in named]
+    by = {"python_objects": "tracemalloc", "cuda_allocations": "PyTorch's memory history"}  # a window, not the census
+    out = [Advice(f"leak_{c.kind}", f"{c.title} (named by {by.get(c.kind, 'the census')})", c.evidence, c.advice)
+           for c in named]  # fmt: skip
     growing = [s for s in leaks.values() if s.grows]
     if not growing or named:  # a census names every tensor pattern that grows: the others are not it
         return out
@@ -66,8 +77,11 @@ def leak_advice(
     rate = f"+{size(worst.slope)} per iteration ({worst.memory or 'memory'}, {worst.state})"
     if censused:  # the census looked: no tensor or graph grew, so none of the tensor suspects is it
         saw = f"the tensor census at steps {censused[0]} and {censused[1]} saw no tensors or autograd graphs grow"
+        looked = window is not None and not window.get("error") and not window.get("lines")
+        if looked and window is not None:  # gpumon's own tracemalloc window looked, and no line of the script grew
+            saw += f"; tracemalloc over steps {window.get('step')} to {window.get('to')} saw no line of the script grow"
         out.append(Advice("leak_not_tensors", "What grows is not torch's tensors", f"memory grows {rate}; {saw}",
-                          NOT_TENSORS))  # fmt: skip
+                          NOT_PYTHON if looked else NOT_TENSORS))  # fmt: skip
         if distributed:
             why = f"memory grows {rate} in a torch.distributed run; {saw}"
             out.append(Advice("leak_flight_recorder", "Wait for the Flight Recorder to fill", why, FLIGHT_RECORDER))

@@ -238,7 +238,8 @@ def diagnose(
     else:  # memory that grows per iteration: the named cause first, then the likely ones
         spec = record.spec
         distributed = spec.kind in TORCHRUN_KINDS or world > 1
-        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed, run_id=record.id))
+        window = next((e for e in reversed(census) if e.get("type") == "pymem"), None)  # the latest tracemalloc
+        advice = tuple(leak_advice(leaks, causes, censused, distributed=distributed, run_id=record.id, window=window))
     if loss is not None:  # before a failure's generic advice (a NaN often ends in "unknown"), after a known one
         found = tuple(loss_advice(loss, telemetry, Context.from_argv(record.spec.full_args)))
         known = failure is not None and failure.kind not in ("unknown", "killed", "stopped")

@@ -39,7 +39,7 @@ from gpumon.core.safefs import read_bytes, write_atomic
 SUMMARY = "summary.json"
 SUMMARY_FORMAT = 1
 KEEP = 20  # exceptions and notes kept in a summary (the newest)
-KEEP_CENSUS = 8  # census events kept in a summary: a request of up to 4 looks (census_trigger.py) of two ranks
+KEEP_CENSUS = 10  # census events in a summary: 4 looks a request (census_trigger.py) of 2 ranks, and their pymem
 
 
 # Parts of the fold that keep their own state, saved in the summary under these names (to_state/from_state each)
@@ -251,7 +251,7 @@ class RunTelemetry:
             self.notes.append(event["text"])
         elif kind == "device" and isinstance(event.get("total"), int):
             self.memory.setdefault(rank, RankMemory(device=str(event.get("dev", "cuda")))).capacity = event["total"]
-        elif kind == "census":
+        elif kind in ("census", "pymem"):  # the rank's looks at its memory: tensors, then Python's
             self.census.append(event)
         elif kind == "dataloader":
             self.feeding.loader(rank, event)

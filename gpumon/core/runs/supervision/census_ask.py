@@ -7,6 +7,11 @@ came back naming nothing on every rank that answered while memory still grows, t
 each gap ``WIDER`` times the last: 20, 80, 320, 1,280 steps. Two looks at least one period apart always hold
 a stair between them, for any period up to 1,280 steps. At most ``TRIES`` requests a run, each a few looks
 at step boundaries: the training never waits for them.
+
+A census that named nothing on a rank whose memory warns (it fills before the run ends) also starts, once a run,
+a window in that rank (``request_pymem``, telemetry/pymem.py): tracemalloc, and on CUDA PyTorch's memory history.
+What grows may be the script's Python objects (a cache that never evicts): the window names the line that
+allocates them and the dict or list that keeps them. The leak alert waits for it as for a census.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any, Protocol
 
 from gpumon.core.doctor.causes import name_causes
 from gpumon.core.doctor.leak_state import LeakState
-from gpumon.core.protocol import DEFAULT_GAP, request_census
+from gpumon.core.protocol import DEFAULT_GAP, request_census, request_pymem
 
 WIDER = 4  # each gap this many times the last
 TRIES = 4  # requests a run at most: gaps of 20, 80, 320 and 1,280 steps
@@ -34,6 +39,8 @@ class CensusAsk:
     asked: int = 0  # requests made
     request: int | None = None  # the latest one's id (its control file's mtime, in its looks' ``request``)
     done: bool = False  # a census named a cause, or failed: no more requests
+    python: int | None = None  # the tracemalloc window's request id, once asked (once a run)
+    python_ranks: frozenset[int] = frozenset()  # the ranks it asked
 
     def gap(self, states: Mapping[int, LeakState], census: list[dict[str, Any]]) -> int | None:
         """The gap of the request to make now; None while none is due."""
@@ -54,8 +61,22 @@ class CensusAsk:
             return None
         return DEFAULT_GAP * WIDER**self.asked
 
+    def python_ranks_due(self, states: Mapping[int, LeakState], census: list[dict[str, Any]]) -> set[int]:
+        """The ranks to ask for a window now: their memory warns and their census named nothing (a CUDA rank's
+        window records the allocator's history as well: GPU memory that no tensor the census saw holds)."""
+        if self.python is not None or self.request is None:
+            return set()
+        named = name_causes(census)
+        # Only memory that fills before the run ends: a window slows the rank's Python allocations
+        # (bench/pymem_window.py), which a healthy run whose memory creeps (the Flight Recorder) should never pay.
+        return {r for r, s in states.items() if s.warning and named.get(r) == []}
+
     def pending(self, census: list[dict[str, Any]]) -> bool:
         """A request made and not back from any rank yet (the leak alert waits for it)."""
+        if self.python is not None and not any(
+            e.get("type") == "pymem" and e.get("window") == self.python for e in census
+        ):
+            return True
         if self.request is None:
             return False
         mine = [e for e in census if e.get("request") == self.request]
@@ -64,6 +85,13 @@ class CensusAsk:
     def ask(self, run_dir: str | os.PathLike[str], states: Mapping[int, LeakState], census: list[dict[str, Any]],
             notes: Notes) -> None:  # fmt: skip
         """Make the request due now, if any, and say so in the run's events."""
+        python = self.python_ranks_due(states, census)
+        if python:
+            with contextlib.suppress(OSError):
+                self.python, self.python_ranks = request_pymem(run_dir, python), frozenset(python)
+                ranks = ", ".join(str(r) for r in sorted(python))
+                notes.write("note", text=f"the tensor census saw nothing grow while memory grows: asked rank "
+                                         f"{ranks} for a tracemalloc window (the script's Python objects)")  # fmt: skip
         gap = self.gap(states, census)
         if gap is None:
             return

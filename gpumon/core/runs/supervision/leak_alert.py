@@ -65,7 +65,7 @@ class LeakAlert:
 
 def _census_failed(census: list[dict[str, Any]], rank: int) -> bool:
     src = f"rank{rank}"
-    return any(e.get("error") and str(e.get("src", "")) == src for e in census)
+    return any(e.get("error") and e.get("type") == "census" and str(e.get("src", "")) == src for e in census)
 
 
 def alert_text(rank: int, state: LeakState, cause: Cause | None) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,61 @@
+"""Issue 52 on CUDA (``pytest -m gpu``; skipped without a GPU): the window records PyTorch's memory history, names
+the line whose CUDA blocks grow, and keeps the snapshot with the run for memory_viz (telemetry/cuda_history.py)."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+
+from gpumon.core.doctor.causes import name_causes
+from gpumon.core.protocol import request_pymem
+from tests.conftest import requires_gpu
+
+pytestmark = [pytest.mark.gpu, requires_gpu]
+
+
+def test_a_window_on_a_cuda_rank_names_the_line_whose_blocks_grow_and_keeps_the_snapshot(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from gpumon.telemetry.pymem import PyMemTrigger
+
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # CUDA initialised, as in a training rank
+    written: list[dict] = []
+    kept: list = [torch.empty(0, device="cuda") for _ in range(8)]
+    trigger = PyMemTrigger(str(tmp_path), time.time_ns() - 10**9, lambda: 0, torch)
+    request_pymem(tmp_path, [0], steps=5)
+    for step in range(1, 9):
+        kept.append(torch.empty(4 * 2**20, dtype=torch.uint8, device="cuda"))  # 4 MiB a step, kept
+        trigger.at_step(step, float(step), lambda kind, **f: written.append({"type": kind, "src": "rank0", **f}))
+    assert written and not written[0].get("error"), written
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "4 MiB a step, kept" in text)
+    cuda = written[0]["cuda_lines"]
+    assert cuda and cuda[0]["file"] == Path(__file__).name and cuda[0]["line"] == line, cuda
+    assert cuda[0]["bytes"] >= 5 * 4 * 2**20, cuda
+    snapshot = tmp_path / written[0]["cuda_snapshot"]
+    assert "segments" in pickle.loads(snapshot.read_bytes())
+    causes = name_causes(written)[0]
+    assert any(c.kind == "cuda_allocations" and f":{line}" in c.title for c in causes), causes
+    torch.cuda.memory._record_memory_history(enabled=None)  # (stopped already: a second stop is harmless)
+
+
+def test_a_cuda_out_of_memory_keeps_the_allocators_snapshot_with_its_largest_blocks(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    from gpumon.telemetry import cuda_history
+
+    held = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")  # the largest block at the OOM
+    written: list[dict] = []
+    assert cuda_history.watch_oom(
+        torch, str(tmp_path), lambda: 0, lambda kind, **f: written.append({"type": kind, **f})
+    )
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(2**50, dtype=torch.uint8, device="cuda")  # more than any GPU has
+    assert len(written) == 1 and written[0]["type"] == "oom_snapshot", written
+    assert written[0]["largest"][0]["size"] >= held.numel(), written
+    assert "segments" in pickle.loads((tmp_path / written[0]["snapshot"]).read_bytes())
