@@ -152,17 +152,11 @@ class Owners:
         )
 
 
+OWNER_FIELDS = ("container_id", "container_runtime", "container_name", "pod_uid", "pod", "namespace", "slurm_job")
+
+
 def _with(p: GpuProcess, o: GpuProcess) -> GpuProcess:
-    return replace(
-        p,
-        container_id=o.container_id,
-        container_runtime=o.container_runtime,
-        container_name=o.container_name,
-        pod_uid=o.pod_uid,
-        pod=o.pod,
-        namespace=o.namespace,
-        slurm_job=o.slurm_job,
-    )
+    return replace(p, **{name: getattr(o, name) for name in OWNER_FIELDS})
 
 
 def _foreign(p: GpuProcess) -> GpuProcess:
