@@ -19,15 +19,17 @@ from gpumon.core.model import SNAPSHOT_SCHEMA, Snapshot
 
 FIELDS = ("full", "fleet")
 COMMAND_CHARS = 120
+# What a fleet host's screen (Enter on a host) draws is kept: Snapshot.from_dict reads it (uuid, a process's kind,
+# the host's swap and per-core use); the rest (clocks, fans, ECC, NVLink...) only the full document carries.
 _DEVICE_KEYS = (
-    "index", "name", "state", "reason", "gpu_util", "mem_used", "mem_total", "mem_percent",
+    "index", "uuid", "name", "state", "reason", "gpu_util", "mem_used", "mem_total", "mem_percent",
     "temperature", "power_draw", "power_limit", "processes_reason", "vendor",
 )  # fmt: skip
 _PROCESS_KEYS = (
-    "gpu_index", "pid", "used_memory", "sm_util", "user", "command", "create_time", "simulated",
+    "gpu_index", "pid", "used_memory", "sm_util", "kind", "user", "command", "create_time", "simulated",
     "container_id", "container_runtime", "container_name", "pod_uid", "pod", "namespace", "slurm_job",
 )  # fmt: skip
-_HOST_KEYS = ("hostname", "cpu_percent", "load", "mem_used", "mem_total")
+_HOST_KEYS = ("hostname", "cpu_percent", "load", "mem_used", "mem_total", "swap_used", "swap_total", "time")
 
 
 class StreamError(ValueError):
@@ -59,6 +61,7 @@ def stream_doc(snap: Snapshot, fields: str = "full") -> dict[str, Any]:
         processes.append(row)
     host = _pick(full["host"], _HOST_KEYS)
     host["load"] = [round(x, 2) for x in full["host"]["load"]] if full["host"]["load"] else None
+    host["per_cpu"] = [round(x) for x in full["host"]["per_cpu"]]  # whole percents: a core's bar, not a figure
     return {
         **head,
         **{key: full[key] for key in ("time", "source", "simulated", "driver", "reason")},
