@@ -25,7 +25,8 @@ BINDING_IDS = (
     "remote_terminate", "remote_kill",
     "log_open", "run_mark", "run_compare", "loss_log_scale", "log_close", "log_search", "log_match_next",
     "log_match_prev", "log_follow", "log_rank_next", "log_rank_prev", "log_up", "log_down", "log_page_up",
-    "log_page_down", "log_start", "log_end", "compare_close", "compare_log_scale",
+    "log_page_down", "log_start", "log_end", "log_wrap", "log_left", "log_right", "log_starts", "log_ends",
+    "compare_close", "compare_log_scale",
     "view_alerts", "alert_open", "queue_up", "queue_down", "queue_start",
 )  # fmt: skip
 
