@@ -37,7 +37,9 @@ class Ledger:
             private_dirs(os.path.join(self.run_dir, STACKS_DIR))
             fd = open_own(Path(ledger_path(self.run_dir, os.getpid())), os.O_RDWR)
             try:
-                os.ftruncate(fd, 2 * SLOT)
+                # Blocks taken now, not on a page's first write: a sparse page written on a full disk is a
+                # SIGBUS that kills the rank (a full state dir must cost the record, never the training).
+                os.posix_fallocate(fd, 0, 2 * SLOT)
                 self.map = mmap.mmap(fd, 2 * SLOT)
             finally:
                 os.close(fd)
