@@ -12,8 +12,11 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from gpumon.core.safefs import write_atomic
 
 MAX_ENTRIES = 20_000  # alloc/free records kept by the ring (a few KB each)
 KEEP_BYTES = 64 * 1024 * 1024  # a snapshot bigger than this is not kept
@@ -87,8 +90,7 @@ def keep(snap: Mapping[str, Any], run_dir: str, rank: int, name: str = "rank") -
     relative = os.path.join("pymem", f"{name}{rank}.pickle")
     try:
         os.makedirs(os.path.join(run_dir, "pymem"), mode=0o700, exist_ok=True)
-        with open(os.path.join(run_dir, relative), "wb") as fh:
-            fh.write(data)
+        write_atomic(Path(run_dir, relative), data)  # never through a link planted there
     except OSError:
         return None
     return relative
