@@ -148,7 +148,11 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         lines.append("\ncollectives (each rank's last started and finished):")
         lines += [f"  {line}" for line in diagnosis.collectives]
     dumps = record.dir / "fr"
-    if any(dumps.glob("rank_*")):  # NCCL's dumps at its timeout (launcher.py turned the recorder on)
+    try:  # NCCL's dumps at its timeout (launcher.py turned the recorder on); another user's run: not readable
+        dumped = any(p.name.startswith("rank_") for p in dumps.iterdir())
+    except OSError:
+        dumped = False
+    if dumped:
         lines.append(f"\nFlight Recorder dumps: python -m torch.distributed.flight_recorder.fr_trace {dumps} -p rank_")
     if diagnosis.advice:
         lines.append("\nwhat to change, best first:")
