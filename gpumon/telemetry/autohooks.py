@@ -26,7 +26,7 @@ from gpumon.telemetry import collectives, frameworks, phases, ranks, stacks
 from gpumon.telemetry.feeding import hook_clip, hook_dataloader
 from gpumon.telemetry.imports import when_imported
 from gpumon.telemetry.loss import hook_scaler
-from gpumon.telemetry.steps import StepRecorder
+from gpumon.telemetry.steps import StepRecorder, torch_import
 
 __all__ = ["StepRecorder", "install"]
 
@@ -126,7 +126,7 @@ def _on_torch(torch: ModuleType) -> None:
     collectives.hook(torch, recorder.clock)
     if ranks.decided() is not None:  # a torchrun rank, or one that already reported
         recorder.told_torch = True
-        telemetry.event("torch", version=getattr(torch, "__version__", "?"))
+        telemetry.event("torch", version=getattr(torch, "__version__", "?"), **torch_import())
 
 
 def _count_backward(torch: ModuleType, recorder: StepRecorder) -> None:

@@ -13,6 +13,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -21,6 +22,7 @@ Callback = Callable[[ModuleType], None]
 _lock = threading.Lock()
 _pending: dict[str, list[Callback]] = {}
 _finder: _ImportWatcher | None = None
+TOOK: dict[str, float] = {}  # a watched module -> seconds its own import took (the ledger's start-up: torch's)
 
 
 def when_imported(name: str, callback: Callback) -> None:
@@ -64,7 +66,9 @@ class _ImportWatcher(importlib.abc.MetaPathFinder):
         real_exec = loader.exec_module
 
         def exec_module(module: ModuleType) -> None:
+            began = time.monotonic()
             real_exec(module)
+            TOOK[fullname] = time.monotonic() - began
             with _lock:
                 callbacks = _pending.pop(fullname, [])
             for callback in callbacks:

@@ -152,7 +152,7 @@ class StepRecorder:
         w = telemetry.writer()
         if w is not None and not self.told_torch:
             self.told_torch = True
-            w.write("torch", version=getattr(self.torch, "__version__", "?"))
+            w.write("torch", version=getattr(self.torch, "__version__", "?"), **torch_import())
         if w is not None and (threads := self.feed.thread_change(self.torch)) is not None:
             w.write("threads", **threads)
         mp = sys.modules.get("multiprocessing")
@@ -376,3 +376,11 @@ class StepRecorder:
             return int(os.pread(self.statm, 128, 0).split()[1]) * self.page
         except (OSError, IndexError, ValueError):
             return None
+
+
+def torch_import() -> dict[str, float]:
+    """``import_s``: the seconds the script's ``import torch`` took, where gpumon watched it (start-up no script
+    can skip: the doctor's start-up finding leaves it out)."""
+    from gpumon.telemetry.imports import TOOK
+
+    return {"import_s": round(TOOK["torch"], 3)} if "torch" in TOOK else {}

@@ -1,7 +1,8 @@
 """A run whose wall time goes elsewhere than its steps (issue 52): start-up, checkpoint saves, evaluation.
 
 Read from the run's time ledger (core/runs/reading/ledger.py). A part is a finding once it takes ``LARGE`` of the
-wall time and ``LARGE_S`` seconds at least (a short script's import of torch is no finding); each comes with its fix.
+wall time and ``LARGE_S`` seconds at least, start-up without the script's ``import torch`` (measured in the rank: no
+fix here); each comes with its fix.
 Stalls and restarts have their own sections (stall.py, restarts.py).
 """
 
@@ -24,10 +25,12 @@ def ledger_findings(ledger: dict[str, float], make: Any) -> list[Any]:
     for kind in LEDGER_KINDS:
         seconds = ledger.get(kind) or 0.0
         share = seconds / wall if wall > 0 else 0.0
-        if share < LARGE or seconds < LARGE_S:
-            continue
+        imports = min(seconds, ledger.get("imports") or 0.0) if kind == "startup" else 0.0
+        if share < LARGE or seconds < LARGE_S or (seconds - imports) < LARGE_S or (seconds - imports) < LARGE * wall:
+            continue  # judged on what the script does after `import torch`: the import itself has no fix here
         if kind == "startup":
-            what = f"start-up ({seconds:.1f} s before the first step)"
+            torch = f", {imports:.1f} s of it importing torch" if imports >= 0.05 else ""
+            what = f"start-up ({seconds:.1f} s before the first step{torch})"
         elif kind == "checkpoint":
             what = f"saving checkpoints ({_each(seconds, int(ledger.get('saves') or 0), 'save')})"
         else:

@@ -44,6 +44,7 @@ class RankTime:
     eval: float = 0.0
     saves: int = 0  # checkpoint saves seen (after the first step)
     evals: int = 0  # evaluations seen
+    import_s: float | None = None  # its `import torch` (the ``torch`` event's ``import_s``): start-up no script skips
 
     def close(self, t: float) -> None:
         if self.open is not None:
@@ -75,6 +76,9 @@ class Ledger:
             if stepped.first_t is None:
                 stepped.first_t = float(t)
             stepped.mark_t = max(stepped.mark_t, float(t))
+        elif kind == "torch" and isinstance(took := event.get("import_s"), int | float):
+            own = self.ranks.setdefault(rank, RankTime())
+            own.import_s = float(took) if own.import_s is None else own.import_s
         elif kind == "proc_start" and rank in self.ranks:
             self.ranks[rank].open = None  # a new process of the rank (a restart): a pause of the old one ended with it
         elif kind == "phase" and (r := self.ranks.get(rank)) is not None and r.first_t is not None:
@@ -104,6 +108,8 @@ class Ledger:
         if r.first_t is None or not started - 60 <= r.first_t <= until + 1:
             return {}  # its steps are not within the run's start and end (events written by hand, a skewed clock)
         out["startup"] = max(0.0, (r.first_t or started) - started)
+        # `import torch` (seconds on a loaded host): in start-up, though not the script's own work
+        imports = min(out["startup"], max(0.0, r.import_s)) if r.import_s is not None else None
         out["checkpoint"], out["eval"] = r.checkpoint, r.eval
         if r.open is not None:
             out[r.open] += max(0.0, until - r.open_t)
@@ -112,7 +118,10 @@ class Ledger:
         if ended and r.open is None and self.stall_since is None:
             out["end"] = max(0.0, until - r.mark_t)
         out["steps"] = max(0.0, wall - sum(v for k, v in out.items() if k != "steps"))
-        return {k: round(v, 3) for k, v in {**out, "wall": wall, "saves": r.saves, "evals": r.evals}.items()}
+        extra = {"wall": wall, "saves": r.saves, "evals": r.evals}
+        if imports is not None:
+            extra["imports"] = imports
+        return {k: round(v, 3) for k, v in {**out, **extra}.items()}
 
     def to_state(self) -> dict[str, Any]:
         return {
