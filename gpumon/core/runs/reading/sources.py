@@ -74,3 +74,16 @@ def reported_words(reported: Mapping[str, Any] | None) -> str:
     at = f" at step {step:,}" if isinstance(step, int) and not isinstance(step, bool) else ""
     items = " · ".join(f"{name} {fmt_value(number(v) if number(v) is not None else v)}" for name, v in metrics.items())
     return f"{REPORT_CALL.get(source, source)}{at}: {items}"
+
+
+# Where the shown loss comes from, in words (the run detail's "loss from the HF Trainer's logs")
+LOSS_FROM = {
+    "hf": "the HF Trainer's logs",
+    "lightning": "Lightning's self.log",
+    "tqdm": "a tqdm postfix",
+    "tensorboard": "TensorBoard scalars",
+    "wandb": "wandb.log",
+    "mlflow": "MLflow metrics",
+    "ray.train": "ray.train.report",
+    "backward": "the tensor backward() started from",
+}

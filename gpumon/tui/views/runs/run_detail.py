@@ -15,7 +15,7 @@ from gpumon.core.format import duration, loss, size
 from gpumon.core.runs.reading.ledger import goodput_words
 from gpumon.core.runs.reading.progress import eta_text, quiet_text, rate_text
 from gpumon.core.runs.reading.rank_rows import proc_count, sharing
-from gpumon.core.runs.reading.sources import reported_words
+from gpumon.core.runs.reading.sources import LOSS_FROM, reported_words
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.runs.reading.use import mfu_text
 from gpumon.core.runs.reading.use import rate_text as use_rate
@@ -32,16 +32,6 @@ from gpumon.tui.widgets.charts import SERIES_STYLES, Chart, Series, nonpositive
 from gpumon.tui.widgets.log_view import LogTail, LogView
 from gpumon.tui.widgets.render import STATE_STYLE, leak_style
 
-LOSS_FROM = {
-    "hf": "the HF Trainer's logs",
-    "lightning": "Lightning's self.log",
-    "tqdm": "a tqdm postfix",
-    "tensorboard": "TensorBoard scalars",
-    "wandb": "wandb.log",
-    "mlflow": "MLflow metrics",
-    "ray.train": "ray.train.report",
-    "backward": "the tensor backward() started from",
-}
 FIT_STYLE = {"growing": "bright_yellow", "leak": "bright_red"}  # the fitted line: none of SERIES_STYLES
 
 
