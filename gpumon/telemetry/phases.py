@@ -108,15 +108,18 @@ def _wrap_saves(module: ModuleType, functions: tuple[str, ...]) -> None:
             wrap_save(module, function, f"{module.__name__}.{function}")
 
 
-def wrap_save(owner: Any, name: str, how: str) -> None:
+def wrap_save(owner: Any, name: str, how: str, when: Callable[..., bool] | None = None) -> None:
     """Wrap ``owner.name`` (a function that saves a checkpoint) to say the save's start and end (``phase`` save,
-    then the phase it left, with ``how``); a save inside another (nested) says nothing more."""
+    then the phase it left, with ``how``); a save inside another (nested) says nothing more. ``when(*args,
+    **kwargs)``: only such calls save (a report that may carry a checkpoint)."""
     original: Callable[..., Any] = getattr(owner, name)
     if getattr(original, "_gpumon_save", False):
         return
 
     @functools.wraps(original)
     def save(*args: Any, **kwargs: Any) -> Any:
+        if when is not None and not when(*args, **kwargs):
+            return original(*args, **kwargs)
         outer = _state.saving == 0
         _state.saving += 1
         if outer:

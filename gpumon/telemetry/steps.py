@@ -110,6 +110,7 @@ class StepRecorder:
         self.first: int | None = None
         self.first_alive: Any = None  # a weakref to that optimizer: once it is gone, the next one counts
         self.step = 0
+        self.step_t = 0.0  # when the latest step was taken
         self.clock.take()  # a forked child's time is its own
         self.clock.take_cpu()
         self.clock.seq.clear()
@@ -228,6 +229,7 @@ class StepRecorder:
 
     def _tick(self) -> None:
         self.step += 1
+        self.step_t = time.time()  # a step the rate limit holds back is written later with its own time (flush)
         if self.flops is not None:  # one step counted after warm-up (flops.py): an int compare otherwise
             self.flops.tick(self.step, self.first_alive() if self.first_alive else None, telemetry.event)
         if self.catch_up is not None:
@@ -248,7 +250,7 @@ class StepRecorder:
             return
         with contextlib.suppress(Exception):  # telemetry never fails a run, not even at exit
             if self.step > self.recorded and self.step >= self.every:
-                self.record(time.time())
+                self.record(self.step_t)  # when it stepped, not now: the time after it is the run's end
             w = telemetry.writer() if self.held is not None else None
             if w is not None:
                 self._emit_loss(w, time.time())
@@ -288,6 +290,7 @@ class StepRecorder:
                 extra["gpu_dry"] = dry  # the share of steps the GPU had finished before the host queued the next
             w.write(
                 "step",
+                t=now,  # the step's own time (a held-back one is written later: flush)
                 step=self.step,
                 dt=dt,
                 dev=f"cuda:{index}",
@@ -299,7 +302,7 @@ class StepRecorder:
                 **extra,
             )
         else:
-            w.write("step", step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss(), **extra)
+            w.write("step", t=now, step=self.step, dt=dt, dev="cpu", heap=self._heap(), rss=self._rss(), **extra)
         loss = self.loss.read()
         if loss is not None:
             self._emit_loss(w, now)

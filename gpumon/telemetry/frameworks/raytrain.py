@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from gpumon import telemetry
-from gpumon.telemetry import ray_workers
+from gpumon.telemetry import phases, ray_workers
 from gpumon.telemetry.frameworks.report import LazyNumber, Reporter, numbers, report_after
 
 SOURCE = "ray.train"
@@ -30,6 +30,12 @@ def hook(module: ModuleType) -> None:
         method = getattr(getattr(module, name, None), "report", None)
         if method is not None and not getattr(method, "_gpumon", False):
             report_after(getattr(module, name), "report", SOURCE, _reported, _inside)
+            # a report with a checkpoint persists it (seconds, to the run's storage): the ledger's checkpoint time
+            phases.wrap_save(getattr(module, name), "report", "ray.train.report", when=_with_checkpoint)
+
+
+def _with_checkpoint(context: Any, metrics: Any = None, checkpoint: Any = None, *args: Any, **kwargs: Any) -> bool:
+    return checkpoint is not None
 
 
 def _reported(metrics: Any = None, *args: Any, **kwargs: Any) -> None:

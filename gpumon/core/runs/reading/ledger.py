@@ -44,6 +44,7 @@ class RankTime:
     eval: float = 0.0
     saves: int = 0  # checkpoint saves seen (after the first step)
     evals: int = 0  # evaluations seen
+    last_t: float = 0.0  # its latest event of any kind: an ended run's pause still open ends there
     import_s: float | None = None  # its `import torch` (the ``torch`` event's ``import_s``): start-up no script skips
 
     def close(self, t: float) -> None:
@@ -63,6 +64,8 @@ class Ledger:
         t = event.get("t")
         if not isinstance(t, int | float):
             return
+        if (seen := self.ranks.get(rank)) is not None and str(event.get("src", "")).startswith("rank"):
+            seen.last_t = max(seen.last_t, float(t))  # its own word (the supervisor's events name ranks too)
         if kind == "stall":
             since = event.get("since")
             self.stall_since = float(since) if isinstance(since, int | float) else float(t)
@@ -111,12 +114,15 @@ class Ledger:
         # `import torch` (seconds on a loaded host): in start-up, though not the script's own work
         imports = min(out["startup"], max(0.0, r.import_s)) if r.import_s is not None else None
         out["checkpoint"], out["eval"] = r.checkpoint, r.eval
+        # An ended run's pause still open (a model left in eval mode after its last step) lasted until the rank's
+        # last word (its final report, its metrics); what came after is the end (a framework's teardown), not it.
+        paused_until = until if not ended else min(until, max(r.last_t, r.open_t))
         if r.open is not None:
-            out[r.open] += max(0.0, until - r.open_t)
+            out[r.open] += max(0.0, paused_until - r.open_t)
         out["stall"] = self.stall_s + (max(0.0, until - self.stall_since) if self.stall_since is not None else 0.0)
         out["restart"] = sum((float(x.lost_s if x.lost_s is not None else x.gap_s or 0.0) for x in restarts), 0.0)
-        if ended and r.open is None and self.stall_since is None:
-            out["end"] = max(0.0, until - r.mark_t)
+        if ended and self.stall_since is None:
+            out["end"] = max(0.0, until - (max(r.mark_t, paused_until) if r.open is not None else r.mark_t))
         out["steps"] = max(0.0, wall - sum(v for k, v in out.items() if k != "steps"))
         extra = {"wall": wall, "saves": r.saves, "evals": r.evals}
         if imports is not None:
