@@ -210,6 +210,17 @@ def stop_runs_under(root: Path) -> list[str]:
 USER_DIRS = ("GPUMON_HOME", "GPUMON_CONFIG_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_user_dirs_for_shared_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Module-scoped fixtures (a run several tests read) start before any test's own dirs are set below: they get
+    the session's dirs, never the user's (a user's `[runs] stall_after = 1` once stalled test_goodput's run)."""
+    own = tmp_path_factory.mktemp("session-user")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in USER_DIRS:
+            patch.setenv(name, str(own / name.lower()))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_run_left_behind(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
