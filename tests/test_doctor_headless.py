@@ -95,8 +95,10 @@ def test_a_leak_left_alone_ends_with_its_cause_named_and_the_fix_first(
     assert [c["kind"] for c in report["causes"]][:1] == [LEAKS[name]], report["causes"]
     first = report["advice"][0]
     assert first["key"] == f"leak_{LEAKS[name]}" and "(named by the census)" in first["title"]
-    # What the census named is the advice: the usual suspects it did not see grow are not listed.
-    assert all("(named by the census)" in a["title"] for a in report["advice"])
+    # What the census named is the memory advice: the usual suspects it did not see grow are not listed. (Time
+    # findings may join it: beside CI's load these 2 s runs spend most of their wall time starting.)
+    memory = [a for a in report["advice"] if a["key"].startswith("leak_")]
+    assert memory and all("(named by the census)" in a["title"] for a in memory), report["advice"]
     alerts = (record.dir / "alerts.seen").read_text().splitlines()  # the user's command ran once, with the text
     assert len(alerts) == 1 and alerts[0].startswith(f"{record.id} memory leak on rank 0: ")
     listed = json.loads(subprocess.run([sys.executable, "-m", "gpumon", "runs", "--json"], capture_output=True,
@@ -116,7 +118,8 @@ def test_without_a_census_the_likely_fixes_are_still_ranked(
     keys = [a["key"] for a in report["advice"]]
     assert keys[0] == "leak_loss_graph" and "leak_outputs_list" in keys  # a CPU heap: a kept graph first
     # The way to confirm names this run: a command the user can paste.
-    assert all(f"gpumon doctor {record.id} --census" in a["why"] for a in report["advice"]), report["advice"]
+    memory = [a for a in report["advice"] if a["key"].startswith("leak_")]
+    assert all(f"gpumon doctor {record.id} --census" in a["why"] for a in memory), report["advice"]
 
 
 @pytest.mark.parametrize("name", HEALTHY)
@@ -127,7 +130,8 @@ def test_healthy_twins_end_with_no_warning_and_no_census(
     monkeypatch.setenv("GPUMON_HOME", str(record.dir.parent.parent))
     report = doctor(record)
     assert not any(m["warning"] for m in report["memory"].values()), report["memory"]
-    assert report["causes"] == [] and report["advice"] == []
+    # No memory advice (a start-up finding may come: beside CI's load these short runs mostly start)
+    assert report["causes"] == [] and [a for a in report["advice"] if a["key"].startswith("leak_")] == []
     assert not (record.dir / "control" / "census").exists()  # never asked
     assert not (record.dir / "alerts.seen").exists()  # never alerted
 
