@@ -99,3 +99,47 @@ def test_one_new_tensor_of_a_few_bytes_or_one_first_seen_is_still_no_cause() -> 
     assert name_causes(small) == {0: []}  # +1 graph of 4 KiB: the batch-to-batch churn of a healthy loop
     appeared = [{**look(2, 1, 100, 1), "groups": []}, look(2, 2, 120, 1)]
     assert name_causes(appeared) == {0: []}  # one big graph that was not there: a one-off, not a collection growing
+
+
+def _requests(tmp_path: Path, window_lines: list[dict]) -> list[list[str]]:
+    """The supervisor's requests, pass by pass, on a rank whose memory warns and whose every census comes back
+    naming no tensor; its tracemalloc window comes back with ``window_lines``."""
+    from gpumon.core.protocol import CENSUS_FLAG, CONTROL_DIR, PYMEM_FLAG
+
+    growing = {0: LeakState("growing", slope=256 * 1024)}
+    assert growing[0].warning
+    ask, census, passes = CensusAsk(), [], []
+    control, step = tmp_path / CONTROL_DIR, 100
+    control.mkdir(parents=True)
+
+    class Notes:
+        def write(self, kind: str, /, **fields: object) -> None:
+            pass
+
+    for _ in range(8):  # supervisor passes, each after what the last one asked came back
+        ask.ask(tmp_path, growing, census, Notes())
+        made = [f for f in (CENSUS_FLAG, PYMEM_FLAG) if (control / f).exists()]
+        passes.append([f"census {(control / f).read_text().strip()}" if f == CENSUS_FLAG else "window" for f in made])
+        for flag in made:
+            if flag == CENSUS_FLAG:  # the rank's two looks, 16 outputs each: nothing grew
+                gap = int((control / flag).read_text())
+                census += [look(ask.request or 0, 1, step, 16, again=gap), look(ask.request or 0, 2, step + gap, 16)]
+                step += gap
+            else:
+                census.append({"type": "pymem", "src": "rank0", "window": ask.python, "step": step, "to": step + 20,
+                               "lines": window_lines})  # fmt: skip
+            (control / flag).unlink()
+    return [made for made in passes if made]
+
+
+def test_the_tracemalloc_window_is_never_out_beside_a_census_and_a_line_it_names_ends_the_staircase(
+    tmp_path: Path,
+) -> None:
+    """A census look inside the window is traced too (bench/census_in_window.py): the two requests go one at a
+    time. The window follows the first census that named nothing; the staircase's wider censuses wait for it,
+    and stop once it named the line that allocates what grows."""
+    quiet = _requests(tmp_path / "nothing", [])
+    assert quiet == [["census 20"], ["window"], ["census 80"], ["census 320"], ["census 1280"]], quiet
+    line = {"file": "train.py", "line": 30, "function": "decode", "bytes": 5 * MiB, "count": 20, "per_step": 256 * 1024}
+    named = _requests(tmp_path / "named", [line])
+    assert named == [["census 20"], ["window"]], named  # named: no wider census to pay for

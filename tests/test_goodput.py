@@ -28,7 +28,12 @@ def ledger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, str, dict
     from tests.conftest import Gpumon as Cli
 
     gpumon = Cli(tmp_path_factory.mktemp("ledger"))
-    done = gpumon("launch", "script", str(SCRIPTS / "ledger_run.py"))
+    return (gpumon, *_finished(gpumon, "ledger_run.py"))
+
+
+def _finished(gpumon: Any, script: str) -> tuple[str, dict[str, Any], dict[str, float]]:
+    """Launch one of the scripts here and wait for its end: its id, ``runs --json`` row, and its own times."""
+    done = gpumon("launch", "script", str(SCRIPTS / script))
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[-1]
     wait_ended(gpumon.home, run_id, timeout=180)
@@ -36,7 +41,7 @@ def ledger_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, str, dict
     assert row["status"] == "finished", row
     log = gpumon("logs", run_id, "--lines", "400").stdout
     own = json.loads(re.search(r"OWN_LEDGER=(\{.*\})", log).group(1))  # type: ignore[union-attr]
-    return gpumon, run_id, row, own
+    return run_id, row, own
 
 
 def test_the_ledger_splits_the_wall_time_into_the_parts_the_script_timed_itself(
@@ -111,6 +116,28 @@ def test_checkpoints_saved_by_torch_distributed_checkpoint_and_safetensors_are_c
     assert ledger["saves"] == 2 and ledger["checkpoint"] > 0, ledger  # dcp.save's own writes inside it: one save
 
 
+def test_an_evaluation_the_stall_rule_called_a_stall_is_counted_once_as_evaluation(gpumon: Any) -> None:
+    """With ``[runs] stall_after = 1`` the supervisor calls each 3 s no-grad evaluation of ledger_stalled.py a stall
+    (nothing is said until it ends), the second one still open at the run's end. Its seconds are the evaluation's
+    alone: the parts still sum to the wall, and the steps keep their own time (they had been left 0 s)."""
+    pytest.importorskip("torch")
+    config = gpumon.cwd / "config"
+    config.mkdir()
+    (config / "config.toml").write_text("[runs]\nstall_after = 1\n")
+    gpumon.env["GPUMON_CONFIG_DIR"] = str(config)
+    run_id, row, own = _finished(gpumon, "ledger_stalled.py")
+    events = "".join(p.read_text() for p in (gpumon.home / "runs" / run_id / "events").glob("launcher.*.jsonl"))
+    assert '"type":"stall"' in events, "the stall rule never fired: the run proves nothing"
+    ledger = row["ledger"]
+    assert sum(ledger[part] for part in PARTS) == pytest.approx(ledger["wall"], rel=0.02), ledger
+    assert abs(ledger["eval"] - own["eval"]) <= own["eval"] / 3 and ledger["evals"] == 2, (ledger, own)
+    assert abs(ledger["steps"] - own["steps"]) <= max(own["steps"] / 3, 0.3), (ledger, own)
+    # what is left is the time after the last evaluation (its 1 s of results and the exit): the end, or the stall
+    # still open then, never the evaluations again
+    after = ledger["wall"] - ledger["startup"] - ledger["steps"] - ledger["eval"]
+    assert ledger["stall"] + ledger["end"] == pytest.approx(after, abs=0.05) and after < 4.0, ledger
+
+
 def test_a_recorded_rank_s_saves_evaluations_stall_and_restart_each_go_to_their_part() -> None:
     """The fold alone, on a rank's events as the hooks and the supervisor write them: the parts sum to the wall."""
     from types import SimpleNamespace
@@ -142,3 +169,31 @@ def test_a_recorded_rank_s_saves_evaluations_stall_and_restart_each_go_to_their_
     assert sum(parts[p] for p in PARTS) == pytest.approx(parts["wall"]) == 66.0, parts
     live = Ledger.from_state(ledger.to_state()).seconds(99.0, 165.0, False, [])  # live: no end yet, kept as steps
     assert live["end"] == 0.0 and live["steps"] == parts["steps"] + 5.0 + 5.0, live
+
+
+def test_a_stall_said_after_the_step_that_ended_it_or_open_at_the_end_leaves_its_pauses_theirs() -> None:
+    """The fold alone: the supervisor's stall event comes a pass after its onset, here after the steps resumed; a
+    second stall is still open at the run's end, beside a save that never returned. Each second is in one part."""
+    from gpumon.core.runs.reading.ledger import Ledger
+
+    ledger = Ledger()
+    events = [
+        ("step", 10.0, {"step": 1}, "rank0"),
+        ("step", 11.0, {"step": 2}, "rank0"),
+        ("phase", 15.0, {"phase": "eval", "since": 11.0, "how": "no_grad"}, "rank0"),  # 4 s of evaluation
+        ("step", 15.5, {"step": 3}, "rank0"),
+        ("stall", 16.0, {"since": 11.0}, "launcher"),  # said after the step that ended it: 0.5 s of stall
+        ("stall_end", 17.0, {"since": 11.0, "lasted_s": 6.0}, "launcher"),  # to a later step: not counted again
+        ("step", 18.0, {"step": 4}, "rank0"),
+        ("stall", 21.0, {"since": 18.0}, "launcher"),
+        ("phase", 22.0, {"phase": "save", "how": "torch.save"}, "rank0"),  # never returns: killed at 30
+    ]
+    for kind, t, fields, src in events:
+        ledger.fold(kind, {"type": kind, "t": t, "src": src, **fields}, 0)
+    parts = ledger.seconds(9.0, 30.0, True, [])
+    assert parts["eval"] == 4.0 and parts["checkpoint"] == 0.0, parts  # the save's last word was its start
+    assert parts["stall"] == 0.5 + 12.0 and parts["end"] == 0.0, parts  # the open one, from 18 to the end
+    assert sum(parts[p] for p in PARTS) == pytest.approx(parts["wall"]) == 21.0, parts
+    live = Ledger.from_state(ledger.to_state()).seconds(9.0, 30.0, False, [])  # live: the save is going on
+    assert live["checkpoint"] == 8.0 and live["stall"] == 0.5 + 4.0, live
+    assert sum(live[p] for p in PARTS) == pytest.approx(21.0), live

@@ -6,7 +6,11 @@ Folded as the events arrive and kept in the summary (a few numbers per rank), ne
 - ``checkpoint`` and ``eval``: the rank's ``phase`` pauses after its first step (telemetry/phases.py): a save from its
   ``save`` to the phase it went back to; an evaluation from ``eval`` to its next step or ``train`` (a no-grad stretch
   says its ``since`` when it ends);
-- ``stall``: the supervisor's stalls (``stall_end``'s ``lasted_s``; one going on, until now);
+- ``stall``: the supervisor's stalls, from the last step before one (its ``since``) to the first step after it (one
+  going on: until now, or the run's end), less the pauses inside it: a checkpoint save or an evaluation that was
+  going on is the pause's, never the stall's too (a no-grad evaluation says nothing until it ends, so a short
+  ``stall_after`` calls it a stall first). A stall still open at the run's end keeps the time after its last step
+  and pause: the end is 0 then;
 - ``restart``: torchrun's restarts, each from its failure until the next attempt was back where it failed
   (attempts.py: ``lost_s``, else ``gap_s``);
 - ``end``: an ended run's time after its last step (or pause);
@@ -21,6 +25,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# A stall's event comes a supervisor's pass after its onset, and may come after the step that ended it: each rank
+# keeps its latest KEEP_GAPS gaps between steps of GAP_S or more (or with a pause), where such a stall is found.
+GAP_S, KEEP_GAPS = 0.5, 8
 PARTS = ("startup", "steps", "checkpoint", "eval", "stall", "restart", "end")
 PAUSES = {"save": "checkpoint", "eval": "eval"}  # a phase -> the part its time goes to
 NAMES = {
@@ -46,19 +53,40 @@ class RankTime:
     evals: int = 0  # evaluations seen
     last_t: float = 0.0  # its latest event of any kind: an ended run's pause still open ends there
     import_s: float | None = None  # its `import torch` (the ``torch`` event's ``import_s``): start-up no script skips
+    step_t: float = 0.0  # its latest step
+    paused: float = 0.0  # seconds of its pauses that ended since its latest step (a stall said later holds them)
+    gaps: list[list[float]] = field(default_factory=list)  # its latest long gaps: [step, next step, pauses' s]
 
-    def close(self, t: float) -> None:
-        if self.open is not None:
-            setattr(self, self.open, getattr(self, self.open) + max(0.0, t - self.open_t))
-            self.open = None
-            self.mark_t = max(self.mark_t, t)
+    def step(self, t: float) -> None:
+        if self.first_t is None:
+            self.first_t = t
+        elif t - self.step_t >= GAP_S or self.paused:  # a stall's event may come after the step that ended it
+            self.gaps = [*self.gaps[1 - KEEP_GAPS :], [self.step_t, t, self.paused]]
+        self.mark_t, self.step_t, self.paused = max(self.mark_t, t), t, 0.0
+
+    def pause(self, part: str, start: float, t: float) -> float:
+        """Count a pause from ``start`` to ``t`` in ``part``; returns its seconds."""
+        took = max(0.0, t - start)
+        setattr(self, part, getattr(self, part) + took)
+        self.paused += took
+        self.mark_t = max(self.mark_t, t)
+        return took
+
+    def close(self, t: float) -> tuple[float, float] | None:
+        """End the pause going on at ``t``: its (start, end), None without one."""
+        if self.open is None:
+            return None
+        self.pause(self.open, self.open_t, t)
+        self.open = None
+        return self.open_t, t
 
 
 @dataclass
 class Ledger:
     ranks: dict[int, RankTime] = field(default_factory=dict)
-    stall_s: float = 0.0  # the stalls that ended
+    stall_s: float = 0.0  # the stalls that ended, less the pauses inside them
     stall_since: float | None = None  # a stall going on: from its last step
+    stall_paused: float = 0.0  # seconds of the lowest rank's pauses inside the stall going on
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         t = event.get("t")
@@ -68,33 +96,59 @@ class Ledger:
             seen.last_t = max(seen.last_t, float(t))  # its own word (the supervisor's events name ranks too)
         if kind == "stall":
             since = event.get("since")
-            self.stall_since = float(since) if isinstance(since, int | float) else float(t)
-        elif kind == "stall_end":
+            self._stall(float(since) if isinstance(since, int | float) else float(t))
+        elif kind == "stall_end" and self.stall_since is not None:  # no step ended it here: the supervisor's word
             lasted = event.get("lasted_s")
-            self.stall_s += float(lasted) if isinstance(lasted, int | float) else 0.0
-            self.stall_since = None
+            self._stall_ended(self.stall_since + (float(lasted) if isinstance(lasted, int | float) else 0.0))
         elif kind == "step":
             stepped = self.ranks.setdefault(rank, RankTime())
-            stepped.close(t)
-            if stepped.first_t is None:
-                stepped.first_t = float(t)
-            stepped.mark_t = max(stepped.mark_t, float(t))
+            self._inside_stall(rank, stepped.close(t))
+            stepped.step(float(t))
+            if self.stall_since is not None and t > self.stall_since:
+                self._stall_ended(float(t))  # the first step after it (stall_end's lasted_s runs to a later one)
         elif kind == "torch" and isinstance(took := event.get("import_s"), int | float):
             own = self.ranks.setdefault(rank, RankTime())
             own.import_s = float(took) if own.import_s is None else own.import_s
         elif kind == "proc_start" and rank in self.ranks:
             self.ranks[rank].open = None  # a new process of the rank (a restart): a pause of the old one ended with it
         elif kind == "phase" and (r := self.ranks.get(rank)) is not None and r.first_t is not None:
-            r.close(t)
+            self._inside_stall(rank, r.close(t))
             phase, since = event.get("phase"), event.get("since")
             if phase == "eval" and isinstance(since, int | float):  # a no-grad stretch that just ended
-                r.eval += max(0.0, t - max(float(since), r.mark_t))
-                r.mark_t = max(r.mark_t, float(t))
+                start = max(float(since), r.mark_t)
+                r.pause("eval", start, t)
+                self._inside_stall(rank, (start, float(t)))
                 r.evals += 1
             elif phase in PAUSES:
                 r.open, r.open_t = PAUSES[str(phase)], float(t)
                 if not event.get("after"):  # not the phase a save went back to
                     r.saves, r.evals = r.saves + (phase == "save"), r.evals + (phase == "eval")
+
+    def _lowest(self) -> RankTime | None:
+        """The rank whose pauses the ledger counts: the lowest that stepped."""
+        stepped = [rank for rank, r in self.ranks.items() if r.first_t is not None]
+        return self.ranks[min(stepped)] if stepped else None
+
+    def _stall(self, since: float) -> None:
+        """A stall from ``since`` (a rank's last step): already over where a rank stepped after it, else open."""
+        for r in self.ranks.values():
+            for start, end, paused in r.gaps:
+                if abs(start - since) < 1e-3:
+                    self.stall_s += max(0.0, end - start - paused)  # its stall_end (stall_since None) adds nothing
+                    return
+        self.stall_since = since
+        low = self._lowest()  # its pauses since its last step, which ended before the stall was said
+        self.stall_paused = low.paused if low is not None and low.step_t >= since else 0.0
+
+    def _inside_stall(self, rank: int, pause: tuple[float, float] | None) -> None:
+        """A pause of ``rank`` that ended: its seconds inside the stall going on are the pause's, not the stall's."""
+        if pause is not None and self.stall_since is not None and self.ranks.get(rank) is self._lowest():
+            self.stall_paused += max(0.0, pause[1] - max(pause[0], self.stall_since))
+
+    def _stall_ended(self, at: float) -> None:
+        if self.stall_since is not None:
+            self.stall_s += max(0.0, at - self.stall_since - self.stall_paused)
+        self.stall_since, self.stall_paused = None, 0.0
 
     def seconds(self, started: float | None, until: float, ended: bool, restarts: list[Any]) -> dict[str, float]:
         """Each part's seconds and the ``wall``, from ``started`` to ``until`` (the run's end, or now); {} without a
@@ -119,7 +173,10 @@ class Ledger:
         paused_until = until if not ended else min(until, max(r.last_t, r.open_t))
         if r.open is not None:
             out[r.open] += max(0.0, paused_until - r.open_t)
-        out["stall"] = self.stall_s + (max(0.0, until - self.stall_since) if self.stall_since is not None else 0.0)
+        out["stall"] = self.stall_s
+        if (since := self.stall_since) is not None:  # going on: less the pauses inside it, the open one's too
+            inside = self.stall_paused + (max(0.0, paused_until - max(r.open_t, since)) if r.open else 0.0)
+            out["stall"] += max(0.0, until - since - inside)
         out["restart"] = sum((float(x.lost_s if x.lost_s is not None else x.gap_s or 0.0) for x in restarts), 0.0)
         if ended and self.stall_since is None:
             out["end"] = max(0.0, until - (max(r.mark_t, paused_until) if r.open is not None else r.mark_t))
@@ -134,6 +191,7 @@ class Ledger:
             "ranks": {str(rank): asdict(r) for rank, r in self.ranks.items()},
             "stall_s": self.stall_s,
             "stall_since": self.stall_since,
+            "stall_paused": self.stall_paused,
         }
 
     @classmethod
@@ -149,6 +207,7 @@ class Ledger:
         found.stall_s = float(state.get("stall_s") or 0.0)
         since = state.get("stall_since")
         found.stall_since = float(since) if isinstance(since, int | float) else None
+        found.stall_paused = float(state.get("stall_paused") or 0.0)
         return found
 
 
