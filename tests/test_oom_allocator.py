@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gpumon.core.runs.record.store import RunStore
+from gpumon.core.runs.record.spec import RunSpec
+from gpumon.core.runs.record.store import RunStore, write_json
 from gpumon.telemetry.cuda_history import largest
-from tests.conftest import wait_until
+from tests.conftest import make_app, pilot_until, wait_until
+from tests.test_doctor_view import doctor_text, open_doctor, select
+from tests.test_runs_view import open_runs
 
 DATA = Path(__file__).resolve().parent / "data"
 EVENTS = DATA / "events" / "cuda_oom_rank0.jsonl"
@@ -139,3 +142,34 @@ def test_oom_stacks_are_recorded_only_when_asked_and_the_window_gives_them_back(
     cuda_history.stop(Torch)  # type: ignore[arg-type]
     state = {"enabled": "state", "context": "state", "stacks": "python"}
     assert calls == ([state] if env else [{"enabled": None}])
+
+
+async def test_the_doctor_view_shows_the_oom_snapshots_blocks_and_the_warnings_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorded events as an ended run's folder holds them (no supervisor: the view folds them itself)."""
+    monkeypatch.setenv("GPUMON_HOME", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    run_id = "script-1206-120000-oom1"
+    run_dir = tmp_path / "runs" / run_id
+    for sub in ("events", "logs", "pymem"):
+        (run_dir / sub).mkdir(parents=True)
+    lines = [x for x in EVENTS.read_text().splitlines() if not x.startswith("#")]
+    (run_dir / "events" / "rank0.4242.jsonl").write_text("\n".join(lines) + "\n")
+    (run_dir / "pymem" / "oom0.pickle").write_bytes(b"")
+    exception = json.loads(lines[-1])
+    (run_dir / "logs" / "rank0.log").write_text(f"{exception['exc_type']}: {exception['message']}\n")
+    write_json(run_dir / "spec.json", RunSpec("script", program="train.py", nproc=1, cwd="/tmp").to_dict())
+    write_json(run_dir / "status.json", {"state": "failed", "created": 1000.0, "started": 1000.5, "ended": 1010.0,
+                                         "exit_code": 1})  # fmt: skip
+    app = make_app(gpus=1)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await open_runs(pilot, 1)
+        await select(pilot, run_id)
+        text = await open_doctor(pilot, run_id, "largest blocks at the OOM")
+        await pilot_until(pilot, lambda: "snapshot kept" in doctor_text(app))
+        text = doctor_text(app)
+    flat = " ".join(text.split())  # the view wraps long lines
+    assert "largest blocks at the OOM (rank 0, cuda:0): 8.00 GiB train.py:41, 4.00 GiB model.py:12, 2.00 GiB" in flat
+    assert "before the OOM: allocator fragmentation on rank 0: PyTorch reserves 78.00 GiB" in flat
+    assert f"snapshot kept: {run_dir / 'pymem' / 'oom0.pickle'}; view it: python -m torch.cuda._memory_viz" in flat

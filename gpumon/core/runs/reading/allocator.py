@@ -52,13 +52,13 @@ class RankAllocator:
             self.fragmentation = {"t": t, "step": step, "reserved": reserved, "peak": peak, "total": self.total}
 
     def _retries(self, t: float, step: Any, retries: int) -> None:
-        before = self.recent[0][1] if self.recent else self.retries  # at the start of the last minute
-        if not self.recent or t - self.recent[-1][0] >= 1.0:
+        if not self.recent or t - self.recent[-1][0] >= 1.0:  # a sample a second: the list stays short and cheap
             self.recent.append((t, retries))
-        self.recent = [(at, n) for at, n in self.recent if at >= t - WINDOW_S] or [(t, retries)]
+            while len(self.recent) > 1 and self.recent[0][0] < t - WINDOW_S:
+                del self.recent[0]
         if retries > self.retries and self.alloc_retries is None:
-            self.alloc_retries = {"t": t, "step": step, "count": retries - min(before, self.retries),
-                                  "total": retries}  # fmt: skip
+            before = min(self.recent[0][1], self.retries)  # the count at the start of the last minute
+            self.alloc_retries = {"t": t, "step": step, "count": retries - before, "total": retries}
         self.retries = max(self.retries, retries)
 
 
