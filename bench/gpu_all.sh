@@ -6,8 +6,8 @@
 # 1. issue 37's GPU proof first (tests/test_gpu_use.py, tests/test_gpu_issue37.py: MFU vs analytic and
 #    torch.utils.benchmark, SM activity busy vs trickle, TF32 off, .item()/print(loss) named at their line,
 #    pageable copies, input-bound on CUDA with its time split, no sync from the hooks in a plain loop, Lightning
-#    and the HF Trainer, the queued --gpu-mem run, the idle-held alert; issue 52's memory history window,
-#    tests/test_gpu_pymem.py), one test at a time (-n 0: a shared GPU
+#    and the HF Trainer, the queued --gpu-mem run, the idle-held alert; issue 52's memory history window and
+#    a real OOM's largest block named at its line by the doctor, tests/test_gpu_pymem.py), one test at a time (-n 0: a shared GPU
 #    would spoil the MFU figure);
 # 2. bench/gpu_check.py: every panel field against nvidia-smi, SM activity (GPM) beside
 #    `nvidia-smi dmon --gpm-metrics` in the same second, sampling and hook costs, leak latency;
@@ -64,7 +64,7 @@ part older $(( $(left) - 5 )) "${PYTEST[@]}" --junitxml="$OUT/older.xml" tests/t
   grep -hE "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed" "$OUT/issue37.log" "$OUT/older.log" 2>/dev/null | sed 's/^/- /'
   echo
   echo "Figures printed by the tests and gpu_check:"
-  grep -hE "TFLOP|SM active|util .*% SM|started .* after|MISMATCH|agree|ms|busy:" \
+  grep -hE "TFLOP|SM active|util .*% SM|started .* after|MISMATCH|agree|ms|busy:|largest blocks at the OOM" \
     "$OUT/issue37.log" "$OUT/gpu_check.log" 2>/dev/null | grep -v "^=" | head -60 | sed 's/^/    /'
 } > "$OUT/for-docs-gpu.md"
 echo "gpu_all: exit $rc after $(( $(date +%s) - START ))s; results in $OUT (for-docs-gpu.md: the lines for docs/gpu.md)"

@@ -1,9 +1,15 @@
 """Issue 52 on CUDA (``pytest -m gpu``; skipped without a GPU): the window records PyTorch's memory history, names
-the line whose CUDA blocks grow, and keeps the snapshot with the run for memory_viz (telemetry/cuda_history.py)."""
+the line whose CUDA blocks grow, and keeps the snapshot with the run for memory_viz (telemetry/cuda_history.py); a
+real OOM in a launched run shows its largest block's line in the doctor (tests/test_oom_allocator.py reads the same
+events replayed on a CPU)."""
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,7 +17,7 @@ import pytest
 
 from gpumon.core.doctor.causes import name_causes
 from gpumon.core.protocol import request_pymem
-from tests.conftest import requires_gpu
+from tests.conftest import requires_gpu, wait_until
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
 
@@ -59,3 +65,45 @@ def test_a_cuda_out_of_memory_keeps_the_allocators_snapshot_with_its_largest_blo
     assert len(written) == 1 and written[0]["type"] == "oom_snapshot", written
     assert written[0]["largest"][0]["size"] >= held.numel(), written
     assert "segments" in pickle.loads((tmp_path / written[0]["snapshot"]).read_bytes())
+
+
+OOM_SCRIPT = """
+import torch
+model = torch.nn.Linear(256, 256).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+held = []
+for step in range(4):
+    model(torch.randn(8, 256, device="cuda")).sum().backward()
+    optimizer.step()
+    if step == 1:
+        held.append(torch.empty(1 << 30, dtype=torch.uint8, device="cuda"))  # the largest block: 1 GiB, kept
+    if step == 3:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")  # more than any GPU has: the OOM
+"""
+
+
+def test_a_real_cuda_oom_in_a_run_shows_its_largest_blocks_line_in_the_doctor(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    script = tmp_path / "oom_train.py"
+    script.write_text(OOM_SCRIPT)
+    line = next(n for n, text in enumerate(OOM_SCRIPT.splitlines(), 1) if "the largest block" in text)
+    env = {**os.environ, "GPUMON_HOME": str(tmp_path / "home")}
+
+    def gpumon(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "gpumon", *args], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run_id = gpumon("launch", "script", "--env", "GPUMON_OOM_STACKS=1", str(script)).split()[-1]
+    assert wait_until(lambda: json.loads(gpumon("runs", "--json"))["runs"][0]["status"] == "failed", timeout=120)
+    doctor = json.loads(gpumon("doctor", run_id, "--json"))
+    failure = doctor["failure"]
+    assert failure["kind"] == "cuda_oom", failure
+    top = failure["snapshot"]["largest"][0]
+    assert (top["size"], top["file"], top["line"]) == (1 << 30, "oom_train.py", line), failure["snapshot"]
+    assert (Path(failure["snapshot"]["path"])).exists()
+    text = gpumon("doctor", run_id)
+    print(text)  # for docs/gpu.md
+    assert f"largest blocks at the OOM (rank 0, cuda:0): 1024.00 MiB oom_train.py:{line}" in text, text

@@ -79,6 +79,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def render(diagnosis: Any, record: Any) -> list[str]:
     """The diagnosis as plain text, most important first."""
+    from gpumon.core.doctor.oom_blocks import oom_lines
     from gpumon.core.format import size
     from gpumon.core.runs.record.store import disk_note
 
@@ -142,6 +143,7 @@ def render(diagnosis: Any, record: Any) -> list[str]:
         lines += [f"  {line}" for line in failure.shown_evidence]
         if failure.detail:
             lines.append(f"  {failure.detail}")
+        lines += [f"  {line}" for line in oom_lines(failure.snapshot)]  # what held the GPU (oom_blocks.py)
         if failure.kind == "unknown" and not diagnosis.collectives:
             lines.append(f"  (not a known pattern: the whole error is in gpumon logs {record.id})")
     if diagnosis.collectives:

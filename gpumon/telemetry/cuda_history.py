@@ -5,10 +5,15 @@ initialised, the tracemalloc window (pymem.py) also records every CUDA allocatio
 (``max_entries`` bounds the ring), takes ``torch.cuda.memory._snapshot()`` at both ends, and diffs the blocks
 still allocated by the script's innermost frame: the top growing allocation stacks with file:line. The second
 snapshot is kept with the run (``pymem/rank<N>.pickle``, at most ``KEEP_BYTES``), for PyTorch's memory_viz.
+
+At an out-of-memory the allocator's snapshot is kept too (``watch_oom``). Its blocks carry their stacks only where
+the history was recording when they were allocated: ``GPUMON_OOM_STACKS=1`` records the stacks of the live blocks
+(``enabled="state"``, no trace ring) from the rank's first step, about 2 us per allocation by PyTorch's account.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 from collections.abc import Callable, Mapping
@@ -22,6 +27,8 @@ MAX_ENTRIES = 20_000  # alloc/free records kept by the ring (a few KB each)
 KEEP_BYTES = 64 * 1024 * 1024  # a snapshot bigger than this is not kept
 TOP = 3
 MIN_GROWTH = 1024 * 1024
+STACKS_ENV = "GPUMON_OOM_STACKS"  # "1": the live blocks' stacks recorded from the first step, for an OOM's snapshot
+STACK_FRAMES = 6  # frames kept per block in an oom_snapshot event
 
 
 def start(torch: ModuleType) -> bool:
@@ -44,10 +51,20 @@ def snapshot(torch: ModuleType) -> dict[str, Any] | None:
 
 
 def stop(torch: ModuleType) -> None:
+    """The window's recording off, back to the live blocks' stacks where ``GPUMON_OOM_STACKS`` asks for them."""
     try:
-        torch.cuda.memory._record_memory_history(enabled=None)
+        if not _stacks(torch):
+            torch.cuda.memory._record_memory_history(enabled=None)
     except Exception:  # noqa: BLE001
         return
+
+
+def _stacks(torch: ModuleType) -> bool:
+    """Record the stacks of live blocks only (no trace ring) where the user asked: True when it is on."""
+    if os.environ.get(STACKS_ENV, "") in ("", "0"):
+        return False
+    torch.cuda.memory._record_memory_history(enabled="state", context="state", stacks="python")
+    return True
 
 
 def grown(
@@ -111,8 +128,10 @@ def watch_oom(torch: ModuleType, run_dir: str, rank: Callable[[], int], write: C
             if snap is None:
                 return
             kept = keep(snap, run_dir, rank(), name="oom")
+            from gpumon.telemetry.pymem_holder import _script  # the script's own files (not torch's, not gpumon's)
+
             write("oom_snapshot", dev=f"cuda:{device}", tried=int(alloc), free=int(device_free), snapshot=kept,
-                  largest=largest(snap))  # fmt: skip
+                  largest=largest(snap, user=_script))  # fmt: skip
         except Exception:  # noqa: BLE001 - the OOM itself is what the script will see
             return
 
@@ -120,16 +139,31 @@ def watch_oom(torch: ModuleType, run_dir: str, rank: Callable[[], int], write: C
         torch._C._cuda_attach_out_of_memory_observer(observer)
     except Exception:  # noqa: BLE001 - private API
         return False
+    with contextlib.suppress(Exception):  # private API: the snapshot comes without stacks
+        _stacks(torch)
     return True
 
 
-def largest(snap: Mapping[str, Any], top: int = 5) -> list[dict[str, Any]]:
-    """The biggest blocks allocated, each with the first frame recorded for it (when history was on)."""
+def largest(snap: Mapping[str, Any], top: int = 5, user: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
+    """The biggest blocks allocated, each with where it was allocated when history was recording: ``file`` and
+    ``line`` of the script's innermost frame (``user``; else the innermost frame), and the ``stack``, innermost
+    first ("linear.py:125 (forward)")."""
     blocks = [b for seg in snap.get("segments") or () for b in seg.get("blocks") or ()
               if b.get("state") == "active_allocated"]  # fmt: skip
     out = []
     for block in sorted(blocks, key=lambda b: int(b.get("size") or 0), reverse=True)[:top]:
-        frame = next(iter(block.get("frames") or ()), None)
-        where = {"file": os.path.basename(str(frame.get("filename"))), "line": frame.get("line")} if frame else {}
+        frames = [f for f in block.get("frames") or () if isinstance(f, Mapping)]
+        frame = next((f for f in frames if user is None or user(str(f.get("filename", "")))), None)
+        frame = frame or next(iter(frames), None)
+        where: dict[str, Any] = {}
+        if frame is not None:
+            where = {"file": os.path.basename(str(frame.get("filename"))), "line": frame.get("line"),
+                     "stack": [_frame(f) for f in frames[:STACK_FRAMES]]}  # fmt: skip
         out.append({"size": int(block.get("size") or 0), **where})
     return out
+
+
+def _frame(frame: Mapping[str, Any]) -> str:
+    name = str(frame.get("name") or "")
+    at = f"{os.path.basename(str(frame.get('filename')))}:{frame.get('line')}"
+    return f"{at} ({name})" if name and name != "<module>" else at

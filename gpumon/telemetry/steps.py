@@ -297,6 +297,8 @@ class StepRecorder:
                 alloc=alloc.get("current", 0),
                 reserved=reserved.get("current", 0),
                 peak=alloc.get("peak", 0),
+                retries=stats.get("num_alloc_retries", 0),  # the allocator's early warnings (reading/allocator.py)
+                ooms=stats.get("num_ooms", 0),
                 heap=self._heap(),  # graphs kept alive grow the host, not the GPU
                 rss=self._rss(),
                 **extra,

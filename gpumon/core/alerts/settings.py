@@ -21,7 +21,7 @@ from gpumon.core.config import ConfigError, config_path, config_section
 #: Every kind an alert can have; ``on`` may name only these (or "all").
 KINDS = (
     "failed", "finished", "stopped", "leak", "nan", "stalled", "input_bound", "straggler", "gpu_idle", "restart",
-    "queue_started", "queue_impossible", "host_down", "test",
+    "queue_started", "queue_impossible", "host_down", "test", "alloc_retries", "fragmentation",
 )  # fmt: skip
 DEFAULT_ON = ("failed", "stalled", "leak", "nan", "restart")  # a restart is a failure torchrun recovered from
 FORMATS = ("json", "slack", "mattermost", "discord", "ntfy")

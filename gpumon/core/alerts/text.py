@@ -22,7 +22,10 @@ ELLIPSIS = "…"
 LIMITS = {"discord": 2000, "ntfy": 4096, "slack": 3000, "mattermost": 4000, "json": 3000, "desktop": 1000}
 BYTES = frozenset({"ntfy"})  # limits in UTF-8 bytes, not characters
 # The kinds the doctor explains further; a finished or stopped run, a queue's news, have nothing more to say.
-DOCTOR_KINDS = frozenset({"failed", "nan", "leak", "stalled", "input_bound", "straggler", "gpu_idle", "restart"})
+DOCTOR_KINDS = frozenset({
+    "failed", "nan", "leak", "stalled", "input_bound", "straggler", "gpu_idle", "restart", "alloc_retries",
+    "fragmentation",
+})  # fmt: skip
 
 
 def with_fix(text: str, fix: str | None) -> str:

@@ -36,6 +36,8 @@ TEXT: dict[str, tuple[str, str]] = {
     "non_pytorch": ("Account for the process's memory outside PyTorch's allocator",
                     "compare torch.cuda.memory_reserved() with the process's usage; NCCL buffers (NCCL_BUFFSIZE) and "
                     "other libraries' pools count here"),
+    "oom_blocks": ("Shrink what held the GPU at the OOM: the largest block, {size}, was allocated at {where}",
+                   "{look}; then make what that line allocates smaller (a smaller batch, bf16) or free it sooner"),
     "expandable_segments": ("Stop the cache from fragmenting: expandable segments",
                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
                             "(gpumon launch --env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ...)"),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpumon.core.doctor.classifier import classify
 from gpumon.core.doctor.failures import Failure, exception_text
+from gpumon.core.doctor.oom_blocks import attach
 from gpumon.core.doctor.oom_evidence import oom_evidence
 from gpumon.core.logs.tail import tail_lines
 from gpumon.core.runs.reading.telemetry import RunTelemetry
@@ -38,8 +39,8 @@ def run_failure(record: RunRecord, telemetry: RunTelemetry | None = None) -> Fai
         return None
     status, text = record.status, failure_text(record, telemetry)
     found = classify(text, status.get("exit_code"), status.get("signal"), state=record.state)
-    if found.kind != "killed" or found.signal != "SIGKILL":
-        return found
+    if found.kind != "killed" or found.signal != "SIGKILL":  # a CUDA OOM with its snapshot's largest blocks
+        return attach(found, telemetry.allocator, record.dir) if telemetry is not None else found
     pids = {int(a or b) for a, b in re.findall(r"\bPID (\d+)|\(pid:? (\d+)\)", text)}  # torchrun's report
     pids |= set(telemetry.pids) if telemetry is not None else set()
     pids |= {status["pid"]} if isinstance(status.get("pid"), int) else set()

@@ -48,6 +48,7 @@ class Failure:
     signal: str | None = None  # "SIGKILL"
     worker: int | None = None  # worker: the DataLoader worker that raised
     sample: int | None = None  # worker: the sample index its traceback shows
+    snapshot: dict[str, Any] | None = None  # cuda_oom: the allocator's snapshot kept at it (oom_blocks.py)
 
     @property
     def shown_evidence(self) -> tuple[str, ...]:

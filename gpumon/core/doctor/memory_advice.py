@@ -9,6 +9,7 @@ from gpumon.core.doctor.advice_text import item
 from gpumon.core.doctor.advice_types import Context, Scored
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.oom import MemoryNumbers, fmt_size
+from gpumon.core.doctor.oom_blocks import blocks_advice
 
 GiB = 1024**3
 _S = fmt_size
@@ -71,7 +72,7 @@ def cuda_oom(f: Failure, ctx: Context) -> Scored:
             )
             out.append(item(30, "non_pytorch", why))
     out += _fragmentation(m, seen)
-    return out + _shrink(f, m, ctx, seen)
+    return out + blocks_advice(f) + _shrink(f, m, ctx, seen)
 
 
 def _fragmentation(m: MemoryNumbers, seen: str) -> Scored:

@@ -16,6 +16,7 @@ from typing import Any
 from gpumon.core.doctor import stuck
 from gpumon.core.doctor.advice import advise
 from gpumon.core.doctor.advice_types import Advice, Context
+from gpumon.core.doctor.allocator_warnings import allocator_advice
 from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
 from gpumon.core.doctor.divergence import LossProblem, loss_advice, loss_problem
 from gpumon.core.doctor.evidence import run_failure
@@ -256,6 +257,7 @@ def diagnose(
     time_found = tuple(ledger_findings(ledger, Slowness))  # where the wall time went (goodput.py)
     if time_found and (failure is None or failure.kind in ("killed", "stopped")):
         advice = (*advice, *(a for found in time_found for a in ledger_advice(found.kind, found.text)))
+    advice = (*advice, *allocator_advice(telemetry.allocator, failure))  # retries, fragmentation before an OOM
     dropped = output_dropped(record.status)
     if dropped:
         advice = (*advice, drop_advice(record, dropped))

@@ -270,10 +270,12 @@ def progress_fields(record: RunRecord, tele: RunTelemetry) -> dict[str, Any]:
 
 def run_warnings(tele: RunTelemetry) -> tuple[str, ...]:
     """What slows the run or spoils its loss, short of an alert: the doctor's findings, in its words."""
+    from gpumon.core.doctor.allocator_warnings import findings
     from gpumon.core.doctor.divergence import loss_problem
     from gpumon.core.doctor.slow import slow_findings
 
     found = [f.text for f in slow_findings(tele)] + list(tele.feeding.idle.values())
+    found += [text for _, text, _ in findings(tele.allocator)]  # the CUDA allocator's warnings before an OOM
     loss = loss_problem(tele)
     if loss is not None and loss.kind == "diverging":
         found.append(loss.text)

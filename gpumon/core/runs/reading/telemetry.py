@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumon.core.events import EventReader
+from gpumon.core.runs.reading.allocator import Allocator
 from gpumon.core.runs.reading.attempts import Attempts
 from gpumon.core.runs.reading.feeding import Feeding
 from gpumon.core.runs.reading.lanes import Lanes
@@ -45,6 +46,7 @@ KEEP_CENSUS = 10  # census events in a summary: 4 looks a request (census_trigge
 # Parts of the fold that keep their own state, saved in the summary under these names (to_state/from_state each)
 PARTS: dict[str, Any] = {
     "feeding": Feeding, "use": GpuUse, "attempts": Attempts, "lanes": Lanes, "reports": Reports, "ledger": Ledger,
+    "allocator": Allocator,
 }  # fmt: skip
 
 
@@ -84,6 +86,7 @@ class RunTelemetry:
     lanes: Lanes = field(default_factory=Lanes)  # each rank's own work against its wait in collectives (lanes.py)
     reports: Reports = field(default_factory=Reports)  # each rank's latest ray.train.report (reports.py)
     ledger: Ledger = field(default_factory=Ledger)  # where the wall time went: start-up, saves, evaluation (ledger.py)
+    allocator: Allocator = field(default_factory=Allocator)  # CUDA allocator retries, fragmentation, OOM snapshot
     _reader: EventReader | None = None
     _stamp: tuple[int, int] | None = None  # summary.json's (mtime_ns, size) when read
     _following: bool = False  # the events are read on from the summary: a newer one gives its verdicts only
@@ -228,7 +231,7 @@ class RunTelemetry:
         self.events += 1
         kind = event["type"]
         rank = _rank(event)
-        for part in (self.progress, self.attempts, self.reports, self.ledger):  # each takes the kinds it knows
+        for part in (self.progress, self.attempts, self.reports, self.ledger, self.allocator):  # the kinds it knows
             part.fold(kind, event, rank)
         if kind in ("flops", "device", "step"):
             self.use.fold(kind, event, rank)
@@ -339,12 +342,9 @@ class RunTelemetry:
         used = _number(event.get("alloc") if dev != "cpu" else event.get("heap"))
         second = _number(event.get("reserved") if dev != "cpu" else event.get("rss"))
         heap = _number(event.get("heap")) if dev != "cpu" else None
-        if used is not None:
-            mem.used.add(step, used)
-        if second is not None:
-            mem.reserved.add(step, second)
-        if heap is not None:
-            mem.heap.add(step, heap)
+        for series, value in ((mem.used, used), (mem.reserved, second), (mem.heap, heap)):
+            if value is not None:
+                series.add(step, value)
         peak = event.get("peak")
         if isinstance(peak, int):
             mem.peak = peak

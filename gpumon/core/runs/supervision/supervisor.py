@@ -22,6 +22,8 @@ from typing import Any
 import psutil
 
 from gpumon.core.alerts.outbox import settings_or_error
+from gpumon.core.doctor.allocator_warnings import findings as allocator_findings
+from gpumon.core.doctor.allocator_warnings import said
 from gpumon.core.doctor.leak import LeakWatch, record_states
 from gpumon.core.doctor.oom_evidence import oom_kill_count
 from gpumon.core.events import EventWriter
@@ -244,6 +246,11 @@ class Supervisor(Tracking):
                 self.slow_alerted.add(kind)
                 raised = True
                 self.alert(slow[0], kind, **slow[1])
+        for kind, text, fix in allocator_findings(self.fold.allocator):  # before an OOM (allocator_warnings.py)
+            if kind not in self.slow_alerted and not said(kind, self.fold.alerts):  # once per run
+                self.slow_alerted.add(kind)
+                raised = True
+                self.alert(text, kind, fix=fix)
         if self.census:  # before the alert: it waits for a census asked for
             self.census_ask.ask(self.run_dir, states, self.fold.census, self.events)
         leak = self.leak_alert.due(states, self.fold, final, self.census_ask.pending(self.fold.census))

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from gpumon.core.doctor.oom_blocks import oom_lines
 from gpumon.core.doctor.report import Diagnosis
 from gpumon.core.doctor.straggler import slow_lines
 from gpumon.core.format import size
@@ -89,6 +90,8 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
             text.append(f"\n  {line}", style="red")
         if failure.detail:
             text.append(f"\n  {failure.detail}")
+        for line in oom_lines(failure.snapshot):  # what held the GPU at a CUDA OOM (oom_blocks.py)
+            text.append(f"\n  {line}")
         if failure.kind == "unknown":
             text.append(f"\n  (not a known pattern: the whole error is in gpumon logs {record.id})", style="dim")
     if diagnosis.advice:
