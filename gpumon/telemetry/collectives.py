@@ -28,7 +28,7 @@ from gpumon import telemetry
 from gpumon.core.collective_ledger import P2P
 from gpumon.telemetry.coll_ledger import Ledger
 
-# torch.distributed's blocking collectives a script calls by name (the module's own attributes are wrapped, not
+# torch.distributed's collectives a script calls by name (the module's own attributes are wrapped, not
 # distributed_c10d's: torch's helpers that call one another inside it are counted once, at the outer call).
 TIMED = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
