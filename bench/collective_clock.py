@@ -2,10 +2,12 @@
 blocking collectives (two perf_counter reads, its group's name, its caller's file:line, the tensor's bytes) and
 the backward() timing, against a 10 ms step (the issue's bound: at most 1%).
 
-One process. The wrapper alone: ``collectives._timed`` around a function that does nothing, called with a
-64-float tensor, against the bare function (what it adds whatever the collective). Then the real thing, a
-one-rank gloo group (the collective itself is cheap, so its time does not hide the wrapper's): ``dist.all_reduce``
-as torch has it and as the hook wraps it, alternated run by run. Each figure is the fastest of ``--repeats`` runs
+One process. The wrapper alone: ``collectives._timed`` around a function with ``all_reduce``'s signature that
+does nothing, called with a 64-float tensor, against the bare function (what it adds whatever the collective).
+Then the real thing, a one-rank gloo group (the collective itself is cheap, so its time does not hide the
+wrapper's): ``dist.all_reduce`` as torch has it and as the hook wraps it, alternated run by run, then
+``dist.all_reduce(t, async_op=True).wait()`` the same way (the async path: the work's completion callback and its
+timed wait). Each figure is the fastest of ``--repeats`` runs
 of ``--calls`` calls (the least disturbed by other processes on a shared machine). The backward timing is the two
 perf_counter reads and an addition that autohooks.py adds around ``torch.autograd.backward``; the CPU time is
 the step event's ``cpu`` (one ``process_time`` read). A step's cost: one backward, one CPU read and ``--per-step``
@@ -72,8 +74,8 @@ def main() -> None:
     torch.set_num_threads(1)
     tensor = torch.ones(64)
 
-    def nothing(*args: Any, **kwargs: Any) -> None:
-        return None
+    def nothing(tensor: Any, op: Any = None, group: Any = None, async_op: bool = False) -> None:
+        return None  # all_reduce's parameters: the wrapper reads its group and async_op by them
 
     clock = collectives.Clock()
     bare, wrapped = per_call((nothing, collectives._timed(dist, "all_reduce", nothing, clock)), args.calls,
@@ -84,6 +86,12 @@ def main() -> None:
         collectives.hook(torch, clock)
         per_call((original, dist.all_reduce), 1000, 1, tensor)  # warm
         without, with_hook = per_call((original, dist.all_reduce), args.calls, args.repeats, tensor)
+
+        def waited(fn: Callable[..., Any]) -> Callable[[torch.Tensor], Any]:
+            return lambda t: fn(t, async_op=True).wait()
+
+        async_without, async_with = per_call((waited(original), waited(dist.all_reduce)), args.calls, args.repeats,
+                                             tensor)  # fmt: skip
         dist.destroy_process_group()
     wrapper = max(0.0, wrapped - bare)
     backward = backward_timing(args.calls)
@@ -95,6 +103,8 @@ def main() -> None:
                 "wrapper_us": round(wrapper * 1e6, 2),
                 "all_reduce_us": round(without * 1e6, 2),
                 "all_reduce_hooked_us": round(with_hook * 1e6, 2),
+                "async_all_reduce_wait_us": round(async_without * 1e6, 2),
+                "async_all_reduce_wait_hooked_us": round(async_with * 1e6, 2),
                 "backward_timing_us": round(backward * 1e6, 3),
                 "cpu_time_us": round(cpu * 1e6, 3),
                 "per_step_us": round(step * 1e6, 2),

@@ -337,3 +337,28 @@ async def test_the_fleet_view_looks_at_its_hosts_only_while_it_shows(monkeypatch
         await pilot_until(pilot, lambda: app.view == "fleet", "h never showed the fleet", 30)
         assert app.query_one(FleetView).state is fleet.states[0]  # drawn in the key's own frame (showing)
         await pilot_until(pilot, lambda: len(looks) > hidden_from + 2, "the view shown again never looked")
+
+
+async def test_a_host_running_an_older_gpumon_opens_with_what_its_line_left_out_unknown() -> None:
+    """A compact line as gpumon wrote it before 9db1656 (no uuid, process kind, swap, host time, per-core use):
+    ``gpumon snapshot --json --watch --fields fleet --simulate 2`` run from ``git archive f1c1441``. Enter on such
+    a host said "unreadable snapshot"; now it draws what the line has and says N/A for the rest, never a guess."""
+    from gpumon.core.fleet.stream import decode_line
+    from gpumon.core.model import Snapshot
+
+    line = (Path(__file__).parent / "data" / "fleet" / "line-f1c1441.jsonl").read_text()
+    doc = decode_line(line)
+    snap = Snapshot.from_dict(doc)
+    assert [d.uuid for d in snap.gpu.devices] == [None, None]  # keyed by index (the panels, the history)
+    assert {p.kind for d in snap.gpu.devices for p in d.processes} == {None}
+    assert (snap.host.swap_used, snap.host.swap_total, snap.host.time, snap.host.per_cpu) == (None, None, None, ())
+    state = FleetState((HostState(parse_host("old"), "live", latency_ms=30.0, snapshot=doc),), 1.0)
+    app = fleet_app(StandInFleet([state], interval=0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_first_host(pilot)
+        screen = app.screen
+        assert isinstance(screen, HostScreen)
+        text = screen_text(app)
+        assert "unreadable" not in text
+        assert "GPU 1 · Simulated H100 80GB HBM3" in text and len(screen.query_one(ProcessTable).processes) == 3
+        assert "N/A cores" in text and "swap N/A" in text

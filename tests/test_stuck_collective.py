@@ -34,6 +34,7 @@ def line_of(text: str) -> str:
 
 BROADCAST, ALL_REDUCE = line_of("dist.broadcast(grads"), line_of("dist.all_reduce(grads)")
 HALF, SLEEP = line_of("dist.all_reduce(grads[:"), line_of("time.sleep(3600)")
+ASYNC = line_of("    dist.all_reduce(grads, async_op=True)")
 
 
 @pytest.fixture
@@ -97,15 +98,22 @@ def samples(url: str, name: str, run_id: str) -> list[Any]:
     return [s for f in families if f.name == name for s in f.samples if s.labels["run"] == run_id]
 
 
-def test_a_broadcast_against_an_all_reduce_is_a_collective_mismatch_named_live(gpumon: Gpumon, stuck: Any) -> None:
-    run_id = stuck("mismatch", 2)
+def assert_mismatch_stall(gpumon: Gpumon, run_id: str, all_reduce: str) -> str:
+    """The "mismatch" script's stall: rank 1 in broadcast #8, rank 0 in all_reduce #8 at ``all_reduce``; the
+    headline."""
     stall = stalled(gpumon, run_id)
     head = f"a collective mismatch: rank 1 is in broadcast #8 ({BROADCAST}) while rank 0 is in all_reduce #8"
     assert stall["headline"] == head
     assert stall["collectives"] == [
-        f"rank 0: in all_reduce #8 (default, 4.0 MiB, {ALL_REDUCE}); last finished all_reduce #7",
+        f"rank 0: in all_reduce #8 (default, 4.0 MiB, {all_reduce}); last finished all_reduce #7",
         f"rank 1: in broadcast #8 (default, 4.0 MiB, {BROADCAST}); last finished all_reduce #7",
     ]
+    return head
+
+
+def test_a_broadcast_against_an_all_reduce_is_a_collective_mismatch_named_live(gpumon: Gpumon, stuck: Any) -> None:
+    run_id = stuck("mismatch", 2)
+    head = assert_mismatch_stall(gpumon, run_id, ALL_REDUCE)
     assert f"hang: collective mismatch at #8, rank 1 in broadcast at {BROADCAST}" in alert_text(gpumon, run_id)
     doctor = gpumon("doctor", run_id).stdout
     assert head in doctor.splitlines()[0]
@@ -123,6 +131,11 @@ def test_a_broadcast_against_an_all_reduce_is_a_collective_mismatch_named_live(g
         assert started == {"0": ("all_reduce", 8.0), "1": ("broadcast", 8.0)}
     finally:
         stop(proc)
+
+
+def test_a_rank_blocked_in_an_async_all_reduces_wait_is_named_in_it(gpumon: Gpumon, stuck: Any) -> None:
+    # dist.all_reduce(t, async_op=True) returns at once; the rank blocks later, in work.wait()
+    assert_mismatch_stall(gpumon, stuck("mismatch", 2, "--async-op"), ASYNC)
 
 
 def test_a_rank_blocked_in_its_data_loading_never_reached_the_all_reduce(gpumon: Gpumon, stuck: Any) -> None:

@@ -19,7 +19,7 @@ class GpuProcess:
     pid: int
     used_memory: int | None  # bytes
     sm_util: float | None  # percent, from NVML's per-process samples
-    kind: str  # "compute" | "graphics"
+    kind: str | None  # "compute" | "graphics"; None: unknown (an older gpumon's fleet line left it out)
     user: str | None = None
     command: str | None = None
     create_time: float | None = None  # guards signals against PID reuse
@@ -96,9 +96,10 @@ class HostSample:
     load: tuple[float, float, float] | None
     mem_used: int
     mem_total: int
-    swap_used: int
-    swap_total: int
-    time: float
+    # None: unknown (an older gpumon's fleet line left them out, as it left out per_cpu: then empty)
+    swap_used: int | None
+    swap_total: int | None
+    time: float | None
 
     @property
     def mem_percent(self) -> float:
@@ -140,20 +141,21 @@ class Snapshot:
         """A ``to_dict`` document (another host's ``gpumon snapshot --json``) as a Snapshot again.
 
         Keys this version does not know are ignored and missing ones take their defaults, so a
-        host running a newer or older gpumon of the same schema still shows. Raises ValueError
-        for a document that is not a snapshot.
+        host running a newer or older gpumon of the same schema still shows: what an older fleet line left
+        out (a GPU's uuid, a process's kind, the host's swap, time and per-core use) reads as unknown. Raises
+        ValueError for a document that is not a snapshot.
         """
         if not isinstance(doc, dict) or not isinstance(doc.get("host"), dict):
             raise ValueError("not a gpumon snapshot document (no host)")
         procs: dict[int, list[GpuProcess]] = {}
         for p in doc.get("processes") or ():
-            proc = _known(GpuProcess, p)
+            proc = _known(GpuProcess, {"kind": None, **p})
             if not isinstance(proc.parents, tuple):  # JSON lists: tuples again, so samples compare equal
                 proc = replace(proc, parents=tuple((int(pid), str(cmd)) for pid, cmd in proc.parents))
             procs.setdefault(proc.gpu_index, []).append(proc)
         devices = []
         for d in doc.get("devices") or ():
-            fields_ = {k: v for k, v in d.items() if k not in ("processes", "mem_percent")}
+            fields_ = {"uuid": None} | {k: v for k, v in d.items() if k not in ("processes", "mem_percent")}
             fields_["processes"] = tuple(procs.get(d.get("index", -1), ()))
             fields_["na"] = dict(d.get("na") or {})
             devices.append(_known(GpuDevice, fields_))
@@ -164,7 +166,7 @@ class Snapshot:
             reason=doc.get("reason"),
             driver=doc.get("driver"),
         )
-        h = dict(doc["host"])
+        h = {"swap_used": None, "swap_total": None, "time": None} | doc["host"]
         h["per_cpu"] = tuple(h.get("per_cpu") or ())
         h["load"] = tuple(h["load"]) if h.get("load") else None
         return cls(gpu=gpu, host=_known(HostSample, h))

@@ -23,7 +23,6 @@ class Ledger:
     def __init__(self, run_dir: str | None) -> None:
         self.run_dir = run_dir
         self.map: mmap.mmap | None = None
-        self.line = b""
         self.off = run_dir is None
         with contextlib.suppress(AttributeError):  # not on every platform
             os.register_at_fork(after_in_child=self._forked)
@@ -47,17 +46,18 @@ class Ledger:
             self.off = True
         return self.map
 
-    def started(self, record: dict[str, Any]) -> None:
-        """The collective about to be entered (``collectives.py``'s record)."""
+    def started(self, record: dict[str, Any]) -> bytes:
+        """The collective about to be entered (``collectives.py``'s record): its slot's line, for ``finished``."""
         if self.off:
-            return
+            return b""
         target = self.map or self._open()
-        if target is not None:
-            self.line = encode(record["op"], record["seq"], record["group"], record["bytes"], record["where"],
-                               time.time())  # fmt: skip
-            target[0:SLOT] = self.line
+        if target is None:
+            return b""
+        line = encode(record["op"], record["seq"], record["group"], record["bytes"], record["where"], time.time())
+        target[0:SLOT] = line
+        return line
 
-    def finished(self) -> None:
-        """The collective last started returned."""
-        if self.map is not None and self.line:
-            self.map[SLOT : 2 * SLOT] = self.line
+    def finished(self, line: bytes) -> None:
+        """The collective whose ``started`` gave ``line`` returned (an async one: its work completed)."""
+        if self.map is not None and line:
+            self.map[SLOT : 2 * SLOT] = line

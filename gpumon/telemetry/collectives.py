@@ -6,8 +6,9 @@ the collectives for it. Two clocks, both read around calls the script already ma
 
 - ``backward()``: DDP's reducer all-reduces the gradients inside it and waits for the last bucket at its end, so a
   rank that waits for a peer waits there (the doctor compares ranks: compute is alike, the surplus is waiting);
-- the blocking collectives of ``torch.distributed`` the script calls (``dist.all_reduce(t)``, ``barrier()``...),
-  timed whole. ``async_op=True`` calls return at once: their wait is not seen.
+- the collectives of ``torch.distributed`` the script calls (``dist.all_reduce(t)``, ``barrier()``...), timed
+  whole; an ``async_op=True`` call is timed at its call and in its ``work.wait()`` (the time between is the
+  script's own work, overlapped), and it is finished when its work completes, waited for or not.
 
 Each collective called also leaves its description (op, its number in its group, bytes, group, the caller's
 file:line) as the rank's last one started and finished: what a hang verdict reads. Two ``perf_counter`` reads and
@@ -16,7 +17,9 @@ a frame's file and line a call: a few µs (bench/collective_clock.py, docs/bench
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import sys
 import time
 from typing import Any
@@ -25,7 +28,7 @@ from gpumon import telemetry
 from gpumon.core.collective_ledger import P2P
 from gpumon.telemetry.coll_ledger import Ledger
 
-# torch.distributed's blocking collectives a script calls by name (the module's own attributes are wrapped, not
+# torch.distributed's collectives a script calls by name (the module's own attributes are wrapped, not
 # distributed_c10d's: torch's helpers that call one another inside it are counted once, at the outer call).
 TIMED = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
@@ -44,6 +47,7 @@ class Clock:
         self.started: dict[str, Any] | None = None  # the last collective entered
         self.finished: dict[str, Any] | None = None  # the last one that returned
         self.ledger: Ledger | None = None  # the same two, where the supervisor reads them (coll_ledger.py)
+        self.pending: set[int] = set()  # ids of the async collectives' works not yet complete (their wait is timed)
         self.cpu = time.process_time()  # this process's CPU seconds at the last take_cpu
 
     def take(self) -> tuple[float, float]:
@@ -60,19 +64,36 @@ class Clock:
         return spent
 
 
-def _nbytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-    first = args[0] if args else kwargs.get("tensor", kwargs.get("output_tensor"))
+class _Params:
+    """Where a collective's arguments sit, read once from torch's own signature: a group passed by position is
+    the same group as one passed by name."""
+
+    def __init__(self, original: Any) -> None:
+        try:
+            names = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            names = []
+        self.first = names[0] if names and names[0] != "group" else None  # the tensor (or list) whose bytes count
+        self.group = names.index("group") if "group" in names else -1
+        self.async_op = names.index("async_op") if "async_op" in names else -1
+
+    def get(self, index: int, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name in kwargs:
+            return kwargs[name]
+        return args[index] if 0 <= index < len(args) else None
+
+
+def _nbytes(first: Any) -> int | None:
     if isinstance(first, list | tuple):
         first = first[0] if first else None
     try:
-        return int(first.numel() * first.element_size())  # type: ignore[union-attr]
+        return int(first.numel() * first.element_size())
     except (AttributeError, TypeError, RuntimeError):
         return None
 
 
-def _group(dist: Any, kwargs: dict[str, Any]) -> str:
-    group = kwargs.get("group")
-    if group is None:
+def _group(dist: Any, group: Any) -> str:
+    if group is None or group is getattr(dist.group, "WORLD", None):
         return "default"
     try:
         return str(dist.distributed_c10d._get_process_group_name(group)) or "default"
@@ -81,7 +102,7 @@ def _group(dist: Any, kwargs: dict[str, Any]) -> str:
 
 
 def hook(torch: Any, clock: Clock) -> None:
-    """Wrap ``torch.distributed``'s blocking collectives to time them into ``clock`` (once per process)."""
+    """Wrap ``torch.distributed``'s collectives to time them into ``clock`` (once per process)."""
     dist = getattr(torch, "distributed", None)
     if dist is None or not getattr(dist, "is_available", lambda: False)():
         return
@@ -92,31 +113,87 @@ def hook(torch: Any, clock: Clock) -> None:
         if original is None or getattr(original, "__gpumon__", False):
             continue
         setattr(dist, name, _timed(dist, name, original, clock))
+    _time_waits(getattr(dist, "Work", None), clock)
+
+
+def _time_waits(work_class: Any, clock: Clock) -> None:
+    """Count the time the script blocks in an async collective's ``work.wait()`` (only the works the wrappers
+    returned: torch's own waits, FSDP's inside backward(), are not the script's collectives)."""
+    original = getattr(work_class, "wait", None)
+    if original is None or getattr(original, "__gpumon__", False):
+        return
+
+    @functools.wraps(original)
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if id(self) not in clock.pending:
+            return original(self, *args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            clock.collective_s += time.perf_counter() - start
+
+    wait.__gpumon__ = True  # type: ignore[attr-defined]
+    with contextlib.suppress(AttributeError, TypeError):  # a Work type that cannot be patched: the call alone
+        work_class.wait = wait
+
+
+def _finish(clock: Clock, record: dict[str, Any], line: bytes) -> None:
+    """``record`` returned (or its work completed): the last finished, unless a later one of its group already
+    finished (async works may complete out of order)."""
+    last = clock.finished
+    if last is not None and last["group"] == record["group"] and last["seq"] > record["seq"]:
+        return
+    clock.finished = record
+    if clock.ledger is not None:
+        clock.ledger.finished(line)
+
+
+def _on_complete(clock: Clock, work: Any, record: dict[str, Any], line: bytes) -> None:
+    """Finish an async collective when its work completes (in the backend's thread), waited for or not."""
+    key = id(work)
+
+    def done(future: Any) -> None:
+        clock.pending.discard(key)
+        try:
+            future.value()
+        except Exception:  # noqa: BLE001 - it failed: never finished
+            return
+        _finish(clock, record, line)
+
+    if len(clock.pending) > 4096:  # works whose completion is never told: never a growing set
+        clock.pending.clear()
+    clock.pending.add(key)
+    try:
+        work.get_future().add_done_callback(done)
+    except Exception:  # noqa: BLE001 - a backend without futures: it stays started (a record never fails a call)
+        clock.pending.discard(key)
 
 
 def _timed(dist: Any, name: str, original: Any, clock: Clock) -> Any:
+    params = _Params(original)
+
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("async_op"):
-            return original(*args, **kwargs)
-        group = _group(dist, kwargs)
+        group = _group(dist, params.get(params.group, "group", args, kwargs))
         key = group if name not in P2P else f"{group} p2p"  # a pair's sends count apart from the group's
         seq = clock.seq[key] = clock.seq.get(key, 0) + 1
         caller = sys._getframe(1)
         where = f"{caller.f_code.co_filename.rsplit('/', 1)[-1]}:{caller.f_lineno}"
-        record = {"op": name, "seq": seq, "group": group, "bytes": _nbytes(args, kwargs), "where": where}
+        first = params.get(0, params.first, args, kwargs) if params.first else None
+        record = {"op": name, "seq": seq, "group": group, "bytes": _nbytes(first), "where": where}
         clock.started = record
         ledger = clock.ledger
-        if ledger is not None:
-            ledger.started(record)
+        line = ledger.started(record) if ledger is not None else b""
         start = time.perf_counter()
         try:
             result = original(*args, **kwargs)
         finally:
             clock.collective_s += time.perf_counter() - start
-            clock.finished = record
-        if ledger is not None:
-            ledger.finished()  # only one that returned: one that raised never finished
+        if params.get(params.async_op, "async_op", args, kwargs) and result is not None:
+            _on_complete(clock, result, record, line)
+        else:
+            _finish(clock, record, line)  # only one that returned: one that raised never finished
         return result
 
     collective.__gpumon__ = True  # type: ignore[attr-defined]

@@ -4,8 +4,10 @@ Every line carries ``schema`` (``SNAPSHOT_SCHEMA``), ``version`` (gpumon's) and 
 can tell a gpumon it cannot read from one it can. ``fields = "full"`` is ``gpumon snapshot --json``'s
 document on one line; ``fields = "fleet"`` (what the fleet asks for) keeps only what a fleet view draws:
 the same keys with the same meanings, fewer of them, floats rounded to 0.1, commands cut at 120
-characters, keys without a value left out (read them as null), no per-CPU array, no swap, no NVML
-``na`` reasons, no clocks. ``sent`` is when the line was written (the reader's latency).
+characters, keys without a value left out (read them as null), per-CPU use in whole percents, no NVML
+``na`` reasons, no clocks. ``sent`` is when the line was written (the reader's latency). An older gpumon's line
+lacks the uuid, a process's kind, the host's swap, time and per-CPU use: ``Snapshot.from_dict`` reads them as
+unknown.
 """
 
 from __future__ import annotations

@@ -319,11 +319,12 @@ class HostPanel(LinePanel):
         cpu_value = f"{h.cpu_percent:>3.0f}% load {load}"  # the 15-minute load goes first where room is short
         mem_value = f"{h.mem_percent:>3.0f}% {gib_pair(h.mem_used, h.mem_total)}"
         room = value_width([cpu_value, mem_value], width)
-        cores = Line(f"{len(h.per_cpu)} cores ".ljust(_LABEL + 4), style="bold")
+        # no per-core use (an older gpumon's fleet line): its cores unknown, never "0 cores"
+        cores = Line(f"{len(h.per_cpu) or NA} cores ".ljust(_LABEL + 4), style="bold")
         spark = max(0, width - _LABEL - 4 - 28)
         cores.append(spark_chars(list(h.per_cpu)[:spark], min(spark, len(h.per_cpu))), "cyan")
-        swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total else None
-        swap = f"  swap {gib_pair(h.swap_used, h.swap_total)}"
+        swap_pct = 100 * h.swap_used / h.swap_total if h.swap_total and h.swap_used is not None else None
+        swap = f"  swap {gib_pair(h.swap_used, h.swap_total) if h.swap_total is not None else NA}"
         if len(cores.plain) + len(swap) <= width:  # whole, or not at all
             cores.append(swap, style=level_style(swap_pct, 20, 60))
         return [

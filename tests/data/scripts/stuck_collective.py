@@ -5,7 +5,9 @@ stuck in one of three ways, as a run under torchrun does:
 - size: the last rank all-reduces half the bytes (a shape computed from its own shard);
 - missing: the last rank blocks in its data loading (next_batch) and never reaches the all_reduce.
 
-    torchrun --nproc-per-node N stuck_collective.py {mismatch,size,missing} [--at STEP] [--backend nccl]
+    torchrun --nproc-per-node N stuck_collective.py {mismatch,size,missing} [--at STEP] [--backend nccl] [--async-op]
+
+``--async-op``: the step's all_reduce is ``dist.all_reduce(grads, async_op=True).wait()``.
 
 With NCCL (a GPU per rank) a collective returns once enqueued: the rank blocks at its next sync, the loss's
 ``.item()``, as a training loop that logs its loss does.
@@ -23,6 +25,7 @@ parser.add_argument("how", choices=["mismatch", "size", "missing", "none"])
 parser.add_argument("--at", type=int, default=8)
 parser.add_argument("--elements", type=int, default=1 << 20)  # 4 MiB of float32
 parser.add_argument("--backend", default="gloo")
+parser.add_argument("--async-op", action="store_true")
 args = parser.parse_args()
 
 device = torch.device("cpu")
@@ -51,6 +54,8 @@ for step in range(1, 100000):
         dist.broadcast(grads, src=0)  # the odd one out
     elif step == args.at and args.how == "size" and rank == last:
         dist.all_reduce(grads[: args.elements // 2])
+    elif args.async_op:
+        dist.all_reduce(grads, async_op=True).wait()
     else:
         dist.all_reduce(grads)
     opt.step()

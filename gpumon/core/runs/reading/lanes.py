@@ -1,9 +1,10 @@
 """Each rank's own work against its wait in collectives: what names the slow rank of a lock-step run (issue 51).
 
 Folded from the ranks' ``step`` events: ``dt`` between events, ``bw`` (seconds a step in ``backward()``, where
-DDP's reducer waits for its peers), ``coll`` (seconds a step inside torch.distributed's blocking collectives) and
-``wait`` (the DataLoader's), all measured in the ranks (telemetry/collectives.py). Per rank, over the last
-``WINDOW_S`` seconds that had steps (one bucket a second, so the cost is the same for an hour or a week):
+DDP's reducer waits for its peers), ``coll`` (seconds a step inside torch.distributed's collectives, an async
+one's ``wait()`` included) and ``wait`` (the DataLoader's), all measured in the ranks (telemetry/collectives.py).
+Per rank, over the last ``WINDOW_S`` seconds that had steps (one bucket a second, so the cost is the same for an
+hour or a week):
 
 - ``wait_r = coll_r + (bw_r - min over ranks of bw)``: a fast rank waits inside backward too (DDP overlaps the
   gradients' all-reduce with it; the backward's compute is alike on every rank, the surplus is waiting);
