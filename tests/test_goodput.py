@@ -161,7 +161,7 @@ def test_a_recorded_rank_s_saves_evaluations_stall_and_restart_each_go_to_their_
     ]
     for kind, t, fields in events:
         ledger.fold(kind, {"type": kind, "t": t, **fields}, 0)
-    restart = SimpleNamespace(lost_s=5.0, gap_s=4.0)
+    restart = SimpleNamespace(failed_t=150.0, lost_s=5.0, gap_s=4.0)  # after the stall, before the step
     parts = ledger.seconds(99.0, 165.0, True, [restart])
     assert parts["startup"] == 11.0 and parts["checkpoint"] == 3.0 and parts["eval"] == 3.0, parts
     assert parts["stall"] == 10.0 and parts["restart"] == 5.0 and parts["end"] == 5.0, parts  # after the last step
@@ -197,3 +197,57 @@ def test_a_stall_said_after_the_step_that_ended_it_or_open_at_the_end_leaves_its
     live = Ledger.from_state(ledger.to_state()).seconds(9.0, 30.0, False, [])  # live: the save is going on
     assert live["checkpoint"] == 8.0 and live["stall"] == 0.5 + 4.0, live
     assert sum(live[p] for p in PARTS) == pytest.approx(21.0), live
+
+
+def test_a_hung_rank_s_restart_is_counted_once_as_restart_not_as_stall_too(gpumon: Any, tmp_path: Path) -> None:
+    """A real torchrun (``--max-restarts 1``, two gloo ranks): in the first attempt rank 1 hangs at step 16, the stall
+    rule fires (``[runs] stall_after = 1``), rank 0's all-reduce raises gloo's 4 s timeout, torchrun starts both
+    again and they resume from step 10. The stall ran until the new attempt's first step, but from the failure on
+    its seconds are the restart's (to the return to step 16, the 6 steps redone with them): the stall keeps what
+    came before the failure, and the steps keep the 36 the job needed (80 ms each at least)."""
+    pytest.importorskip("torch")
+    config = gpumon.cwd / "config"
+    config.mkdir()
+    (config / "config.toml").write_text("[runs]\nstall_after = 1\nstall_steps = 5\n")
+    gpumon.env["GPUMON_CONFIG_DIR"] = str(config)
+    done = gpumon(
+        "launch", "script", str(SCRIPTS / "restarts.py"), "--nproc", "2", "--max-restarts", "1", "--",
+        "--hang", "4", "--steps", "36", "--fail-at", "16", "--ckpt", str(tmp_path / "ckpt.txt"), "--step-ms", "80",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.split()[-1]
+    wait_ended(gpumon.home, run_id, timeout=180)
+    [row] = json.loads(gpumon("runs", "--json", run_id).stdout)["runs"]
+    events = "".join(p.read_text() for p in (gpumon.home / "runs" / run_id / "events").glob("launcher.*.jsonl"))
+    [stall] = [e for e in map(json.loads, events.splitlines()) if e["type"] == "stall"]
+    [told] = row["restarts"]
+    assert row["status"] == "finished" and told["redone"] == 6 and not told["lost_so_far"], row
+    ledger = row["ledger"]
+    assert sum(ledger[part] for part in PARTS) == pytest.approx(ledger["wall"], rel=0.02), ledger
+    assert ledger["restart"] == pytest.approx(told["lost_s"], abs=0.01), (ledger, told)
+    assert ledger["stall"] == pytest.approx(told["failed_t"] - stall["since"], abs=0.05), (ledger, told, stall)
+    # 15 + 20 intervals between steps not redone, each an 80 ms sleep and a step (the redone steps are the restart's)
+    assert 35 * 0.08 <= ledger["steps"] <= 35 * 0.08 * 3, ledger
+
+
+def test_a_stall_that_runs_into_a_restart_leaves_the_restart_its_seconds_live_and_ended() -> None:
+    """The fold alone: the ranks stop at 20 (a hang), the stall is said at 22, a timeout fails the attempt at 24,
+    the next attempt steps at 30 and is back where it failed at 32. Live at 28 the failure's 4 s are already the
+    restart's (its next attempt has not stepped yet); at the end the stall is 20-24 alone."""
+    from types import SimpleNamespace
+
+    from gpumon.core.runs.reading.ledger import Ledger
+
+    ledger = Ledger()
+    hung = [("step", 10.0, {"step": 1}), ("step", 20.0, {"step": 16}), ("stall", 22.0, {"since": 20.0})]
+    for kind, t, fields in hung:
+        ledger.fold(kind, {"type": kind, "t": t, **fields}, 0)
+    waiting = SimpleNamespace(failed_t=24.0, lost_s=None, gap_s=None)
+    live = ledger.seconds(9.0, 28.0, False, [waiting])
+    assert (live["stall"], live["restart"]) == (4.0, 4.0) and sum(live[p] for p in PARTS) == 19.0, live
+    for kind, t, fields in [("step", 30.0, {"step": 1}), ("step", 40.0, {"step": 30})]:
+        ledger.fold(kind, {"type": kind, "t": t, **fields}, 0)
+    back = SimpleNamespace(failed_t=24.0, lost_s=8.0, gap_s=6.0)
+    parts = Ledger.from_state(ledger.to_state()).seconds(9.0, 41.0, True, [back])
+    assert (parts["stall"], parts["restart"], parts["end"]) == (4.0, 8.0, 1.0), parts
+    assert parts["steps"] == 10.0 + 8.0 and sum(parts[p] for p in PARTS) == parts["wall"] == 32.0, parts

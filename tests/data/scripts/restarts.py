@@ -1,5 +1,6 @@
 """A 2-rank gloo DDP job for torchrun --max-restarts: in the first attempt rank 1 raises "corrupt record in shard
-7" after --fail-at steps (with --kill it SIGKILLs itself instead; with --exit N it calls sys.exit(N)); the
+7" after --fail-at steps (with --kill it SIGKILLs itself instead; with --exit N it calls sys.exit(N); with --hang S
+it hangs, and rank 0 raises gloo's timeout after S seconds in the all-reduce rank 1 never joins); the
 restarted attempt resumes from the last checkpoint (every --every steps) and, with --hold FILE, keeps stepping
 until FILE exists. Rank 0 shows a tqdm bar over the whole job (initial = the resumed step), and prints what it
 did: "failed at step N", "resumed at step N"."""
@@ -9,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -24,9 +26,10 @@ parser.add_argument("--hold", default="")
 parser.add_argument("--step-ms", type=float, default=20)
 parser.add_argument("--kill", action="store_true", help="rank 1 is SIGKILLed (no exception) instead of raising")
 parser.add_argument("--exit", type=int, default=0, help="rank 1 calls sys.exit(EXIT) instead of raising")
+parser.add_argument("--hang", type=float, default=0, help="rank 1 hangs; the group's timeout (s) ends the attempt")
 args = parser.parse_args()
 
-dist.init_process_group("gloo")
+dist.init_process_group("gloo", timeout=timedelta(seconds=args.hang) if args.hang else None)
 rank = dist.get_rank()
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1))
@@ -62,6 +65,8 @@ while going():
             os.kill(os.getpid(), signal.SIGKILL)
         if args.exit:
             sys.exit(args.exit)
+        if args.hang:
+            time.sleep(3600)  # the others wait in their next all-reduce until the group's timeout
         raise RuntimeError("corrupt record in shard 7")
     time.sleep(args.step_ms / 1000)
 bar.close()

@@ -53,13 +53,21 @@ class Attempt:
         return self.start_hi if apart >= 10 and self.start_hi - self.start_lo <= max(2, apart // 5) else None
 
     def step_at(self, step: int) -> float | None:
-        """When it had taken ``step`` (at most a second late, from its points a second apart); None before it did."""
+        """When it had taken ``step``: between its points a second apart, at its pace there (the later point alone
+        put a second of steps in a restart's time lost); None before it did."""
         if step <= 0:
             return self.first_step_t
-        found = next((t for t, s in self.paced if s >= step), None)
-        if found is None and self.steps >= step:
-            found = self.last_step_t  # past it since the last point: its latest step is the bound (a second, at most)
-        return found
+        points = list(self.paced)
+        if self.last_step_t is not None and (not points or self.steps > points[-1][1]):
+            points.append((self.last_step_t, self.steps))  # past the last point: its latest step closes the span
+        after = next((i for i, (_, s) in enumerate(points) if s >= step), None)
+        if after is None:
+            return None
+        t1, s1 = points[after]
+        if after == 0 or s1 == step:
+            return t1
+        t0, s0 = points[after - 1]
+        return t0 + (t1 - t0) * (step - s0) / (s1 - s0)
 
 
 @dataclass(frozen=True)

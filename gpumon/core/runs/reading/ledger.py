@@ -12,8 +12,11 @@ Folded as the events arrive and kept in the summary (a few numbers per rank), ne
   ``stall_after`` calls it a stall first). A stall still open at the run's end keeps the time after its last step
   and pause: the end is 0 then;
 - ``restart``: torchrun's restarts, each from its failure until the next attempt was back where it failed
-  (attempts.py: ``lost_s``, else ``gap_s``);
-- ``end``: an ended run's time after its last step (or pause);
+  (attempts.py: ``lost_s``, else ``gap_s``; before the next attempt's first step, until now or the run's end). A
+  stall and a restart open at once (the ranks hung, a timeout killed them, torchrun starts them again: the stall
+  lasts until the new attempt's first step) share those seconds: the restart wins, the stall keeps what came
+  before the failure;
+- ``end``: an ended run's time after its last step (or pause), less a restart's;
 - ``steps``: the rest, the time the model trained: the data wait and the host's share are inside it (time_split.py).
 
 The parts sum to the wall time (``steps`` is what the others leave). GOODPUT is ``steps`` over the wall, as Google's
@@ -28,6 +31,7 @@ from typing import Any
 # A stall's event comes a supervisor's pass after its onset, and may come after the step that ended it: each rank
 # keeps its latest KEEP_GAPS gaps between steps of GAP_S or more (or with a pause), where such a stall is found.
 GAP_S, KEEP_GAPS = 0.5, 8
+KEEP_STALLS = 16  # the latest stalls that ended, for their seconds a restart holds (attempts.py keeps 16 attempts)
 PARTS = ("startup", "steps", "checkpoint", "eval", "stall", "restart", "end")
 PAUSES = {"save": "checkpoint", "eval": "eval"}  # a phase -> the part its time goes to
 NAMES = {
@@ -87,6 +91,7 @@ class Ledger:
     stall_s: float = 0.0  # the stalls that ended, less the pauses inside them
     stall_since: float | None = None  # a stall going on: from its last step
     stall_paused: float = 0.0  # seconds of the lowest rank's pauses inside the stall going on
+    stalls: list[list[float]] = field(default_factory=list)  # the latest ended: [since, end, seconds counted]
 
     def fold(self, kind: str, event: dict[str, Any], rank: int) -> None:
         t = event.get("t")
@@ -134,7 +139,7 @@ class Ledger:
         for r in self.ranks.values():
             for start, end, paused in r.gaps:
                 if abs(start - since) < 1e-3:
-                    self.stall_s += max(0.0, end - start - paused)  # its stall_end (stall_since None) adds nothing
+                    self._count(start, end, max(0.0, end - start - paused))  # its stall_end then adds nothing
                     return
         self.stall_since = since
         low = self._lowest()  # its pauses since its last step, which ended before the stall was said
@@ -147,8 +152,12 @@ class Ledger:
 
     def _stall_ended(self, at: float) -> None:
         if self.stall_since is not None:
-            self.stall_s += max(0.0, at - self.stall_since - self.stall_paused)
+            self._count(self.stall_since, at, max(0.0, at - self.stall_since - self.stall_paused))
         self.stall_since, self.stall_paused = None, 0.0
+
+    def _count(self, since: float, end: float, took: float) -> None:
+        self.stall_s += took
+        self.stalls = [*self.stalls[1 - KEEP_STALLS :], [since, end, took]]
 
     def seconds(self, started: float | None, until: float, ended: bool, restarts: list[Any]) -> dict[str, float]:
         """Each part's seconds and the ``wall``, from ``started`` to ``until`` (the run's end, or now); {} without a
@@ -173,13 +182,16 @@ class Ledger:
         paused_until = until if not ended else min(until, max(r.last_t, r.open_t))
         if r.open is not None:
             out[r.open] += max(0.0, paused_until - r.open_t)
-        out["stall"] = self.stall_s
+        lost = restart_windows(restarts, until)
+        out["restart"] = sum(b - a for a, b in lost)
+        # a restart's seconds are its own, never a stall's too (the stall's are those outside the restarts)
+        out["stall"] = self.stall_s - sum(min(took, overlap(a, b, lost)) for a, b, took in self.stalls)
         if (since := self.stall_since) is not None:  # going on: less the pauses inside it, the open one's too
             inside = self.stall_paused + (max(0.0, paused_until - max(r.open_t, since)) if r.open else 0.0)
-            out["stall"] += max(0.0, until - since - inside)
-        out["restart"] = sum((float(x.lost_s if x.lost_s is not None else x.gap_s or 0.0) for x in restarts), 0.0)
+            out["stall"] += max(0.0, until - since - inside - overlap(since, until, lost))
         if ended and self.stall_since is None:
-            out["end"] = max(0.0, until - (max(r.mark_t, paused_until) if r.open is not None else r.mark_t))
+            after = max(r.mark_t, paused_until) if r.open is not None else r.mark_t
+            out["end"] = max(0.0, until - after - overlap(after, until, lost))
         out["steps"] = max(0.0, wall - sum(v for k, v in out.items() if k != "steps"))
         extra = {"wall": wall, "saves": r.saves, "evals": r.evals}
         if imports is not None:
@@ -192,6 +204,7 @@ class Ledger:
             "stall_s": self.stall_s,
             "stall_since": self.stall_since,
             "stall_paused": self.stall_paused,
+            "stalls": self.stalls,
         }
 
     @classmethod
@@ -208,7 +221,27 @@ class Ledger:
         since = state.get("stall_since")
         found.stall_since = float(since) if isinstance(since, int | float) else None
         found.stall_paused = float(state.get("stall_paused") or 0.0)
+        kept = state.get("stalls") or []
+        if isinstance(kept, list):
+            ok = [i for i in kept if isinstance(i, list) and len(i) == 3 and all(isinstance(x, int | float) for x in i)]
+            found.stalls = [[float(x) for x in item] for item in ok]
         return found
+
+
+def restart_windows(restarts: list[Any], until: float) -> list[tuple[float, float]]:
+    """Each restart's (failure, back where it failed) within ``until``: ``lost_s``, else ``gap_s``, else (no step of
+    the next attempt yet) until ``until``."""
+    out = []
+    for x in restarts:
+        took = x.lost_s if x.lost_s is not None else x.gap_s
+        start = float(x.failed_t)
+        out.append((start, max(start, min(until, start + took if took is not None else until))))
+    return out
+
+
+def overlap(start: float, end: float, windows: list[tuple[float, float]]) -> float:
+    """Seconds of ``start``..``end`` inside the ``windows`` (which do not overlap: one attempt fails at a time)."""
+    return sum(max(0.0, min(end, b) - max(start, a)) for a, b in windows)
 
 
 def goodput(ledger: dict[str, float]) -> float | None:
