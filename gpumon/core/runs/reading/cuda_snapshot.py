@@ -13,12 +13,13 @@ The script's lines are told from torch's, Python's and gpumon's own frames by pa
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import pickle
 import re
 import sysconfig
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class SnapshotError(ValueError):
     """A snapshot gpumon will not read: its one line says why."""
 
 
+@functools.lru_cache(maxsize=4096)  # a snapshot's frames name the same few files again and again
 def script_file(filename: str) -> bool:
     """The script's own source file: not Python's, not a package's (torch's), not gpumon's, not ``<string>``."""
     return not (filename.startswith(("<", _GPUMON, *NOT_USERS)) or _NOT_USERS_ANYWHERE.search(filename) is not None)
@@ -95,7 +97,7 @@ def kept(run_dir: Path) -> list[Path]:
 
 
 def blocks_of(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [b for seg in _segments(snap) for b in seg.get("blocks") or () if isinstance(b, Mapping)]
+    return [b for seg in _segments(snap) for b in seg.get("blocks") or () if isinstance(b, dict)]
 
 
 def live_by_line(
@@ -150,17 +152,19 @@ def summarise(snap: Mapping[str, Any], user: Callable[[str], bool] = script_file
     for seg in _segments(snap):
         dev = devices.setdefault(_int(seg.get("device")), {"reserved": 0, "allocated": 0, "largest_free": 0,
                                                            "segments": 0, "drawn": []})  # fmt: skip
-        blocks = [b for b in seg.get("blocks") or () if isinstance(b, Mapping)]
+        blocks = [b for b in seg.get("blocks") or () if isinstance(b, dict)]
         allocated = sum(_int(b.get("size")) for b in blocks if b.get("state") == "active_allocated")
         dev["reserved"] += _int(seg.get("total_size"))
         dev["allocated"] += allocated
         dev["segments"] += 1
         free = [_int(b.get("size")) for b in blocks if b.get("state") in FREE]
         dev["largest_free"] = max([dev["largest_free"], *free])
-        dev["drawn"].append({"size": _int(seg.get("total_size")), "allocated": allocated, "pieces": _pieces(blocks)})
+        dev["drawn"].append({"size": _int(seg.get("total_size")), "allocated": allocated, "pieces": blocks})
     for dev in devices.values():
         dev["free"] = max(0, dev["reserved"] - dev["allocated"])
         dev["drawn"] = sorted(dev["drawn"], key=lambda s: int(s["size"]), reverse=True)[:MAX_DRAWN]
+        for seg in dev["drawn"]:  # only the drawn segments' blocks are ordered and merged
+            seg["pieces"] = _pieces(seg["pieces"])
     stacks: list[dict[str, Any]] = []
     frames = _stack_of_line(snap, user)
     for (path, line, function), (size, count) in live_by_line(snap, user, fallback=True).items():
@@ -191,7 +195,9 @@ def text_lines(summary: Mapping[str, Any], size: Callable[[int], str]) -> list[s
     for dev in summary.get("devices") or ():
         reserved, free, largest_free = int(dev["reserved"]), int(dev["free"]), int(dev["largest_free"])
         share = f", the largest free block {size(largest_free)}" if free else ""
-        scattered = f" ({100 - 100 * largest_free // free}% of the free bytes lie in smaller pieces)" if free else ""
+        scattered = ""
+        if 0 < largest_free < free:  # fragmentation: what a large allocation cannot use
+            scattered = f" ({100 - 100 * largest_free // free}% of the free bytes lie in smaller pieces)"
         lines.append(f"cuda:{dev['device']}: reserved {size(reserved)} in {dev['segments']} segments, allocated "
                      f"{size(int(dev['allocated']))}, free in the cache {size(free)}{share}{scattered}")  # fmt: skip
     if not lines:
@@ -209,7 +215,7 @@ def text_lines(summary: Mapping[str, Any], size: Callable[[int], str]) -> list[s
     return lines
 
 
-def _pieces(blocks: list[Mapping[str, Any]]) -> list[list[Any]]:
+def _pieces(blocks: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     """A segment's blocks in address order as [size, "allocated"|"free"], neighbours of one state merged, at most
     ``MAX_DRAWN`` (the rest merged into the last)."""
     pieces: list[list[Any]] = []
@@ -230,16 +236,18 @@ def _stack_of_line(snap: Mapping[str, Any], user: Callable[[str], bool]) -> dict
         frames = _frames(block)
         frame = next((f for f in frames if user(str(f.get("filename", "")))), frames[0])
         key = (str(frame.get("filename")), _int(frame.get("line")), _name(frame))
-        out.setdefault(key, [frame_text(f) for f in frames[:STACK_FRAMES]])
+        if key not in out:
+            out[key] = [frame_text(f) for f in frames[:STACK_FRAMES]]
     return out
 
 
+# Unpickled plain data holds dicts: isinstance(x, dict) is several times cheaper than an abc's Mapping check
 def _segments(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [s for s in snap.get("segments") or () if isinstance(s, Mapping)]
+    return [s for s in snap.get("segments") or () if isinstance(s, dict)]
 
 
 def _frames(block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [f for f in block.get("frames") or () if isinstance(f, Mapping)]
+    return [f for f in block.get("frames") or () if isinstance(f, dict)]
 
 
 def _name(frame: Mapping[str, Any]) -> str:
