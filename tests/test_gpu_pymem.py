@@ -17,6 +17,7 @@ import pytest
 
 from gpumon.core.doctor.causes import name_causes
 from gpumon.core.protocol import request_pymem
+from gpumon.core.runs.reading.cuda_snapshot import load, summarise
 from tests.conftest import requires_gpu, wait_until
 
 pytestmark = [pytest.mark.gpu, requires_gpu]
@@ -44,6 +45,8 @@ def test_a_window_on_a_cuda_rank_names_the_line_whose_blocks_grow_and_keeps_the_
     assert cuda[0]["bytes"] >= 5 * 4 * 2**20, cuda
     snapshot = tmp_path / written[0]["cuda_snapshot"]
     assert "segments" in pickle.loads(snapshot.read_bytes())
+    read = summarise(load(snapshot))  # gpumon's own reader takes the real pickle (plain data only), by the same line
+    assert any(s["file"] == Path(__file__).name and s["line"] == line for s in read["stacks"]), read["stacks"]
     causes = name_causes(written)[0]
     assert any(c.kind == "cuda_allocations" and f":{line}" in c.title for c in causes), causes
     torch.cuda.memory._record_memory_history(enabled=None)  # (stopped already: a second stop is harmless)
@@ -107,3 +110,11 @@ def test_a_real_cuda_oom_in_a_run_shows_its_largest_blocks_line_in_the_doctor(tm
     text = gpumon("doctor", run_id)
     print(text)  # for docs/gpu.md
     assert f"largest blocks at the OOM (rank 0, cuda:0): 1024.00 MiB oom_train.py:{line}" in text, text
+    # the real kept pickle, read by gpumon's own reader (plain data only: no global refused in it), no browser
+    (kept,) = json.loads(gpumon("doctor", run_id, "--snapshot", "oom0.pickle", "--json"))["snapshots"]
+    assert kept["path"] == failure["snapshot"]["path"] and "error" not in kept, kept
+    summary = kept["summary"]
+    assert summary["devices"][0]["allocated"] >= 1 << 30, summary["devices"]
+    assert (summary["largest"][0]["size"], summary["largest"][0]["file"]) == (1 << 30, "oom_train.py"), summary
+    assert (summary["stacks"][0]["file"], summary["stacks"][0]["line"]) == ("oom_train.py", line), summary["stacks"]
+    assert f"oom_train.py:{line}" in gpumon("doctor", run_id, "--snapshot")

@@ -87,7 +87,11 @@ def test_a_cuda_run_that_retries_and_fragments_alerts_before_its_oom_and_the_doc
     ) in text, text
     assert "  before the OOM: allocator retries rising on rank 0: 1 cudaMalloc retry in the last minute" in text
     assert "    4.00 GiB: linear.py:125 (forward) < module.py:1784 (_call_impl) < model.py:12 (forward)" in text
-    assert f"  snapshot kept: {kept}; view it: python -m torch.cuda._memory_viz trace_plot {kept} -o oom0.html" in text
+    assert (
+        f"  snapshot kept: {kept}; read it: gpumon doctor {run_id} --snapshot oom0.pickle (or gpumon serve's page, "
+        f"or python -m torch.cuda._memory_viz trace_plot {kept} -o oom0.html)"
+    ) in text  # gpumon's own reader first: no browser, no CDN
+    assert snapshot["read"] == f"gpumon doctor {run_id} --snapshot oom0.pickle"
 
 
 def test_an_oom_snapshots_largest_blocks_are_named_at_the_scripts_line_with_their_stack() -> None:
@@ -172,4 +176,5 @@ async def test_the_doctor_view_shows_the_oom_snapshots_blocks_and_the_warnings_b
     flat = " ".join(text.split())  # the view wraps long lines
     assert "largest blocks at the OOM (rank 0, cuda:0): 8.00 GiB train.py:41, 4.00 GiB model.py:12, 2.00 GiB" in flat
     assert "before the OOM: allocator fragmentation on rank 0: PyTorch reserves 78.00 GiB" in flat
-    assert f"snapshot kept: {run_dir / 'pymem' / 'oom0.pickle'}; view it: python -m torch.cuda._memory_viz" in flat
+    kept = run_dir / "pymem" / "oom0.pickle"
+    assert f"snapshot kept: {kept}; read it: gpumon doctor {run_dir.name} --snapshot oom0.pickle" in flat

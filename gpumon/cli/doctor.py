@@ -26,6 +26,13 @@ def add_commands(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--census", action="store_true", help="ask the live run for two tensor censuses and name what grows"
     )
     doctor.add_argument("--gap", type=int, default=20, metavar="STEPS", help="steps between the two censuses")
+    doctor.add_argument(
+        "--snapshot",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="summarise the CUDA allocator snapshot the run kept (pymem/oom0.pickle...; default: each one)",
+    )
     doctor.add_argument("--host", metavar="HOST", help="a run on that host: its own gpumon doctor, through ssh")
     doctor.add_argument("--ssh", metavar="CMD", default=argparse.SUPPRESS, help="with --host: the ssh program")
 
@@ -40,6 +47,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from gpumon.cli.fleet import cmd_remote_doctor
 
         return cmd_remote_doctor(args)
+    if args.snapshot is not None:
+        from gpumon.cli.snapshot import cmd_snapshot
+
+        return cmd_snapshot(args)
     store = RunStore()
     try:
         record = store.resolve(args.run)

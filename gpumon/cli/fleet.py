@@ -142,6 +142,8 @@ def cmd_remote_logs(args: argparse.Namespace) -> int:
 def cmd_remote_doctor(args: argparse.Namespace) -> int:
     """``gpumon doctor RUN --host H [--json] [--census]``: the host's own ``gpumon doctor`` through ssh."""
     words = ["doctor", args.run, *(["--json"] if args.json else [])]
+    if args.snapshot is not None:  # read on that host, where the run keeps it
+        words += ["--snapshot", *([args.snapshot] if args.snapshot else [])]
     return passthrough(args, words + (["--census", "--gap", str(args.gap)] if args.census else []))
 
 

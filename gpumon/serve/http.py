@@ -1,7 +1,8 @@
 """The HTTP side: GET/HEAD only, a token for any bind beyond localhost, headers that stop framing.
 
 Routes: ``/`` the page (``page.html`` with the view rendered in, page.py; one file, no CDN), ``/page/view`` (the
-view alone) and ``/page/events`` (it as server-sent events), ``/metrics`` (Prometheus), ``/api/...`` (JSON),
+view alone) and ``/page/events`` (it as server-sent events), ``/snapshot/RUN/NAME`` (a kept CUDA snapshot drawn,
+snapshot_page.py), ``/metrics`` (Prometheus), ``/api/...`` (JSON),
 ``/api/events`` (``/api/state`` as server-sent events, events.py).
 The token is read once from a file that only its owner may read (0600), and compared in constant time
 (``hmac.compare_digest``); it may come as ``Authorization: Bearer T``, or, for a browser, as ``?token=T``
@@ -26,7 +27,7 @@ from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from prometheus_client import exposition
 
@@ -189,12 +190,26 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api" or path.startswith("/api/"):
             code, doc = route(self.state, path, query)
             self._send(code, dumps(doc), "application/json", extra, head)
+        elif path.startswith("/snapshot/"):
+            self._snapshot(path, extra, head)
         elif path in PAGES:
             (before, after), csp = self.page
             html = (before + self._view() + after).encode()
             self._send(200, html, "text/html; charset=utf-8", {**extra, "Content-Security-Policy": csp}, head)
         else:
             self._send(404, b"not found: / (the page), /metrics, /api/\n", "text/plain; charset=utf-8", extra, head)
+
+    def _snapshot(self, path: str, extra: dict[str, str], head: bool) -> None:
+        """A kept CUDA snapshot's page: only a file the poll listed for a local run (never a path from the URL)."""
+        from gpumon.serve.snapshot_page import CSP, page
+
+        run_id, _, name = unquote(path[len("/snapshot/") :]).partition("/")
+        file = self.state.view.snapshots.get((run_id, name))
+        if file is None:
+            self._send(404, b"no such snapshot: the page links those kept\n", "text/plain; charset=utf-8", extra, head)
+            return
+        html = page(run_id, name, file).encode()
+        self._send(200, html, "text/html; charset=utf-8", {**extra, "Content-Security-Policy": CSP}, head)
 
     def _view(self) -> str:
         """The latest view rendered (page.py): the first paint holds the state, with or without JavaScript."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from gpumon.core.format import duration, size
 from gpumon.core.format import loss as loss_text
@@ -91,7 +92,7 @@ def gpu_card(host: str, dev: dict[str, Any], held: int, history: History) -> str
     return "".join(out) + "</div>"
 
 
-def run_box(run: dict[str, Any]) -> str:
+def run_box(run: dict[str, Any], local: bool = False) -> str:
     series = run.get("loss_series")
     if series is None:
         empty = "the curve is on its host's serve"
@@ -127,6 +128,12 @@ def run_box(run: dict[str, Any]) -> str:
         level = LEVEL_CLASS.get(str(run.get("headline_level")), "muted")
         out.append(_div(f"headline {level}", f"doctor: {run['headline']}"))
     out += [_div("bad", f"alert: {a}") for a in run.get("alerts") or ()]
+    if run.get("snapshots") and local:  # serve's own page of each (snapshot_page.py): no CDN
+        links = " ".join(
+            f'<a class="snapshot" href="snapshot/{quote(str(run["id"]), safe="")}/{quote(str(n), safe="")}">{_e(n)}</a>'
+            for n in run["snapshots"]
+        )
+        out.append(f'<div class="muted">CUDA snapshots kept: {links}</div>')
     return "".join(out) + "</div></div>"
 
 
@@ -152,9 +159,10 @@ def host_section(host: dict[str, Any], history: History) -> str:
     )
     runs = host.get("runs") or ()
     live, done = [r for r in runs if r.get("live")], [r for r in runs if not r.get("live")]
-    out.append(f"<h2>Live runs ({len(live)})</h2>" + "".join(run_box(r) for r in reversed(live)))
+    local = link == "local"  # a fleet host's snapshots are on its own serve
+    out.append(f"<h2>Live runs ({len(live)})</h2>" + "".join(run_box(r, local) for r in reversed(live)))
     if done:
-        out.append("<h2>Recent runs</h2>" + "".join(run_box(r) for r in reversed(done)))
+        out.append("<h2>Recent runs</h2>" + "".join(run_box(r, local) for r in reversed(done)))
     return "".join(out) + "</section>"
 
 

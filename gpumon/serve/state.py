@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpumon.core.alerts.history import AlertBook
+from gpumon.core.runs.reading.cuda_snapshot import kept
 from gpumon.core.runs.reading.monitor import RunsMonitor
 from gpumon.core.runs.reading.summary import RunSummary
 from gpumon.core.sampler import Sampler
@@ -49,6 +50,7 @@ class ServeState:
         self._alert_ids: set[str] = set()
         self._alert_counts: dict[tuple[str, str], int] = {}
         self._ring_t: float | None = None
+        self._snapshots: dict[tuple[str, str], str] = {}  # the local runs' kept CUDA snapshots, of the last poll
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.polled = threading.Event()  # set after each poll (tests and the first request wait on it)
@@ -98,7 +100,8 @@ class ServeState:
             hosts.extend(fleet_hosts(self.fleet.state(), self.ring))
         alerts = self._alerts(hosts[0].name)
         steps = {run_id: hist.copy() for run_id, hist in self._steps.items()}  # the view's own: never mutated
-        return View(time=now, hosts=tuple(hosts), alerts=alerts, alert_counts=dict(self._alert_counts), steps=steps)
+        return View(time=now, hosts=tuple(hosts), alerts=alerts, alert_counts=dict(self._alert_counts), steps=steps,
+                    snapshots=dict(self._snapshots))  # fmt: skip
 
     def _local(self, now: float) -> HostView:
         snap = self.sampler.latest
@@ -114,6 +117,9 @@ class ServeState:
         for gone in set(self._steps) - live_ids:  # ended runs drop out
             del self._steps[gone]
         runs = tuple(self._run_doc(s, name, now) for s in summaries)
+        self._snapshots = {(s.id, p.name): str(p) for s in summaries for p in kept(s.record.dir)}
+        for run in runs:  # the page links each (snapshot_page.py)
+            run["snapshots"] = [n for (i, n) in self._snapshots if i == run["id"]]
         shown = {s.id for s in summaries}
         self._headlines = {k: v for k, v in self._headlines.items() if k in shown}
         self._ended_series = {k: v for k, v in self._ended_series.items() if k in shown}

@@ -48,3 +48,4 @@ class View:
     alert_counts: dict[tuple[str, str], int] = field(default_factory=dict)  # (host, kind) -> alerts seen
     steps: dict[str, StepHistogram] = field(default_factory=dict)  # live run id -> its step time histogram
     error: str | None = None  # the last poll's failure, if it failed
+    snapshots: dict[tuple[str, str], str] = field(default_factory=dict)  # (run id, name) -> a kept CUDA snapshot

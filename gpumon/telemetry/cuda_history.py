@@ -4,7 +4,8 @@ CUDA only, and guarded: ``torch.cuda.memory._record_memory_history`` is private 
 initialised, the tracemalloc window (pymem.py) also records every CUDA allocation with its Python stack
 (``max_entries`` bounds the ring), takes ``torch.cuda.memory._snapshot()`` at both ends, and diffs the blocks
 still allocated by the script's innermost frame: the top growing allocation stacks with file:line. The second
-snapshot is kept with the run (``pymem/rank<N>.pickle``, at most ``KEEP_BYTES``), for PyTorch's memory_viz.
+snapshot is kept with the run (``pymem/rank<N>.pickle``, at most ``KEEP_BYTES``): ``gpumon doctor RUN --snapshot``
+and serve's page read it (core/runs/reading/cuda_snapshot.py), as PyTorch's memory_viz does.
 
 At an out-of-memory the allocator's snapshot is kept too (``watch_oom``). Its blocks carry their stacks only where
 the history was recording when they were allocated: ``GPUMON_OOM_STACKS=1`` records the stacks of the live blocks
@@ -21,14 +22,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gpumon.core.runs.reading.cuda_snapshot import MAX_BYTES, largest, live_by_line, script_file
 from gpumon.core.safefs import write_atomic
 
 MAX_ENTRIES = 20_000  # alloc/free records kept by the ring (a few KB each)
-KEEP_BYTES = 64 * 1024 * 1024  # a snapshot bigger than this is not kept
+KEEP_BYTES = MAX_BYTES  # a snapshot bigger than this is not kept (nor read back)
 TOP = 3
 MIN_GROWTH = 1024 * 1024
 STACKS_ENV = "GPUMON_OOM_STACKS"  # "1": the live blocks' stacks recorded from the first step, for an OOM's snapshot
-STACK_FRAMES = 6  # frames kept per block in an oom_snapshot event
 
 
 def start(torch: ModuleType) -> bool:
@@ -71,7 +72,7 @@ def grown(
     first: Mapping[str, Any], second: Mapping[str, Any], steps: int, user: Callable[[str], bool]
 ) -> list[dict[str, Any]]:
     """The script's lines whose live CUDA blocks grew from ``first`` to ``second``, biggest first."""
-    before, after = _live(first, user), _live(second, user)
+    before, after = live_by_line(first, user), live_by_line(second, user)
     lines: list[dict[str, Any]] = []
     for key, (size, count) in after.items():
         gained = size - before.get(key, (0, 0))[0]
@@ -81,22 +82,6 @@ def grown(
                           "bytes": gained, "count": count - before.get(key, (0, 0))[1],
                           "per_step": gained // max(1, steps)})  # fmt: skip
     return sorted(lines, key=lambda found: int(found["bytes"]), reverse=True)[:TOP]
-
-
-def _live(snap: Mapping[str, Any], user: Callable[[str], bool]) -> dict[tuple[str, int, str], tuple[int, int]]:
-    """Bytes and blocks allocated now, by the script's innermost frame of the stack that allocated each."""
-    out: dict[tuple[str, int, str], tuple[int, int]] = {}
-    for segment in snap.get("segments") or ():
-        for block in segment.get("blocks") or ():
-            if block.get("state") != "active_allocated":
-                continue
-            frame = next((f for f in block.get("frames") or () if user(str(f.get("filename", "")))), None)
-            if frame is None:
-                continue
-            key = (str(frame["filename"]), int(frame.get("line") or 0), str(frame.get("name") or ""))
-            size, count = out.get(key, (0, 0))
-            out[key] = (size + int(block.get("size") or 0), count + 1)
-    return out
 
 
 def keep(snap: Mapping[str, Any], run_dir: str, rank: int, name: str = "rank") -> str | None:
@@ -128,10 +113,8 @@ def watch_oom(torch: ModuleType, run_dir: str, rank: Callable[[], int], write: C
             if snap is None:
                 return
             kept = keep(snap, run_dir, rank(), name="oom")
-            from gpumon.telemetry.pymem_holder import _script  # the script's own files (not torch's, not gpumon's)
-
             write("oom_snapshot", dev=f"cuda:{device}", tried=int(alloc), free=int(device_free), snapshot=kept,
-                  largest=largest(snap, user=_script))  # fmt: skip
+                  largest=largest(snap, user=script_file))  # fmt: skip
         except Exception:  # noqa: BLE001 - the OOM itself is what the script will see
             return
 
@@ -142,28 +125,3 @@ def watch_oom(torch: ModuleType, run_dir: str, rank: Callable[[], int], write: C
     with contextlib.suppress(Exception):  # private API: the snapshot comes without stacks
         _stacks(torch)
     return True
-
-
-def largest(snap: Mapping[str, Any], top: int = 5, user: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
-    """The biggest blocks allocated, each with where it was allocated when history was recording: ``file`` and
-    ``line`` of the script's innermost frame (``user``; else the innermost frame), and the ``stack``, innermost
-    first ("linear.py:125 (forward)")."""
-    blocks = [b for seg in snap.get("segments") or () for b in seg.get("blocks") or ()
-              if b.get("state") == "active_allocated"]  # fmt: skip
-    out = []
-    for block in sorted(blocks, key=lambda b: int(b.get("size") or 0), reverse=True)[:top]:
-        frames = [f for f in block.get("frames") or () if isinstance(f, Mapping)]
-        frame = next((f for f in frames if user is None or user(str(f.get("filename", "")))), None)
-        frame = frame or next(iter(frames), None)
-        where: dict[str, Any] = {}
-        if frame is not None:
-            where = {"file": os.path.basename(str(frame.get("filename"))), "line": frame.get("line"),
-                     "stack": [_frame(f) for f in frames[:STACK_FRAMES]]}  # fmt: skip
-        out.append({"size": int(block.get("size") or 0), **where})
-    return out
-
-
-def _frame(frame: Mapping[str, Any]) -> str:
-    name = str(frame.get("name") or "")
-    at = f"{os.path.basename(str(frame.get('filename')))}:{frame.get('line')}"
-    return f"{at} ({name})" if name and name != "<module>" else at

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import sysconfig
 import time
 import tracemalloc
 from collections import deque
@@ -20,18 +19,12 @@ from itertools import compress
 from types import FrameType, ModuleType
 from typing import Any
 
+from gpumon.core.runs.reading.cuda_snapshot import NOT_USERS as NOT_USERS  # pymem.py reads it here
+from gpumon.core.runs.reading.cuda_snapshot import script_file as _script
 from gpumon.telemetry.holders import _forget, find_holders
 
 MIN_ITEMS = 8  # a container with fewer items is not a growing cache
 NEWEST = 3  # items of a container asked where they were allocated (its newest: a cache's latest entries)
-NOT_USERS = tuple(
-    {
-        os.path.realpath(p) + os.sep
-        for p in (sysconfig.get_paths().get(k) for k in ("stdlib", "purelib", "platlib"))
-        if p
-    }
-)
-_GPUMON = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _KINDS = frozenset((dict, list, deque))
 
 
@@ -39,10 +32,6 @@ def find_holder(path: str, lineno: int, deadline: float) -> dict[str, Any] | Non
     """The container that keeps what ``path:lineno`` allocated: ``name``, ``type``, ``items``, and where the name
     is (``file``, ``line``, ``function``) when it is a frame's; None if not found by ``deadline``."""
     return _on_stacks(path, lineno) or _in_modules(path, lineno) or _in_gc(path, lineno, deadline)
-
-
-def _script(filename: str) -> bool:
-    return not (filename.startswith("<") or filename.startswith(_GPUMON) or filename.startswith(NOT_USERS))
 
 
 def _on_stacks(path: str, lineno: int) -> dict[str, Any] | None:

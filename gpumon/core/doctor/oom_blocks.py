@@ -32,7 +32,8 @@ def attach(failure: Failure, allocator: Any, run_dir: Path) -> Failure:
     kept = (oom or {}).get("snapshot")
     path = str(run_dir / kept) if isinstance(kept, str) and kept else None
     view = view_command(path) if path else None
-    return replace(failure, snapshot={**(oom or {}), "path": path, "view": view, "warned": warned})
+    read = f"gpumon doctor {run_dir.name} --snapshot {os.path.basename(path)}" if path else None  # gpumon's own
+    return replace(failure, snapshot={**(oom or {}), "path": path, "read": read, "view": view, "warned": warned})
 
 
 def view_command(path: str) -> str:
@@ -61,7 +62,8 @@ def oom_lines(snapshot: dict[str, Any] | None) -> list[str]:
     if blocks and not any(b.get("file") for b in blocks):
         lines.append(f"  no stacks: the allocator recorded none; launch with --env {STACKS_ENV}=1 for the next OOM's")
     if snapshot.get("path"):
-        lines.append(f"snapshot kept: {snapshot['path']}; view it: {snapshot['view']}")
+        lines.append(f"snapshot kept: {snapshot['path']}; read it: {snapshot['read']} (or gpumon serve's page, or "
+                     f"{snapshot['view']})")  # fmt: skip
     return lines
 
 
@@ -74,7 +76,7 @@ def blocks_advice(f: Failure) -> Scored:
     top = blocks[0]
     why = f"largest blocks at the OOM: {blocks_text(snapshot)}"
     if snapshot.get("view"):
-        look = f"open the snapshot kept at the failure: {snapshot['view']} (or python -m torch.cuda._memory_viz stats)"
+        look = f"read the snapshot kept at the failure: {snapshot['read']} (or {snapshot['view']})"
     else:
         look = "the snapshot was too big to keep"
     if not top.get("file"):

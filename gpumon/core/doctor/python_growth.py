@@ -48,7 +48,7 @@ def _cuda_cause(event: Mapping[str, Any], line: Mapping[str, Any], rank: int) ->
     evidence = (
         f"PyTorch's memory history over {steps} steps: +{size(int(line.get('bytes') or 0))} in {line.get('count')} "
         f"CUDA blocks allocated at {at} and still allocated, {size(int(line.get('per_step') or 0))} a step"
-        + (f"; the snapshot is kept in the run's folder, {kept} (open it in PyTorch's memory_viz)" if kept else "")
+        + (f"; the snapshot is kept in the run's folder, {kept} (read: gpumon doctor RUN --snapshot)" if kept else "")
     )
     count, grew = int(line.get("count") or 0), int(line.get("bytes") or 0)
     title = f"{at} allocates GPU memory that stays"
