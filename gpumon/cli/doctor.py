@@ -128,6 +128,8 @@ def render(diagnosis: Any, record: Any) -> list[str]:
     if slowness := slow_lines(diagnosis.slow, diagnosis.lanes):
         lines.append("\nwhat slows it, the larger cost first:")
         lines += [f"  {line}" for line in slowness]
+    elif diagnosis.lanes_unknown:  # ranks on a GPU: no straggler can be named from the host's clocks
+        lines.append(f"\nthe slow rank: {diagnosis.lanes_unknown}")
     if diagnosis.loss is not None:
         lines.append(f"\nloss: {diagnosis.loss.text}")
         lines += [f"  {label}: {said}" for label, said in diagnosis.loss.details()]

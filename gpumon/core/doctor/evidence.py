@@ -1,7 +1,9 @@
-"""The text a failed run left behind, gathered for ``classify``: exceptions, torchrun's root cause, log tails."""
+"""The text a failed run left behind, gathered for ``classify``: exceptions, torchrun's root cause, log tails; and
+why a run's files cannot be read at all."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -50,3 +52,26 @@ def run_failure(record: RunRecord, telemetry: RunTelemetry | None = None) -> Fai
 
 def _tail(path: Path) -> str:
     return "\n".join(tail_lines(path, 400, max_bytes=LOG_BYTES))
+
+
+def files_unreadable(run_dir: Path) -> str:
+    """Why this user cannot read a run's events or logs (they belong to another user), else ""."""
+    for name in ("events", "logs"):
+        folder = run_dir / name
+        try:
+            os.listdir(folder)
+        except PermissionError:
+            owner: object = "?"
+            for path in (folder, run_dir):  # the folder itself, or the run's, when this user cannot look in
+                try:
+                    owner = os.stat(path).st_uid
+                    break
+                except OSError:
+                    continue
+            return (
+                f"its files cannot be read by this user (they belong to uid {owner}): "
+                "ask its owner, or run gpumon doctor as that user"
+            )
+        except OSError:
+            continue
+    return ""

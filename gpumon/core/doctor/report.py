@@ -1,13 +1,11 @@
 """One run's diagnosis: memory trend per rank, the named leak cause, the failure and the ranked advice.
 
-What ``gpumon doctor RUN`` prints and the Doctor view shows. Built from the
-run's files only (status, events, logs), so it works on a live run, an ended
-one, and one whose machine is gone.
+What ``gpumon doctor RUN`` prints and the Doctor view shows. Built from the run's files only (status, events,
+logs), so it works on a live run, an ended one, and one whose machine is gone.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,7 +17,7 @@ from gpumon.core.doctor.advice_types import Advice, Context
 from gpumon.core.doctor.allocator_warnings import allocator_advice
 from gpumon.core.doctor.causes import Cause, census_pairs, name_causes
 from gpumon.core.doctor.divergence import LossProblem, loss_advice, loss_problem
-from gpumon.core.doctor.evidence import run_failure
+from gpumon.core.doctor.evidence import files_unreadable, run_failure
 from gpumon.core.doctor.failures import Failure
 from gpumon.core.doctor.goodput import ledger_advice, ledger_findings
 from gpumon.core.doctor.leak import LeakState, LeakWatch
@@ -65,6 +63,7 @@ class Diagnosis:
     collective: dict[str, Any] | None = None  # a failed run's mismatched collective (stuck.py), as a stall's
     collectives: tuple[str, ...] = ()  # then each rank's last collective started and finished
     lanes: tuple[dict[str, Any], ...] = ()  # each rank's own work and wait a step, its score (lanes.py)
+    lanes_unknown: str | None = None  # why there are none (ranks on a GPU, lanes.py)
 
     @property
     def worst(self) -> LeakState | None:
@@ -177,6 +176,7 @@ class Diagnosis:
             "collective": self.collective,
             "collectives": list(self.collectives),
             "lanes": list(self.lanes),
+            "lanes_unknown": self.lanes_unknown,
             "time": [asdict(found) for found in self.time],
             "ledger": self.ledger,
         }
@@ -296,30 +296,8 @@ def diagnose(
         collective=odd,
         collectives=tuple(judged.get("collectives") or ()) if odd else (),
         lanes=tuple(lane.to_dict() for lane in telemetry.lanes.lanes()),
+        lanes_unknown=telemetry.lanes.unknown(),
     )
-
-
-def files_unreadable(run_dir: Path) -> str:
-    """Why this user cannot read a run's events or logs (they belong to another user), else ""."""
-    for name in ("events", "logs"):
-        folder = run_dir / name
-        try:
-            os.listdir(folder)
-        except PermissionError:
-            owner: object = "?"
-            for path in (folder, run_dir):  # the folder itself, or the run's, when this user cannot look in
-                try:
-                    owner = os.stat(path).st_uid
-                    break
-                except OSError:
-                    continue
-            return (
-                f"its files cannot be read by this user (they belong to uid {owner}): "
-                "ask its owner, or run gpumon doctor as that user"
-            )
-        except OSError:
-            continue
-    return ""
 
 
 def pace_now(record: RunRecord, telemetry: RunTelemetry) -> tuple[float | None, str]:

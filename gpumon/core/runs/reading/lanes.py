@@ -12,6 +12,11 @@ hour or a week):
 - ``score_r = min(own) / own_r``: 1.0 as fast as the fastest, 0.5 twice as slow (nvidia-resiliency-ext's
   "relative" score). Below ``FLAG`` a rank is slow; once a second the ranks are judged and the time each has
   stayed below is kept, so the doctor (core/doctor/straggler.py) names a rank slow for long enough.
+
+Only where the ranks step on the CPU. On a GPU the collectives (NCCL's) and backward's kernels run on the device's
+streams while the host goes on: the host's clocks see their launch, and a fast rank's wait lands wherever it next
+synchronises (``loss.item()``), which these sums would count as its own work, the fast rank named slow. There the
+lanes are unknown, with that reason (``unknown``), until the device's own timing is read.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class RankClock:
     per_step: deque[float] = field(default_factory=lambda: deque(maxlen=31))
     data: bool = False  # it reported a DataLoader wait
     cpu: bool = False  # it reported its CPU time
+    device: str = ""  # the device its steps ran on ("cpu", "cuda:0"), as its latest step event said
 
     def sums(self) -> tuple[float, float, float, float, float, float] | None:
         """(elapsed, backward, collectives, data, steps, CPU) over the window; None: too few steps yet."""
@@ -72,6 +78,7 @@ class Lanes:
     judged: float | None = None  # the event time of the latest judgement (once a second)
     saved: tuple[Lane, ...] = ()  # what a summary said, until the window fills again
     tried: float | None = None  # the event time of the latest look (not saved)
+    saved_unknown: str | None = None  # what a summary said of why there are no lanes
 
     def step(self, rank: int, event: dict[str, Any], step: int) -> None:
         t = event.get("t")
@@ -88,6 +95,8 @@ class Lanes:
         clock.per_step.append(elapsed / steps)
         if usual is not None and elapsed / steps > PAUSE_FACTOR * usual:
             return  # a pause (a checkpoint, an evaluation, a stop): nobody's own work nor wait
+        if isinstance(event.get("dev"), str):
+            clock.device = event["dev"]
         wait, cpu = _number(event.get("wait")), _number(event.get("cpu"))
         clock.data = clock.data or wait is not None
         clock.cpu = clock.cpu or cpu is not None
@@ -119,7 +128,7 @@ class Lanes:
     def _measure(self) -> tuple[Lane, ...]:
         sums = {rank: s for rank, clock in self.clocks.items() if (s := clock.sums()) is not None}
         sums = {rank: s for rank, s in sums.items() if s[1] or s[2]}  # the ranks that timed backward or collectives
-        if len(sums) < 2:
+        if len(sums) < 2 or self.unknown():
             return ()
         per = {rank: (e / n, b / n, c / n, d / n, u / n) for rank, (e, b, c, d, n, u) in sums.items()}
         fastest_bw = min(values[1] for values in per.values())
@@ -137,7 +146,18 @@ class Lanes:
 
     def lanes(self) -> tuple[Lane, ...]:
         """Every measured rank's lane, lowest rank first; () with fewer than two ranks that time collectives."""
-        return self._measure() or self.saved
+        return () if self.unknown() else self._measure() or self.saved
+
+    def unknown(self) -> str | None:
+        """Why the lanes cannot be measured from the host's clocks (a rank steps on an accelerator); None where
+        they can."""
+        if len(self.clocks) < 2:
+            return self.saved_unknown  # one rank has no lanes; a summary's word until the ranks step again
+        device = next((c.device for c in self.clocks.values() if c.device and not c.device.startswith("cpu")), "")
+        if not device:
+            return None
+        return (f"unknown on {device.split(':')[0]}: its collectives and kernels run on the device's streams, where "
+                "the host's clocks cannot tell a rank's own work from its wait")  # fmt: skip
 
     def low_for(self, rank: int) -> float:
         """Seconds ``rank`` has stayed below FLAG, up to the latest judgement (0.0: it is not below)."""
@@ -149,6 +169,7 @@ class Lanes:
             "lanes": [lane.to_dict() for lane in self.lanes()],
             "low_since": {str(r): t for r, t in self.low_since.items()},
             "judged": self.judged,
+            "unknown": self.unknown(),
         }
 
     @classmethod
@@ -170,6 +191,7 @@ class Lanes:
                          _number(item.get("cpu_s")))
                 )  # fmt: skip
         out.saved = tuple(saved)
+        out.saved_unknown = state["unknown"] if isinstance(state.get("unknown"), str) else None
         return out
 
 

@@ -61,6 +61,7 @@ class RunSummary:
     attempt: int = 1  # torchrun's attempt running now (or the last), from 1 (attempts.py)
     restarts: tuple[dict[str, Any], ...] = ()  # each failed attempt: Restart.to_dict(), oldest first
     lanes: tuple[dict[str, Any], ...] = ()  # per rank: score, own_s, wait_s... (lanes.py Lane.to_dict)
+    lanes_unknown: str | None = None  # why there are no lanes where ranks step (on a GPU: lanes.py)
     reported: dict[str, Any] | None = None  # the latest ray.train.report of the lowest rank: source, step, metrics
     ledger: dict[str, float] = field(default_factory=dict)  # part -> seconds of the wall time, and "wall" (ledger.py)
 
@@ -136,6 +137,7 @@ def to_row(summary: RunSummary) -> dict[str, Any]:
         "attempt": summary.attempt,
         "restarts": list(summary.restarts),
         "lanes": list(summary.lanes),
+        "lanes_unknown": summary.lanes_unknown,
         "reported": summary.reported,
         "ledger": summary.ledger,
     }
@@ -179,6 +181,7 @@ def from_row(path: Path, row: dict[str, Any]) -> RunSummary | None:
             attempt=int(row.get("attempt") or 1),
             restarts=tuple(r for r in row.get("restarts") or () if isinstance(r, dict)),
             lanes=tuple(r for r in row.get("lanes") or () if isinstance(r, dict)),
+            lanes_unknown=row.get("lanes_unknown") if isinstance(row.get("lanes_unknown"), str) else None,
             reported=row.get("reported") if isinstance(row.get("reported"), dict) else None,
             ledger={str(k): float(v) for k, v in (row.get("ledger") or {}).items()},
             **_progress(row),
@@ -225,6 +228,7 @@ def summarise(record: RunRecord, tele: RunTelemetry, leaks: dict[int, LeakState]
         attempt=tele.attempts.current,
         restarts=tuple(r.to_dict() for r in tele.attempts.restarts_told()),
         lanes=tuple(lane.to_dict() for lane in tele.lanes.lanes()),
+        lanes_unknown=tele.lanes.unknown(),
         reported=tele.reports.latest,
         ledger=run_ledger(record, tele),
         **paced(record, tele, {"time_split": time_split(tele)}),

@@ -22,6 +22,7 @@ def run_doc(summary: RunSummary) -> dict[str, Any]:
     doc = summary.record.to_dict()
     doc["nproc"] = proc_count(summary.record, summary.ranks)  # a script's own ranks (mp.spawn) count too
     doc["ranks"] = rank_docs(summary)  # rank, pid, step, host, started; score, own_s, wait_s (lanes.py)
+    doc["lanes_unknown"] = summary.lanes_unknown  # why no rank has a score where ranks step (on a GPU)
     loss, rate = json_value(summary.loss), json_value(summary.samples_per_s)  # NaN/inf as "nan"/"inf"/"-inf"
     doc.update(step=summary.step, loss=loss, loss_source=summary.loss_source, samples_per_s=rate)
     doc.update(memory_bytes=summary.memory)

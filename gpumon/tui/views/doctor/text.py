@@ -54,6 +54,9 @@ def doctor_text(diagnosis: Diagnosis, record: RunRecord, asked: bool = False) ->
         section("what slows it, the larger cost first")
         for i, line in enumerate(slowness):
             text.append(f"\n  {line}", style="yellow" if i < len(diagnosis.slow) else "")
+    elif diagnosis.lanes_unknown:  # ranks on a GPU: no straggler can be named from the host's clocks
+        section("the slow rank")
+        text.append(f"\n  {diagnosis.lanes_unknown}", style="dim")
     if diagnosis.loss is not None:
         section("loss")
         text.append(f"\n  {diagnosis.loss.text}", style="bold red" if nan else "yellow")

@@ -74,6 +74,8 @@ def info_text(summary: RunSummary | None) -> Text:
         line.append(f"\n{ranks_line(summary)}", style="dim")
     if (lanes := lanes_text(summary.lanes)) is not None:  # each rank's own work and wait: the slow rank's lane
         line.append("\n").append_text(lanes)
+    elif summary.lanes_unknown:  # on a GPU the host's clocks cannot score the ranks: said, never guessed
+        line.append(f"\nslow-rank lanes {summary.lanes_unknown}", style="dim")
     if reported := reported_words(summary.reported):  # the script's names: plain text, never markup
         line.append(f"\n{visible(reported)}")
     if summary.slurm:  # its words are Slurm's (a reason, node names): plain text, never markup
