@@ -282,6 +282,16 @@ def g(shape: list[int], grad_fn: str | None, count: int, **fields) -> dict:
     return base | {"count": count, "bytes": 0, "nodes": 0, "saved_bytes": 0, "freed_nodes": 0} | fields
 
 
+def test_more_views_of_storage_already_held_are_no_growing_list() -> None:
+    # A healthy DDP run under load: +4 tensors of each bias shape in 20 steps, every one a view (+0 B)
+    shapes = ([64], [32], [16])
+    first = census_event(168, [g(shape, None, 10, bytes=4 * shape[0]) for shape in shapes])
+    views = census_event(188, [g(shape, None, 14, bytes=4 * shape[0]) for shape in shapes], seq=2)
+    assert name_causes([first, views])[0] == []
+    kept = census_event(188, [g(shape, None, 14, bytes=56 * shape[0]) for shape in shapes], seq=2)
+    assert [c.kind for c in name_causes([first, kept])[0]] == ["outputs_list"]  # the same count, with bytes: kept
+
+
 def test_causes_are_named_with_what_was_seen() -> None:
     first = census_event(100, [g([], "AddBackward0", 1, nodes=800, freed_nodes=500), g([32, 10], None, 80)])
     second = census_event(
@@ -308,7 +318,7 @@ def test_causes_are_named_with_what_was_seen() -> None:
 
 def test_churn_and_incomplete_requests_name_nothing() -> None:
     first = census_event(100, [g([64, 64], None, 1), g([48, 64], None, 2)])
-    second = census_event(120, [g([64, 64], None, 2), g([48, 64], None, 1), g([7], None, 90)], seq=2)
+    second = census_event(120, [g([64, 64], None, 2), g([48, 64], None, 1), g([7], None, 90, bytes=90 * 7 * 4)], seq=2)
     assert [c.kind for c in name_causes([first, second])[0]] == ["outputs_list"]  # (7,) is new: 0 before
     first["groups_total"] = 51  # the first census left groups out: (7,) may have been there all along
     assert name_causes([first, second]) == {0: []}
