@@ -222,6 +222,10 @@ def test_a_hung_rank_s_restart_is_counted_once_as_restart_not_as_stall_too(gpumo
     [stall] = [e for e in map(json.loads, events.splitlines()) if e["type"] == "stall"]
     [told] = row["restarts"]
     assert row["status"] == "finished" and told["redone"] == 6 and not told["lost_so_far"], row
+    # the hung rank is named, not rank 0 whose all-reduce gave up on it
+    assert told["rank"] == 1 and told["what"].startswith("went silent (no exception, no exit: hung or killed), and "
+                                                         "rank 0 gave up on it: RuntimeError: "), told  # fmt: skip
+    assert "Timed out waiting" in told["what"], told
     ledger = row["ledger"]
     assert sum(ledger[part] for part in PARTS) == pytest.approx(ledger["wall"], rel=0.02), ledger
     assert ledger["restart"] == pytest.approx(told["lost_s"], abs=0.01), (ledger, told)

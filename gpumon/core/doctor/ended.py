@@ -32,6 +32,8 @@ PEER_LOSS = (
     "remote process exited",
     "Socket Timeout",
     "Broken pipe",
+    "Timed out waiting",  # gloo: the rank waited for a peer that never came (hung, or gone)
+    "collective operation timeout",  # NCCL's watchdog, the same
 )
 REASON_LINES = 3  # the last lines a script printed, shown as its reason
 # Slurm's own lines in a job's output ("srun: error: node1: task 0: Exited with exit code 3", "srun: launch/slurm:

@@ -233,10 +233,11 @@ def _restart(failed: Attempt, then: Attempt | None) -> Restart:
     failure, ended = failed.failure, failed.exit
     silent = sorted(set(failed.ranks) - set(failed.exited) - set(failed.raised))  # gone without a word: killed
     symptom = failure is not None and peer_lost(failure["message"])
+    waited = None  # a peer's symptom (its timeout, its lost connection) where a silent rank is the cause
     if ended is not None and (failure is None or (symptom and ended["rank"] not in failed.raised)):
         failure = None  # torchrun names a rank that raised nothing (killed, sys.exit): before the peers' symptoms
     elif symptom and silent:
-        failure = ended = None  # the others only lost it: the silent rank is the cause
+        waited, failure, ended = failure, None, None  # the others only lost it: the silent rank is the cause
     else:
         ended = None  # an exception says more than its exit code
     if failure is not None:
@@ -246,6 +247,10 @@ def _restart(failed: Attempt, then: Attempt | None) -> Restart:
     elif ended is not None:  # torchrun's own log: which worker failed first, and how
         rank, what, where = ended["rank"], exit_words(ended["exitcode"], ended["signal"]), ""
         when = float(ended["t"])  # torchrun's log time (it polls every 0.1 s), else when the supervisor read it
+    elif waited is not None and len(silent) == 1:  # it hung or died silently; a peer gave up waiting for it
+        rank, where, when = silent[0], "", float(waited["t"])
+        said = f"{waited['exc_type']}: {waited['message']}"[:160]
+        what = f"went silent (no exception, no exit: hung or killed), and rank {waited['rank']} gave up on it: {said}"
     else:  # no rank raised: one was killed (a signal leaves no exception) or exited with an error code
         rank = silent[0] if len(silent) == 1 else None
         what = "ended without an exception or an exit (killed by a signal?): torchrun's log in launcher.log says how"
