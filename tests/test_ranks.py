@@ -290,17 +290,20 @@ def test_a_plain_script_with_dataloader_workers_and_an_amp_subprocess_child(tmp_
 
 
 NEVER_STEPS = """
-import subprocess, sys
+import subprocess, sys, time
 import torch
 subprocess.run([sys.executable, "-c", "import torch; torch.nn.Linear(2, 2)(torch.ones(2))"], check=True)
+time.sleep(5.5)  # longer than the doctor's start-up finding needs (goodput.py): a run that never trained has none
 """
 
 
 def test_the_doctor_says_never_stepped_only_when_no_process_stepped_and_names_what_it_saw(tmp_path: Path) -> None:
     record = run(tmp_path, NEVER_STEPS)
     assert sorted(by_source(record)) == ["launcher"]  # neither process is a rank
-    headline = diagnose(record).headline()
+    diagnosis = diagnose(record)
+    headline = diagnosis.headline()
     assert headline.startswith("no memory samples: no process of the run stepped")
+    assert diagnosis.time == () and not [a for a in diagnosis.advice if a.key == "startup"], diagnosis.time
     assert f"pid {record.status['pid']}" in headline
 
 
