@@ -15,7 +15,6 @@ process. A file, not a signal, as for the census (census.py).
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
@@ -26,8 +25,9 @@ from types import ModuleType
 from typing import Any
 
 from gpumon.core.protocol import CONTROL_DIR, PYMEM_FLAG, PYMEM_STEPS
+from gpumon.core.runs.reading.cuda_snapshot import script_file
 from gpumon.telemetry import cuda_history
-from gpumon.telemetry.pymem_holder import NOT_USERS, find_holder
+from gpumon.telemetry.pymem_holder import find_holder
 from gpumon.telemetry.request_file import RequestFile
 
 FRAMES = 8  # frames kept per allocation: enough to reach the script's line from inside a library
@@ -105,7 +105,7 @@ class PyMemTrigger:
         if second is None:
             return {}
         kept = cuda_history.keep(second, self.run_dir, self.rank())
-        return {"cuda_lines": cuda_history.grown(first, second, steps, _user_file), "cuda_snapshot": kept}
+        return {"cuda_lines": cuda_history.grown(first, second, steps, script_file), "cuda_snapshot": kept}
 
     def _close(self) -> None:
         if self.window is not None and self.window.get("cuda") and self.torch is not None:
@@ -161,12 +161,7 @@ def grown(first: tracemalloc.Snapshot, second: tracemalloc.Snapshot, steps: int)
 
 def _users(traceback: tracemalloc.Traceback) -> list[tracemalloc.Frame]:
     """The script's own frames, most recent first (the allocation's own line, or the call that led to it)."""
-    return [frame for frame in reversed(traceback) if _user_file(frame.filename)]  # oldest first since 3.7
-
-
-@functools.lru_cache(maxsize=4096)
-def _user_file(name: str) -> bool:
-    return not (name.startswith("<") or name.startswith(_GPUMON) or os.path.realpath(name).startswith(NOT_USERS))
+    return [frame for frame in reversed(traceback) if script_file(frame.filename)]  # oldest first since 3.7
 
 
 def _function(path: str, lineno: int) -> str:

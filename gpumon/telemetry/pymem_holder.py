@@ -19,7 +19,6 @@ from itertools import compress
 from types import FrameType, ModuleType
 from typing import Any
 
-from gpumon.core.runs.reading.cuda_snapshot import NOT_USERS as NOT_USERS  # pymem.py reads it here
 from gpumon.core.runs.reading.cuda_snapshot import script_file as _script
 from gpumon.telemetry.holders import _forget, find_holders
 

@@ -49,8 +49,15 @@ class SnapshotError(ValueError):
 
 @functools.lru_cache(maxsize=4096)  # a snapshot's frames name the same few files again and again
 def script_file(filename: str) -> bool:
-    """The script's own source file: not Python's, not a package's (torch's), not gpumon's, not ``<string>``."""
-    return not (filename.startswith(("<", _GPUMON, *NOT_USERS)) or _NOT_USERS_ANYWHERE.search(filename) is not None)
+    """The script's own source file: not Python's, not a package's (torch's), not gpumon's, not ``<string>``; by
+    its name and, where it is a link (a venv's python, an editable install), by what it points to. The one test
+    for the tracemalloc window (telemetry/pymem.py), its holder search and the CUDA snapshots."""
+    if filename.startswith("<"):
+        return False
+    for name in {filename, os.path.realpath(filename)}:
+        if name.startswith((_GPUMON, *NOT_USERS)) or _NOT_USERS_ANYWHERE.search(name) is not None:
+            return False
+    return True
 
 
 class _PlainData(pickle.Unpickler):
