@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpumon.core.runs.record.values import event_number
+
 WINDOW_S = 60.0  # "in the last minute"
 FRAG_SHARE = 0.30  # reserved above the step's peak: this share of the device...
 FRAG_MIN = 2 * 1024**3  # ...and at least this many bytes
@@ -36,7 +38,7 @@ class RankAllocator:
     oom: dict[str, Any] | None = None  # the oom_snapshot event's fields
 
     def step(self, event: dict[str, Any]) -> None:
-        t, step = _num(event.get("t")) or 0.0, event.get("step")
+        t, step = event_number(event.get("t")) or 0.0, event.get("step")
         retries, ooms = _int(event.get("retries")), _int(event.get("ooms"))
         if ooms is not None:
             self.ooms = ooms
@@ -106,7 +108,3 @@ _FIELDS = frozenset(RankAllocator.__dataclass_fields__)
 
 def _int(value: Any) -> int | None:
     return value if type(value) is int else None
-
-
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

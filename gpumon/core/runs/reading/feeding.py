@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.runs.record.values import event_number
+
 INPUT_BOUND = 0.5
 # An interval between step events this many times the rank's usual step is a pause (SIGSTOP, a stall, a
 # checkpoint), not feeding: left out, or a rank stopped inside __next__ reads input-bound (seen on Lightning's
@@ -114,14 +116,14 @@ class Feeding:
         if not isinstance(t, int | float):
             return
         feed = self.ranks.setdefault(rank, RankFeed())
-        if (samples := _number(event.get("samples"))) is not None and samples > 0:
+        if (samples := event_number(event.get("samples"))) is not None and samples > 0:
             feed.samples.append(samples)
         last, feed.last = feed.last, (step, float(t))
         if not isinstance(wait, int | float) or last is None or step <= last[0] or t <= last[1]:
             return  # the first step holds start-up: no share from it
         steps = step - last[0]
         span = elapsed = float(t) - last[1]
-        edge = _number(event.get("epoch_wait"))
+        edge = event_number(event.get("epoch_wait"))
         edge = min(edge * steps, elapsed) if edge is not None else 0.0
         waited = max(edge, min(float(wait) * steps, elapsed))
         rest = elapsed - edge  # the interval less its epoch-edge wait: steps, or a pause
@@ -148,7 +150,7 @@ class Feeding:
         """The supervisor's ``stall`` event. A rank seen stopped (verdict ``stopped``) after its step at ``since``
         pauses every rank (the others wait for it): the intervals that span that moment are no data wait, and
         what was counted of them is taken back (the ranks' step events may be folded before this one)."""
-        since = _number(event.get("since"))
+        since = event_number(event.get("since"))
         if event.get("verdict") != "stopped" or since is None:
             return
         self.stops = [*self.stops[-7:], since]
@@ -193,7 +195,7 @@ class Feeding:
         for rank, saved in (state or {}).items() if isinstance(state, dict) else ():
             if isinstance(saved, dict) and str(rank).isdigit():
                 share, gpu, edge = saved.get("share"), saved.get("gpu"), saved.get("edge")
-                samples = _number(saved.get("samples"))
+                samples = event_number(saved.get("samples"))
                 out.ranks[int(rank)] = RankFeed(
                     gpu=(int(gpu[0]), float(gpu[1])) if isinstance(gpu, list | tuple) and len(gpu) == 2 else None,
                     saved=float(share) if isinstance(share, int | float) else None,
@@ -244,10 +246,6 @@ def _spans(start: float, end: float, since: float) -> bool:
     """The interval holds the stop after the step at ``since``: it ends after it and began by then (a second's
     leeway: the other ranks' last steps before it)."""
     return start <= since + 1.0 and end > since
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def suggested_workers(ranks: int, cpus: int | None = None) -> int:

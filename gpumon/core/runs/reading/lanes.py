@@ -26,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumon.core.runs.record.values import event_number
+
 WINDOW_S = 30  # seconds of steps a score reads: long enough to smooth a slow batch, short enough to follow
 FLAG = 0.7  # nvidia-resiliency-ext's authors flag a rank below this
 MIN_STEPS = 8
@@ -84,7 +86,7 @@ class Lanes:
         t = event.get("t")
         if not isinstance(t, int | float) or isinstance(t, bool):
             return
-        bw, coll = _number(event.get("bw")), _number(event.get("coll"))
+        bw, coll = event_number(event.get("bw")), event_number(event.get("coll"))
         clock = self.clocks.setdefault(rank, RankClock())
         last, clock.last = clock.last, (step, float(t))
         if last is None or step <= last[0] or t <= last[1]:
@@ -97,7 +99,7 @@ class Lanes:
             return  # a pause (a checkpoint, an evaluation, a stop): nobody's own work nor wait
         if isinstance(event.get("dev"), str):
             clock.device = event["dev"]
-        wait, cpu = _number(event.get("wait")), _number(event.get("cpu"))
+        wait, cpu = event_number(event.get("wait")), event_number(event.get("cpu"))
         clock.data = clock.data or wait is not None
         clock.cpu = clock.cpu or cpu is not None
         second = float(int(t))
@@ -177,26 +179,22 @@ class Lanes:
         out = cls()
         if not isinstance(state, dict):
             return out
-        judged = _number(state.get("judged"))
+        judged = event_number(state.get("judged"))
         out.judged = judged
         low = state.get("low_since")
         low = low if isinstance(low, dict) else {}
-        out.low_since = {int(r): float(t) for r, t in low.items() if str(r).isdigit() and _number(t) is not None}
+        out.low_since = {int(r): float(t) for r, t in low.items() if str(r).isdigit() and event_number(t) is not None}
         saved = []
         for item in state.get("lanes") or ():
             if isinstance(item, dict) and type(item.get("rank")) is int:
                 saved.append(
                     Lane(item["rank"], float(item["step_s"]), float(item["own_s"]), float(item["wait_s"]),
-                         float(item.get("coll_s") or 0.0), _number(item.get("data_s")), float(item["score"]),
-                         _number(item.get("cpu_s")))
+                         float(item.get("coll_s") or 0.0), event_number(item.get("data_s")), float(item["score"]),
+                         event_number(item.get("cpu_s")))
                 )  # fmt: skip
         out.saved = tuple(saved)
         out.saved_unknown = state["unknown"] if isinstance(state.get("unknown"), str) else None
         return out
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def ms(seconds: float) -> str:

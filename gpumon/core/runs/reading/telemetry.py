@@ -34,7 +34,7 @@ from gpumon.core.runs.reading.series import Pace, Series
 from gpumon.core.runs.reading.sources import loss_key, number, rank_of, source_of
 from gpumon.core.runs.reading.trials import TUNE_EVENTS, Experiment
 from gpumon.core.runs.reading.use import GpuUse
-from gpumon.core.runs.record.values import NonFinite
+from gpumon.core.runs.record.values import NonFinite, event_number
 from gpumon.core.safefs import read_bytes, write_atomic
 
 SUMMARY = "summary.json"
@@ -339,9 +339,9 @@ class RunTelemetry:
         mem = self.memory.setdefault(rank, RankMemory())
         dev = str(event.get("dev", "cpu"))
         mem.device = dev
-        used = _number(event.get("alloc") if dev != "cpu" else event.get("heap"))
-        second = _number(event.get("reserved") if dev != "cpu" else event.get("rss"))
-        heap = _number(event.get("heap")) if dev != "cpu" else None
+        used = event_number(event.get("alloc") if dev != "cpu" else event.get("heap"))
+        second = event_number(event.get("reserved") if dev != "cpu" else event.get("rss"))
+        heap = event_number(event.get("heap")) if dev != "cpu" else None
         for series, value in ((mem.used, used), (mem.reserved, second), (mem.heap, heap)):
             if value is not None:
                 series.add(step, value)
@@ -380,10 +380,6 @@ class RunTelemetry:
             return self.step
         job = self.progress.job_step()
         return job if job is not None else self.optimizer_steps
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def save_summary(telemetry: RunTelemetry, final: bool = False) -> None:

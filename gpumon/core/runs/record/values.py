@@ -27,6 +27,12 @@ def metric_value(value: Any) -> float | None:
     return None
 
 
+def event_number(value: Any) -> float | None:
+    """A field the telemetry wrote as a number (a time, seconds, a count): an int or a float, never a bool, never a
+    string (unlike a metric's value, nothing here is written as "nan")."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def json_value(value: Any) -> Any:
     """``value`` for JSON: a non-finite float as "nan", "inf" or "-inf" (docs/events.md)."""
     if isinstance(value, float) and not math.isfinite(value):
