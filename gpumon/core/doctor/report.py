@@ -255,7 +255,7 @@ def diagnose(
         advice = advice + found if warned else found + advice
     ledger = run_ledger(record, telemetry)
     # where the wall time went (goodput.py); an ended run that never stepped had no start-up, it never trained
-    stepped = record.live or any(r.first_t is not None for r in telemetry.ledger.ranks.values())
+    stepped = record.live or telemetry.ledger.lowest() is not None
     time_found = tuple(ledger_findings(ledger, Slowness)) if stepped else ()
     if time_found and (failure is None or failure.kind in ("killed", "stopped")):
         advice = (*advice, *(a for found in time_found for a in ledger_advice(found.kind, found.text)))

@@ -129,8 +129,8 @@ class Ledger:
                 if not event.get("after"):  # not the phase a save went back to
                     r.saves, r.evals = r.saves + (phase == "save"), r.evals + (phase == "eval")
 
-    def _lowest(self) -> RankTime | None:
-        """The rank whose pauses the ledger counts: the lowest that stepped."""
+    def lowest(self) -> RankTime | None:
+        """The rank whose pauses the ledger counts: the lowest that stepped (None: no rank stepped yet)."""
         stepped = [rank for rank, r in self.ranks.items() if r.first_t is not None]
         return self.ranks[min(stepped)] if stepped else None
 
@@ -142,12 +142,12 @@ class Ledger:
                     self._count(start, end, max(0.0, end - start - paused))  # its stall_end then adds nothing
                     return
         self.stall_since = since
-        low = self._lowest()  # its pauses since its last step, which ended before the stall was said
+        low = self.lowest()  # its pauses since its last step, which ended before the stall was said
         self.stall_paused = low.paused if low is not None and low.step_t >= since else 0.0
 
     def _inside_stall(self, rank: int, pause: tuple[float, float] | None) -> None:
         """A pause of ``rank`` that ended: its seconds inside the stall going on are the pause's, not the stall's."""
-        if pause is not None and self.stall_since is not None and self.ranks.get(rank) is self._lowest():
+        if pause is not None and self.stall_since is not None and self.ranks.get(rank) is self.lowest():
             self.stall_paused += max(0.0, pause[1] - max(pause[0], self.stall_since))
 
     def _stall_ended(self, at: float) -> None:
@@ -166,11 +166,10 @@ class Ledger:
             return {}
         wall = max(0.0, until - started)
         out = dict.fromkeys(PARTS, 0.0)
-        stepped = [rank for rank, r in self.ranks.items() if r.first_t is not None]
-        if not stepped:
+        r = self.lowest()
+        if r is None:
             out["startup"] = wall
             return {**out, "wall": wall}
-        r = self.ranks[min(stepped)]
         if r.first_t is None or not started - 60 <= r.first_t <= until + 1:
             return {}  # its steps are not within the run's start and end (events written by hand, a skewed clock)
         out["startup"] = max(0.0, (r.first_t or started) - started)
