@@ -54,7 +54,9 @@ def test_an_evaluation_without_no_grad_every_50_steps_is_named_with_its_holder_a
     assert "(2048, 10) float32 with AddmmBackward0" in cause["evidence"], cause
     assert "not torch's" not in report["headline"] and "saw no tensors" not in json.dumps(report["advice"])
     first, second = report["censused"]
-    assert second // 50 > first // 50, looks  # the pair the doctor read holds an evaluation between its looks
+    # the pair the doctor read holds an evaluation between its looks: the script evaluates after step 50k's
+    # optimizer step, the look at that step comes before it (a pair 700-721 holds the evaluation at 700)
+    assert any(step % 50 == 0 for step in range(first, second)), looks
 
 
 # --- the supervisor's requests, on census events ----------------------------------------------------------------
